@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set up posenc in ./.venv on a fresh machine: CPU torch first (never a CUDA build),
+# then the package with the extras named in $POSENC_EXTRAS (default: none).
+# Idempotent: re-running with nothing changed returns in about a second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${POSENC_EXTRAS:-}"
+py="${PYTHON:-python3}"
+venv=.venv
+find_links=()
+[ -d /opt/wheels ] && find_links=(--find-links /opt/wheels)
+
+stamp="$venv/.posenc-setup-$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-12)-${extras//,/_}"
+if [ -f "$stamp" ]; then exit 0; fi
+
+[ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+pip=("$venv/bin/python" -m pip install --disable-pip-version-check -q)
+# The CPU wheel of torch 2.13.0 is on disk here; pinning it keeps pip off the CUDA build.
+"${pip[@]}" "${find_links[@]}" "torch==2.13.0"
+spec="."
+[ -n "$extras" ] && spec=".[$extras]"
+"${pip[@]}" "${find_links[@]}" -e "$spec"
+rm -f "$venv"/.posenc-setup-*
+touch "$stamp"

@@ -1,0 +1,442 @@
+"""The one interface every positional encoding implements.
+
+A positional encoding acts at exactly one place in a Transformer (its *kind*);
+attention calls that kind's hook and never asks which encoding it holds.
+
+Axis legend (used in every module of posenc):
+    b  batch            h  heads
+    n  sequence         i  query positions     j  key positions
+    d  feature dim (d_model for additive encodings, head_dim inside attention)
+
+| kind         | hook                                                        |
+|--------------|-------------------------------------------------------------|
+| ``additive`` | ``embed(x (b,n,d), *, positions (b,n)) -> (b,n,d)``          |
+| ``rotary``   | ``rotate(q (b,h,i,d), k (b,h,j,d), *, q_positions, k_positions) -> q, k`` |
+| ``bias``     | ``bias_fn(q_pos, k_pos, head)`` elementwise; ``bias(...) -> (b|1,h,i,j)``; ``score_mod(...)`` |
+| ``relative`` | ``scores(q, k, *, q_positions, k_positions) -> (b,h,i,j)`` (unscaled, added to q.k); optional ``values(probs, *, q_positions, k_positions) -> (b,h,i,d)`` |
+| ``contextual`` | ``scores(q, k, logits) -> logits`` (logits scaled and masked with -inf) |
+| ``none``     | nothing                                                     |
+
+Positions are data: every hook takes explicit integer positions ``(b, n)`` (or
+``(1, n)``, broadcast over the batch); ``None`` means ``arange(n)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+from typing import Any, ClassVar, Literal
+
+import torch
+from torch import nn
+
+Kind = Literal["additive", "rotary", "bias", "relative", "contextual", "none"]
+KINDS: tuple[str, ...] = ("additive", "rotary", "bias", "relative", "contextual", "none")
+
+
+# ---------------------------------------------------------------------------
+# Validation helpers: every error names the parameter and the valid range.
+# ---------------------------------------------------------------------------
+
+
+def check_int(
+    name: str,
+    value: Any,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    even: bool = False,
+) -> int:
+    """Return ``value`` as int or raise TypeError/ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int,)):
+        if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
+            value = int(value.item())
+        elif hasattr(value, "__index__") and not isinstance(value, float):
+            value = int(value.__index__())
+        else:
+            raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    valid = _range_text(minimum, maximum) + (", even" if even else "")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} must be an integer {valid}, got {value}")
+    if even and value % 2:
+        raise ValueError(f"{name} must be an even integer {valid}, got {value}")
+    return int(value)
+
+
+def check_float(
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    exclusive_minimum: bool = False,
+) -> float:
+    """Return ``value`` as a finite float or raise naming ``name`` and the range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    low = "" if minimum is None else (f"> {minimum}" if exclusive_minimum else f">= {minimum}")
+    high = "" if maximum is None else f"<= {maximum}"
+    valid = " and ".join(t for t in (low, high) if t) or "finite"
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number ({valid}), got {value}")
+    if minimum is not None and (value < minimum or (exclusive_minimum and value == minimum)):
+        raise ValueError(f"{name} must be {valid}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be {valid}, got {value}")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...] | list[str]) -> str:
+    """Raise ValueError unless ``value`` is one of ``choices`` (suggesting the closest)."""
+    if value not in choices:
+        hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+        extra = f"; did you mean {hint[0]!r}?" if hint else ""
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}{extra}")
+    return value
+
+
+def _range_text(minimum: int | None, maximum: int | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f"in [{minimum}, {maximum}]"
+    if minimum is not None:
+        return f">= {minimum}"
+    if maximum is not None:
+        return f"<= {maximum}"
+    return ""
+
+
+def check_tensor(
+    name: str,
+    value: Any,
+    *,
+    ndim: int | tuple[int, ...] | None = None,
+    floating: bool | None = None,
+) -> torch.Tensor:
+    """Check a tensor argument's type, rank and dtype family."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else ndim
+        if value.ndim not in allowed:
+            raise ValueError(
+                f"{name} must have {' or '.join(map(str, allowed))} dimensions, "
+                f"got shape {tuple(value.shape)}"
+            )
+    if floating is True and not value.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+    return value
+
+
+# ---------------------------------------------------------------------------
+# Configs: frozen dataclasses that validate themselves and round-trip to JSON.
+# ---------------------------------------------------------------------------
+
+
+class EncodingConfig:
+    """Mixin for every encoding's ``@dataclass(frozen=True)`` config.
+
+    Subclasses override :meth:`validate` and raise ValueError/TypeError naming the
+    field. ``from_dict`` rejects unknown keys, suggesting the closest field.
+    """
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:  # pragma: no cover - overridden
+        """Check every field; raise ValueError/TypeError naming the field."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, owner: str | None = None):
+        names = cls.field_names()
+        for key in data:
+            if key not in names:
+                hint = difflib.get_close_matches(key, names, n=1)
+                extra = f"; did you mean {hint[0]!r}?" if hint else ""
+                where = f" for encoding {owner!r}" if owner else ""
+                raise ValueError(f"unknown config key {key!r}{where}; valid keys: {names}{extra}")
+        missing = [
+            f.name
+            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            if f.name not in data
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ]
+        if missing:
+            where = f" for encoding {owner!r}" if owner else ""
+            raise ValueError(f"missing required config key(s) {missing}{where}")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str):
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def parameters(cls) -> dict[str, Any]:
+        """Field name -> default (``"<required>"`` when there is none)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = f.default_factory()
+            else:
+                out[f.name] = "<required>"
+        return out
+
+
+# Names of the model-level dimensions an attention/model fills in automatically.
+MODEL_DIM_FIELDS = ("dim", "head_dim", "num_heads")
+
+
+# ---------------------------------------------------------------------------
+# Positions.
+# ---------------------------------------------------------------------------
+
+
+def resolve_positions(
+    positions: torch.Tensor | None,
+    seq_len: int,
+    *,
+    batch: int | None = None,
+    device: torch.device | str | None = None,
+    name: str = "positions",
+) -> torch.Tensor:
+    """Validate ``positions`` or build ``arange(seq_len)``; returns int64 ``(b|1, n)``.
+
+    Raises TypeError for non-integer dtypes and ValueError for the wrong shape or
+    negative values, naming ``name``.
+    """
+    if positions is None:
+        return torch.arange(seq_len, device=device, dtype=torch.long).unsqueeze(0)
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(f"{name} must be an integer torch.Tensor of shape (batch, seq) or None")
+    if positions.dtype.is_floating_point or positions.dtype.is_complex or positions.dtype == torch.bool:
+        raise TypeError(f"{name} must have an integer dtype (int32/int64), got {positions.dtype}")
+    if positions.ndim == 1:
+        positions = positions.unsqueeze(0)
+    if positions.ndim != 2:
+        raise ValueError(f"{name} must have shape (batch, seq) or (seq,), got {tuple(positions.shape)}")
+    if positions.shape[1] != seq_len:
+        raise ValueError(
+            f"{name} has {positions.shape[1]} positions per row but the input has seq length {seq_len}"
+        )
+    if batch is not None and positions.shape[0] not in (1, batch):
+        raise ValueError(f"{name} has batch size {positions.shape[0]}; expected 1 or {batch}")
+    if positions.numel() and int(positions.min()) < 0:
+        raise ValueError(f"{name} must be >= 0, got minimum {int(positions.min())}")
+    return positions.to(dtype=torch.long, device=device if device is not None else positions.device)
+
+
+# ---------------------------------------------------------------------------
+# Exact sin/cos tables from integer positions (shared by sinusoidal, RoPE, ...).
+# ---------------------------------------------------------------------------
+
+
+class SinCosCache:
+    """cos/sin of ``position * inv_freq`` computed in float64 and cached.
+
+    Rows for positions below ``max_cached`` are kept in a float64 table that grows by
+    doubling; positions past it are computed on the fly (still float64). Casting to
+    the compute dtype happens last, and the cache is a plain attribute, not a
+    buffer, so ``module.to(torch.bfloat16)`` can never degrade it.
+    """
+
+    def __init__(self, inv_freq: torch.Tensor, *, max_cached: int = 1 << 16) -> None:
+        self.inv_freq = inv_freq.detach().to(device="cpu", dtype=torch.float64)
+        self.max_cached = max_cached
+        self._table: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._cast: dict[tuple[torch.device, torch.dtype, int], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def _rows(self, length: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, _ = self._table.get(device, (None, None))
+        if cos is None or cos.shape[0] < length:
+            size = min(self.max_cached, max(64, 1 << (length - 1).bit_length()))
+            angles = torch.arange(size, dtype=torch.float64, device=device)[:, None] * self.inv_freq.to(
+                device
+            )
+            self._table[device] = (torch.cos(angles), torch.sin(angles))
+            self._cast = {k: v for k, v in self._cast.items() if k[0] != device}
+        return self._table[device]
+
+    def __call__(
+        self, positions: torch.Tensor, dtype: torch.dtype = torch.float64
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(cos, sin)`` of shape ``positions.shape + (len(inv_freq),)`` in ``dtype``."""
+        device = positions.device
+        top = int(positions.max()) + 1 if positions.numel() else 1
+        if top > self.max_cached:
+            angles = positions.to(torch.float64)[..., None] * self.inv_freq.to(device)
+            return torch.cos(angles).to(dtype), torch.sin(angles).to(dtype)
+        cos, sin = self._rows(top, device)
+        key = (device, dtype, cos.shape[0])
+        if key not in self._cast:
+            self._cast[key] = (cos.to(dtype), sin.to(dtype))
+        cos_t, sin_t = self._cast[key]
+        return cos_t[positions], sin_t[positions]
+
+
+# ---------------------------------------------------------------------------
+# The base classes, one per kind.
+# ---------------------------------------------------------------------------
+
+
+class PositionalEncoding(nn.Module):
+    """Base of every encoding. Subclasses set the class attributes below.
+
+    Build one with ``posenc.build(name, **config)`` or ``Cls(Cls.Config(...))``.
+    """
+
+    kind: ClassVar[str]
+    Config: ClassVar[type]  # a frozen dataclass that also inherits EncodingConfig
+    paper: ClassVar[str] = ""  # "Author et al. YEAR, Title, https://arxiv.org/abs/..."
+    equation: ClassVar[str] = ""  # the defining equation, plain text / LaTeX
+    supports_kv_cache: ClassVar[bool] = True  # decode with a cache == full recompute
+
+    def __init__(self, config: EncodingConfig) -> None:
+        super().__init__()
+        if not isinstance(config, self.Config):
+            raise TypeError(
+                f"{type(self).__name__} expects a {self.Config.__name__}, got {type(config).__name__}"
+            )
+        self.config = config
+
+    @property
+    def learnable(self) -> bool:
+        return any(p.requires_grad for p in self.parameters())
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.config.to_dict().items())
+
+
+class AdditiveEncoding(PositionalEncoding):
+    """Added to (combined with) token embeddings before the first layer."""
+
+    kind = "additive"
+
+    def encode(self, positions: torch.Tensor) -> torch.Tensor:
+        """The positional vectors alone: ``(b, n) -> (b, n, d)`` in float32.
+
+        Content-dependent encodings (e.g. complex-valued) raise NotImplementedError.
+        """
+        raise NotImplementedError
+
+    def embed(self, x: torch.Tensor, *, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """``x (b, n, d)`` -> ``(b, n, d)``: token embeddings with position added."""
+        x = check_tensor("x", x, ndim=3, floating=True)
+        positions = resolve_positions(positions, x.shape[1], batch=x.shape[0], device=x.device)
+        return x + self.encode(positions).to(x.dtype)
+
+    def forward(self, x: torch.Tensor, *, positions: torch.Tensor | None = None) -> torch.Tensor:
+        return self.embed(x, positions=positions)
+
+
+class RotaryEncoding(PositionalEncoding):
+    """Rotates queries and keys by position-dependent angles."""
+
+    kind = "rotary"
+
+    def rotate(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def forward(self, q, k, *, q_positions=None, k_positions=None):
+        return self.rotate(q, k, q_positions=q_positions, k_positions=k_positions)
+
+
+class BiasEncoding(PositionalEncoding):
+    """Adds a content-free bias ``bias_fn(q_pos, k_pos, head)`` to scaled scores."""
+
+    kind = "bias"
+
+    @property
+    def num_heads(self) -> int:
+        return self.config.num_heads
+
+    def bias_fn(self, q_pos: torch.Tensor, k_pos: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        """Elementwise, broadcasting definition of the bias (the single source of truth)."""
+        raise NotImplementedError
+
+    def bias(
+        self,
+        num_queries: int,
+        num_keys: int,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+        device: torch.device | str | None = None,
+    ) -> torch.Tensor:
+        """Dense bias ``(b|1, h, i, j)`` in float32."""
+        qp = resolve_positions(q_positions, num_queries, device=device, name="q_positions")
+        kp = resolve_positions(k_positions, num_keys, device=qp.device, name="k_positions")
+        if qp.shape[0] != kp.shape[0] and 1 not in (qp.shape[0], kp.shape[0]):
+            raise ValueError(f"q_positions batch {qp.shape[0]} and k_positions batch {kp.shape[0]} differ")
+        head = torch.arange(self.num_heads, device=qp.device)[None, :, None, None]
+        return self.bias_fn(qp[:, None, :, None], kp[:, None, None, :], head)
+
+    def forward(self, num_queries, num_keys, *, q_positions=None, k_positions=None, device=None):
+        return self.bias(
+            num_queries, num_keys, q_positions=q_positions, k_positions=k_positions, device=device
+        )
+
+
+class RelativeEncoding(PositionalEncoding):
+    """Content-dependent relative terms inside attention (Shaw, Transformer-XL)."""
+
+    kind = "relative"
+    has_values: ClassVar[bool] = False
+
+    def scores(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Extra *unscaled* score term ``(b, h, i, j)`` added to ``q @ k^T`` before scaling."""
+        raise NotImplementedError
+
+    def values(
+        self,
+        probs: torch.Tensor,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> torch.Tensor | None:
+        """Extra output term ``(b, h, i, d)`` added to ``probs @ v``; None if unused."""
+        return None
+
+
+class ContextualEncoding(PositionalEncoding):
+    """Positions computed from content (CoPE)."""
+
+    kind = "contextual"
+
+    def scores(self, q: torch.Tensor, k: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        """``logits (b,h,i,j)`` (scaled, masked with -inf) -> new logits, same shape."""
+        raise NotImplementedError
+
+
+class NoEncoding(PositionalEncoding):
+    """Marker base for the ``none`` kind."""
+
+    kind = "none"

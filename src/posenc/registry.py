@@ -1,0 +1,71 @@
+"""The registry: one literal dict of every encoding. Everything iterates over it.
+
+CLI listings, the README table, the contract tests, the report and the
+benchmark read ``ENCODINGS``; nothing else lists encodings by hand.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from posenc import absolute
+from posenc.base import PositionalEncoding
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {
+    # --- absolute (additive) ---
+    "sinusoidal": absolute.Sinusoidal,
+    # --- none ---
+    "nope": absolute.NoPE,
+    # --- rotary ---
+    # --- bias ---
+    # --- relative ---
+    # --- contextual ---
+}
+
+
+def get_encoding_class(name: str) -> type[PositionalEncoding]:
+    """Look ``name`` up in ENCODINGS; unknown names raise ValueError with a suggestion."""
+    if not isinstance(name, str):
+        raise TypeError(f"encoding name must be a string, got {type(name).__name__}")
+    try:
+        return ENCODINGS[name]
+    except KeyError:
+        hint = difflib.get_close_matches(name, list(ENCODINGS), n=1)
+        extra = f"; did you mean {hint[0]!r}?" if hint else ""
+        raise ValueError(f"unknown encoding {name!r}{extra} (valid: {', '.join(ENCODINGS)})") from None
+
+
+def build(name: str, **config: Any) -> PositionalEncoding:
+    """Build a registered encoding: ``posenc.build("sinusoidal", dim=512)``."""
+    cls = get_encoding_class(name)
+    return cls(cls.Config.from_dict(config, owner=name))
+
+
+def build_for_model(
+    name: str, *, d_model: int, num_heads: int, head_dim: int | None = None, **config: Any
+) -> PositionalEncoding:
+    """Build ``name`` filling the model-level fields it declares (dim, head_dim, num_heads).
+
+    Explicit ``config`` entries win over the model's values.
+    """
+    cls = get_encoding_class(name)
+    dims = {"dim": d_model, "num_heads": num_heads, "head_dim": head_dim or d_model // num_heads}
+    fields = cls.Config.field_names()
+    merged = {k: v for k, v in dims.items() if k in fields}
+    merged.update(config)
+    return cls(cls.Config.from_dict(merged, owner=name))
+
+
+def list_encodings() -> list[dict[str, Any]]:
+    """Name, kind, parameters (with defaults) and paper reference of every encoding."""
+    return [
+        {
+            "name": name,
+            "kind": cls.kind,
+            "parameters": cls.Config.parameters(),
+            "paper": cls.paper,
+            "summary": (cls.__doc__ or "").strip().splitlines()[0],
+        }
+        for name, cls in ENCODINGS.items()
+    ]
