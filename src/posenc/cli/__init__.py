@@ -36,7 +36,11 @@ def _register() -> None:
     # One module per command group; each defines click commands and adds them here.
     from posenc.cli import catalog
 
-    for module in (catalog,):
+    # add command-group modules to this tuple (one line each)
+    modules = (
+        catalog,
+    )
+    for module in modules:
         for command in module.COMMANDS:
             main.add_command(command)
 
