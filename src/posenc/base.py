@@ -304,6 +304,9 @@ class PositionalEncoding(nn.Module):
     paper: ClassVar[str] = ""  # "Author et al. YEAR, Title, https://arxiv.org/abs/..."
     equation: ClassVar[str] = ""  # the defining equation, plain text / LaTeX
     supports_kv_cache: ClassVar[bool] = True  # decode with a cache == full recompute
+    # The model builds one instance for all layers by default (T5 shares its bias table;
+    # parameter-free encodings share their caches). Per-layer learned ones set False.
+    share_across_layers: ClassVar[bool] = False
 
     def __init__(self, config: EncodingConfig) -> None:
         super().__init__()

@@ -32,3 +32,8 @@ def compute(scaling: dict[str, Any] | None, *, dim: int, base: float, seq_len: i
     params = dict(scaling or {})
     name = params.pop("rope_type", "default")
     return ROPE_SCALINGS[name](dim=dim, base=base, seq_len=seq_len, params=params)
+
+
+def depends_on_seq_len(scaling: dict[str, Any] | None) -> bool:
+    """True when inv_freq changes with the current sequence length (dynamic NTK, LongRoPE)."""
+    return (scaling or {}).get("rope_type", "default") in ("dynamic", "longrope")
