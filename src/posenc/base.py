@@ -53,7 +53,7 @@ def check_int(
     if isinstance(value, bool) or not isinstance(value, (int,)):
         if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
             value = int(value.item())
-        elif hasattr(value, "__index__") and not isinstance(value, float):
+        elif hasattr(value, "__index__") and not isinstance(value, (float, bool)):
             value = int(value.__index__())
         else:
             raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")

@@ -10,17 +10,37 @@ import difflib
 from typing import Any
 
 from posenc import absolute
+from posenc import bias
+from posenc import rotary
+from posenc import relative
+from posenc import contextual
 from posenc.base import PositionalEncoding
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {
     # --- absolute (additive) ---
     "sinusoidal": absolute.Sinusoidal,
+    "scaled_sinusoidal": absolute.ScaledSinusoidal,
+    "learned": absolute.Learned,
+    "hybrid": absolute.Hybrid,
+    "complex_order": absolute.ComplexOrder,
+    "integer_index": absolute.IntegerIndex,
     # --- none ---
     "nope": absolute.NoPE,
     # --- rotary ---
+    "rope": rotary.RoPE,
+    "xpos": rotary.XPos,
     # --- bias ---
+    "alibi": bias.ALiBi,
+    "t5": bias.T5RelativeBias,
+    "kerple_log": bias.KerpleLog,
+    "kerple_power": bias.KerplePower,
+    "fire": bias.FIRE,
+    "sandwich": bias.Sandwich,
     # --- relative ---
+    "shaw": relative.Shaw,
+    "transformer_xl": relative.TransformerXL,
     # --- contextual ---
+    "cope": contextual.CoPE,
 }
 
 
@@ -69,3 +89,20 @@ def list_encodings() -> list[dict[str, Any]]:
         }
         for name, cls in ENCODINGS.items()
     ]
+
+
+def encodings_markdown() -> str:
+    """The README's encodings table (name | kind | parameters | paper), rendered from ENCODINGS.
+
+    ``scripts/update_readme_table.py`` writes it between the README's
+    ``<!-- encodings-table:start -->`` / ``<!-- encodings-table:end -->`` markers.
+    """
+
+    def cell(text: Any) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| name | kind | parameters | paper |", "|---|---|---|---|"]
+    for row in list_encodings():
+        params = ", ".join(k if v == "<required>" else f"{k}={v!r}" for k, v in row["parameters"].items())
+        lines.append(f"| `{row['name']}` | {row['kind']} | {cell(params) or '—'} | {cell(row['paper'])} |")
+    return "\n".join(lines) + "\n"

@@ -35,10 +35,14 @@ def main() -> None:
 def _register() -> None:
     # One module per command group; each defines click commands and adds them here.
     from posenc.cli import catalog
+    from posenc.cli import compare
+    from posenc.cli import rope
 
     # add command-group modules to this tuple (one line each)
     modules = (
         catalog,
+        compare,
+        rope,
     )
     for module in modules:
         for command in module.COMMANDS:

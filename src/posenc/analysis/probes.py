@@ -1,0 +1,129 @@
+"""Probes through a small untrained (seeded) Transformer built on each encoding.
+
+Axis legend: b batch, n sequence, L layers, h heads, i/j query/key positions, V vocab.
+
+* :func:`position_sensitivity` -- seed 003's probing task: feed "The quick brown fox
+  jumps" and "brown quick The fox jumps" and measure how much the output changes.
+* :func:`equivariance_gap` -- one attention layer's distance from permutation
+  equivariance (``posenc.attention.permutation_equivariance_gap``).
+* :func:`attention_maps` -- attention probabilities of every layer and head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from posenc.base import check_int
+
+# Seed 003: original = "The quick brown fox jumps", permuted = "brown quick The fox jumps".
+SEED_003_ORIGINAL = ("The", "quick", "brown", "fox", "jumps")
+SEED_003_PERMUTED = ("brown", "quick", "The", "fox", "jumps")
+
+
+def small_model(
+    name: str,
+    *,
+    causal: bool = True,
+    d_model: int = 32,
+    num_heads: int = 4,
+    num_layers: int = 2,
+    vocab_size: int = 64,
+    seed: int = 0,
+    **encoding_config,
+):
+    """An untrained ``posenc.model.Transformer`` with encoding ``name``, in float64, eval mode."""
+    from posenc.model import Transformer, TransformerConfig
+
+    config = TransformerConfig(
+        vocab_size=vocab_size,
+        d_model=d_model,
+        num_heads=num_heads,
+        num_layers=num_layers,
+        ffn_dim=2 * d_model,
+        causal=causal,
+        encoding=name,
+        encoding_config=dict(encoding_config),
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Transformer(config)
+    return model.double().eval()
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    encoding: str
+    causal: bool
+    token_change: float  # ||f(Px) - P f(x)|| / ||f(x)||: each word's output, aligned by word
+    pooled_change: float  # ||mean_n f(Px) - mean_n f(x)|| / ||mean_n f(x)||: the sentence's output
+
+
+def position_sensitivity(
+    name: str,
+    *,
+    original=SEED_003_ORIGINAL,
+    permuted=SEED_003_PERMUTED,
+    causal: bool = False,
+    seed: int = 0,
+    **model_kwargs,
+) -> Sensitivity:
+    """How much a model's output changes when the words of a sentence are permuted.
+
+    Seed 003's ``model_difference(original, permuted)``: both sentences are mapped to
+    token ids (one id per distinct word), run through the same untrained model, and
+    the logits compared. Word-aligned change is 0 for a permutation-equivariant model
+    (no encoding, bidirectional); causal masks alone already break equivariance.
+    """
+    words = sorted(set(original) | set(permuted))
+    if sorted(original) != sorted(permuted):
+        raise ValueError(f"permuted must reorder the words of original, got {original!r} vs {permuted!r}")
+    ids = {w: i for i, w in enumerate(words)}
+    x = torch.tensor([[ids[w] for w in original]])  # (1, n)
+    px = torch.tensor([[ids[w] for w in permuted]])
+    # perm[t] = index in `original` of the word at position t of `permuted` (first unused match).
+    used: set[int] = set()
+    perm = []
+    for w in permuted:
+        i = next(k for k, o in enumerate(original) if o == w and k not in used)
+        used.add(i)
+        perm.append(i)
+    model = small_model(name, causal=causal, seed=seed, vocab_size=max(8, len(words)), **model_kwargs)
+    with torch.no_grad():
+        out, pout = model(x)[0], model(px)[0]  # (n, V)
+    token = float((pout - out[perm]).norm() / out.norm())
+    pooled = float((pout.mean(0) - out.mean(0)).norm() / out.mean(0).norm())
+    return Sensitivity(name, causal, token, pooled)
+
+
+def equivariance_gap(name: str, *, seq_len: int = 6, seed: int = 0, **kwargs) -> float:
+    """``max |f(x[perm]) - f(x)[perm]|`` of one bidirectional attention layer (helper E's probe)."""
+    from posenc.attention import permutation_equivariance_gap
+
+    return float(permutation_equivariance_gap(name, seq_len=seq_len, seed=seed, **kwargs))
+
+
+def attention_maps(
+    name: str,
+    *,
+    seq_len: int = 16,
+    causal: bool = True,
+    seed: int = 0,
+    **model_kwargs,
+) -> np.ndarray:
+    """Attention probabilities ``(L, h, i, j)`` of an untrained model on random tokens."""
+    n = check_int("seq_len", seq_len, minimum=1)
+    model = small_model(name, causal=causal, seed=seed, **model_kwargs)
+    g = torch.Generator().manual_seed(seed + 1)
+    tokens = torch.randint(0, model.config.vocab_size, (1, n), generator=g)  # (1, n)
+    positions = torch.arange(n).unsqueeze(0)
+    maps = []
+    with torch.no_grad():
+        x = model.embed(tokens, positions)  # (1, n, D)
+        for block in model.blocks:
+            _, weights = block.attn(block.ln_attn(x), positions=positions, return_weights=True)
+            maps.append(weights[0].to(torch.float64).numpy())  # (h, i, j)
+            x = block(x, positions=positions, padding_mask=None, cache=None)
+    return np.stack(maps)

@@ -1,0 +1,288 @@
+"""Benchmark profiles (budget tiers) and the grid of run specs they expand to.
+
+| profile | budget | grid |
+|---|---|---|
+| ``smoke`` | seconds | 2 encodings, copy + LM, tiny model; exercises every code path (tests) |
+| ``quick`` | <= 10 min on 2 cores, everything included | 8 encodings + 1 randomized variant, copy + LM, 1 seed |
+| ``standard`` | about an hour | every registered encoding, every task, 1 seed |
+| ``full`` | hours | every encoding, every task, 3 seeds, default *and* scaled variants, randomized variants |
+
+Encodings always come from the registry (:data:`posenc.ENCODINGS`); a profile
+may only *name a subset* of it. Parameters whose paper default assumes long
+training run twice in ``full`` (BENCHMARK.md fairness rules): the paper default
+and ``@scaled`` to the training length. Which Config fields count as such is a
+table of *field names* (:data:`LENGTH_PARAMETERS`), so a new encoding with a
+``max_distance`` field is scaled without being listed anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from posenc.base import check_choice
+from posenc.bench.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
+from posenc.registry import ENCODINGS
+from posenc.tasks import ALL_TASKS, max_sequence_length
+
+#: Config fields that encode "how long is long" and their scaled value, as a
+#: function of the training length (tokens per training sequence).
+LENGTH_PARAMETERS: dict[str, Any] = {
+    "max_distance": lambda train_len: train_len,  # T5 buckets: log buckets end at max_distance (paper 128)
+    "scale_base": lambda train_len: float(train_len),  # xPos decay length (paper 512)
+    "init_threshold": lambda train_len: float(train_len),  # FIRE's learned threshold L, initial value (512)
+    "max_len": None,  # learned tables: always sized to the training length (see encoding_overrides)
+}
+
+#: Ruoss et al. 2023 draw positions from [0, L) with L much larger than any test
+#: length; "paper" uses this L, "scaled" uses the longest evaluation sequence.
+RANDOMIZED_PAPER_MAX_LEN = 2048
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    why: str  # why these numbers (what was scaled down from BENCHMARK.md, and why)
+    encodings: tuple[str, ...] | None  # None = every registered encoding
+    tasks: tuple[str, ...]
+    seeds: tuple[int, ...]
+    model: ModelSpec
+    task_train: TrainSpec
+    lm_train: TrainSpec
+    eval: EvalSpec
+    randomized: tuple[str, ...] = ()  # encodings also trained with randomized positions ("*" = all)
+    randomized_max_len: tuple[str, ...] = ("scaled",)  # "scaled" and/or "paper"
+    scaled_variants: bool = False  # also run "@scaled" variants of LENGTH_PARAMETERS
+    scalings: tuple[str, ...] = ()  # RoPE scalings evaluated on rotary models, "type:factor"
+    workers: int = 1  # default --workers
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+PAPER_EVAL = EvalSpec()
+ALL_SCALINGS = tuple(f"{t}:{s}" for t in ("linear", "ntk", "dynamic", "yarn") for s in (2, 4, 8))
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile(
+        name="smoke",
+        description="seconds; for tests: tiny model, a few steps, every code path",
+        why="Exercises training, every evaluation, scalings, storage and the report; numbers are meaningless.",
+        encodings=("sinusoidal", "nope"),
+        tasks=("copy", "lm"),
+        seeds=(0,),
+        model=ModelSpec(d_model=16, num_heads=2, num_layers=1, ffn_dim=32),
+        task_train=TrainSpec(steps=6, batch_size=8, warmup_steps=2, max_len=6),
+        lm_train=TrainSpec(steps=6, batch_size=4, warmup_steps=2, max_len=16),
+        eval=EvalSpec(
+            lengths=(4, 6, 9, 12, 24),
+            samples=8,
+            lm_lengths=(8, 16, 32, 64),
+            lm_bytes=128,
+            lastk_contexts=(1.0, 2.0),
+            lastk_k=8,
+            lastk_windows=2,
+            position_multiple=4,
+        ),
+        workers=1,
+    ),
+    "quick": Profile(
+        name="quick",
+        description="<= 10 min on 2 CPU cores including everything: 9 variants x (copy + LM), 1 seed",
+        why=(
+            "BENCHMARK.md asks ~1500 task steps at batch 64 and ~2000 LM steps at L_train=128; 18 such runs "
+            "take well over an hour on 2 shared cores. Measured on this machine, the same model trains "
+            "copy in about 400 steps at batch 32 when n <= 8, so quick trains on n <= 8 and tests up to "
+            "n = 32 (still 4x), and trains the byte LM at L_train = 64 for 400 steps (the ratios "
+            "compare lengths, so the short context is what matters, not the absolute perplexity). "
+            "Evaluation uses 64 examples per length and 12 KiB of validation text."
+        ),
+        encodings=("learned", "sinusoidal", "nope", "rope", "alibi", "t5", "kerple_log", "fire"),
+        tasks=("copy", "lm"),
+        seeds=(0,),
+        model=ModelSpec(),
+        task_train=TrainSpec(steps=400, batch_size=32, warmup_steps=40, max_len=8),
+        lm_train=TrainSpec(steps=400, batch_size=16, warmup_steps=40, max_len=64),
+        eval=EvalSpec(
+            lengths=(4, 8, 10, 12, 16, 24, 32),
+            samples=64,
+            lm_lengths=(32, 64, 96, 128, 192, 256, 512),
+            lm_bytes=3072,
+            lastk_contexts=(1.0, 1.25, 1.5, 2.0, 4.0, 8.0),
+            lastk_k=32,
+            lastk_windows=16,
+            position_multiple=8,
+        ),
+        randomized=("rope",),
+        scalings=("dynamic:4", "yarn:4"),
+        workers=2,
+    ),
+    "standard": Profile(
+        name="standard",
+        description="every task and every registered encoding, 1 seed (about an hour on 2 cores)",
+        why="BENCHMARK.md's model and evaluation; 1000 task steps and 1500 LM steps to fit an hour.",
+        encodings=None,
+        tasks=ALL_TASKS,
+        seeds=(0,),
+        model=ModelSpec(),
+        task_train=TrainSpec(steps=1000),
+        lm_train=TrainSpec(steps=1500, batch_size=16, max_len=128),
+        eval=dataclasses.replace(PAPER_EVAL, samples=128, lm_bytes=6144),
+        randomized=("sinusoidal", "rope"),
+        scalings=tuple(f"{t}:{s}" for t in ("linear", "ntk", "dynamic", "yarn") for s in (2, 4)),
+        workers=2,
+    ),
+    "full": Profile(
+        name="full",
+        description="BENCHMARK.md in full: 3 seeds, every task and encoding, default and scaled variants",
+        why="The protocol as written (1500 task steps, 2000 LM steps, 256 examples per length).",
+        encodings=None,
+        tasks=ALL_TASKS,
+        seeds=(0, 1, 2),
+        model=ModelSpec(),
+        task_train=TrainSpec(steps=1500),
+        lm_train=TrainSpec(steps=2000, batch_size=16, max_len=128),
+        eval=PAPER_EVAL,
+        randomized=("*",),
+        randomized_max_len=("scaled", "paper"),
+        scaled_variants=True,
+        scalings=ALL_SCALINGS,
+        workers=2,
+    ),
+}
+
+
+def get_profile(name: str) -> Profile:
+    return PROFILES[check_choice("profile", name, tuple(PROFILES))]
+
+
+# ---------------------------------------------------------------------------
+# Lengths a run trains and evaluates at (tokens per sequence).
+# ---------------------------------------------------------------------------
+
+
+def train_length(task: str, train: TrainSpec) -> int:
+    """Tokens in the longest training sequence the model reads."""
+    return train.max_len if task == "lm" else max_sequence_length(task, train.max_len)
+
+
+def eval_length(task: str, train: TrainSpec, ev: EvalSpec) -> int:
+    """Tokens in the longest sequence any evaluation feeds the model."""
+    if task == "lm":
+        longest_context = max(ev.lastk_contexts) * train.max_len
+        return int(max(max(ev.lm_lengths), longest_context, ev.position_multiple * train.max_len))
+    return max(max_sequence_length(task, n) for n in ev.lengths)
+
+
+def encoding_overrides(
+    name: str, *, train_len: int, eval_len: int, randomized_max_len: int | None, scaled: bool
+) -> dict[str, Any]:
+    """Config overrides making ``name`` fit a run (by Config field name, never by encoding name).
+
+    * Learned tables (``max_len``/``extra_rows``): ``max_len`` rows cover the trained
+      positions (``L_max`` when positions are randomized); untrained ``extra_rows``
+      cover the rest, so the failure past the trained length is real, never clamped.
+    * RoPE's ``max_position_embeddings`` (read only by scalings) = training length.
+    * ``scaled``: every :data:`LENGTH_PARAMETERS` field the Config has, scaled.
+    """
+    fields = set(ENCODINGS[name].Config.field_names())
+    out: dict[str, Any] = {}
+    if "max_len" in fields:
+        trained = randomized_max_len or train_len
+        out["max_len"] = trained
+        if "extra_rows" in fields:
+            out["extra_rows"] = max(0, max(eval_len, randomized_max_len or 0) - trained)
+    if "max_position_embeddings" in fields:
+        out["max_position_embeddings"] = train_len
+    if scaled:
+        for key, fn in LENGTH_PARAMETERS.items():
+            if key in fields and fn is not None:
+                out[key] = fn(train_len)
+    return out
+
+
+def has_length_parameters(name: str) -> bool:
+    fields = set(ENCODINGS[name].Config.field_names())
+    return any(fn is not None and key in fields for key, fn in LENGTH_PARAMETERS.items())
+
+
+# ---------------------------------------------------------------------------
+# The grid.
+# ---------------------------------------------------------------------------
+
+
+def resolve_encodings(profile: Profile, requested: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
+    """(encodings to run, names the profile wanted that are not registered)."""
+    if requested:
+        for name in requested:
+            check_choice("encoding", name, tuple(ENCODINGS))
+        return list(requested), []
+    if profile.encodings is None:
+        return list(ENCODINGS), []
+    return [e for e in profile.encodings if e in ENCODINGS], [
+        e for e in profile.encodings if e not in ENCODINGS
+    ]
+
+
+@dataclass
+class Grid:
+    specs: list[RunSpec]
+    missing_encodings: list[str] = field(default_factory=list)  # named by the profile, not registered
+
+
+def build_grid(
+    profile: Profile,
+    *,
+    encodings: tuple[str, ...] | None = None,
+    tasks: tuple[str, ...] | None = None,
+    seeds: tuple[int, ...] | None = None,
+    threads: int = 1,
+) -> Grid:
+    """Expand a profile (optionally narrowed) into independent run specs."""
+    names, missing = resolve_encodings(profile, encodings)
+    task_list = tuple(tasks or profile.tasks)
+    for task in task_list:
+        check_choice("task", task, ALL_TASKS)
+    specs: list[RunSpec] = []
+    for seed in seeds if seeds is not None else profile.seeds:
+        for task in task_list:
+            train = profile.lm_train if task == "lm" else profile.task_train
+            t_len, e_len = train_length(task, train), eval_length(task, train, profile.eval)
+            for name in names:
+                variants: list[tuple[str, int | None]] = [("default", None)]
+                if profile.scaled_variants and has_length_parameters(name):
+                    variants.append(("scaled", None))
+                if "*" in profile.randomized or name in profile.randomized:
+                    for which in profile.randomized_max_len:
+                        l_max = e_len if which == "scaled" else max(RANDOMIZED_PAPER_MAX_LEN, e_len)
+                        variants.append(("default" if which == "scaled" else "paper-L", l_max))
+                for variant, l_max in variants:
+                    overrides = encoding_overrides(
+                        name,
+                        train_len=t_len,
+                        eval_len=e_len,
+                        randomized_max_len=l_max,
+                        scaled=variant == "scaled",
+                    )
+                    rotary = (
+                        ENCODINGS[name].kind == "rotary" and "scaling" in ENCODINGS[name].Config.field_names()
+                    )
+                    specs.append(
+                        RunSpec(
+                            task=task,
+                            encoding=name,
+                            seed=seed,
+                            variant=variant,
+                            encoding_config=overrides,
+                            randomized_max_len=l_max,
+                            model=profile.model,
+                            train=train,
+                            eval=profile.eval,
+                            scalings=profile.scalings if rotary and l_max is None else (),
+                            profile=profile.name,
+                            threads=threads,
+                        )
+                    )
+    return Grid(specs, missing)

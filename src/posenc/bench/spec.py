@@ -1,0 +1,116 @@
+"""Run specs: one independent, picklable unit of benchmark work.
+
+A :class:`RunSpec` says everything a worker needs to train and evaluate one
+model (encoding variant x task x seed); its :attr:`RunSpec.run_id` is a hash of
+that content, so a finished record is found again by recomputing the spec.
+Execution details (threads) are not part of the identity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    d_model: int = 64  # width
+    num_heads: int = 4
+    num_layers: int = 3
+    ffn_dim: int = 256  # GELU MLP hidden size
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    steps: int = 1500
+    batch_size: int = 64
+    lr: float = 1e-3  # AdamW peak learning rate
+    betas: tuple[float, float] = (0.9, 0.98)
+    weight_decay: float = 0.01  # on matrices only (not norms, biases, embeddings)
+    warmup_steps: int = 100  # linear warm-up, then cosine down to min_lr_ratio * lr
+    min_lr_ratio: float = 0.1
+    clip_norm: float = 1.0
+    min_len: int = 1  # task: n ~ U{min_len .. max_len}
+    max_len: int = 16  # task: longest training n; lm: L_train (bytes per window)
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    # Synthetic tasks.
+    lengths: tuple[int, ...] = (8, 16, 20, 24, 32, 48, 64)  # evaluation n
+    samples: int = 256  # examples per length (the same for every encoding)
+    # Language model (lengths in bytes).
+    lm_lengths: tuple[int, ...] = (64, 128, 192, 256, 384, 512, 1024, 2048)  # non-overlapping L_valid
+    lm_bytes: int = 12288  # scored bytes (rounded up to a multiple of lcm(lm_lengths))
+    lastk_contexts: tuple[float, ...] = (1.0, 1.25, 1.5, 2.0, 4.0, 8.0)  # x L_train
+    lastk_k: int = 64
+    lastk_windows: int = 32
+    position_multiple: int = 8  # loss by position at this multiple of L_train
+    batch_size: int = 64  # evaluation rows per forward pass (memory only; no effect on numbers)
+    seed: int = 0  # seed of the evaluation sets (not the run seed: identical across runs)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one worker needs; pickles to other processes (or machines)."""
+
+    task: str  # a key of posenc.tasks.TASKS or "lm"
+    encoding: str  # a key of posenc.ENCODINGS
+    seed: int
+    variant: str = "default"  # "default" | "scaled" (length parameters scaled to training length)
+    encoding_config: dict[str, Any] = field(default_factory=dict)  # overrides of the encoding's Config
+    randomized_max_len: int | None = None  # Ruoss et al. 2023 positions from [0, L_max); None = off
+    model: ModelSpec = ModelSpec()
+    train: TrainSpec = TrainSpec()
+    eval: EvalSpec = EvalSpec()
+    scalings: tuple[str, ...] = ()  # RoPE scalings evaluated without retraining, e.g. "yarn:4"
+    profile: str = ""  # name of the profile that made it (provenance only, not identity)
+    threads: int = 1  # torch intra-op threads (execution only, not identity)
+
+    @property
+    def label(self) -> str:
+        """Human name of the encoding variant: ``rope``, ``t5@scaled``, ``rope+rand``."""
+        name = self.encoding if self.variant == "default" else f"{self.encoding}@{self.variant}"
+        return name + ("+rand" if self.randomized_max_len else "")
+
+    def identity(self) -> dict[str, Any]:
+        """The content that determines the numbers (everything but provenance and threads)."""
+        data = dataclasses.asdict(self)
+        data.pop("profile")
+        data.pop("threads")
+        return data
+
+    @property
+    def run_id(self) -> str:
+        text = json.dumps(self.identity(), sort_keys=True, default=list)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(dataclasses.asdict(self), default=list))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        data = dict(data)
+        model = ModelSpec(**data.pop("model"))
+        train = TrainSpec(**_train(data))
+        ev = EvalSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.pop("eval").items()})
+        data["scalings"] = tuple(data.get("scalings", ()))
+        return cls(model=model, train=train, eval=ev, **data)
+
+    def work_units(self) -> int:
+        """Rough cost in training-step equivalents (for one progress bar over a grid)."""
+        return self.train.steps + self.eval_units()
+
+    def eval_units(self) -> int:
+        if self.task == "lm":
+            return max(1, len(self.eval.lm_lengths) * (1 + len(self.scalings)))
+        return max(1, len(self.eval.lengths) * (1 + len(self.scalings)))
+
+
+def _train(data: dict[str, Any]) -> dict[str, Any]:
+    train = dict(data.pop("train"))
+    train["betas"] = tuple(train["betas"])
+    return train

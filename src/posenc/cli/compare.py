@@ -1,0 +1,95 @@
+"""``posenc compare``: train short, test long, for every encoding (the main job)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+FORMAT = click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+
+
+def _split(text: str | None) -> tuple[str, ...] | None:
+    if not text:
+        return None
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _seeds(text: str | None) -> tuple[int, ...] | None:
+    parts = _split(text)
+    if parts is None:
+        return None
+    try:
+        return tuple(int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"--seeds must be comma-separated integers, got {text!r}") from None
+
+
+@click.command("compare")
+@click.option("--profile", default="quick", show_default=True, help="smoke | quick | standard | full")
+@click.option("--encodings", default=None, help="comma-separated registry names (default: the profile's)")
+@click.option("--tasks", default=None, help="comma-separated: copy, reverse, copy_binary, selective_copy, parity, lm")
+@click.option("--seeds", default=None, help="comma-separated integers (default: the profile's)")
+@click.option("--out", "out", default="posenc-results", show_default=True, type=click.Path(file_okay=False))
+@click.option("--executor", default="local", show_default=True, help="where runs execute (local)")
+@click.option("--workers", default=None, type=int, help="parallel worker processes (default: the profile's)")
+@click.option("--threads", default=None, type=int, help="torch threads per worker (default: cores / workers)")
+@click.option("--no-report", is_flag=True, help="skip figures and the HTML report")
+@click.option("--list-profiles", is_flag=True, help="print the profiles and exit")
+@FORMAT
+def compare_command(profile, encodings, tasks, seeds, out, executor, workers, threads, no_report, list_profiles, fmt):
+    """Train tiny Transformers short, test them long, for each encoding.
+
+    Every finished run is written at once to OUT/runs/ (atomic JSON records);
+    rerunning the same command resumes and skips finished runs; corrupt
+    records are redone. Then the summary table, OUT/summary.{csv,json},
+    OUT/figures/*.png and OUT/report.html are written.
+
+    \b
+    Examples:
+      posenc compare                              # quick: <= 10 min on 2 cores
+      posenc compare --profile smoke --out /tmp/r
+      posenc compare --encodings rope,alibi,nope --tasks copy,reverse
+      posenc compare --profile full --workers 2 --out results-full
+    """
+    from posenc.bench import compare as bench_compare
+    from posenc.bench.profiles import PROFILES
+
+    if list_profiles:
+        rows = {name: {"description": p.description, "why": p.why} for name, p in PROFILES.items()}
+        if fmt == "json":
+            click.echo(json.dumps(rows, indent=2))
+        else:
+            for name, row in rows.items():
+                click.echo(f"{name:9s} {row['description']}")
+        return
+    result = bench_compare(
+        profile,
+        encodings=_split(encodings),
+        tasks=_split(tasks),
+        seeds=_seeds(seeds),
+        out=Path(out),
+        executor=executor,
+        workers=workers,
+        threads=threads,
+        report=not no_report,
+        show_progress=fmt == "table",
+        log=(lambda msg: click.echo(msg, err=True)),
+    )
+    if fmt == "json":
+        click.echo(json.dumps(result.to_dict(), indent=2, default=str))
+    else:
+        from rich.console import Console
+
+        console = Console(width=max(120, Console().width))
+        console.print(result.table())
+        for line in result.notes():
+            console.print(line)
+    if result.outcome.failed:
+        raise SystemExit(1)
+
+
+COMMANDS = [compare_command]

@@ -1,0 +1,257 @@
+"""Hugging Face configs <-> posenc RoPE configs.
+
+A Hugging Face ``config.json`` spreads RoPE over several places, and two
+generations of transformers use different layouts:
+
+* transformers 4.x: ``rope_scaling = {"type"|"rope_type": ..., "factor": ...}`` (or
+  ``null``) with ``rope_theta`` and ``partial_rotary_factor`` at the top level;
+* transformers 5.x: ``rope_parameters = {"rope_type": ..., "rope_theta": ..., ...}``;
+* both: ``head_dim`` (else ``hidden_size // num_attention_heads``),
+  ``max_position_embeddings`` and, in Phi-3 style configs, a top-level
+  ``original_max_position_embeddings`` that wins over the one in the rope dict.
+
+:func:`from_hf` reads any of these into posenc RoPE keyword arguments
+(``head_dim, base, partial_rotary_factor, scaling, max_position_embeddings``,
+the fields of :class:`posenc.rotary.RoPEConfig`); :func:`to_hf` writes them back,
+in the transformers-5 layout by default or in the layout of a given HF config
+(``like=``), so that ``to_hf(from_hf(cfg), like=cfg) == cfg`` for every config
+posenc can represent. The posenc ``scaling`` dict uses Hugging Face's own keys
+(see :mod:`posenc.rope_scaling`), so the mapping is one to one; what HF infers
+from ``max_position_embeddings`` is inferred the same way by
+:func:`posenc.rope_scaling.resolve`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from typing import Any
+
+from posenc import rope_scaling
+from posenc.base import check_float, check_int
+
+ORIGINAL = rope_scaling.ORIGINAL
+DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
+_NOT_PARAMS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
+_RESOLVES_ORIGINAL = ("yarn", "llama3", "longrope")  # HF fills L0 from max_position_embeddings
+
+
+def _as_dict(config: Any) -> dict[str, Any]:
+    """A dict, a path to config.json, or a transformers config object -> a plain dict copy."""
+    if isinstance(config, (str, os.PathLike)):
+        with open(config, encoding="utf-8") as handle:
+            config = json.load(handle)
+    elif not isinstance(config, dict) and hasattr(config, "to_dict"):
+        config = config.to_dict()
+    if not isinstance(config, dict):
+        raise TypeError(
+            f"config must be a dict, a path to config.json or an HF config, got {type(config).__name__}"
+        )
+    return copy.deepcopy(config)
+
+
+def _rope_key(config: dict[str, Any]) -> str:
+    """Which key holds the rope dict: HF lets a truthy ``rope_scaling`` win over ``rope_parameters``."""
+    if config.get("rope_scaling"):
+        return "rope_scaling"
+    if "rope_parameters" in config or "rope_scaling" not in config:
+        return "rope_parameters"
+    return "rope_scaling"
+
+
+def from_hf(config: Any) -> dict[str, Any]:
+    """Read a Hugging Face model config into posenc RoPE keyword arguments.
+
+    Args:
+        config: a config dict (as in ``config.json``), a path to one, or a
+            ``transformers.PretrainedConfig``.
+
+    Returns:
+        ``{"head_dim", "base", "partial_rotary_factor", "scaling", "max_position_embeddings"}``;
+        ``posenc.build("rope", **from_hf(cfg))`` builds the matching encoding. ``scaling``
+        is None for plain RoPE, else ``{"rope_type": ..., **HF rope keys}`` with HF's
+        legacy ``"type"`` renamed, a Phi-3 top-level ``original_max_position_embeddings``
+        moved in (HF gives it priority), and what HF infers from ``max_position_embeddings``
+        made explicit (:func:`posenc.rope_scaling.resolve`); :func:`to_hf` leaves those
+        out again when the template did.
+
+    Raises:
+        ValueError/TypeError naming the key: conflicting ``type``/``rope_type``, per-layer
+        (nested) rope dicts, no ``head_dim`` nor ``hidden_size``/``num_attention_heads``,
+        any error of :func:`posenc.rope_scaling.validate`.
+    """
+    cfg = _as_dict(config)
+    rope = cfg.get(_rope_key(cfg)) or {}
+    if not isinstance(rope, dict):
+        raise TypeError(f"rope_scaling / rope_parameters must be a dict or null, got {type(rope).__name__}")
+    if any(isinstance(value, dict) for value in rope.values()):
+        raise ValueError("per-layer (nested) rope_parameters are not supported; pass one layer type's dict")
+    if "type" in rope and "rope_type" in rope and rope["type"] != rope["rope_type"]:
+        raise ValueError(
+            f"rope dict has type={rope['type']!r} and rope_type={rope['rope_type']!r}; they must agree"
+        )
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+
+    head_dim = cfg.get("head_dim")
+    if head_dim is None:
+        if "hidden_size" not in cfg or "num_attention_heads" not in cfg:
+            raise ValueError("config needs head_dim, or hidden_size and num_attention_heads")
+        head_dim = check_int("hidden_size", cfg["hidden_size"], minimum=1) // check_int(
+            "num_attention_heads", cfg["num_attention_heads"], minimum=1
+        )
+    head_dim = check_int("head_dim", head_dim, minimum=2)
+    base = check_float(
+        "rope_theta", rope.get("rope_theta", cfg.get("rope_theta", DEFAULT_THETA)), minimum=1.0
+    )
+    partial = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+    partial = check_float(
+        "partial_rotary_factor", 1.0 if partial is None else partial, minimum=0.0, maximum=1.0
+    )
+    max_positions = cfg.get("max_position_embeddings")
+
+    params = {key: value for key, value in rope.items() if key not in _NOT_PARAMS}
+    if rope_type == "dynamic" and params.get(ORIGINAL) not in (None, max_positions):
+        raise ValueError(
+            "HF's dynamic scaling ignores rope_scaling['original_max_position_embeddings'] and uses "
+            f"max_position_embeddings={max_positions}; got {params[ORIGINAL]}. Make them equal"
+        )
+    if rope_type in _RESOLVES_ORIGINAL and cfg.get(ORIGINAL) is not None:
+        params[ORIGINAL] = cfg[ORIGINAL]
+    scaling = None if rope_type == "default" and not params else {"rope_type": rope_type, **params}
+    # make explicit what HF infers from max_position_embeddings (L0, longrope's factor)
+    scaling = rope_scaling.resolve(scaling, max_position_embeddings=max_positions)
+    rope_scaling.validate(scaling, dim=int(head_dim * partial))  # HF: dim = int(head_dim * partial)
+    return {
+        "head_dim": head_dim,
+        "base": base,
+        "partial_rotary_factor": partial,
+        "scaling": scaling,
+        "max_position_embeddings": max_positions,
+    }
+
+
+def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
+    """Write posenc RoPE keyword arguments (or a RoPEConfig dict) as a Hugging Face config.
+
+    Args:
+        rope: ``head_dim`` (required), ``base``, ``partial_rotary_factor`` or
+            ``rotary_dim``, ``scaling``, ``max_position_embeddings``, ``layout``.
+        like: an HF config whose layout to follow (``rope_scaling`` vs
+            ``rope_parameters``, ``type`` vs ``rope_type``, where ``rope_theta``,
+            ``partial_rotary_factor`` and ``original_max_position_embeddings`` live,
+            which keys HF may infer); its other keys are kept. Without it: the
+            transformers-5 layout, every key explicit.
+
+    Returns:
+        A new config dict. ``to_hf(from_hf(cfg), like=cfg) == cfg``; the values always
+        come from ``rope``, only their places from ``like``.
+
+    Raises:
+        ValueError when HF cannot represent the config: ``layout="interleaved"``
+        (HF checkpoints use ``"half"``), a ``rotary_dim`` no ``partial_rotary_factor``
+        reproduces, a ``dynamic`` original length other than ``max_position_embeddings``.
+    """
+    known = (
+        "head_dim",
+        "base",
+        "partial_rotary_factor",
+        "rotary_dim",
+        "scaling",
+        "max_position_embeddings",
+        "layout",
+    )
+    for key in rope:
+        if key not in known:
+            raise ValueError(f"unknown RoPE key {key!r}; valid keys: {list(known)}")
+    if rope.get("layout", "half") != "half":
+        raise ValueError("layout must be 'half' for Hugging Face (rotate_half); permute the weights first")
+    head_dim = check_int("head_dim", rope.get("head_dim"), minimum=2)
+    partial = float(rope.get("partial_rotary_factor", 1.0))
+    if rope.get("rotary_dim") is not None:
+        partial = rope["rotary_dim"] / head_dim
+        if int(head_dim * partial) != rope["rotary_dim"]:
+            raise ValueError(
+                f"rotary_dim={rope['rotary_dim']} has no partial_rotary_factor for head_dim={head_dim}"
+            )
+    base = float(rope.get("base", DEFAULT_THETA))
+    max_positions = rope.get("max_position_embeddings")
+    rope_type, params = rope_scaling.split(rope.get("scaling"))
+    params = copy.deepcopy(params)
+
+    template = _as_dict(like) if like is not None else None
+    out = template if template is not None else {}
+    key = _rope_key(out) if template is not None else "rope_parameters"
+    old = (out.get(key) or {}) if template is not None else None  # the template's rope dict
+
+    new: dict[str, Any] = {}  # the rope dict being written
+
+    def place(name: str, value: Any, default: Any) -> None:
+        """Put a rope key where the template had it; a template without it gets it only if
+        HF could not infer it (value != default): in the rope dict, or at the top level
+        for a legacy ``rope_scaling`` template."""
+        if template is None:
+            if name != "partial_rotary_factor" or value != default:
+                new[name] = value
+            return
+        if name in template:
+            out[name] = value
+        if name in old:
+            new[name] = value
+        if name not in template and name not in old and value != default:
+            (out if key == "rope_scaling" else new)[name] = value
+
+    type_keys = [k for k in ("rope_type", "type") if old is not None and k in old] or ["rope_type"]
+    for type_key in type_keys:
+        new[type_key] = rope_type
+    place("rope_theta", base, DEFAULT_THETA)
+    place("partial_rotary_factor", partial, 1.0)
+
+    if rope_type == "dynamic" and params.get(ORIGINAL) is not None:
+        original = params.pop(ORIGINAL)
+        max_positions = original if max_positions is None else max_positions
+        if original != max_positions:
+            raise ValueError(
+                "HF's dynamic scaling reads the original length from max_position_embeddings; got "
+                f"original_max_position_embeddings={original} != max_position_embeddings={max_positions}"
+            )
+        if old is not None and ORIGINAL in old:
+            new[ORIGINAL] = original
+    if rope_type in _RESOLVES_ORIGINAL and ORIGINAL in params:
+        original = params.pop(ORIGINAL)
+        if template is None:  # both places: configs like Phi3Config prefer their top-level attribute
+            new[ORIGINAL] = out[ORIGINAL] = original
+        else:
+            if ORIGINAL in template:
+                out[ORIGINAL] = original
+            if ORIGINAL in old or (ORIGINAL not in template and original != max_positions):
+                new[ORIGINAL] = original
+    if rope_type == "longrope" and params.get("factor") is not None and template is not None:
+        original = new.get(ORIGINAL, out.get(ORIGINAL, max_positions))
+        if "factor" not in old and max_positions and math.isclose(params["factor"], max_positions / original):
+            params.pop("factor")
+    new.update(params)
+
+    if (
+        template is not None
+        and template.get(key) is None
+        and rope_type == "default"
+        and set(new) == set(type_keys)
+    ):
+        out[key] = None  # e.g. a transformers-4 config with "rope_scaling": null
+    else:
+        out[key] = new
+    hidden, heads = out.get("hidden_size"), out.get("num_attention_heads")
+    if "head_dim" in out or template is None or not hidden or not heads or hidden // heads != head_dim:
+        out["head_dim"] = head_dim
+    if max_positions is not None:
+        out["max_position_embeddings"] = max_positions
+    return out
+
+
+def rope_from_hf(config: Any):
+    """Build the posenc :class:`~posenc.rotary.RoPE` a Hugging Face config describes."""
+    import posenc
+
+    return posenc.build("rope", **from_hf(config))

@@ -1,0 +1,276 @@
+"""A tiny pre-LN Transformer that takes any positional encoding.
+
+Axis legend: b batch, n sequence, D d_model, V vocab_size, L num_layers.
+
+Decoder-only language model when ``causal=True``, encoder (bidirectional, same
+token-level output head) when ``causal=False``::
+
+    x = tok_emb(tokens)                       (b, n, D)
+    x = encoding.embed(x, positions)          additive encodings only, once at the input
+    for each of L blocks:                     pre-LN residual blocks
+        x = x + Attention(LN(x))              other kinds act inside every attention
+        x = x + FFN(LN(x))                    Linear(D, ffn_dim) -> GELU -> Linear(ffn_dim, D)
+    logits = LN(x) @ tok_emb.weight^T         (b, n, V), tied embeddings by default
+
+The model never asks which encoding it holds: additive encodings are applied to
+the embeddings, every other kind is handed to each layer's
+:class:`~posenc.attention.MultiHeadAttention` (one shared instance, or one per
+layer: ``share_encoding``, default the encoding class's ``share_across_layers``).
+
+Options for additive encodings (the "how do we add position?" questions):
+
+- ``combine="add"`` (the usual ``tok + PE``) or ``"concat"``: ``W [tok ; PE]`` with a
+  learned ``Linear(2D, D)``. Concatenation followed by a linear map equals
+  ``W_1 tok + W_2 PE``, i.e. addition after two learned projections; we keep the
+  full-width token embedding so the output head can stay tied.
+- ``inject="input"`` (once) or ``"every_layer"``: the positional signal is added again
+  before every block (as in some Universal-Transformer-style models). This is *not* the
+  Sandwich bias of Chi et al. 2023, which is a bias-kind encoding of its own.
+- ``model.position_scale`` in ``[0, 1]`` multiplies the positional signal, for a
+  schedule that introduces position gradually (1.0 = the encoding as published).
+
+The positional signal of an additive encoding is ``encoding.embed(x) - x``, so
+content-dependent ones (complex-valued embeddings) work with every option.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from posenc.attention import KVCache, MultiHeadAttention, build_encoding, step_positions
+from posenc.base import PositionalEncoding, check_choice, check_float, check_int, check_tensor
+from posenc.registry import get_encoding_class
+
+COMBINES = ("add", "concat")
+INJECTS = ("input", "every_layer")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    vocab_size: int  # V, number of token ids
+    d_model: int = 64  # D, residual width
+    num_heads: int = 4  # h; D must be divisible by h
+    num_layers: int = 3  # L, number of pre-LN blocks
+    ffn_dim: int = 256  # hidden width of the GELU feed-forward
+    causal: bool = True  # True: decoder-only LM; False: bidirectional encoder
+    encoding: str = "rope"  # a name in posenc.ENCODINGS
+    encoding_config: dict = field(default_factory=dict)  # extra Config fields for the encoding
+    tie_embeddings: bool = True  # output head shares the token embedding matrix
+    dropout: float = 0.0  # on attention probabilities, attention output and FFN output
+    share_encoding: bool | None = None  # one encoding for all layers; None = the class's default
+    combine: str = "add"  # additive encodings: "add" or "concat" (see module docstring)
+    inject: str = "input"  # additive encodings: "input" or "every_layer"
+
+    def __post_init__(self) -> None:
+        check_int("vocab_size", self.vocab_size, minimum=1)
+        check_int("d_model", self.d_model, minimum=1)
+        check_int("num_heads", self.num_heads, minimum=1)
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"d_model must be divisible by num_heads, got d_model={self.d_model}, "
+                f"num_heads={self.num_heads}"
+            )
+        check_int("num_layers", self.num_layers, minimum=1)
+        check_int("ffn_dim", self.ffn_dim, minimum=1)
+        check_float("dropout", self.dropout, minimum=0.0, maximum=1.0)
+        for name in ("causal", "tie_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.share_encoding is not None and not isinstance(self.share_encoding, bool):
+            raise TypeError(f"share_encoding must be a bool or None, got {self.share_encoding!r}")
+        if not isinstance(self.encoding_config, dict):
+            raise TypeError(f"encoding_config must be a dict, got {type(self.encoding_config).__name__}")
+        object.__setattr__(self, "encoding_config", dict(self.encoding_config))  # private copy
+        kind = get_encoding_class(self.encoding).kind  # unknown names raise ValueError
+        check_choice("combine", self.combine, COMBINES)
+        check_choice("inject", self.inject, INJECTS)
+        if kind != "additive" and (self.combine, self.inject) != ("add", "input"):
+            raise ValueError(
+                f"combine/inject apply to additive encodings only; {self.encoding!r} is of kind {kind!r}"
+            )
+        if self.combine == "concat" and self.inject == "every_layer":
+            raise ValueError("inject='every_layer' requires combine='add'")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TransformerConfig:
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in data:
+            if key not in names:
+                hint = difflib.get_close_matches(key, names, n=1)
+                extra = f"; did you mean {hint[0]!r}?" if hint else ""
+                raise ValueError(f"unknown TransformerConfig key {key!r}{extra}")
+        return cls(**data)
+
+
+class Block(nn.Module):
+    """Pre-LN block: ``x + Attn(LN(x))`` then ``x + FFN(LN(x))``."""
+
+    def __init__(self, config: TransformerConfig, encoding: PositionalEncoding | None) -> None:
+        super().__init__()
+        d = config.d_model
+        self.ln_attn = nn.LayerNorm(d)
+        self.attn = MultiHeadAttention(
+            d, config.num_heads, encoding=encoding, causal=config.causal, dropout=config.dropout
+        )
+        self.ln_ffn = nn.LayerNorm(d)
+        self.ffn = nn.Sequential(nn.Linear(d, config.ffn_dim), nn.GELU(), nn.Linear(config.ffn_dim, d))
+        self.drop = nn.Dropout(config.dropout)
+
+    def forward(self, x, *, positions, padding_mask, cache) -> torch.Tensor:
+        h = self.attn(self.ln_attn(x), positions=positions, padding_mask=padding_mask, cache=cache)
+        x = x + self.drop(h)  # (b, n, D)
+        return x + self.drop(self.ffn(self.ln_ffn(x)))
+
+
+class Transformer(nn.Module):
+    """Decoder-only LM (``causal=True``) or encoder (``causal=False``); see the module docstring."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+        self.config = config
+        d = config.d_model
+        cls = get_encoding_class(config.encoding)
+        share = cls.share_across_layers if config.share_encoding is None else config.share_encoding
+
+        def make() -> PositionalEncoding:
+            return build_encoding(
+                config.encoding,
+                d_model=d,
+                num_heads=config.num_heads,
+                causal=config.causal,
+                **config.encoding_config,
+            )
+
+        self.tok_emb = nn.Embedding(config.vocab_size, d)
+        self.input_encoding = make() if cls.kind == "additive" else None
+        self.concat_proj = nn.Linear(2 * d, d, bias=False) if config.combine == "concat" else None
+        if cls.kind == "additive":
+            layer_encodings: list[PositionalEncoding | None] = [None] * config.num_layers
+        elif share:
+            layer_encodings = [make()] * config.num_layers  # one instance, seen by every layer
+        else:
+            layer_encodings = [make() for _ in range(config.num_layers)]
+        self.blocks = nn.ModuleList(Block(config, enc) for enc in layer_encodings)
+        self.ln_final = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, config.vocab_size, bias=False)
+        self._position_scale = 1.0
+        _init_weights(self)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
+
+    # -- positional signal ---------------------------------------------------
+
+    @property
+    def position_scale(self) -> float:
+        """Factor in ``[0, 1]`` on the additive positional signal (1.0 = as published)."""
+        return self._position_scale
+
+    @position_scale.setter
+    def position_scale(self, value: float) -> None:
+        self._position_scale = check_float("position_scale", value, minimum=0.0, maximum=1.0)
+
+    def encodings(self) -> Iterator[PositionalEncoding]:
+        """Each distinct encoding module once (input encoding first, then per layer)."""
+        seen: set[int] = set()
+        candidates = [self.input_encoding] + [block.attn.encoding for block in self.blocks]
+        for enc in candidates:
+            if enc is not None and id(enc) not in seen:
+                seen.add(id(enc))
+                yield enc
+
+    def _position_signal(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """``encoding.embed(x) - x`` times ``position_scale``: ``(b, n, D)``."""
+        return (self.input_encoding.embed(x, positions=positions) - x) * self._position_scale
+
+    def embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Token embeddings combined with an additive encoding (if any): ``(b, n) -> (b, n, D)``."""
+        x = self.tok_emb(tokens)  # (b, n, D)
+        if self.input_encoding is None:
+            return x
+        if self.concat_proj is not None:
+            signal = self._position_signal(x, positions)
+            return self.concat_proj(torch.cat([x, signal], dim=-1))  # (b, n, 2D) -> (b, n, D)
+        if self._position_scale == 1.0:
+            return self.input_encoding.embed(x, positions=positions)
+        return x + self._position_signal(x, positions)
+
+    # -- running ---------------------------------------------------------------
+
+    def new_cache(self) -> list[KVCache]:
+        """One empty :class:`KVCache` per layer, for incremental decoding."""
+        if not self.config.causal:
+            raise ValueError("new_cache requires causal=True: an encoder must see the whole sequence")
+        for enc in self.encodings():
+            if not enc.supports_kv_cache:
+                raise ValueError(
+                    f"encoding {self.config.encoding!r} does not support a KV cache (supports_kv_cache=False)"
+                )
+        return [KVCache() for _ in self.blocks]
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        *,
+        positions: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        cache: list[KVCache] | None = None,
+    ) -> torch.Tensor:
+        """Logits ``(b, n, V)`` for token ids ``(b, n)``.
+
+        Args:
+            positions: ``(b|1, n)`` int positions; None = ``arange`` (counted over real
+                tokens when ``padding_mask`` is given; continued after the cache).
+            padding_mask: ``(b, n)`` bool, True = real token (use left padding for decoding).
+            cache: from :meth:`new_cache`; each call appends its tokens.
+        """
+        tokens = check_tensor("tokens", tokens, ndim=2)
+        if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+            raise TypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
+            raise ValueError(
+                f"tokens must be in [0, {self.config.vocab_size - 1}] (vocab_size="
+                f"{self.config.vocab_size}), got [{int(tokens.min())}, {int(tokens.max())}]"
+            )
+        if cache is not None:
+            if not isinstance(cache, (list, tuple)) or len(cache) != len(self.blocks):
+                raise ValueError(f"cache must be a list of {len(self.blocks)} KVCache (use model.new_cache())")
+            if self.input_encoding is not None and not self.input_encoding.supports_kv_cache:
+                raise ValueError(f"encoding {self.config.encoding!r} does not support a KV cache")
+        b, n = tokens.shape
+        caches = [None] * len(self.blocks) if cache is None else list(cache)
+        positions = step_positions(
+            n, batch=b, positions=positions, padding_mask=padding_mask, cache=caches[0], device=tokens.device
+        )
+        x = self.embed(tokens, positions)  # (b, n, D)
+        for index, (block, layer_cache) in enumerate(zip(self.blocks, caches)):
+            if index > 0 and self.config.inject == "every_layer":
+                x = x + self._position_signal(x, positions)
+            x = block(x, positions=positions, padding_mask=padding_mask, cache=layer_cache)
+        return self.lm_head(self.ln_final(x))  # (b, n, V)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def _init_weights(module: nn.Module) -> None:
+    """N(0, 0.02) for linear and embedding weights, zero biases; encodings keep their own init."""
+    for child in module.children():
+        if isinstance(child, PositionalEncoding):
+            continue
+        if isinstance(child, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(child.weight, mean=0.0, std=0.02)
+            if getattr(child, "bias", None) is not None:
+                nn.init.zeros_(child.bias)
+        _init_weights(child)

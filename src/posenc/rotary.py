@@ -1,0 +1,450 @@
+"""Rotary positional encodings: rotate queries and keys by position-dependent angles.
+
+Axis legend: b batch, h heads, i query positions, j key positions, n sequence,
+d head_dim, r rotary_dim (the leading block of the head that is rotated), r/2 pairs.
+
+Two members:
+
+* :class:`RoPE`  (Su et al. 2021) -- plain rotation, plus every context-extension
+  scaling of :mod:`posenc.rope_scaling`, swappable at evaluation time.
+* :class:`XPos`  (Sun et al. 2022) -- rotation times a per-pair exponential decay.
+
+Pair layouts (which features form a rotated pair), named instead of implicit:
+
+* ``"half"``        -- HF / GPT-NeoX ``rotate_half``: feature ``i`` pairs with ``i + r/2``.
+* ``"interleaved"`` -- Meta / GPT-J: feature ``2i`` pairs with ``2i + 1``.
+
+:func:`permute_qk_weight` converts projection weights from one to the other.
+
+Numerics: angles ``position * inv_freq`` come from integer positions in float64
+(:class:`posenc.base.SinCosCache`), are cached, and are cast last. The rotation
+itself runs in at least float32 and the result is cast back to the input dtype,
+so a bfloat16 model still tells position 8191 from 8190.
+
+The float64 NumPy references are in :mod:`posenc.reference.rotary`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from posenc import rope_scaling
+from posenc.base import (
+    EncodingConfig,
+    RotaryEncoding,
+    SinCosCache,
+    check_choice,
+    check_float,
+    check_int,
+    check_tensor,
+    resolve_positions,
+)
+
+LAYOUTS = ("half", "interleaved")
+
+
+# ---------------------------------------------------------------------------
+# The plain, readable apply path (a fused path may replace it; it must equal this).
+# ---------------------------------------------------------------------------
+
+
+def apply_rotary(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str, rotary_dim: int
+) -> torch.Tensor:
+    """Rotate the leading ``rotary_dim`` features of ``x`` pair by pair; pass the rest through.
+
+    For each pair ``(x1, x2)`` with angle ``a``:
+    ``(x1, x2) -> (x1 cos a - x2 sin a, x1 sin a + x2 cos a)``.
+
+    Args:
+        x: ``(..., n, d)``.
+        cos, sin: ``(..., n, r/2)`` broadcastable against ``x[..., :r/2]``; any
+            magnitude (xPos and attention_scaling fold their factors into them).
+        layout: ``"half"`` or ``"interleaved"``.
+        rotary_dim: ``r``, even, ``<= d``.
+
+    Returns:
+        ``(..., n, d)`` in the dtype of the arithmetic (the caller casts).
+    """
+    rot, rest = x[..., :rotary_dim], x[..., rotary_dim:]
+    if layout == "half":
+        x1, x2 = rot[..., : rotary_dim // 2], rot[..., rotary_dim // 2 :]  # (..., n, r/2) each
+        out = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., n, r)
+    else:
+        x1, x2 = rot[..., 0::2], rot[..., 1::2]  # (..., n, r/2) each
+        out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)  # (..., n, r)
+    return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Half-precision inputs are rotated in float32; float32/float64 in themselves."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+# ---------------------------------------------------------------------------
+# Layout conversion.
+# ---------------------------------------------------------------------------
+
+
+def layout_permutation(head_dim: int, *, src: str, dst: str, rotary_dim: int | None = None) -> torch.Tensor:
+    """Index ``perm`` (d,) with ``x_dst = x_src[..., perm]`` for one head's features.
+
+    Features past ``rotary_dim`` are not rotated and keep their place.
+    """
+    head_dim = check_int("head_dim", head_dim, minimum=2, even=True)
+    r = _check_rotary_dim(rotary_dim if rotary_dim is not None else head_dim, head_dim)
+    check_choice("src", src, LAYOUTS)
+    check_choice("dst", dst, LAYOUTS)
+    half = torch.arange(r // 2)
+    if src == dst:
+        block = torch.arange(r)
+    elif src == "interleaved":  # half slot p < r/2 holds pair p's first (2p), p >= r/2 its second
+        block = torch.cat((2 * half, 2 * half + 1))
+    else:  # interleaved slot 2p holds half slot p, slot 2p+1 holds p + r/2
+        block = torch.stack((half, half + r // 2), dim=-1).flatten()
+    return torch.cat((block, torch.arange(r, head_dim)))
+
+
+def permute_qk_weight(
+    weight: torch.Tensor,
+    num_heads: int,
+    head_dim: int,
+    *,
+    src: str,
+    dst: str,
+    rotary_dim: int | None = None,
+) -> torch.Tensor:
+    """Permute q/k projection rows so a model moves from layout ``src`` to ``dst`` unchanged.
+
+    Rotating ``P q`` in the ``dst`` layout equals ``P`` applied to rotating ``q`` in the
+    ``src`` layout, and ``P`` is the same permutation for q and k, so ``q . k`` (hence
+    the attention output) is identical. Apply it to W_q and W_k (and their biases),
+    never to W_v / W_o.
+
+    Args:
+        weight: ``(num_heads * head_dim, d_in)`` or a bias ``(num_heads * head_dim,)``.
+        num_heads, head_dim: how the rows split into heads.
+        src, dst: ``"half"`` or ``"interleaved"``.
+        rotary_dim: rotated leading block per head (default: all of it).
+
+    Returns:
+        A new tensor of the same shape.
+    """
+    weight = check_tensor("weight", weight, ndim=(1, 2))
+    num_heads = check_int("num_heads", num_heads, minimum=1)
+    head_dim = check_int("head_dim", head_dim, minimum=2, even=True)
+    if weight.shape[0] != num_heads * head_dim:
+        raise ValueError(
+            f"weight has {weight.shape[0]} rows but num_heads * head_dim = {num_heads * head_dim}"
+        )
+    perm = layout_permutation(head_dim, src=src, dst=dst, rotary_dim=rotary_dim).to(weight.device)
+    per_head = weight.reshape(num_heads, head_dim, *weight.shape[1:])  # (h, d, d_in?)
+    return per_head[:, perm].reshape(weight.shape)
+
+
+def _check_rotary_dim(rotary_dim: Any, head_dim: int, name: str = "rotary_dim") -> int:
+    return check_int(name, rotary_dim, minimum=2, maximum=head_dim, even=True)
+
+
+# ---------------------------------------------------------------------------
+# RoPE.
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RoPEConfig(EncodingConfig):
+    head_dim: int  # per-head feature size; even
+    base: float = 10000.0  # theta_i = base^(-2i/r)
+    layout: str = "half"  # "half" (HF / GPT-NeoX) or "interleaved" (Meta / GPT-J)
+    rotary_dim: int | None = None  # rotate only the leading block of this size (GPT-NeoX / GPT-J)
+    partial_rotary_factor: float = 1.0  # HF style: rotary_dim = int(head_dim * factor)
+    scaling: dict | None = None  # HF-style rope_scaling dict with "rope_type" (see rope_scaling.py)
+    max_position_embeddings: int | None = None  # training context; only read by scalings
+
+    def validate(self) -> None:
+        check_int("head_dim", self.head_dim, minimum=2, even=True)
+        check_float("base", self.base, minimum=1.0, exclusive_minimum=True)
+        check_choice("layout", self.layout, LAYOUTS)
+        check_float("partial_rotary_factor", self.partial_rotary_factor, minimum=0.0, maximum=1.0)
+        if self.max_position_embeddings is not None:
+            check_int("max_position_embeddings", self.max_position_embeddings, minimum=1)
+        r = self.resolved_rotary_dim()
+        _effective_scaling(self.scaling, self.max_position_embeddings, r)
+
+    def resolved_rotary_dim(self) -> int:
+        """The rotated block size ``r`` from ``rotary_dim`` or ``partial_rotary_factor``."""
+        from_factor = int(self.head_dim * self.partial_rotary_factor)
+        if self.rotary_dim is None:
+            if from_factor < 2 or from_factor % 2:
+                raise ValueError(
+                    f"partial_rotary_factor={self.partial_rotary_factor} gives rotary_dim "
+                    f"int({self.head_dim} * {self.partial_rotary_factor}) = {from_factor}; "
+                    f"it must be an even integer in [2, {self.head_dim}]"
+                )
+            return from_factor
+        r = _check_rotary_dim(self.rotary_dim, self.head_dim)
+        if self.partial_rotary_factor != 1.0 and from_factor != r:
+            raise ValueError(
+                f"rotary_dim={r} disagrees with partial_rotary_factor={self.partial_rotary_factor} "
+                f"(int({self.head_dim} * {self.partial_rotary_factor}) = {from_factor}); give only one"
+            )
+        return r
+
+
+def _effective_scaling(scaling: dict | None, max_position_embeddings: int | None, rotary_dim: int):
+    """The scaling dict handed to :func:`rope_scaling.compute`.
+
+    As Hugging Face does, a scaling that needs ``original_max_position_embeddings``
+    and lacks it takes the config's ``max_position_embeddings``.
+    """
+    rope_scaling.split(scaling)  # TypeError / ValueError (with a suggestion) on a bad rope_type
+    key = "original_max_position_embeddings"
+    if scaling and max_position_embeddings is not None and key not in scaling:
+        candidate = {**scaling, key: max_position_embeddings}
+        try:
+            return rope_scaling.validate(candidate, dim=rotary_dim)
+        except (TypeError, ValueError):
+            pass  # this variant does not take the key; validate the dict as given below
+    return rope_scaling.validate(scaling, dim=rotary_dim)
+
+
+class RoPE(RotaryEncoding):
+    r"""Rotary position embedding (Su et al. 2021, RoFormer, https://arxiv.org/abs/2104.09864).
+
+    Each pair of features ``(x_{2i}, x_{2i+1})`` (or ``(x_i, x_{i+r/2})`` in the
+    ``"half"`` layout) of a query/key at position ``m`` is rotated by ``m theta_i``:
+
+    .. math:: f(x, m) = R^d_{\Theta, m} x,\quad \theta_i = base^{-2i/r},\ i = 0..r/2-1
+
+    so ``<f(q, m), f(k, n)> = Re[sum_i q_i conj(k_i) e^{i (m-n) theta_i}]`` depends on
+    ``m - n`` only (eq. 16 of the paper). A ``scaling`` (HF ``rope_scaling`` dict)
+    replaces ``theta`` and multiplies cos and sin by its ``attention_scaling``;
+    :meth:`set_scaling` swaps it without retraining.
+    """
+
+    Config = RoPEConfig
+    paper = "Su et al. 2021, RoFormer: Enhanced Transformer with Rotary Position Embedding, https://arxiv.org/abs/2104.09864"
+    equation = "f(x, m) = R(m Theta) x; theta_i = base^(-2i/d); <f(q,m), f(k,n)> = g(q, k, m - n)"
+    share_across_layers = True
+
+    def __init__(self, config: RoPEConfig) -> None:
+        super().__init__(config)
+        self.rotary_dim = config.resolved_rotary_dim()
+        self._sincos: SinCosCache | None = None
+        self.set_scaling(config.scaling)
+
+    # -- scaling -------------------------------------------------------------
+
+    def set_scaling(self, scaling: dict | None) -> None:
+        """Swap the context-extension scaling (HF ``rope_scaling`` dict or None) in place."""
+        scaling = None if scaling is None else dict(scaling)
+        self.config = dataclasses.replace(self.config, scaling=scaling)  # validates
+        self._scaling = _effective_scaling(scaling, self.config.max_position_embeddings, self.rotary_dim)
+        # Static scalings are computed once here; dynamic ones again per call (seq_len known then).
+        self._inv_freq, self.attention_scaling = self._compute(None)
+
+    @property
+    def cache_unrotated_keys(self) -> bool:
+        """True when inv_freq depends on the current length (dynamic scalings): attention then
+        caches keys before rotation and re-rotates them with the current frequencies."""
+        return rope_scaling.depends_on_seq_len(self.config.scaling)
+
+    def _compute(self, seq_len: int | None) -> tuple[torch.Tensor, float]:
+        inv_freq, attention_scaling = rope_scaling.compute(
+            self._scaling, dim=self.rotary_dim, base=self.config.base, seq_len=seq_len
+        )
+        inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64).detach().cpu()  # (r/2,)
+        if inv_freq.shape != (self.rotary_dim // 2,):
+            raise ValueError(
+                f"scaling {self._scaling!r} returned inv_freq of shape {tuple(inv_freq.shape)}; "
+                f"expected ({self.rotary_dim // 2},)"
+            )
+        return inv_freq, float(attention_scaling)
+
+    def frequencies(self, max_position: int) -> tuple[torch.Tensor, float]:
+        """``(inv_freq (r/2,) float64, attention_scaling)`` for a call whose largest position
+        is ``max_position``; only dynamic scalings look at it (seq_len = max_position + 1)."""
+        if self.cache_unrotated_keys:
+            return self._compute(max_position + 1)
+        return self._inv_freq, self.attention_scaling
+
+    # -- tables --------------------------------------------------------------
+
+    def _table(self, inv_freq: torch.Tensor) -> SinCosCache:
+        """The float64 sin/cos cache for ``inv_freq``, rebuilt only when inv_freq changes."""
+        if self._sincos is None or not torch.equal(self._sincos.inv_freq, inv_freq):
+            self._sincos = SinCosCache(inv_freq)
+        return self._sincos
+
+    def cos_sin(
+        self,
+        positions: torch.Tensor,
+        dtype: torch.dtype,
+        *,
+        inv_freq: torch.Tensor | None = None,
+        attention_scaling: float | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` of shape ``positions.shape + (r/2,)`` in ``dtype``, times attention_scaling.
+
+        Angles are float64 from integer positions; the cast to ``dtype`` comes last.
+        """
+        if inv_freq is None:
+            inv_freq, attention_scaling = self.frequencies(int(positions.max()) if positions.numel() else 0)
+        table = self._table(inv_freq)
+        if attention_scaling is None or attention_scaling == 1.0:
+            return table(positions, dtype)
+        cos, sin = table(positions, torch.float64)
+        return (cos * attention_scaling).to(dtype), (sin * attention_scaling).to(dtype)
+
+    # -- the hook ------------------------------------------------------------
+
+    def rotate(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate ``q (b, h, i, d)`` and ``k (b, h, j, d)``; positions ``(b|1, i)``, ``(b|1, j)``.
+
+        q and k may have different lengths (KV cache, cross-attention). Returns
+        tensors of the same shapes and dtypes.
+        """
+        q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim)
+        top = max(int(qp.max()) if qp.numel() else 0, int(kp.max()) if kp.numel() else 0)
+        inv_freq, attention_scaling = self.frequencies(top)  # one set for q and k
+        out = []
+        for x, pos in ((q, qp), (k, kp)):
+            dtype = _compute_dtype(x.dtype)
+            cos, sin = self.cos_sin(pos, dtype, inv_freq=inv_freq, attention_scaling=attention_scaling)
+            cos, sin = cos[:, None], sin[:, None]  # (b|1, 1, n, r/2)
+            y = apply_rotary(x.to(dtype), cos, sin, layout=self.config.layout, rotary_dim=self.rotary_dim)
+            out.append(y.to(x.dtype))
+        return out[0], out[1]
+
+
+def _check_qk(q, k, q_positions, k_positions, head_dim: int):
+    """Validate q/k ``(b, h, n, d)`` and their positions; returns int64 positions ``(b|1, n)``."""
+    q = check_tensor("q", q, ndim=4, floating=True)
+    k = check_tensor("k", k, ndim=4, floating=True)
+    for name, x in (("q", q), ("k", k)):
+        if x.shape[-1] != head_dim:
+            raise ValueError(
+                f"{name} has head_dim {x.shape[-1]} (shape {tuple(x.shape)}) but the encoding has "
+                f"head_dim={head_dim}"
+            )
+    qp = resolve_positions(q_positions, q.shape[2], batch=q.shape[0], device=q.device, name="q_positions")
+    kp = resolve_positions(k_positions, k.shape[2], batch=k.shape[0], device=k.device, name="k_positions")
+    return q, k, qp, kp
+
+
+# ---------------------------------------------------------------------------
+# xPos.
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class XPosConfig(EncodingConfig):
+    head_dim: int  # per-head feature size; even
+    base: float = 10000.0  # rotation frequencies theta_i = base^(-2i/d), as RoPE
+    scale_base: float = 512.0  # decay length: exponent is position / scale_base
+    gamma: float = 0.4  # zeta_i = (2i/d + gamma) / (1 + gamma)
+    layout: str = "half"  # "half" (HF / GPT-NeoX) or "interleaved" (torchscale / GPT-J)
+    scale_center: int = 0  # exponents use (position - scale_center); cancels in q.k (see docstring)
+
+    def validate(self) -> None:
+        check_int("head_dim", self.head_dim, minimum=2, even=True)
+        check_float("base", self.base, minimum=1.0, exclusive_minimum=True)
+        check_float("scale_base", self.scale_base, minimum=0.0, exclusive_minimum=True)
+        check_float("gamma", self.gamma, minimum=0.0, exclusive_minimum=True)
+        check_choice("layout", self.layout, LAYOUTS)
+        check_int("scale_center", self.scale_center, minimum=0)
+
+
+class XPos(RotaryEncoding):
+    r"""xPos (Sun et al. 2022, A Length-Extrapolatable Transformer, https://arxiv.org/abs/2212.10554).
+
+    RoPE's rotation times a per-pair exponential decay, reciprocal on q and k:
+
+    .. math:: \tilde q_m = \zeta^{(m-c)/B} \odot R_m q,\quad \tilde k_n = \zeta^{-(n-c)/B} \odot R_n k,
+              \quad \zeta_i = \frac{2i/d + \gamma}{1 + \gamma}
+
+    so ``<q~_m, k~_n> = sum_i zeta_i^{(m-n)/B} (...)`` depends on ``m - n`` only and
+    decays with distance (``zeta_i < 1``). ``B`` is ``scale_base`` (512), ``gamma`` 0.4.
+
+    Offset convention: torchscale (``xpos_relative_position.py``) rotates by the
+    absolute position but centres the exponent on the middle of the whole window,
+    ``c = ceil(L/2)`` for ``L`` = cached + new tokens, recomputed every step, which keeps
+    the factors near 1 but forces it to cache keys unrotated and re-scale all of them
+    each step. Here ``c = scale_center`` is a fixed config value (default 0, the
+    paper's formula), so rotated keys can be cached (``cache_unrotated_keys`` is False). The centre cancels in every score; raise it toward the middle of your
+    positions if ``zeta^{-n/B}`` would overflow (float16 past ~4500 positions,
+    float32 past ~36000 with the defaults).
+    """
+
+    Config = XPosConfig
+    paper = "Sun et al. 2022, A Length-Extrapolatable Transformer, https://arxiv.org/abs/2212.10554"
+    equation = (
+        "q~_m = zeta^((m-c)/B) R_m q; k~_n = zeta^(-(n-c)/B) R_n k; zeta_i = (2i/d + gamma)/(1 + gamma)"
+    )
+    share_across_layers = True
+    cache_unrotated_keys = False  # the centre is fixed, so rotated keys stay valid
+
+    def __init__(self, config: XPosConfig) -> None:
+        super().__init__(config)
+        d = config.head_dim
+        i = torch.arange(d // 2, dtype=torch.float64)
+        self._sincos = SinCosCache(config.base ** (-2.0 * i / d))  # (d/2,) as RoPE
+        self.log_zeta = torch.log((2.0 * i / d + config.gamma) / (1.0 + config.gamma))  # (d/2,) float64
+        self._scale_cast: dict[tuple, torch.Tensor] = {}
+        self._scale_table: dict[torch.device, torch.Tensor] = {}
+
+    def scale(self, positions: torch.Tensor, dtype: torch.dtype, *, key: bool) -> torch.Tensor:
+        """``zeta^(+-(n - c)/B)`` of shape ``positions.shape + (d/2,)`` in ``dtype`` (float64 maths).
+
+        Rows for positions below 2^16 are cached in float64 per device; larger ones
+        are computed on the fly.
+        """
+        sign = -1.0 if key else 1.0
+        c, b = self.config.scale_center, self.config.scale_base
+        top = int(positions.max()) + 1 if positions.numel() else 1
+        if top > self._sincos.max_cached:
+            exponent = (positions.to(torch.float64)[..., None] - c) / b
+            return torch.exp(sign * exponent * self.log_zeta.to(positions.device)).to(dtype)
+        device = positions.device
+        table = self._scale_table.get(device)
+        if table is None or table.shape[0] < top:
+            size = min(self._sincos.max_cached, max(64, 1 << (top - 1).bit_length()))
+            n = torch.arange(size, dtype=torch.float64, device=device)
+            table = ((n[:, None] - c) / b) * self.log_zeta.to(device)  # (size, d/2) log-scale
+            self._scale_table[device] = table
+            self._scale_cast = {}
+        key_ = (device, dtype, sign, table.shape[0])
+        if key_ not in self._scale_cast:
+            self._scale_cast[key_] = torch.exp(sign * table).to(dtype)
+        return self._scale_cast[key_][positions]
+
+    def rotate(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate and scale ``q (b, h, i, d)`` up / ``k (b, h, j, d)`` down; positions ``(b|1, n)``."""
+        q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim)
+        out = []
+        for x, pos, is_key in ((q, qp, False), (k, kp, True)):
+            dtype = _compute_dtype(x.dtype)
+            cos, sin = self._sincos(pos, torch.float64)  # (b|1, n, d/2)
+            s = self.scale(pos, torch.float64, key=is_key)  # (b|1, n, d/2), product in float64
+            cos, sin = (cos * s).to(dtype)[:, None], (sin * s).to(dtype)[:, None]  # (b|1, 1, n, d/2)
+            y = apply_rotary(x.to(dtype), cos, sin, layout=self.config.layout, rotary_dim=x.shape[-1])
+            out.append(y.to(x.dtype))
+        return out[0], out[1]

@@ -1,0 +1,176 @@
+"""Train-short / test-long curves from ``posenc compare`` result records.
+
+Every function takes a list of records (``ResultStore.records()``) and returns a
+matplotlib ``Figure``; :func:`save_all` writes PNGs. Seeds are averaged; the
+shaded band (when there are several seeds) is min..max. A dashed vertical line
+marks the longest training length.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+
+def _num(x: Any) -> float:
+    return math.nan if x is None else float(x)
+
+
+def _curves(records, task: str, getter) -> tuple[dict[str, tuple[list[float], list[list[float]]]], int | None]:
+    """label -> (x values, one y list per seed) for ``task``; plus the training length."""
+    by_label: dict[str, tuple[list[float], list[list[float]]]] = {}
+    train_len = None
+    for rec in records:
+        spec = rec["spec"]
+        if spec["task"] != task:
+            continue
+        train_len = spec["train"]["max_len"]
+        for variant, ev in rec["result"]["eval"].items():
+            label = rec["label"] if variant == "default" else f"{rec['label']}[{variant}]"
+            got = getter(ev, spec)
+            if got is None:
+                continue
+            x, y = got
+            by_label.setdefault(label, (list(x), []))[1].append([_num(v) for v in y])
+    return by_label, train_len
+
+
+def _plot(ax, curves, *, log_y: bool = False) -> None:
+    cmap = plt.get_cmap("tab20")
+    for index, (label, (x, ys)) in enumerate(sorted(curves.items())):
+        cols = list(zip(*ys))
+        mean = [sum(c) / len(c) for c in cols]
+        style = "--" if "[" in label or "+rand" in label else "-"
+        ax.plot(x, mean, style, marker="o", markersize=3, label=label, color=cmap(index % 20))
+        if len(ys) > 1:
+            ax.fill_between(x, [min(c) for c in cols], [max(c) for c in cols], alpha=0.15, color=cmap(index % 20))
+    if log_y:
+        ax.set_yscale("log")
+
+
+def _finish(fig: Figure, ax, train_len: int | None, *, train_label: str) -> Figure:
+    if train_len:
+        ax.axvline(train_len, color="grey", linestyle=":", linewidth=1)
+        ax.annotate(train_label, (train_len, 1.0), xycoords=("data", "axes fraction"), fontsize=8, color="grey",
+                    ha="left", va="top")  # fmt: skip
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def task_accuracy_figure(records: list[dict[str, Any]], task: str, *, metric: str = "exact_match") -> Figure:
+    """Accuracy vs evaluation length n for one synthetic task (one line per encoding variant)."""
+    curves, train_len = _curves(records, task, lambda ev, spec: (ev["lengths"], ev[metric]))
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    _plot(ax, curves)
+    name = "sequence exact match" if metric == "exact_match" else "answer-token accuracy"
+    ax.set_title(f"{task}: {name} vs length (trained on n <= {train_len})")
+    ax.set_xlabel("input length n (tokens)")
+    ax.set_ylabel(f"{name} (fraction)")
+    ax.set_ylim(-0.03, 1.03)
+    return _finish(fig, ax, train_len, train_label=" longest training n")
+
+
+def lm_ratio_figure(records: list[dict[str, Any]]) -> Figure:
+    """Perplexity(L_valid) / perplexity(L_train) vs L_valid / L_train (non-overlapping windows)."""
+
+    def get(ev, spec):
+        if ev.get("ratio_to_train") is None:
+            return None
+        return [n / spec["train"]["max_len"] for n in ev["lengths"]], ev["ratio_to_train"]
+
+    curves, _ = _curves(records, "lm", get)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    _plot(ax, curves, log_y=True)
+    ax.set_xscale("log", base=2)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_title("byte LM: perplexity ratio vs evaluation length (non-overlapping windows)")
+    ax.set_xlabel("L_valid / L_train")
+    ax.set_ylabel("perplexity(L_valid) / perplexity(L_train)")
+    return _finish(fig, ax, 1.0, train_label=" L_train")
+
+
+def lastk_figure(records: list[dict[str, Any]]) -> Figure:
+    """Loss on the same last k bytes as the context grows (the NoPE paper's protocol)."""
+
+    def get(ev, spec):
+        lk = ev["lastk"]
+        return [c / spec["train"]["max_len"] for c in lk["contexts"]], [
+            _num(v) / math.log(2) for v in lk["nats_per_byte"]
+        ]
+
+    curves, _ = _curves(records, "lm", get)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    _plot(ax, curves)
+    ax.set_xscale("log", base=2)
+    ax.set_title("byte LM: loss on the last k bytes vs context length")
+    ax.set_xlabel("context / L_train")
+    ax.set_ylabel("loss on last k bytes (bits/byte)")
+    return _finish(fig, ax, 1.0, train_label=" L_train")
+
+
+def loss_by_position_figure(records: list[dict[str, Any]], *, smooth: int = 8) -> Figure:
+    """Mean loss at each position of long windows (learned absolute should break at L_train)."""
+
+    def get(ev, spec):
+        values = [_num(v) / math.log(2) for v in ev["loss_by_position"]["nats_per_byte"]]
+        width = max(1, smooth)
+        means = [sum(values[i : i + width]) / len(values[i : i + width]) for i in range(0, len(values), width)]
+        return [i + width / 2 for i in range(0, len(values), width)], means
+
+    curves, train_len = _curves(records, "lm", get)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    _plot(ax, curves)
+    ax.set_title(f"byte LM: loss by position (mean over windows, {smooth}-byte bins)")
+    ax.set_xlabel("position in window (bytes)")
+    ax.set_ylabel("loss (bits/byte)")
+    return _finish(fig, ax, train_len, train_label=" L_train")
+
+
+def figures(records: list[dict[str, Any]]) -> dict[str, Figure]:
+    """Every curve the records support: ``{file stem: Figure}``."""
+    out: dict[str, Figure] = {}
+    tasks = sorted({r["spec"]["task"] for r in records})
+    for task in tasks:
+        if task != "lm":
+            out[f"{task}_exact_match"] = task_accuracy_figure(records, task)
+            out[f"{task}_token_accuracy"] = task_accuracy_figure(records, task, metric="token_accuracy")
+    if "lm" in tasks:
+        out["lm_ratio"] = lm_ratio_figure(records)
+        out["lm_lastk"] = lastk_figure(records)
+        out["lm_loss_by_position"] = loss_by_position_figure(records)
+    return out
+
+
+def figure_png(fig: Figure, *, dpi: int = 110) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
+
+
+def figure_base64(fig: Figure, *, dpi: int = 110) -> str:
+    return base64.b64encode(figure_png(fig, dpi=dpi)).decode("ascii")
+
+
+def save_all(records: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
+    """Write every figure as PNG under ``out_dir``; returns the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for stem, fig in figures(records).items():
+        path = out / f"{stem}.png"
+        path.write_bytes(figure_png(fig))
+        plt.close(fig)
+        paths.append(path)
+    return paths
+

@@ -1,0 +1,141 @@
+"""Task generators and the stdlib text corpus: formats, loss masks, targets, determinism."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from posenc.tasks import synthetic, text
+from posenc.tasks.synthetic import BLANK, BOS, EOS, FIRST_SYMBOL, PAD, SEP, TASKS
+
+task_names = st.sampled_from(sorted(TASKS))
+
+
+def _rows(batch: synthetic.TaskBatch):
+    """Yield (full sequence, answer tokens) per example, rebuilt from inputs/targets."""
+    for i in range(batch.inputs.shape[0]):
+        real = int((batch.targets[i] != PAD).sum())  # targets are never PAD inside an example
+        seq = torch.cat([batch.inputs[i, :1], batch.targets[i, :real]])
+        yield seq, batch.targets[i][batch.loss_mask[i]]
+
+
+@given(task=task_names, n=st.integers(1, 40), seed=st.integers(0, 2**31))
+def test_sequence_format_and_loss_mask(task, n, seed):
+    batch = synthetic.eval_batch(task, n, 3, seed=seed)
+    assert batch.inputs.shape == batch.targets.shape == batch.loss_mask.shape
+    # Shifted by one: targets[t] is the token after inputs[t].
+    assert torch.equal(batch.inputs[:, 1:][batch.targets[:, :-1] != PAD], batch.targets[:, :-1][batch.targets[:, :-1] != PAD])
+    for seq, answer in _rows(batch):
+        assert seq[0] == BOS and seq[-1] == EOS
+        assert int((seq == SEP).sum()) == 1 and int((seq == BOS).sum()) == 1 and int((seq == EOS).sum()) == 1
+        sep = int((seq == SEP).nonzero())
+        x, y = seq[1:sep], seq[sep + 1 : -1]
+        # The loss covers exactly y and EOS, nothing of x, BOS or SEP.
+        assert torch.equal(answer, torch.cat([y, torch.tensor([EOS])]))
+        content = x[x != BLANK]
+        assert len(content) == n
+        if task == "parity":
+            assert len(y) == 1 and int(y[0] - FIRST_SYMBOL) == int((x - FIRST_SYMBOL).sum()) % 2
+        else:
+            expected = content.flip(0) if task == "reverse" else content
+            assert torch.equal(y, expected)
+        if task in ("copy", "reverse"):
+            assert len(set(x.tolist())) == n  # distinct symbols
+        if task in ("copy_binary", "parity"):
+            assert set(x.tolist()) <= {FIRST_SYMBOL, FIRST_SYMBOL + 1}
+        if task == "selective_copy":
+            assert len(x) <= 4 * n - 3 and x[0] != BLANK and x[-1] != BLANK
+        assert len(seq) - 1 <= synthetic.max_sequence_length(task, n)
+
+
+@given(task=task_names, seed=st.integers(0, 2**31), batch_size=st.integers(1, 16))
+def test_training_batches_are_deterministic_and_in_range(task, seed, batch_size):
+    make = lambda: synthetic.sample_batch(  # noqa: E731
+        task, batch_size, min_len=2, max_len=9, generator=torch.Generator().manual_seed(seed)
+    )
+    a, b = make(), make()
+    assert torch.equal(a.inputs, b.inputs) and torch.equal(a.loss_mask, b.loss_mask)
+    assert int(a.lengths.min()) >= 2 and int(a.lengths.max()) <= 9
+    assert int(a.inputs.max()) < synthetic.VOCAB_SIZE
+    # Padding only on the right, and never scored.
+    assert not (a.loss_mask & (a.targets == PAD)).any()
+
+
+def test_eval_sets_are_fixed_per_task_length_and_seed():
+    a = synthetic.eval_batch("copy", 12, 8, seed=0)
+    assert torch.equal(a.inputs, synthetic.eval_batch("copy", 12, 8, seed=0).inputs)
+    assert not torch.equal(a.inputs, synthetic.eval_batch("copy", 12, 8, seed=1).inputs)
+    assert not torch.equal(a.inputs[:, :5], synthetic.eval_batch("reverse", 12, 8, seed=0).inputs[:, :5])
+
+
+def test_score_exact_match_and_token_accuracy():
+    batch = synthetic.eval_batch("copy", 5, 4, seed=3)
+    vocab = synthetic.VOCAB_SIZE
+    perfect = torch.nn.functional.one_hot(batch.targets, vocab).float()  # argmax == target everywhere
+    exact, acc = synthetic.score(perfect, batch)
+    assert exact.all() and torch.equal(acc, torch.ones(4))
+    wrong = perfect.clone()
+    first_answer = batch.loss_mask[0].nonzero()[0, 0]
+    wrong[0, first_answer] = torch.nn.functional.one_hot(torch.tensor(PAD), vocab).float()
+    exact, acc = synthetic.score(wrong, batch)
+    assert exact.tolist() == [False, True, True, True]
+    assert acc[0] == pytest.approx(5 / 6)  # 5 answer tokens + EOS, one wrong
+
+
+@pytest.mark.parametrize("bad", [{"task": "nope"}, {"n": 0}, {"num_samples": 0}])
+def test_bad_arguments_name_the_parameter(bad):
+    args = {"task": "copy", "n": 4, "num_samples": 2} | bad
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        synthetic.eval_batch(args["task"], args["n"], args["num_samples"])
+
+
+def test_distinct_tasks_reject_more_symbols_than_exist():
+    with pytest.raises(ValueError, match="n must be"):
+        synthetic.eval_batch("copy", synthetic.NUM_SYMBOLS + 1, 1)
+
+
+# ---------------------------------------------------------------------------
+# Text.
+# ---------------------------------------------------------------------------
+
+
+def test_stdlib_corpus_split_and_hash(tmp_path):
+    for i in range(40):
+        (tmp_path / f"mod{i}.py").write_text(f"x = {i}\n" * (i + 1))
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "skipped.py").write_text("ignored\n")
+    corpus = text.stdlib_corpus(str(tmp_path))
+    total = sum(len(f"x = {i}\n" * (i + 1)) for i in range(40))
+    assert corpus.train.numel() + corpus.valid.numel() == total  # test/ skipped, nothing lost
+    assert corpus.num_files["train"] + corpus.num_files["valid"] == 40
+    assert corpus.describe()["python_version"].count(".") == 2
+    # Hash of exactly what was read: changing one byte changes it.
+    before = corpus.sha256
+    (tmp_path / "mod3.py").write_text("x = 4\n" * 4)
+    text.stdlib_corpus.cache_clear()
+    assert text.stdlib_corpus(str(tmp_path)).sha256 != before
+    # The split depends on the path only.
+    valid = {f"mod{i}.py" for i in range(40) if text._is_valid_file(f"mod{i}.py", 10)}
+    assert len(valid) == corpus.num_files["valid"]
+    assert hashlib.sha256(b"mod3.py").hexdigest()  # sanity: hashing paths, not contents
+
+
+def test_windows_score_identical_bytes():
+    data = torch.arange(200, dtype=torch.uint8)
+    total = text.scored_bytes([8, 12, 16], 40)
+    assert total % 48 == 0 and total >= 40
+    for length in (8, 12, 16):
+        inputs, targets = text.nonoverlapping_windows(data, length, total)
+        assert torch.equal(targets.flatten(), data[1 : total + 1].long())
+        assert torch.equal(inputs.flatten(), data[:total].long())
+    last = [text.lastk_windows(data, c, 4, 3, 32)[1][:, -4:] for c in (8, 16, 32)]
+    assert torch.equal(last[0], last[1]) and torch.equal(last[1], last[2])
+    x, y = text.lastk_windows(data, 16, 4, 3, 32)
+    assert torch.equal(x[:, 1:], y[:, :-1])
+    g = torch.Generator().manual_seed(0)
+    x, y = text.sample_windows(data, 5, 10, g)
+    assert x.shape == (5, 10) and torch.equal(x[:, 1:], y[:, :-1])
