@@ -273,7 +273,8 @@ def test_bad_constructor_arguments(kwargs, error, match):
 
 
 @pytest.mark.parametrize(
-    "name", [n for n, c in posenc.ENCODINGS.items() if {"head_dim", "num_heads"} & set(c.Config.field_names())]
+    "name",
+    [n for n, c in posenc.ENCODINGS.items() if {"head_dim", "num_heads"} & set(c.Config.field_names())],
 )
 def test_encoding_with_other_head_layout_is_rejected(name):
     enc = posenc.build_for_model(name, d_model=D_MODEL, num_heads=2 * NUM_HEADS)
@@ -291,8 +292,16 @@ def test_encoding_with_other_head_layout_is_rejected(name):
         (dict(padding_mask=torch.ones(2, 4, dtype=torch.bool)), ValueError, "padding_mask"),
         (dict(padding_mask=torch.ones(2, 5)), TypeError, "padding_mask"),
         (dict(context=torch.zeros(2, 3, 8)), ValueError, "context"),
-        (dict(context=torch.zeros(2, 3, 16), context_positions=torch.arange(4)), ValueError, "context_positions"),
-        (dict(context=torch.zeros(2, 3, 16), context_mask=torch.ones(2, 4, dtype=torch.bool)), ValueError, "context_mask"),
+        (
+            dict(context=torch.zeros(2, 3, 16), context_positions=torch.arange(4)),
+            ValueError,
+            "context_positions",
+        ),
+        (
+            dict(context=torch.zeros(2, 3, 16), context_mask=torch.ones(2, 4, dtype=torch.bool)),
+            ValueError,
+            "context_mask",
+        ),
         (dict(document_ids=torch.zeros(2, 4, dtype=torch.long)), ValueError, "document_ids"),
     ],
 )
@@ -311,3 +320,16 @@ def test_bad_x():
         module(torch.zeros(2, 5, 8))
     with pytest.raises(TypeError, match="x"):
         module(torch.zeros(2, 5, D_MODEL, dtype=torch.long))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_bfloat16_follows_float64(name):
+    """Tables are built in float64 and cast last, so bf16 stays within bf16 rounding."""
+    exact = layer(name, causal=True)
+    low = layer(name, causal=True).to(torch.bfloat16)
+    low.load_state_dict(exact.state_dict())
+    x = rand(2, 6, D_MODEL)
+    out = low(x.to(torch.bfloat16), padding_mask=left_padding_mask([6, 4], 6))
+    assert out.dtype == torch.bfloat16
+    expected = exact(x, padding_mask=left_padding_mask([6, 4], 6))
+    torch.testing.assert_close(out.double(), expected, rtol=5e-2, atol=5e-2)

@@ -42,8 +42,8 @@ def test_show_sinusoidal_prints_the_tutorial_worked_example():
     for divisor_row in ("│ 0 │        0 │          1 │       1 │", "│ 3 │        6 │          7 │    1000 │"):
         assert divisor_row in out
     assert "│   3 │            3 │           0.3 │           0.03 │           0.003 │" in out
-    cells = lambda line: [c.strip() for c in line.split("│")[1:-1]]  # noqa: E731
-    rows = {c[0]: c[1:] for c in map(cells, out.splitlines()) if len(c) == 9}
+    cells = ([c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines())
+    rows = {c[0]: c[1:] for c in cells if len(c) == 9}  # the values table: pos + 8 dims
     assert rows["1"] == ["0.841", "0.540", "0.100", "0.995", "0.010", "1.000", "0.001", "1.000"]
     assert rows["3"] == ["0.141", "-0.990", "0.296", "0.955", "0.030", "1.000", "0.003", "1.000"]
     # every printed value is the 3-decimal rounding of the reference

@@ -13,6 +13,8 @@ import copy
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from transformers import LlamaConfig, Phi3Config
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
@@ -30,23 +32,227 @@ LONG_32 = [2.0 + 0.5 * i for i in range(16)]
 LLAMA = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=4)
 # name -> (HF config class, config dict, sequence lengths to check)
 CONFIGS = {
-    "default_v4_null": (LlamaConfig, {**LLAMA, "rope_scaling": None, "rope_theta": 10000.0, "max_position_embeddings": 2048}, [None]),
-    "default_v5": (LlamaConfig, {**LLAMA, "head_dim": 32, "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "max_position_embeddings": 4096}, [None]),
-    "default_partial": (Phi3Config, {"hidden_size": 256, "num_attention_heads": 4, "partial_rotary_factor": 0.5, "rope_theta": 10000.0, "max_position_embeddings": 2048, "rope_scaling": None}, [None]),
-    "linear_legacy_type": (LlamaConfig, {**LLAMA, "rope_scaling": {"type": "linear", "factor": 4.0}, "rope_theta": 10000.0, "max_position_embeddings": 8192}, [None]),
-    "linear_v5": (LlamaConfig, {**LLAMA, "rope_parameters": {"rope_type": "linear", "factor": 2.5, "rope_theta": 20000.0}, "max_position_embeddings": 4096}, [None]),
-    "dynamic": (LlamaConfig, {**LLAMA, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}, "rope_theta": 10000.0, "max_position_embeddings": 2048}, [None, 1, 1000, 2048, 2049, 4096, 10000, 100000]),
-    "dynamic_v5": (LlamaConfig, {**LLAMA, "rope_parameters": {"rope_type": "dynamic", "factor": 8.0, "rope_theta": 1e6}, "max_position_embeddings": 1024}, [None, 1024, 3000, 50000]),
-    "yarn": (LlamaConfig, {**LLAMA, "head_dim": 128, "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, "rope_theta": 10000.0}, "max_position_embeddings": 8192}, [None]),
-    "yarn_attention_factor": (LlamaConfig, {**LLAMA, "rope_scaling": {"type": "yarn", "factor": 8.0, "original_max_position_embeddings": 4096, "attention_factor": 0.8, "beta_fast": 16.0, "beta_slow": 2.0}, "rope_theta": 10000.0, "max_position_embeddings": 32768}, [None]),
-    "yarn_mscale": (LlamaConfig, {**LLAMA, "head_dim": 64, "rope_parameters": {"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096, "mscale": 1.0, "mscale_all_dim": 0.707, "beta_fast": 32, "beta_slow": 1, "rope_theta": 10000.0}, "max_position_embeddings": 163840}, [None]),
-    "yarn_no_truncate": (LlamaConfig, {**LLAMA, "rope_parameters": {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 4096, "truncate": False, "rope_theta": 150000.0}, "max_position_embeddings": 65536}, [None]),
-    "yarn_inferred_original": (LlamaConfig, {**LLAMA, "rope_scaling": {"rope_type": "yarn", "factor": 2.0}, "rope_theta": 10000.0, "max_position_embeddings": 4096}, [None]),
-    "llama3": (LlamaConfig, {"hidden_size": 512, "num_attention_heads": 4, "rope_parameters": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_theta": 500000.0}, "max_position_embeddings": 131072}, [None]),
-    "llama3_legacy": (LlamaConfig, {**LLAMA, "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 8.0, "original_max_position_embeddings": 1024}, "rope_theta": 10000.0, "max_position_embeddings": 32768}, [None]),
-    "longrope_phi3": (Phi3Config, {"hidden_size": 384, "num_attention_heads": 4, "rope_scaling": {"type": "longrope", "short_factor": SHORT, "long_factor": LONG}, "rope_theta": 10000.0, "max_position_embeddings": 131072, "original_max_position_embeddings": 4096}, [None, 100, 4096, 4097, 131072]),
-    "longrope_factor": (Phi3Config, {"hidden_size": 384, "num_attention_heads": 4, "rope_parameters": {"rope_type": "longrope", "short_factor": SHORT, "long_factor": LONG, "factor": 16.0, "original_max_position_embeddings": 4096, "rope_theta": 10000.0}, "max_position_embeddings": 65536}, [None, 4096, 4097]),
-    "longrope_attention_partial": (Phi3Config, {"hidden_size": 256, "num_attention_heads": 4, "partial_rotary_factor": 0.5, "rope_parameters": {"rope_type": "longrope", "short_factor": SHORT_32, "long_factor": LONG_32, "attention_factor": 1.3, "rope_theta": 10000.0}, "max_position_embeddings": 8192, "original_max_position_embeddings": 2048}, [None, 2048, 2049]),
+    "default_v4_null": (
+        LlamaConfig,
+        {**LLAMA, "rope_scaling": None, "rope_theta": 10000.0, "max_position_embeddings": 2048},
+        [None],
+    ),
+    "default_v5": (
+        LlamaConfig,
+        {
+            **LLAMA,
+            "head_dim": 32,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+            "max_position_embeddings": 4096,
+        },
+        [None],
+    ),
+    "default_partial": (
+        Phi3Config,
+        {
+            "hidden_size": 256,
+            "num_attention_heads": 4,
+            "partial_rotary_factor": 0.5,
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 2048,
+            "rope_scaling": None,
+        },
+        [None],
+    ),
+    "linear_legacy_type": (
+        LlamaConfig,
+        {
+            **LLAMA,
+            "rope_scaling": {"type": "linear", "factor": 4.0},
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 8192,
+        },
+        [None],
+    ),
+    "linear_v5": (
+        LlamaConfig,
+        {
+            **LLAMA,
+            "rope_parameters": {"rope_type": "linear", "factor": 2.5, "rope_theta": 20000.0},
+            "max_position_embeddings": 4096,
+        },
+        [None],
+    ),
+    "dynamic": (
+        LlamaConfig,
+        {
+            **LLAMA,
+            "rope_scaling": {"rope_type": "dynamic", "factor": 2.0},
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 2048,
+        },
+        [None, 1, 1000, 2048, 2049, 4096, 10000, 100000],
+    ),
+    "dynamic_v5": (
+        LlamaConfig,
+        {
+            **LLAMA,
+            "rope_parameters": {"rope_type": "dynamic", "factor": 8.0, "rope_theta": 1e6},
+            "max_position_embeddings": 1024,
+        },
+        [None, 1024, 3000, 50000],
+    ),
+    "yarn": (
+        LlamaConfig,
+        {
+            **LLAMA,
+            "head_dim": 128,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 2048,
+                "rope_theta": 10000.0,
+            },
+            "max_position_embeddings": 8192,
+        },
+        [None],
+    ),
+    "yarn_attention_factor": (
+        LlamaConfig,
+        {
+            **LLAMA,
+            "rope_scaling": {
+                "type": "yarn",
+                "factor": 8.0,
+                "original_max_position_embeddings": 4096,
+                "attention_factor": 0.8,
+                "beta_fast": 16.0,
+                "beta_slow": 2.0,
+            },
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 32768,
+        },
+        [None],
+    ),
+    "yarn_mscale": (
+        LlamaConfig,
+        {
+            **LLAMA,
+            "head_dim": 64,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "factor": 40.0,
+                "original_max_position_embeddings": 4096,
+                "mscale": 1.0,
+                "mscale_all_dim": 0.707,
+                "beta_fast": 32,
+                "beta_slow": 1,
+                "rope_theta": 10000.0,
+            },
+            "max_position_embeddings": 163840,
+        },
+        [None],
+    ),
+    "yarn_no_truncate": (
+        LlamaConfig,
+        {
+            **LLAMA,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "factor": 16.0,
+                "original_max_position_embeddings": 4096,
+                "truncate": False,
+                "rope_theta": 150000.0,
+            },
+            "max_position_embeddings": 65536,
+        },
+        [None],
+    ),
+    "yarn_inferred_original": (
+        LlamaConfig,
+        {
+            **LLAMA,
+            "rope_scaling": {"rope_type": "yarn", "factor": 2.0},
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 4096,
+        },
+        [None],
+    ),
+    "llama3": (
+        LlamaConfig,
+        {
+            "hidden_size": 512,
+            "num_attention_heads": 4,
+            "rope_parameters": {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+                "rope_theta": 500000.0,
+            },
+            "max_position_embeddings": 131072,
+        },
+        [None],
+    ),
+    "llama3_legacy": (
+        LlamaConfig,
+        {
+            **LLAMA,
+            "rope_scaling": {
+                "rope_type": "llama3",
+                "factor": 32.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 8.0,
+                "original_max_position_embeddings": 1024,
+            },
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 32768,
+        },
+        [None],
+    ),
+    "longrope_phi3": (
+        Phi3Config,
+        {
+            "hidden_size": 384,
+            "num_attention_heads": 4,
+            "rope_scaling": {"type": "longrope", "short_factor": SHORT, "long_factor": LONG},
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 131072,
+            "original_max_position_embeddings": 4096,
+        },
+        [None, 100, 4096, 4097, 131072],
+    ),
+    "longrope_factor": (
+        Phi3Config,
+        {
+            "hidden_size": 384,
+            "num_attention_heads": 4,
+            "rope_parameters": {
+                "rope_type": "longrope",
+                "short_factor": SHORT,
+                "long_factor": LONG,
+                "factor": 16.0,
+                "original_max_position_embeddings": 4096,
+                "rope_theta": 10000.0,
+            },
+            "max_position_embeddings": 65536,
+        },
+        [None, 4096, 4097],
+    ),
+    "longrope_attention_partial": (
+        Phi3Config,
+        {
+            "hidden_size": 256,
+            "num_attention_heads": 4,
+            "partial_rotary_factor": 0.5,
+            "rope_parameters": {
+                "rope_type": "longrope",
+                "short_factor": SHORT_32,
+                "long_factor": LONG_32,
+                "attention_factor": 1.3,
+                "rope_theta": 10000.0,
+            },
+            "max_position_embeddings": 8192,
+            "original_max_position_embeddings": 2048,
+        },
+        [None, 2048, 2049],
+    ),
 }
 DEFAULT_FN = {LlamaConfig: LlamaRotaryEmbedding, Phi3Config: Phi3RotaryEmbedding}
 
@@ -173,8 +379,26 @@ def test_from_hf_reads_a_transformers_config_object_and_a_json_file(tmp_path):
         ({**LLAMA, "rope_scaling": {"type": "linear", "factor": 0.5}}, "factor"),
         ({**LLAMA, "rope_scaling": {"type": "linear", "factr": 2.0}}, "factr"),
         ({**LLAMA, "rope_scaling": {"type": "yarm", "factor": 2.0}}, "did you mean 'yarn'"),
-        ({**LLAMA, "max_position_embeddings": 2048, "rope_scaling": {"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 1024}}, "max_position_embeddings"),
-        ({**LLAMA, "rope_scaling": {"rope_type": "longrope", "short_factor": [1.0], "long_factor": [1.0], "original_max_position_embeddings": 8}}, "short_factor"),
+        (
+            {
+                **LLAMA,
+                "max_position_embeddings": 2048,
+                "rope_scaling": {"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 1024},
+            },
+            "max_position_embeddings",
+        ),
+        (
+            {
+                **LLAMA,
+                "rope_scaling": {
+                    "rope_type": "longrope",
+                    "short_factor": [1.0],
+                    "long_factor": [1.0],
+                    "original_max_position_embeddings": 8,
+                },
+            },
+            "short_factor",
+        ),
     ],
 )
 def test_from_hf_rejects_bad_configs_naming_the_key(cfg, match):
@@ -195,3 +419,51 @@ def test_to_hf_rejects_what_hf_cannot_represent():
 def test_posenc_build_accepts_from_hf_output():
     enc = posenc.build("rope", **hf.from_hf(CONFIGS["default_partial"][1]))
     assert enc.rotary_dim == 32
+
+
+def test_to_hf_accepts_a_rope_config_dict():
+    enc = posenc.build(
+        "rope", head_dim=64, rotary_dim=32, base=5e5, scaling={"rope_type": "linear", "factor": 2.0}
+    )
+    out = hf.to_hf(enc.config.to_dict())
+    assert out["rope_parameters"] == {
+        "rope_type": "linear",
+        "factor": 2.0,
+        "rope_theta": 5e5,
+        "partial_rotary_factor": 0.5,
+    }
+    assert out["head_dim"] == 64
+    back = hf.from_hf(out)
+    assert back["partial_rotary_factor"] == 0.5 and back["scaling"] == {"rope_type": "linear", "factor": 2.0}
+
+
+def _scalings(factor: float, original: int, pairs: int) -> list[dict | None]:
+    return [
+        None,
+        {"rope_type": "linear", "factor": factor},
+        {"rope_type": "dynamic", "factor": factor},
+        {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": original, "beta_fast": 16.0},
+        {"rope_type": "llama3", "factor": factor, "original_max_position_embeddings": original,
+         "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+        {"rope_type": "longrope", "short_factor": [1.0] * pairs, "long_factor": [factor] * pairs,
+         "original_max_position_embeddings": original},
+    ]  # fmt: skip
+
+
+@given(
+    head_dim=st.sampled_from([16, 64, 128]),
+    partial=st.sampled_from([0.25, 0.5, 1.0]),
+    base=st.sampled_from([10000.0, 5e5]),
+    factor=st.floats(1.0, 32.0),
+    original=st.sampled_from([512, 4096]),
+    which=st.integers(0, 5),
+)
+def test_posenc_config_survives_hf_and_back(head_dim, partial, base, factor, original, which):
+    scaling = _scalings(factor, original, int(head_dim * partial) // 2)[which]
+    kwargs = {"head_dim": head_dim, "base": base, "partial_rotary_factor": partial,
+              "scaling": scaling, "max_position_embeddings": 4 * original}  # fmt: skip
+    written = hf.to_hf(kwargs)
+    back = hf.from_hf(written)
+    resolved = rope_scaling.resolve(scaling, max_position_embeddings=4 * original)
+    assert back == {**kwargs, "scaling": resolved}
+    assert hf.to_hf(back, like=written) == written

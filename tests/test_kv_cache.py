@@ -110,7 +110,9 @@ def test_unrotated_key_rule_gives_the_same_answer(name):
     full = first(x)
     for module in (first, second):
         cache = KVCache()
-        out = torch.cat([module(x[:, :2], cache=cache)] + [module(x[:, t : t + 1], cache=cache) for t in range(2, 6)], 1)
+        out = torch.cat(
+            [module(x[:, :2], cache=cache)] + [module(x[:, t : t + 1], cache=cache) for t in range(2, 6)], 1
+        )
         torch.testing.assert_close(out, full, **tol(torch.float64))
     assert recorded == [(2, 2), (1, 3), (1, 4), (1, 5), (1, 6)]  # the whole key set, every step
 

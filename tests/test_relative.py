@@ -38,6 +38,8 @@ POSITION_CASES = {
     "arange": (None, None, 5, 5),
     "cache_offset": (torch.arange(4, 7)[None], torch.arange(7)[None], 3, 7),
     "per_row": (torch.arange(6)[None] + torch.tensor([[0], [9], [40]]), None, 6, 6),
+    "per_row_self": (torch.arange(6)[None] + torch.tensor([[0], [9], [40]]),) * 2 + (6, 6),
+    "gap": (torch.tensor([[0, 1000, 2000]]), torch.tensor([[0, 1000, 2000]]), 3, 3),  # 5 distances
     "sparse": (random_positions(3, 5, 500, 1), random_positions(3, 6, 500, 2), 5, 6),
 }
 

@@ -12,11 +12,11 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from tolerances import tol
 
 import posenc
 from posenc import reference, rope_scaling
 from posenc.rope_scaling import ROPE_SCALINGS, compute
+from tolerances import tol
 
 F64 = tol(torch.float64)
 
@@ -57,10 +57,16 @@ def check_reference(scaling, dim, base, seq_len, ref):
 
 @given(dim=dims, base=bases, factor=factors)
 def test_linear_and_ntk_match_reference(dim, base, factor):
-    check_reference({"rope_type": "linear", "factor": factor}, dim, base, None,
-                    reference.rope_scaling_linear(dim, base, factor))
-    check_reference({"rope_type": "ntk", "factor": factor}, dim, base, None,
-                    reference.rope_scaling_ntk(dim, base, factor))
+    check_reference(
+        {"rope_type": "linear", "factor": factor},
+        dim,
+        base,
+        None,
+        reference.rope_scaling_linear(dim, base, factor),
+    )
+    check_reference(
+        {"rope_type": "ntk", "factor": factor}, dim, base, None, reference.rope_scaling_ntk(dim, base, factor)
+    )
     check_reference(None, dim, base, None, reference.rope_scaling_default(dim, base))
 
 
@@ -78,7 +84,9 @@ def test_dynamic_matches_reference(dim, base, factor, original, seq_len):
     original=originals,
     betas=st.tuples(st.floats(0.5, 64.0), st.floats(0.25, 8.0)).map(lambda b: (max(b), min(b))),
     truncate=st.booleans(),
-    extra=st.sampled_from([{}, {"attention_factor": 0.9}, {"mscale": 1.0, "mscale_all_dim": 0.707}, {"mscale": 0.5}]),
+    extra=st.sampled_from(
+        [{}, {"attention_factor": 0.9}, {"mscale": 1.0, "mscale_all_dim": 0.707}, {"mscale": 0.5}]
+    ),
 )
 def test_yarn_matches_reference(dim, base, factor, original, betas, truncate, extra):
     scaling = {
@@ -90,16 +98,27 @@ def test_yarn_matches_reference(dim, base, factor, original, betas, truncate, ex
         "truncate": truncate,
         **extra,
     }
-    ref = reference.rope_scaling_yarn(dim, base, factor, original, betas[0], betas[1], truncate=truncate, **extra)
+    ref = reference.rope_scaling_yarn(
+        dim, base, factor, original, betas[0], betas[1], truncate=truncate, **extra
+    )
     check_reference(scaling, dim, base, None, ref)
 
 
-@given(dim=dims, base=bases, factor=factors, original=originals, low=st.floats(0.5, 2.0), gap=st.floats(0.5, 8.0))
+@given(
+    dim=dims, base=bases, factor=factors, original=originals, low=st.floats(0.5, 2.0), gap=st.floats(0.5, 8.0)
+)
 def test_llama3_matches_reference(dim, base, factor, original, low, gap):
     high = low + gap
-    scaling = {"rope_type": "llama3", "factor": factor, "original_max_position_embeddings": original,
-               "low_freq_factor": low, "high_freq_factor": high}
-    check_reference(scaling, dim, base, None, reference.rope_scaling_llama3(dim, base, factor, original, low, high))
+    scaling = {
+        "rope_type": "llama3",
+        "factor": factor,
+        "original_max_position_embeddings": original,
+        "low_freq_factor": low,
+        "high_freq_factor": high,
+    }
+    check_reference(
+        scaling, dim, base, None, reference.rope_scaling_llama3(dim, base, factor, original, low, high)
+    )
 
 
 @given(dim=dims, original=originals, seq_len=st.integers(1, 20000), data=st.data())
@@ -107,8 +126,13 @@ def test_longrope_matches_reference(dim, original, seq_len, data):
     lists = st.lists(st.floats(1.0, 64.0), min_size=dim // 2, max_size=dim // 2)
     short, long = data.draw(lists), data.draw(lists)
     factor = data.draw(st.floats(1.0, 64.0))
-    scaling = {"rope_type": "longrope", "short_factor": short, "long_factor": long,
-               "original_max_position_embeddings": original, "factor": factor}
+    scaling = {
+        "rope_type": "longrope",
+        "short_factor": short,
+        "long_factor": long,
+        "original_max_position_embeddings": original,
+        "factor": factor,
+    }
     ref = reference.rope_scaling_longrope(dim, 10000.0, short, long, original, seq_len, factor=factor)
     check_reference(scaling, dim, 10000.0, seq_len, ref)
 
@@ -187,8 +211,13 @@ def test_yarn_bands_for_llama2_like_settings():
 
 @given(dim=dims, base=bases, factor=factors, original=originals)
 def test_llama3_keeps_high_and_divides_low_frequencies(dim, base, factor, original):
-    scaling = {"rope_type": "llama3", "factor": factor, "original_max_position_embeddings": original,
-               "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    scaling = {
+        "rope_type": "llama3",
+        "factor": factor,
+        "original_max_position_embeddings": original,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+    }
     got, scale = compute(scaling, dim=dim, base=base)
     plain = default(dim, base)
     wavelength = 2 * math.pi / plain
@@ -206,8 +235,13 @@ def test_llama3_keeps_high_and_divides_low_frequencies(dim, base, factor, origin
 
 def test_llama3_published_setting():
     """Llama 3.1 (8k -> 128k): factor 8, low 1, high 4, d=128, b=5e5."""
-    scaling = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192,
-               "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    scaling = {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "original_max_position_embeddings": 8192,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+    }
     bands = rope_scaling.frequency_bands(scaling, dim=128, base=500000.0)
     # wavelength 2 pi 5e5^(2i/128) crosses L0/4 = 2048 at i = 64 ln(2048/2pi)/ln(5e5) ~ 28.2
     # and L0 = 8192 at i ~ 35.0: pairs 0-28 unchanged, 29-34 blended, 35-63 divided by 8
@@ -218,10 +252,21 @@ def test_llama3_published_setting():
 def test_longrope_switches_at_the_original_length(dim, original):
     short = [1.0 + i for i in range(dim // 2)]
     long = [2.0 + 3 * i for i in range(dim // 2)]
-    scaling = {"rope_type": "longrope", "short_factor": short, "long_factor": long,
-               "original_max_position_embeddings": original, "factor": 8.0}
+    scaling = {
+        "rope_type": "longrope",
+        "short_factor": short,
+        "long_factor": long,
+        "original_max_position_embeddings": original,
+        "factor": 8.0,
+    }
     plain = default(dim, 10000.0)
-    for seq_len, factors in ((None, short), (1, short), (original, short), (original + 1, long), (10 * original, long)):
+    for seq_len, factors in (
+        (None, short),
+        (1, short),
+        (original, short),
+        (original + 1, long),
+        (10 * original, long),
+    ):
         got, scale = compute(scaling, dim=dim, base=10000.0, seq_len=seq_len)
         torch.testing.assert_close(got, plain / torch.tensor(factors, dtype=torch.float64), **F64)
         assert scale == pytest.approx(math.sqrt(1 + math.log(8.0) / math.log(original)))
@@ -230,11 +275,17 @@ def test_longrope_switches_at_the_original_length(dim, original):
 def test_resolve_fills_what_hf_infers_from_max_position_embeddings():
     resolved = rope_scaling.resolve({"rope_type": "yarn", "factor": 2.0}, max_position_embeddings=4096)
     assert resolved["original_max_position_embeddings"] == 4096
-    phi3 = {"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
-            "original_max_position_embeddings": 4096}
+    phi3 = {
+        "rope_type": "longrope",
+        "short_factor": [1.0] * 4,
+        "long_factor": [2.0] * 4,
+        "original_max_position_embeddings": 4096,
+    }
     assert rope_scaling.resolve(phi3, max_position_embeddings=131072)["factor"] == 32.0
     assert rope_scaling.resolve({"rope_type": "linear", "factor": 2.0}, max_position_embeddings=9) == {
-        "rope_type": "linear", "factor": 2.0}
+        "rope_type": "linear",
+        "factor": 2.0,
+    }
     # compute(max_position_embeddings=...) is the same as resolving first
     direct = compute(phi3, dim=8, base=10000.0, max_position_embeddings=131072)
     assert direct[1] == pytest.approx(math.sqrt(1 + math.log(32) / math.log(4096)))
@@ -272,14 +323,51 @@ YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 
         ({"rope_type": "linear", "factor": 2.0}, 7, ValueError, "even"),
         ({"rope_type": "ntk", "factor": 2.0}, 2, ValueError, "dim.*>= 4"),
         ({"rope_type": "linear", "factor": "2"}, 8, TypeError, "factor"),
-        ({"rope_type": "longrope", "short_factor": [1.0] * 3, "long_factor": [1.0] * 4,
-          "original_max_position_embeddings": 16}, 8, ValueError, "short_factor.*4 entries.*got 3"),
-        ({"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": 2.0,
-          "original_max_position_embeddings": 16}, 8, TypeError, "long_factor"),
-        ({"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [1.0, 1.0, 0.0, 1.0],
-          "original_max_position_embeddings": 16}, 8, ValueError, "long_factor"),
-        ({"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192,
-          "low_freq_factor": 4.0, "high_freq_factor": 1.0}, 8, ValueError, "high_freq_factor.*low_freq_factor"),
+        (
+            {
+                "rope_type": "longrope",
+                "short_factor": [1.0] * 3,
+                "long_factor": [1.0] * 4,
+                "original_max_position_embeddings": 16,
+            },
+            8,
+            ValueError,
+            "short_factor.*4 entries.*got 3",
+        ),
+        (
+            {
+                "rope_type": "longrope",
+                "short_factor": [1.0] * 4,
+                "long_factor": 2.0,
+                "original_max_position_embeddings": 16,
+            },
+            8,
+            TypeError,
+            "long_factor",
+        ),
+        (
+            {
+                "rope_type": "longrope",
+                "short_factor": [1.0] * 4,
+                "long_factor": [1.0, 1.0, 0.0, 1.0],
+                "original_max_position_embeddings": 16,
+            },
+            8,
+            ValueError,
+            "long_factor",
+        ),
+        (
+            {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "original_max_position_embeddings": 8192,
+                "low_freq_factor": 4.0,
+                "high_freq_factor": 1.0,
+            },
+            8,
+            ValueError,
+            "high_freq_factor.*low_freq_factor",
+        ),
         ({**YARN, "original_max_position_embeddings": 0}, 8, ValueError, "original_max_position_embeddings"),
         ("yarn", 8, TypeError, "scaling must be a dict"),
     ],
@@ -361,7 +449,9 @@ def test_dynamic_scaling_decode_equals_full_recompute():
         cache_unrotated_keys = False
 
         def frequencies(self, max_position):
-            return compute(self.config.scaling, dim=self.rotary_dim, base=self.config.base, seq_len=max_position + 1)
+            return compute(
+                self.config.scaling, dim=self.rotary_dim, base=self.config.base, seq_len=max_position + 1
+            )
 
     stale = StaleRoPE(enc.config)
     assert decode_vs_recompute(stale) > 1e-4
@@ -369,7 +459,36 @@ def test_dynamic_scaling_decode_equals_full_recompute():
 
 def test_longrope_decode_equals_full_recompute_across_the_switch():
     short, long = [1.0, 1.5, 2.0, 3.0], [1.0, 4.0, 9.0, 20.0]
-    scaling = {"rope_type": "longrope", "short_factor": short, "long_factor": long,
-               "original_max_position_embeddings": 5, "factor": 4.0}
+    scaling = {
+        "rope_type": "longrope",
+        "short_factor": short,
+        "long_factor": long,
+        "original_max_position_embeddings": 5,
+        "factor": 4.0,
+    }
     enc = posenc.build("rope", head_dim=8, base=100.0, scaling=scaling)
     assert decode_vs_recompute(enc) < 1e-12
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_apply_to_model_on_a_transformer_changes_then_restores_its_output(share):
+    from posenc.model import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    config = TransformerConfig(vocab_size=13, d_model=16, num_heads=2, num_layers=3, share_encoding=share)
+    model = Transformer(config).eval()
+    tokens = torch.randint(0, 13, (2, 40))
+    with torch.no_grad():
+        before = model(tokens)
+        linear = {"rope_type": "linear", "factor": 4.0}
+        assert rope_scaling.apply_to_model(model, linear) == (1 if share else 3)
+        scaled = model(tokens)
+        assert rope_scaling.apply_to_model(model, None) == (1 if share else 3)
+        after = model(tokens)
+    assert (scaled - before).abs().max() > 1e-5  # a random model barely uses positions, but does
+    torch.testing.assert_close(after, before, rtol=0, atol=0)
+    rope_scaling.apply_to_model(model, linear)
+    ropes = [m for m in model.modules() if isinstance(m, posenc.get_encoding_class("rope"))]
+    assert len(ropes) == (1 if share else 3)
+    for enc in ropes:
+        torch.testing.assert_close(enc.frequencies(39)[0], default(enc.rotary_dim, 10000.0) / 4.0, **F64)

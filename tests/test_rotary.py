@@ -460,3 +460,18 @@ def test_matches_rotary_embedding_torch():
     tq, tk = ret.RotaryEmbedding(dim=8, use_xpos=True, xpos_scale_base=32).rotate_queries_and_keys(x, y)
     oq, ok = posenc.build("xpos", head_dim=8, layout="interleaved", scale_base=32.0).rotate(x, y)
     torch.testing.assert_close(oq @ ok.transpose(-1, -2), tq @ tk.transpose(-1, -2), rtol=1e-4, atol=1e-4)
+
+
+def test_longrope_factor_inferred_from_max_position_embeddings():
+    """As HF: LongRoPE without ``factor`` uses max_position_embeddings / original length."""
+    import math
+
+    scaling = {
+        "rope_type": "longrope",
+        "short_factor": [1.0] * 32,
+        "long_factor": [2.0] * 32,
+        "original_max_position_embeddings": 4096,
+    }
+    enc = posenc.build("rope", head_dim=64, scaling=scaling, max_position_embeddings=131072)
+    expected = math.sqrt(1 + math.log(131072 / 4096) / math.log(4096))
+    assert abs(enc.frequencies(200000)[1] - expected) < 1e-12

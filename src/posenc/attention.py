@@ -51,6 +51,7 @@ from posenc.base import (
     check_tensor,
     resolve_positions,
 )
+from posenc.positions import from_attention_mask as positions_from_padding_mask
 
 PATHS = ("auto", "sdpa", "plain")
 # Kinds the fused SDPA kernel can express (bias through a float attn_mask).
@@ -80,16 +81,6 @@ def choose_path(kind: str, requested: str = "auto", *, need_weights: bool = Fals
 # ---------------------------------------------------------------------------
 # Positions and masks.
 # ---------------------------------------------------------------------------
-
-
-def positions_from_padding_mask(padding_mask: torch.Tensor) -> torch.Tensor:
-    """``(b, n)`` bool (True = real token) -> int64 positions counting real tokens only.
-
-    Left padding ``[pad, pad, a, b]`` gives ``[0, 0, 0, 1]``: the first real token is
-    at position 0 whatever the padding, so a padded row matches the unpadded one.
-    """
-    mask = _check_mask("padding_mask", padding_mask)
-    return (mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
 def document_ids_from_lengths(lengths: Sequence[int], *, device=None) -> torch.Tensor:
@@ -151,6 +142,18 @@ def attention_mask(
         same = q_document_ids[:, None, :, None] == k_document_ids[:, None, None, :]  # (b|1, 1, i, j)
         allowed = same if allowed is None else allowed & same
     return allowed
+
+
+def check_padding_mask(padding_mask: torch.Tensor | None, batch: int, seq_len: int) -> torch.Tensor | None:
+    """None, or a bool ``(batch, seq_len)`` tensor; otherwise TypeError/ValueError naming it."""
+    if padding_mask is None:
+        return None
+    padding_mask = _check_mask("padding_mask", padding_mask)
+    if padding_mask.shape != (batch, seq_len):
+        raise ValueError(
+            f"padding_mask must have shape (batch, seq) = {(batch, seq_len)}, got {tuple(padding_mask.shape)}"
+        )
+    return padding_mask
 
 
 def _check_mask(name: str, mask: torch.Tensor) -> torch.Tensor:
@@ -449,13 +452,12 @@ class MultiHeadAttention(nn.Module):
         b, n, width = x.shape
         if width != self.d_model:
             raise ValueError(f"x has feature size {width} but d_model={self.d_model}")
-        if padding_mask is not None:
-            padding_mask = _check_mask("padding_mask", padding_mask)
-            if padding_mask.shape != (b, n):
-                raise ValueError(f"padding_mask must have shape {(b, n)}, got {tuple(padding_mask.shape)}")
+        padding_mask = check_padding_mask(padding_mask, b, n)
         self._check_cache(cache, context, document_ids)
         enc = self.encoding
-        q_pos = step_positions(n, batch=b, positions=positions, padding_mask=padding_mask, cache=cache, device=x.device)
+        q_pos = step_positions(
+            n, batch=b, positions=positions, padding_mask=padding_mask, cache=cache, device=x.device
+        )
 
         q = self._split(self.q_proj(x))  # (b, h, i, d)
         source = x if context is None else self._check_context(context, b)
@@ -594,7 +596,10 @@ def permutation_equivariance_gap(
     Args:
         encoding: a registry name, a built encoding, or None (no encoding).
         inputs: ``(b, n, d_model)`` token vectors (default: random from ``seed``).
-        permutation: a permutation of ``range(n)`` (default: reversal).
+        permutation: a permutation of ``range(n)`` (default: rotate left by one). Not the
+            reversal: a reversal keeps every distance ``|i - j|``, so encodings whose
+            bidirectional bias is symmetric (ALiBi, KERPLE, Sandwich) are exactly
+            equivariant to it -- they cannot tell "dog bites man" from "man bites dog".
         perturb: std of Gaussian noise added to the encoding's learnable parameters, to
             stand in for a trained encoding (CoPE's table starts at zero, i.e. as NoPE).
     """
@@ -610,7 +615,7 @@ def permutation_equivariance_gap(
         inputs = torch.randn(1, seq_len, d_model, dtype=torch.float64)
     x = check_tensor("inputs", inputs, ndim=3, floating=True).double()
     n = x.shape[1]
-    perm = torch.arange(n - 1, -1, -1) if permutation is None else torch.as_tensor(permutation)
+    perm = torch.arange(n).roll(-1) if permutation is None else torch.as_tensor(permutation)
     if sorted(perm.tolist()) != list(range(n)):
         raise ValueError(f"permutation must be a permutation of range({n}), got {perm.tolist()}")
 

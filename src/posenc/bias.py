@@ -3,8 +3,9 @@
 Axis legend: b batch, h heads, i query positions, j key positions, u MLP hidden units.
 
 Each encoding is defined ONCE, by :meth:`_compute` — an elementwise, broadcasting function
-of integer query positions, key positions and head indices that returns float64. From it
-come, with no second copy of the maths:
+of integer query positions, key positions and head indices that returns float64 (FIRE and
+Sandwich branch inside it between a per-score and a dense form of the same formula; both
+are tested against the reference). From it come:
 
 * ``bias_fn(q_pos, k_pos, head)``: the validated public form of that definition (float64);
 * ``bias(num_queries, num_keys, ...)``: the dense ``(b|1, h, i, j)`` tensor, float32 (float64
@@ -14,10 +15,11 @@ come, with no second copy of the maths:
 
 Parameters are cast to float64 once per call in :meth:`_prepare` (outside the score_mod, so
 FlexAttention can back-propagate into them), and nothing inside :meth:`_compute` builds a
-vector per score: FlexAttention's eager backward cannot handle per-score vector
-intermediates of captured tensors, so FIRE's MLP is written as a loop over its hidden
-units. ``bidirectional=False`` (causal) variants are only meaningful for ``j <= i``; the
-model sets ``bidirectional=True`` for encoders.
+vector per score on the score_mod path: FlexAttention's eager backward cannot handle
+per-score vector intermediates of captured tensors, so there FIRE's MLP runs one hidden
+unit at a time (the dense path uses a matmul; both are tested against the reference).
+``bidirectional=False`` (causal) variants are only meaningful for ``j <= i``; the model
+sets ``bidirectional=True`` for encoders.
 
 The float64 NumPy reference of every scheme lives in :mod:`posenc.reference.bias`.
 """
@@ -25,8 +27,9 @@ The float64 NumPy reference of every scheme lives in :mod:`posenc.reference.bias
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -114,7 +117,11 @@ class _BiasFamily(BiasEncoding):
         k_positions: torch.Tensor | None = None,
         device: torch.device | str | None = None,
     ) -> torch.Tensor:
-        """Dense bias ``(b|1, h, i, j)``: float32, or float64 when the parameters are float64."""
+        """Dense bias ``(b|1, h, i, j)``: float32, or float64 when the parameters are float64.
+
+        Parameter-free encodings return a cached tensor for default positions: treat it as
+        read-only (no in-place ops on it).
+        """
         num_queries = check_int("num_queries", num_queries, minimum=0)
         num_keys = check_int("num_keys", num_keys, minimum=0)
         if device is None and q_positions is None and k_positions is None:
@@ -123,9 +130,11 @@ class _BiasFamily(BiasEncoding):
         use_cache = self.cache_dense and q_positions is None and k_positions is None
         if use_cache and getattr(self, "_dense_cache", (None,))[0] == key:
             return self._dense_cache[1]
-        out = super().bias(
-            num_queries, num_keys, q_positions=q_positions, k_positions=k_positions, device=device
-        ).to(self._out_dtype())
+        out = (
+            super()
+            .bias(num_queries, num_keys, q_positions=q_positions, k_positions=k_positions, device=device)
+            .to(self._out_dtype())
+        )
         if use_cache:
             self._dense_cache = (key, out)  # one entry: the (h, i, j) table is not rebuilt per call
         return out
@@ -143,7 +152,9 @@ class _BiasFamily(BiasEncoding):
         kp = None if k_positions is None else self._flex_positions(k_positions, "k_positions")
         if qp is not None and kp is not None and 1 not in (qp.shape[0], kp.shape[0]):
             if qp.shape[0] != kp.shape[0]:
-                raise ValueError(f"q_positions batch {qp.shape[0]} and k_positions batch {kp.shape[0]} differ")
+                raise ValueError(
+                    f"q_positions batch {qp.shape[0]} and k_positions batch {kp.shape[0]} differ"
+                )
         device = qp.device if qp is not None else kp.device if kp is not None else self._default_device()
         params = self._prepare(device)
         compute = self._compute
@@ -290,7 +301,9 @@ class T5RelativeBias(_BiasFamily):
         "Raffel et al. 2020, Exploring the Limits of Transfer Learning with a Unified "
         "Text-to-Text Transformer, https://arxiv.org/abs/1910.10683"
     )
-    equation = "B[h,i,j] = table[bucket(j - i), h]; bucket exact below max_exact, log-spaced up to max_distance"
+    equation = (
+        "B[h,i,j] = table[bucket(j - i), h]; bucket exact below max_exact, log-spaced up to max_distance"
+    )
     share_across_layers = True
 
     def __init__(self, config: T5Config) -> None:
@@ -466,10 +479,15 @@ class FIRE(_BiasFamily):
         x = torch.log(torch.abs(c * d) + 1) / normaliser  # in [0, 1] for j <= i
         if self.config.bidirectional:
             h = torch.where(d < 0, h + self.config.num_heads, h)  # keys after the query
-        out = p["b2"][h]
-        for u in range(self.config.mlp_width):  # one hidden unit at a time: no per-score vectors
-            out = out + torch.relu(x * p["w1"][u] + p["b1"][u]) * p["w2"][h, u]
-        return out
+        if x.ndim == 0:  # one score at a time (score_mod): one hidden unit at a time, scalars only
+            out = p["b2"][h]
+            for u in range(self.config.mlp_width):
+                out = out + torch.relu(x * p["w1"][u] + p["b1"][u]) * p["w2"][h, u]
+            return out
+        hidden = torch.relu(x[..., None] * p["w1"] + p["b1"])  # (..., u)
+        out = hidden @ p["w2"].T + p["b2"]  # (..., H_out): every head at once
+        index = h.expand(torch.broadcast_shapes(x.shape, h.shape))[..., None]
+        return torch.take_along_dim(out, index, dim=-1)[..., 0]  # pick each score's head
 
 
 # ---------------------------------------------------------------------------

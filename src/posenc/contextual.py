@@ -92,13 +92,15 @@ class CoPE(ContextualEncoding):
         check_tensor("k", k, ndim=4, floating=True)
         check_tensor("logits", logits, ndim=4, floating=True)
         if q.shape[-1] != self.config.head_dim:
-            raise ValueError(f"q has head size {q.shape[-1]} but the encoding has head_dim={self.config.head_dim}")
+            raise ValueError(
+                f"q has head size {q.shape[-1]} but the encoding has head_dim={self.config.head_dim}"
+            )
         expected = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
         if tuple(logits.shape) != expected:
             raise ValueError(f"logits must have shape (b, h, i, j) = {expected}, got {tuple(logits.shape)}")
         p = self.positions(logits)  # (b, h, i, j)
         lower = p.detach().floor()
-        weight = (p - lower).to(q.dtype).detach()  # differentiable: the only path from gates to z
+        weight = (p - lower).to(q.dtype)  # differentiable: the only path from gates to z
         per_position = q @ self.pos_emb.to(q.dtype).T  # q_i . e[p] for p = 0..P-1: (b, h, i, P)
         z_ceil = per_position.gather(-1, p.detach().ceil().long())  # (b, h, i, j)
         z_floor = per_position.gather(-1, lower.long())

@@ -44,7 +44,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc.attention import KVCache, MultiHeadAttention, build_encoding, step_positions
+from posenc.attention import (
+    KVCache,
+    MultiHeadAttention,
+    build_encoding,
+    check_padding_mask,
+    step_positions,
+)
 from posenc.base import PositionalEncoding, check_choice, check_float, check_int, check_tensor
 from posenc.registry import get_encoding_class
 
@@ -245,10 +251,13 @@ class Transformer(nn.Module):
             )
         if cache is not None:
             if not isinstance(cache, (list, tuple)) or len(cache) != len(self.blocks):
-                raise ValueError(f"cache must be a list of {len(self.blocks)} KVCache (use model.new_cache())")
+                raise ValueError(
+                    f"cache must be a list of {len(self.blocks)} KVCache (use model.new_cache())"
+                )
             if self.input_encoding is not None and not self.input_encoding.supports_kv_cache:
                 raise ValueError(f"encoding {self.config.encoding!r} does not support a KV cache")
         b, n = tokens.shape
+        padding_mask = check_padding_mask(padding_mask, b, n)
         caches = [None] * len(self.blocks) if cache is None else list(cache)
         positions = step_positions(
             n, batch=b, positions=positions, padding_mask=padding_mask, cache=caches[0], device=tokens.device

@@ -10,6 +10,7 @@ import difflib
 from typing import Any
 
 from posenc import absolute
+from posenc import hierarchical
 from posenc import bias
 from posenc import rotary
 from posenc import relative
@@ -24,6 +25,7 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
     "hybrid": absolute.Hybrid,
     "complex_order": absolute.ComplexOrder,
     "integer_index": absolute.IntegerIndex,
+    "hierarchical": hierarchical.Hierarchical,
     # --- none ---
     "nope": absolute.NoPE,
     # --- rotary ---

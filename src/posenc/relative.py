@@ -118,7 +118,11 @@ class Shaw(RelativeEncoding):
     def __init__(self, config: ShawConfig) -> None:
         super().__init__(config)
         rows = 2 * config.max_relative_distance + 1
-        shape = (rows, config.head_dim) if config.shared_across_heads else (config.num_heads, rows, config.head_dim)
+        shape = (
+            (rows, config.head_dim)
+            if config.shared_across_heads
+            else (config.num_heads, rows, config.head_dim)
+        )
         std = config.head_dim**-0.5
         self.key_table = nn.Parameter(torch.randn(shape) * std)  # w^K: (2k+1, d) or (h, 2k+1, d)
         if config.values:
@@ -226,10 +230,13 @@ class TransformerXL(RelativeEncoding):
     Here the shift is an explicit gather, valid for any positions: take the ``m``
     distinct distances ``qp_i - kp_j``, project each ``R`` once (``P = W_R R``, ``(h, m, d)``),
     score every query against every distinct distance, ``(b, h, i, m)``, and gather
-    entry ``(i, j)`` from the column of its distance. For contiguous positions
-    ``m = i + j - 1``, the paper's cost. When positions are sparse (e.g. randomized
-    positions) ``m`` can reach ``b*i*j``; when ``m > i + j`` we instead gather
-    ``P`` per pair (the direct O(b*h*i*j*d) form), which is then cheaper.
+    entry ``(i, j)`` from the column of its distance. For contiguous positions (also
+    with a cache offset or packed documents) the distances fill a range of
+    ``m <= i + j - 1`` values, the paper's cost, found without sorting. Sparse
+    positions (e.g. randomized positions) can give up to ``b*i*j`` distinct
+    distances; when ``m * d > j * r`` we use the direct form instead,
+    ``(W_R^T (q_i + v)) . R_{i-j}`` per pair, O(b*h*i*j*r), which is then cheaper
+    than scoring every distance, O(b*h*i*m*d).
     """
 
     Config = TransformerXLConfig
@@ -254,7 +261,7 @@ class TransformerXL(RelativeEncoding):
         """``R_delta = [sin(delta f) | cos(delta f)]``: ``(...) int -> (..., r)`` in ``dtype``."""
         cos, sin = self._sincos(distance.abs(), torch.float64)  # even/odd in delta
         sin = sin * distance.sign().to(torch.float64)[..., None]
-        return torch.cat([sin, cos], dim=-1).to(dtype)
+        return torch.cat([sin.to(dtype), cos.to(dtype)], dim=-1)
 
     def scores(
         self,
@@ -268,15 +275,25 @@ class TransformerXL(RelativeEncoding):
         b, h, i, j = check_qk(q, k, head_dim=self.config.head_dim, num_heads=self.config.num_heads)
         qp, kp = _positions(q_positions, k_positions, batch=b, num_queries=i, num_keys=j, device=q.device)
         distance = qp[:, :, None] - kp[:, None, :]  # (b|1, i, j): i - j
-        distinct, index = torch.unique(distance, return_inverse=True)  # (m,), (b|1, i, j)
-        r_rows = self.sinusoid(distinct, q.dtype)  # (m, r)
-        p = r_rows @ self.w_r.to(q.dtype).transpose(-1, -2)  # W_R R per distance: (h, m, d)
+        if distance.numel() == 0:
+            return q.new_zeros(b, h, i, j)
+        lowest, highest = int(distance.min()), int(distance.max())
+        if highest - lowest < i + j:  # a short range (arange, cache offset, packed docs): no sort
+            distinct = torch.arange(lowest, highest + 1, device=q.device)  # (m,)
+            index = distance - lowest  # (b|1, i, j)
+        else:  # sparse positions: only the distances that occur
+            distinct, index = torch.unique(distance, return_inverse=True)  # (m,), (b|1, i, j)
+        r_rows = self.sinusoid(distinct, q.dtype)  # R per distance: (m, r)
+        w_r = self.w_r.to(q.dtype)  # (h, d, r)
         qv = q + self.v.to(q.dtype)[None, :, None, :]  # (b, h, i, d): (b) and (d) share W_R R
-        index = index.expand(b, i, j)  # (b, i, j)
-        if distinct.numel() <= i + j:  # the relative-shift regime: score per distance, then gather
-            per_distance = qv @ p.transpose(-1, -2)[None]  # (b, h, i, m)
+        # Cost: scoring every distance b*h*i*m*d vs the per-pair form b*h*i*j*r; take the cheaper.
+        if distinct.numel() * q.shape[-1] <= j * w_r.shape[-1]:  # relative-shift regime: score, gather
+            p = r_rows @ w_r.transpose(-1, -2)  # W_R R per distance: (h, m, d)
+            per_distance = qv @ p.transpose(-1, -2)  # (b, h, i, m)
             position = per_distance.gather(-1, index[:, None].expand(b, h, i, j))  # (b, h, i, j)
-        else:  # sparse distances: gather W_R R per pair (the direct form)
-            position = torch.einsum("bhid,hbijd->bhij", qv, p[:, index])
+        else:  # many distinct distances: the direct form, (W_R^T (q_i + v)) . R_{i-j} per pair
+            qr = (qv @ w_r).transpose(1, 2)  # (b, i, h, r)
+            r_pairs = r_rows.index_select(0, index.flatten()).view(*index.shape, -1)  # (b|1, i, j, r)
+            position = (qr @ r_pairs.transpose(-1, -2)).transpose(1, 2)  # (b, i, h, j) -> (b, h, i, j)
         content = (self.u.to(q.dtype)[None, :, None, :] * k).sum(-1)  # (c) u . k_j: (b, h, j)
         return position + content[:, :, None, :]

@@ -132,7 +132,9 @@ def yarn_correction_range(*, dim: int, base: float, params: Params) -> tuple[flo
 
 
 def yarn_ramp(*, dim: int, base: float, params: Params) -> torch.Tensor:
-    """gamma-complement ramp_i = clamp((i - low) / (high - low), 0, 1), float64 ``(d/2,)``.
+    """YaRN ramp_i = clamp((i - low) / (high - low), 0, 1) = 1 - gamma_i (eq. 18), float64 ``(d/2,)``.
+
+    Peng et al. 2023, https://arxiv.org/abs/2309.00071.
 
     0 -> extrapolate (pair unchanged), 1 -> interpolate (pair divided by s).
     """
@@ -144,7 +146,10 @@ def yarn_ramp(*, dim: int, base: float, params: Params) -> torch.Tensor:
 
 
 def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
-    """YaRN's attention temperature term: sqrt(1/t) = 0.1 * mscale * ln(s) + 1 (1 when s <= 1)."""
+    """YaRN's attention term sqrt(1/t) = 0.1 * mscale * ln(s) + 1 (1 when s <= 1).
+
+    Peng et al. 2023, eq. 22, https://arxiv.org/abs/2309.00071; ``mscale`` as in DeepSeek-V2.
+    """
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
@@ -171,7 +176,7 @@ def _yarn(*, dim: int, base: float, seq_len: int | None, params: Params):
 
 
 def llama3_smooth(*, dim: int, base: float, params: Params) -> torch.Tensor:
-    """Llama 3.1's per-pair interpolation weight in [0, 1], float64 ``(d/2,)``.
+    """Llama 3.1's per-pair interpolation weight in [0, 1], float64 ``(d/2,)`` (https://arxiv.org/abs/2407.21783).
 
     With wavelength lambda_i = 2 pi / theta_i: 0 when lambda_i < L0/high_freq_factor
     (high frequency, unchanged), 1 when lambda_i > L0/low_freq_factor (low frequency,
@@ -199,7 +204,10 @@ def _llama3(*, dim: int, base: float, seq_len: int | None, params: Params):
 
 
 def longrope_attention_factor(params: Params) -> float:
-    """LongRoPE's attention scaling: ``attention_factor`` or sqrt(1 + ln s / ln L0) (1 when s <= 1)."""
+    """LongRoPE's attention scaling: ``attention_factor`` or sqrt(1 + ln s / ln L0) (1 when s <= 1).
+
+    Ding et al. 2024, https://arxiv.org/abs/2402.13753 (as in Phi-3 and HF).
+    """
     if params.get("attention_factor") is not None:
         return float(params["attention_factor"])
     factor = params.get("factor", 1.0)

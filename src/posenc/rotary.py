@@ -198,18 +198,12 @@ class RoPEConfig(EncodingConfig):
 def _effective_scaling(scaling: dict | None, max_position_embeddings: int | None, rotary_dim: int):
     """The scaling dict handed to :func:`rope_scaling.compute`.
 
-    As Hugging Face does, a scaling that needs ``original_max_position_embeddings``
-    and lacks it takes the config's ``max_position_embeddings``.
+    As Hugging Face does, what a scaling can infer from ``max_position_embeddings``
+    (a missing ``original_max_position_embeddings``, LongRoPE's ``factor``) is filled
+    by :func:`rope_scaling.resolve`; the result is validated.
     """
-    rope_scaling.split(scaling)  # TypeError / ValueError (with a suggestion) on a bad rope_type
-    key = "original_max_position_embeddings"
-    if scaling and max_position_embeddings is not None and key not in scaling:
-        candidate = {**scaling, key: max_position_embeddings}
-        try:
-            return rope_scaling.validate(candidate, dim=rotary_dim)
-        except (TypeError, ValueError):
-            pass  # this variant does not take the key; validate the dict as given below
-    return rope_scaling.validate(scaling, dim=rotary_dim)
+    resolved = rope_scaling.resolve(scaling, max_position_embeddings=max_position_embeddings)
+    return rope_scaling.validate(resolved, dim=rotary_dim)
 
 
 class RoPE(RotaryEncoding):

@@ -167,7 +167,9 @@ def linear_relative_map(
     shift = check_int("shift", shift, minimum=0)
     if positions is not None:
         positions = np.asarray(positions)
-        return fit_shift_map(additive_vectors(enc, positions), additive_vectors(enc, positions + shift), shift)
+        return fit_shift_map(
+            additive_vectors(enc, positions), additive_vectors(enc, positions + shift), shift
+        )
     d = additive_vectors(enc, [0]).shape[1]
     rng = np.random.default_rng(seed)
     best = None
@@ -354,7 +356,9 @@ class IntegerIndexGrowth:
     normalized_step: np.ndarray  # spacing 1/(n-1) of p/(n-1) for sequence lengths n = positions
 
 
-def integer_index_growth(dim: int = 512, positions=(1, 10, 100, 1_000, 10_000, 100_000)) -> IntegerIndexGrowth:
+def integer_index_growth(
+    dim: int = 512, positions=(1, 10, 100, 1_000, 10_000, 100_000)
+) -> IntegerIndexGrowth:
     """The naive encodings: ``PE(p) = p`` in every dimension, or ``p / (n - 1)``.
 
     The first's norm grows linearly and drowns the token embedding (ratio ``index_norm /

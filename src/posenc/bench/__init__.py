@@ -64,7 +64,9 @@ class CompareResult:
             f"{len(self.outcome.failed)} failed; {self.outcome.wall_seconds:.0f} s"
         ]
         if self.missing_encodings:
-            lines.append(f"profile names unregistered encodings (skipped): {', '.join(self.missing_encodings)}")
+            lines.append(
+                f"profile names unregistered encodings (skipped): {', '.join(self.missing_encodings)}"
+            )
         for run, error in self.outcome.failed:
             lines.append(f"FAILED {run}: {error}")
         lines += [f"{kind}: {path}" for kind, path in self.files.items()]
@@ -115,25 +117,27 @@ def write_outputs(out: Path, *, report: bool = True) -> tuple[dict[str, Any], di
 
         save_all(records, out / "figures")
         files["figures"] = str(out / "figures")
-        files["report"] = str(write_report(out))
+        files.update(write_report(out))
     return summary, files
 
 
-def write_report(out: Path) -> Path:
-    """The full report from :mod:`posenc.report` when it exists, else this section alone."""
-    try:
-        from posenc import report as report_module
-    except ImportError:
-        report_module = None
-    writer = getattr(report_module, "write_report", None) if report_module is not None else None
-    if writer is not None:
-        try:
-            return Path(writer(results=out, path=out / "report.html"))
-        except TypeError:
-            pass  # a different signature: fall back to the section page
+def write_report(out: Path) -> dict[str, str]:
+    """``out/report.html`` (this benchmark's section alone, always) and, when
+    :mod:`posenc.report` is installed, the full report with it at ``out/report/index.html``.
+
+    The full report is built without its model-based probes, to keep ``quick``
+    inside its budget; ``posenc report --results DIR`` builds everything.
+    """
     from posenc.bench.report_section import write_page
 
-    return write_page(out, out / "report.html")
+    files = {"report": str(write_page(out, out / "report.html"))}
+    try:
+        from posenc.report import build_report
+    except ImportError:
+        return files
+    full = build_report(out / "report", results_dir=out, progress=False, probes_enabled=False)
+    files["full_report"] = str(full)
+    return files
 
 
 def compare(

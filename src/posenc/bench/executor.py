@@ -75,7 +75,10 @@ class LocalExecutor:
             pump.start()
             try:
                 with ProcessPoolExecutor(self.workers, mp_context=context) as pool:
-                    futures = {pool.submit(_run_reporting, fn, spec, index, events): spec for index, spec in by_index.items()}
+                    futures = {
+                        pool.submit(_run_reporting, fn, spec, index, events): spec
+                        for index, spec in by_index.items()
+                    }
                     pending = set(futures)
                     while pending:
                         done, pending = wait(pending, return_when=FIRST_COMPLETED)

@@ -92,27 +92,28 @@ PROFILES: dict[str, Profile] = {
         name="quick",
         description="<= 10 min on 2 CPU cores including everything: 9 variants x (copy + LM), 1 seed",
         why=(
-            "BENCHMARK.md asks ~1500 task steps at batch 64 and ~2000 LM steps at L_train=128; 18 such runs "
-            "take well over an hour on 2 shared cores. Measured on this machine, the same model trains "
-            "copy in about 400 steps at batch 32 when n <= 8, so quick trains on n <= 8 and tests up to "
-            "n = 32 (still 4x), and trains the byte LM at L_train = 64 for 400 steps (the ratios "
-            "compare lengths, so the short context is what matters, not the absolute perplexity). "
-            "Evaluation uses 64 examples per length and 12 KiB of validation text."
+            "BENCHMARK.md's 1500 task steps at batch 64 (n <= 16) and 2000 LM steps at L_train = 128 take "
+            "well over an hour for 18 runs on 2 shared cores. Measured here (d_model 64, 3 layers): with "
+            "n <= 6, batch 32 and lr 2e-3, NoPE and ALiBi reach exact match 1.0 in-distribution after "
+            "1000 steps (loss 0.03 / 0.00), while n <= 8 at 600 steps had not converged (loss 1.0). So "
+            "quick trains copy on n <= 6 and tests n up to 24 (still 4x), and trains the byte LM at "
+            "L_train = 64 for 400 steps: the ratios compare lengths, so the short context is what "
+            "matters, not the absolute perplexity. 128 examples per length, 6 KiB of validation text."
         ),
         encodings=("learned", "sinusoidal", "nope", "rope", "alibi", "t5", "kerple_log", "fire"),
         tasks=("copy", "lm"),
         seeds=(0,),
         model=ModelSpec(),
-        task_train=TrainSpec(steps=400, batch_size=32, warmup_steps=40, max_len=8),
-        lm_train=TrainSpec(steps=400, batch_size=16, warmup_steps=40, max_len=64),
+        task_train=TrainSpec(steps=1000, batch_size=32, lr=2e-3, warmup_steps=100, max_len=6),
+        lm_train=TrainSpec(steps=400, batch_size=16, lr=2e-3, warmup_steps=40, max_len=64),
         eval=EvalSpec(
-            lengths=(4, 8, 10, 12, 16, 24, 32),
-            samples=64,
+            lengths=(3, 6, 8, 10, 12, 18, 24),
+            samples=128,
             lm_lengths=(32, 64, 96, 128, 192, 256, 512),
-            lm_bytes=3072,
+            lm_bytes=6144,
             lastk_contexts=(1.0, 1.25, 1.5, 2.0, 4.0, 8.0),
             lastk_k=32,
-            lastk_windows=16,
+            lastk_windows=32,
             position_multiple=8,
         ),
         randomized=("rope",),

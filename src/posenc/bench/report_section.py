@@ -150,7 +150,11 @@ def _lastk(records: list[dict[str, Any]]) -> list[Claim]:
         at = loss.get(1.5, math.nan)
         rise = at / base - 1 if base and _present(at) else math.nan
         exploded = rise > 0.10
-        verdict = "not measured" if not _present(rise) else ("agrees" if exploded == (name == "rope") else "disagrees")
+        verdict = (
+            "not measured"
+            if not _present(rise)
+            else ("agrees" if exploded == (name == "rope") else "disagrees")
+        )
         out.append(
             _claim(
                 "NoPE paper (Kazemnejad et al. 2023), last-k loss, 1B code model",
@@ -212,7 +216,9 @@ def _context_extension(summary: dict[str, Any]) -> list[Claim]:
                 f"{label}: perplexity ratio at 2x L_train",
                 "holds (~1)" if expected_hold else "needs fine-tuning",
                 f"{_fmt(ours, False)} (plain rope {_fmt(plain, False)})",
-                ("agrees" if holds else "disagrees") if expected_hold else ("agrees" if not holds else "partly"),
+                ("agrees" if holds else "disagrees")
+                if expected_hold
+                else ("agrees" if not holds else "partly"),
                 f"holds = ratio <= {HOLDS} or below plain RoPE's",
             )
         )
@@ -257,7 +263,15 @@ def _bias_family(summary: dict[str, Any]) -> list[Claim]:
     return out
 
 
-CHECKS: list[Callable[..., list[Claim]]] = [_alibi_ratios, _nope_ranking, _nope_copy, _randomized, _context_extension, _speed, _bias_family]
+CHECKS: list[Callable[..., list[Claim]]] = [
+    _alibi_ratios,
+    _nope_ranking,
+    _nope_copy,
+    _randomized,
+    _context_extension,
+    _speed,
+    _bias_family,
+]
 
 
 def claims(records: list[dict[str, Any]]) -> list[Claim]:
@@ -285,7 +299,12 @@ def _summary_html(summary: dict[str, Any]) -> str:
     return _table(["encoding"] + [c[0] for c in cols], rows, "posenc-summary")
 
 
-_VERDICT_COLOUR = {"agrees": "#1a7f37", "partly": "#9a6700", "disagrees": "#cf222e", "not measured": "#57606a"}
+_VERDICT_COLOUR = {
+    "agrees": "#1a7f37",
+    "partly": "#9a6700",
+    "disagrees": "#cf222e",
+    "not measured": "#57606a",
+}
 
 
 def _claims_html(rows: list[Claim]) -> str:

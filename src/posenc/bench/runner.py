@@ -64,7 +64,14 @@ def run_grid(
     work_fn=execute,
 ) -> GridOutcome:
     """Execute every spec without a valid record; each finished run is written at once."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     start = time.perf_counter()
     todo, outcome = plan(specs, store)
@@ -97,7 +104,9 @@ def run_grid(
             finished += 1
             advance(spec, spec.work_units())  # top up the estimate for this run
             if isinstance(result, BaseException):
-                outcome.failed.append((f"{spec.label}/{spec.task}/seed{spec.seed}", f"{type(result).__name__}: {result}"))
+                outcome.failed.append(
+                    (f"{spec.label}/{spec.task}/seed{spec.seed}", f"{type(result).__name__}: {result}")
+                )
                 log(f"run {spec.label} on {spec.task} failed: {type(result).__name__}: {result}")
             else:
                 store.write(spec, result)

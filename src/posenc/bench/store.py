@@ -164,7 +164,9 @@ class ResultStore:
 
     def write(self, spec: RunSpec, payload: dict[str, Any]) -> Path:
         path = self.path_for(spec)
-        atomic_write_text(path, json.dumps(make_record(spec, payload), indent=1, sort_keys=True, allow_nan=False))
+        atomic_write_text(
+            path, json.dumps(make_record(spec, payload), indent=1, sort_keys=True, allow_nan=False)
+        )
         return path
 
     def records(self) -> list[dict[str, Any]]:

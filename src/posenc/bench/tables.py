@@ -132,7 +132,9 @@ def render_table(summary: dict[str, Any], *, title: str = "posenc compare"):
     """A rich Table: encodings x (exact match per bucket, LM perplexity ratios)."""
     from rich.table import Table
 
-    table = Table(title=title, caption="exact match per length bucket; LM: bits/byte at L_train, ppl ratio at 2x/4x")
+    table = Table(
+        title=title, caption="exact match per length bucket; LM: bits/byte at L_train, ppl ratio at 2x/4x"
+    )
     table.add_column("encoding")
     cols = table_columns(summary)
     for header, _, _ in cols:

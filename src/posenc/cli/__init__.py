@@ -36,6 +36,8 @@ def _register() -> None:
     # One module per command group; each defines click commands and adds them here.
     from posenc.cli import catalog
     from posenc.cli import compare
+    from posenc.cli import plot
+    from posenc.cli import report
     from posenc.cli import rope
 
     # add command-group modules to this tuple (one line each)
@@ -43,6 +45,8 @@ def _register() -> None:
         catalog,
         compare,
         rope,
+        plot,
+        report,
     )
     for module in modules:
         for command in module.COMMANDS:

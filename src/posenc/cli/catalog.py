@@ -193,7 +193,8 @@ def show_command(name: str, num_positions: int, dim: int, heads: int, fmt: str) 
     if not rows:
         click.echo("nothing to show: this encoding adds no positional term")
         return
-    _print_table(title, ["pos"] + columns, [[str(p)] + [_fmt(v) for v in row] for p, row in enumerate(rows)])
+    label = "i" if columns[0].startswith("j=") else "pos"  # (i, j) score/bias tables vs per-position vectors
+    _print_table(title, [label] + columns, [[str(p)] + [_fmt(v) for v in row] for p, row in enumerate(rows)])
 
 
 COMMANDS = [list_command, show_command]

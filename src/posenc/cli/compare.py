@@ -31,7 +31,9 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
 @click.command("compare")
 @click.option("--profile", default="quick", show_default=True, help="smoke | quick | standard | full")
 @click.option("--encodings", default=None, help="comma-separated registry names (default: the profile's)")
-@click.option("--tasks", default=None, help="comma-separated: copy, reverse, copy_binary, selective_copy, parity, lm")
+@click.option(
+    "--tasks", default=None, help="comma-separated: copy, reverse, copy_binary, selective_copy, parity, lm"
+)
 @click.option("--seeds", default=None, help="comma-separated integers (default: the profile's)")
 @click.option("--out", "out", default="posenc-results", show_default=True, type=click.Path(file_okay=False))
 @click.option("--executor", default="local", show_default=True, help="where runs execute (local)")
@@ -40,7 +42,9 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
 @click.option("--no-report", is_flag=True, help="skip figures and the HTML report")
 @click.option("--list-profiles", is_flag=True, help="print the profiles and exit")
 @FORMAT
-def compare_command(profile, encodings, tasks, seeds, out, executor, workers, threads, no_report, list_profiles, fmt):
+def compare_command(
+    profile, encodings, tasks, seeds, out, executor, workers, threads, no_report, list_profiles, fmt
+):
     """Train tiny Transformers short, test them long, for each encoding.
 
     Every finished run is written at once to OUT/runs/ (atomic JSON records);

@@ -6,6 +6,7 @@ tested against these on full tensors. Family modules are re-exported here.
 
 from posenc.reference import tutorial  # noqa: F401  (the seed tutorial's classes)
 from posenc.reference.absolute import *  # noqa: F401,F403
+from posenc.reference.hierarchical import *  # noqa: F401,F403
 
 # --- rotary ---
 from posenc.reference.rotary import *  # noqa: F401,F403,E402

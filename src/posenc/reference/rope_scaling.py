@@ -26,7 +26,7 @@ __all__ = [
 
 
 def rope_scaling_default(dim: int, base: float = 10000.0) -> tuple[np.ndarray, float]:
-    """RoFORMER (https://arxiv.org/abs/2104.09864): theta_i = b^(-2i/d)."""
+    """RoFormer (https://arxiv.org/abs/2104.09864): theta_i = b^(-2i/d)."""
     i = np.arange(dim // 2, dtype=np.float64)
     return base ** (-2.0 * i / dim), 1.0
 
@@ -38,14 +38,17 @@ def rope_scaling_linear(dim: int, base: float, factor: float) -> tuple[np.ndarra
 
 
 def rope_scaling_ntk(dim: int, base: float, factor: float) -> tuple[np.ndarray, float]:
-    """Static NTK-aware: b' = b * s^(d/(d-2)); theta_i' = b'^(-2i/d)."""
+    """Static NTK-aware (https://arxiv.org/abs/2309.00071 sec. 3.1): b' = b * s^(d/(d-2)); theta_i' = b'^(-2i/d)."""
     return rope_scaling_default(dim, base * factor ** (dim / (dim - 2)))
 
 
 def rope_scaling_dynamic(
     dim: int, base: float, factor: float, original_max_position_embeddings: int, seq_len: int | None
 ) -> tuple[np.ndarray, float]:
-    """Dynamic NTK (HF): L = max(seq_len, L0); b' = b * (s L / L0 - (s - 1))^(d/(d-2))."""
+    """Dynamic NTK (https://www.reddit.com/r/LocalLLaMA/comments/14mrgpr/, HF's formula).
+
+    L = max(seq_len, L0); b' = b * (s L / L0 - (s - 1))^(d/(d-2)).
+    """
     l0 = original_max_position_embeddings
     length = l0 if seq_len is None else max(seq_len, l0)
     scale = factor * length / l0 - (factor - 1)
@@ -68,8 +71,9 @@ def rope_scaling_yarn(
 
     r_i = L0 / lambda_i rotations over the original context; pair index of r:
     i(r) = d ln(L0 / (2 pi r)) / (2 ln b). The ramp runs from i(beta_fast) to
-    i(beta_slow): gamma_i = clamp((i - low) / (high - low), 0, 1);
-    theta_i' = (1 - gamma_i) theta_i + gamma_i theta_i / s. sqrt(1/t) = 0.1 ln s + 1.
+    i(beta_slow): ramp_i = clamp((i - low) / (high - low), 0, 1), which is 1 - gamma(r_i)
+    of the paper's eq. 18; theta_i' = (1 - ramp_i) theta_i + ramp_i theta_i / s.
+    Attention: sqrt(1/t) = 0.1 ln s + 1 (eq. 22).
     """
     theta, _ = rope_scaling_default(dim, base)
     l0 = original_max_position_embeddings
@@ -83,8 +87,8 @@ def rope_scaling_yarn(
     low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001
-    gamma = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
-    inv_freq = (1 - gamma) * theta + gamma * theta / factor
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+    inv_freq = (1 - ramp) * theta + ramp * theta / factor
 
     def temperature(m: float) -> float:
         return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0

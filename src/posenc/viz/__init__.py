@@ -41,7 +41,9 @@ FIGURES: dict[str, FigureKind] = {
     "heatmap": FigureKind(figures.heatmap, VECTOR, "positions x dimensions of the position vectors"),
     "waves": FigureKind(figures.waves, VECTOR, "selected dimensions across positions"),
     "similarity": FigureKind(figures.similarity, VECTOR, "cosine similarity between positions"),
-    "rotation": FigureKind(figures.rotation, ("rotary",), "one rotated 2-D pair across positions (.gif animates)"),
+    "rotation": FigureKind(
+        figures.rotation, ("rotary",), "one rotated 2-D pair across positions (.gif animates)"
+    ),
     "spectrum": FigureKind(
         figures.spectrum,
         ("rotary",),
@@ -51,10 +53,15 @@ FIGURES: dict[str, FigureKind] = {
     ),
     "bias": FigureKind(figures.bias, ("bias",), "the bias every head adds to attention logits"),
     "decay": FigureKind(
-        figures.decay, ("additive", "rotary", "bias", "relative", "contextual"), "position term against distance",
+        figures.decay,
+        ("additive", "rotary", "bias", "relative", "contextual"),
+        "position term against distance",
         size_option="max_distance",
     ),
-    "attention": FigureKind(figures.attention, ALL, "attention of a small untrained model",
+    "attention": FigureKind(
+        figures.attention,
+        ALL,
+        "attention of a small untrained model",
         needs_name=True,
         size_option="seq_len",
     ),
@@ -67,7 +74,9 @@ class NotApplicableError(ValueError):
     """The figure kind does not apply to this encoding (the CLI exits 2 with this message)."""
 
 
-def applicable(name: str, *, d_model: int = 64, num_heads: int = 4, enc: PositionalEncoding | None = None) -> list[str]:
+def applicable(
+    name: str, *, d_model: int = 64, num_heads: int = 4, enc: PositionalEncoding | None = None
+) -> list[str]:
     """Figure kinds that apply to registered encoding ``name``."""
     enc = enc if enc is not None else make(name, d_model=d_model, num_heads=num_heads)
     return [
@@ -105,7 +114,9 @@ def save(fig, path, *, dpi: int = 100) -> Path:
     return path
 
 
-def render(name: str, kind: str, path, *, d_model: int = 64, num_heads: int = 4, dpi: int = 100, **options) -> Path:
+def render(
+    name: str, kind: str, path, *, d_model: int = 64, num_heads: int = 4, dpi: int = 100, **options
+) -> Path:
     """Build figure ``kind`` for ``name`` and write it to ``path`` (.png, .svg; .gif for rotation)."""
     path = Path(path)
     if path.suffix.lower() == ".gif":

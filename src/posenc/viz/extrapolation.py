@@ -25,7 +25,9 @@ def _num(x: Any) -> float:
     return math.nan if x is None else float(x)
 
 
-def _curves(records, task: str, getter) -> tuple[dict[str, tuple[list[float], list[list[float]]]], int | None]:
+def _curves(
+    records, task: str, getter
+) -> tuple[dict[str, tuple[list[float], list[list[float]]]], int | None]:
     """label -> (x values, one y list per seed) for ``task``; plus the training length."""
     by_label: dict[str, tuple[list[float], list[list[float]]]] = {}
     train_len = None
@@ -52,7 +54,9 @@ def _plot(ax, curves, *, log_y: bool = False) -> None:
         style = "--" if "[" in label or "+rand" in label else "-"
         ax.plot(x, mean, style, marker="o", markersize=3, label=label, color=cmap(index % 20))
         if len(ys) > 1:
-            ax.fill_between(x, [min(c) for c in cols], [max(c) for c in cols], alpha=0.15, color=cmap(index % 20))
+            ax.fill_between(
+                x, [min(c) for c in cols], [max(c) for c in cols], alpha=0.15, color=cmap(index % 20)
+            )
     if log_y:
         ax.set_yscale("log")
 
@@ -125,7 +129,9 @@ def loss_by_position_figure(records: list[dict[str, Any]], *, smooth: int = 8) -
     def get(ev, spec):
         values = [_num(v) / math.log(2) for v in ev["loss_by_position"]["nats_per_byte"]]
         width = max(1, smooth)
-        means = [sum(values[i : i + width]) / len(values[i : i + width]) for i in range(0, len(values), width)]
+        means = [
+            sum(values[i : i + width]) / len(values[i : i + width]) for i in range(0, len(values), width)
+        ]
         return [i + width / 2 for i in range(0, len(values), width)], means
 
     curves, train_len = _curves(records, "lm", get)
@@ -173,4 +179,3 @@ def save_all(records: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
         plt.close(fig)
         paths.append(path)
     return paths
-

@@ -17,19 +17,35 @@ import numpy as np
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from posenc.analysis import properties
-from posenc.analysis.signals import feature_dim_of, num_heads_of, position_kernel, position_signal
+from posenc.analysis.signals import feature_dim_of, position_kernel, position_signal
 from posenc.base import PositionalEncoding, check_int
 
 DIVERGING = "RdBu_r"
 SEQUENTIAL = "viridis"
 
 
-def new_figure(width: float = 6.4, height: float = 4.2, *, layout: str | None = "constrained") -> Figure:
-    """A figure with an Agg canvas (no pyplot, no window)."""
-    fig = Figure(figsize=(width, height), layout=layout)
+def new_figure(
+    width: float = 6.4,
+    height: float = 4.2,
+    *,
+    margins: tuple[float, float, float, float] | None = (0.85, 0.25, 0.65, 0.5),
+) -> Figure:
+    """A figure with an Agg canvas (no pyplot, no window).
+
+    ``margins`` = (left, right, bottom, top) in inches, set once with
+    ``subplots_adjust``: a fixed layout, because constrained layout costs ~0.5 s per
+    figure, too slow for a report of ~100 figures. ``None`` leaves the layout alone.
+    """
+    fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
+    if margins is not None:
+        left, right, bottom, top = margins
+        fig.subplots_adjust(
+            left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height
+        )
     return fig
 
 
@@ -42,8 +58,8 @@ def _label(enc: PositionalEncoding) -> str:
 
 def _signal_name(enc: PositionalEncoding) -> str:
     if enc.kind == "rotary":
-        return "rotated unit vector component (dimensionless)"
-    return "positional value added to the embedding (dimensionless)"
+        return "rotated unit vector (dimensionless)"
+    return "PE value (dimensionless)"
 
 
 def _symmetric_limits(values: np.ndarray) -> tuple[float, float]:
@@ -66,9 +82,11 @@ def heatmap(enc: PositionalEncoding, *, num_positions: int = 20) -> Figure:
     ax = fig.add_subplot()
     lo, hi = _symmetric_limits(values)
     im = ax.imshow(values, aspect="auto", cmap=DIVERGING, vmin=lo, vmax=hi, interpolation="nearest")
-    ax.set_title(f"{_label(enc)}: {n} positions x {values.shape[1]} dimensions")
+    what = "a rotated unit vector" if enc.kind == "rotary" else "the vector added to the embedding"
+    ax.set_title(f"{_label(enc)}: {what}, {n} positions x {values.shape[1]} dims", fontsize=10)
     ax.set_xlabel("dimension index")
     ax.set_ylabel("position (token index)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     fig.colorbar(im, ax=ax, label=_signal_name(enc))
     return fig
 
@@ -87,7 +105,7 @@ def waves(enc: PositionalEncoding, *, num_positions: int = 100, dims=None) -> Fi
         ax.plot(np.arange(n), values[:, k], label=f"dim {k}", lw=1.4)
     ax.set_title(f"{_label(enc)}: selected dimensions across positions")
     ax.set_xlabel("position (tokens)")
-    ax.set_ylabel(_signal_name(enc).split(" (")[0] + " (dimensionless)")
+    ax.set_ylabel(_signal_name(enc))
     ax.legend(fontsize=8, ncols=3, loc="lower left")
     ax.grid(alpha=0.3)
     return fig
@@ -103,7 +121,7 @@ def similarity(enc: PositionalEncoding, *, num_positions: int = 32) -> Figure:
     ax.set_title(f"{_label(enc)}: similarity between positions")
     ax.set_xlabel("position j (tokens)")
     ax.set_ylabel("position i (tokens)")
-    fig.colorbar(im, ax=ax, label="cosine similarity (dimensionless, -1..1)")
+    fig.colorbar(im, ax=ax, label="cosine similarity (-1..1)")
     return fig
 
 
@@ -152,7 +170,9 @@ def _rotation_axes(fig: Figure, enc, track: np.ndarray, pair: tuple[int, int]):
     ax.axhline(0, color="0.85", lw=0.8)
     ax.axvline(0, color="0.85", lw=0.8)
     step = math.degrees(math.atan2(track[1, 1], track[1, 0])) if len(track) > 1 else 0.0
-    ax.set_title(f"{_label(enc)}\npair (dim {pair[0]}, dim {pair[1]}): {step:.1f} deg per position", fontsize=10)
+    ax.set_title(
+        f"{_label(enc)}\npair (dim {pair[0]}, dim {pair[1]}): {step:.1f} deg per position", fontsize=10
+    )
     ax.set_xlabel(f"component dim {pair[0]} (dimensionless)")
     ax.set_ylabel(f"component dim {pair[1]} (dimensionless)")
     return ax
@@ -164,7 +184,7 @@ def rotation(enc: PositionalEncoding, *, num_positions: int = 32, component: int
         raise ValueError(f"rotation figures need a rotary encoding, got kind {enc.kind!r}")
     pair = rotation_pair(enc, component)
     track = rotation_track(enc, num_positions=num_positions, component=component)  # (n, 2)
-    fig = new_figure(5.4, 5.0)
+    fig = new_figure(5.4, 5.0, margins=(0.85, 0.25, 0.65, 0.7))
     ax = _rotation_axes(fig, enc, track, pair)
     ax.plot(track[:, 0], track[:, 1], color="0.6", lw=0.8)
     sc = ax.scatter(track[:, 0], track[:, 1], c=np.arange(len(track)), cmap=SEQUENTIAL, s=28, zorder=3)
@@ -182,7 +202,7 @@ def rotation_animation(
         raise ValueError(f"rotation figures need a rotary encoding, got kind {enc.kind!r}")
     pair = rotation_pair(enc, component)
     track = rotation_track(enc, num_positions=num_positions, component=component)
-    fig = new_figure(5.0, 5.0)
+    fig = new_figure(5.0, 5.0, margins=(0.85, 0.25, 0.65, 0.7))
     ax = _rotation_axes(fig, enc, track, pair)
     (trail,) = ax.plot([], [], color="0.6", lw=0.8)
     arrow = ax.annotate("", xy=(1, 0), xytext=(0, 0), arrowprops=dict(arrowstyle="->", color="C3", lw=2))
@@ -254,7 +274,13 @@ def spectrum(enc: PositionalEncoding) -> Figure:
     fig = new_figure(7.0, 4.2)
     ax = fig.add_subplot()
     for i, (name, wavelength) in enumerate(spectra.items()):
-        ax.plot(np.arange(len(wavelength)), wavelength, label=name, lw=2.2 if name == "default" else 1.3, ls="-" if i < 10 else "--")
+        ax.plot(
+            np.arange(len(wavelength)),
+            wavelength,
+            label=name,
+            lw=2.2 if name == "default" else 1.3,
+            ls="-" if i < 10 else "--",
+        )
     ax.axhline(SCALING_CONTEXT, color="0.3", ls=":", lw=1)
     ax.text(0, SCALING_CONTEXT * 1.15, f"original context {SCALING_CONTEXT}", fontsize=8)
     ax.set_yscale("log")
@@ -292,8 +318,12 @@ def _head_grid(fig: Figure, maps: np.ndarray, *, titles, cmap, vmin, vmax, label
     # A fixed layout: constrained layout costs ~1 s per grid, too slow for the report.
     width, height = fig.get_size_inches()
     fig.subplots_adjust(
-        left=0.75 / width, right=1 - 1.3 / width, bottom=0.6 / height, top=1 - 0.75 / height,
-        wspace=0.3, hspace=0.45,
+        left=0.75 / width,
+        right=1 - 1.3 / width,
+        bottom=0.6 / height,
+        top=1 - 0.75 / height,
+        wspace=0.3,
+        hspace=0.45,
     )
     cax = fig.add_axes((1 - 1.1 / width, 0.6 / height, 0.15 / width, 1 - 1.35 / height))
     fig.colorbar(im, cax=cax, label=label)
@@ -309,9 +339,14 @@ def bias(enc: PositionalEncoding, *, num_positions: int = 32, num_heads: int = 8
     h = maps.shape[0]
     finite = maps[np.isfinite(maps)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    fig = new_figure(2.2 * min(4, h) + 2.0, 2.2 * math.ceil(h / 4) + 1.2, layout=None)
+    fig = new_figure(2.2 * min(4, h) + 2.0, 2.2 * math.ceil(h / 4) + 1.2, margins=None)
     _head_grid(
-        fig, maps, titles=[f"head {k}" for k in range(h)], cmap=SEQUENTIAL, vmin=lo, vmax=hi,
+        fig,
+        maps,
+        titles=[f"head {k}" for k in range(h)],
+        cmap=SEQUENTIAL,
+        vmin=lo,
+        vmax=hi,
         label="bias added to attention logits (logit units)",
     )
     fig.suptitle(f"{_label(enc)}: per-head bias, {n} positions")
@@ -324,7 +359,7 @@ def decay(enc: PositionalEncoding, *, max_distance: int = 128, num_heads: int = 
         raise ValueError("decay figures need an encoding with a position signal, got kind 'none'")
     r = np.arange(check_int("max_distance", max_distance, minimum=1) + 1)
     curves = properties.distance_decay(enc, r, num_heads=num_heads)  # (h, r)
-    fig = new_figure(7.0, 4.0)
+    fig = new_figure(7.4, 4.0, margins=(0.85, 0.95, 0.65, 0.5))
     ax = fig.add_subplot()
     for k, curve in enumerate(curves[:8]):
         ax.plot(r, curve, lw=1.3, label=f"head {k}" if curves.shape[0] > 1 else "measured through the hook")
@@ -351,18 +386,24 @@ def decay(enc: PositionalEncoding, *, max_distance: int = 128, num_heads: int = 
     return fig
 
 
-def attention(name: str, *, seq_len: int = 16, num_layers: int = 2, num_heads: int = 4, seed: int = 0) -> Figure:
+def attention(
+    name: str, *, seq_len: int = 16, num_layers: int = 2, num_heads: int = 4, seed: int = 0
+) -> Figure:
     """Attention probabilities of an untrained (seeded) causal model, every layer and head."""
     from posenc.analysis.probes import attention_maps
 
     maps = attention_maps(name, seq_len=seq_len, num_layers=num_layers, num_heads=num_heads, seed=seed)
     layers, heads = maps.shape[:2]
-    fig = new_figure(2.2 * heads + 2.0, 2.2 * layers + 1.2, layout=None)
+    fig = new_figure(2.2 * heads + 2.0, 2.2 * layers + 1.2, margins=None)
     _head_grid(
-        fig, maps.reshape(layers * heads, seq_len, seq_len),
+        fig,
+        maps.reshape(layers * heads, seq_len, seq_len),
         titles=[f"layer {i} head {k}" for i in range(layers) for k in range(heads)],
-        cmap=SEQUENTIAL, vmin=0.0, vmax=float(maps.max()) or 1.0,
-        label="attention probability (0..1)", ncols=heads,
+        cmap=SEQUENTIAL,
+        vmin=0.0,
+        vmax=float(maps.max()) or 1.0,
+        label="attention probability (0..1)",
+        ncols=heads,
     )
     fig.suptitle(f"{name}: attention of an untrained causal model (seed {seed}, random tokens)")
     return fig
@@ -393,7 +434,7 @@ def seed_similarity(check=None) -> Figure:
     """Seed 004's printed similarity table next to the true one for d_model=128."""
     check = check or properties.seed_similarity_check()
     true = check.computed[properties.SEED_004_DIM]
-    fig = new_figure(9.6, 3.6)
+    fig = new_figure(10.0, 3.6, margins=(0.6, 0.2, 0.6, 0.7))
     axes = fig.subplots(1, 3)
     panels = (
         (check.seed_matrix, "as printed in seed 004"),

@@ -1,0 +1,290 @@
+"""Attention with a bias encoding, without materialising the ``(b, h, i, j)`` bias.
+
+Axis legend: b batch, h heads, i query positions, j key positions, d head_dim,
+t index into a per-head table over distances ``delta = q_pos - k_pos``.
+
+The dense path (:func:`posenc.attention.sdpa_attention`) builds the whole bias, casts
+it, masks it and hands it to SDPA: ``h * i * j`` floats several times over (2 GiB at
+h=32, L=4096 in float32 alone). Two paths here compute the same attention with memory
+that does not grow with ``i * j``:
+
+``"chunked"`` (default; forward and backward, any device): queries go through SDPA in
+    row blocks of ``chunk`` rows, each with its own ``(b|1, h, chunk, j')`` bias block
+    (``j'`` = keys the block can see: under a causal mask the later keys are skipped, which
+    also halves the work). With autograd, every block is checkpointed
+    (:func:`torch.utils.checkpoint.checkpoint`), so backward recomputes its bias block
+    instead of keeping all of them alive. For encodings whose bias depends on
+    ``q_pos - k_pos`` only (ALiBi, T5, KERPLE, Sandwich; checked numerically, once per
+    config) and arange-like positions, the bias is evaluated ONCE per call on the
+    ``i + j - 1`` distances, ``(h, t)``, and each block is a strided window of that table
+    (Toeplitz structure): one copy per block instead of a float64 evaluation per score.
+    Other encodings (FIRE, explicit positions) evaluate ``encoding.bias`` per block.
+
+``"flex"`` (forward only: torch 2.13 has no FlexAttention backward on CPU):
+    ``torch.compile``-d FlexAttention with the encoding's ``score_mod`` and a causal
+    block mask; nothing ``(i, j)``-sized is built at all. Each new shape compiles
+    (about 30 s on 2 cores), so it is opt-in (``path="flex"``); a failed compile or a
+    call that needs gradients takes the chunked path with one log line.
+
+Both are tested against dense SDPA on full tensors (tests/test_kernels.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from posenc.base import check_choice, check_int, resolve_positions
+from posenc.kernels._build import warn_once
+
+PATHS = ("auto", "chunked", "flex")
+CHUNK_BYTES = 32 << 20  # bias bytes per block (translation-invariant encodings)
+GENERIC_CHUNK_BYTES = 8 << 20  # per block when the float64 definition runs per score
+
+
+# ---------------------------------------------------------------------------
+# Which encodings have a Toeplitz bias.
+# ---------------------------------------------------------------------------
+
+
+_INVARIANT: dict[tuple[type, str], bool] = {}
+
+
+def translation_invariant(encoding) -> bool:
+    """True if ``encoding.bias_fn(q, k, h)`` depends on ``q - k`` (and ``h``) only.
+
+    An explicit class attribute ``translation_invariant`` wins; otherwise it is checked
+    numerically (exact equality after shifting both positions by 37 and by 4099, which
+    catches FIRE's position-dependent normalisation), once per class and config: learned
+    parameters change in training, the structure of the definition does not.
+    """
+    declared = getattr(encoding, "translation_invariant", None)
+    if isinstance(declared, bool):
+        return declared
+    key = (type(encoding), encoding.config.to_json())
+    if key not in _INVARIANT:
+        q = torch.arange(12)[None, None, :, None]  # shapes as BiasEncoding.bias uses them
+        k = torch.arange(12)[None, None, None, :]
+        h = torch.arange(encoding.num_heads)[None, :, None, None]
+        try:
+            with torch.no_grad():
+                base = encoding.bias_fn(q, k, h)
+                shifted = [encoding.bias_fn(q + s, k + s, h) for s in (37, 4099)]
+            _INVARIANT[key] = all(torch.equal(base, other) for other in shifted)
+        except (RuntimeError, ValueError, TypeError, NotImplementedError):
+            _INVARIANT[key] = False
+    return _INVARIANT[key]
+
+
+def _arange_like(positions: torch.Tensor) -> bool:
+    """True if every row of ``positions (b|1, n)`` is ``p0 + arange(n)`` with the same ``p0``."""
+    row = positions[0]
+    if positions.shape[0] > 1 and not bool((positions == row).all()):
+        return False
+    steps = torch.arange(row.shape[0], device=row.device) + row[0]
+    return bool(torch.equal(row, steps))
+
+
+def distance_table(encoding, q0: int, k0: int, num_queries: int, num_keys: int, device) -> torch.Tensor:
+    """``(h, i + j - 1)`` float64: entry ``t`` is the bias at ``delta = q0 - k0 + t - (j - 1)``.
+
+    Query ``i`` (position ``q0 + i``) and key ``j`` (``k0 + j``) read entry ``t = i - j + (j_n - 1)``.
+    Valid only for :func:`translation_invariant` encodings.
+    """
+    delta = torch.arange(num_queries + num_keys - 1, device=device) + (q0 - k0 - (num_keys - 1))
+    shift = max(0, -int(delta[0]))  # keep both positions >= 0; the bias only sees the difference
+    heads = torch.arange(encoding.num_heads, device=device)[:, None]
+    k_pos = torch.full((1, 1), shift, dtype=torch.long, device=device)
+    return encoding.bias_fn((delta + shift)[None, :], k_pos, heads)  # (h, t)
+
+
+# ---------------------------------------------------------------------------
+# The chunked path.
+# ---------------------------------------------------------------------------
+
+
+def _block_from_table(reversed_table: torch.Tensor, num_queries: int, start: int, stop: int, keys: int):
+    """Rows ``[start, stop)`` x keys ``[0, keys)`` of the Toeplitz bias, ``(1, h, rows, keys)``.
+
+    With ``rv = table.flip(-1)``, row ``i`` is the contiguous window ``rv[i_n - 1 - i :][:keys]``;
+    ``unfold`` makes all windows a view, one ``flip`` copies the block in row order.
+    """
+    windows = reversed_table.unfold(-1, keys, 1)  # (h, t - keys + 1, keys), a view
+    return windows[:, num_queries - stop : num_queries - start].flip(1)[None]  # (1, h, rows, keys)
+
+
+def _chunk_rows(batch: int, heads: int, keys: int, element: int, budget: int, num_queries: int) -> int:
+    per_row = max(1, batch * heads * keys * element)
+    return max(1, min(num_queries, budget // per_row))
+
+
+def chunked_bias_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    encoding,
+    *,
+    q_positions: torch.Tensor | None = None,
+    k_positions: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
+    causal: bool = False,
+    dropout: float = 0.0,
+    chunk: int | None = None,
+) -> torch.Tensor:
+    """Row-blocked SDPA with the bias built one block at a time (see the module docstring).
+
+    Args:
+        q: ``(b, h, i, d)``; k, v: ``(b, h, j, d)``.
+        encoding: a bias encoding (``bias_fn``, ``bias``, ``num_heads``).
+        q_positions, k_positions: int ``(b|1, i)``, ``(b|1, j)``; None = arange.
+        allowed: bool "may attend" ``(b|1, 1|h, i, j)`` or None; every row must allow a key.
+        causal: mask keys after the query by index (the ``i`` queries are the last ``i`` keys).
+        dropout: dropout probability on the attention weights.
+        chunk: rows per block (default: from a memory budget).
+
+    Returns:
+        ``(b, h, i, d)`` in ``q.dtype``.
+    """
+    b, h, i, _ = q.shape
+    j = k.shape[2]
+    offset = j - i
+    qp = resolve_positions(q_positions, i, batch=b, device=q.device, name="q_positions")
+    kp = resolve_positions(k_positions, j, batch=b, device=q.device, name="k_positions")
+    table = None
+    if (
+        allowed is None or allowed.shape[0] == 1
+    ) and _arange_like(qp) and _arange_like(kp) and translation_invariant(encoding):  # fmt: skip
+        table = distance_table(encoding, int(qp[0, 0]), int(kp[0, 0]), i, j, q.device).to(q.dtype)
+        if causal and j - 1 - offset > 0:  # t < j - 1 - offset  <=>  key index > offset + query index
+            table = torch.cat((table.new_full((h, j - 1 - offset), float("-inf")), table[:, j - 1 - offset :]), -1)
+        table = table.flip(-1)  # (h, t) reversed: each query row is a forward window
+    element = q.element_size() if table is not None else 8
+    budget = CHUNK_BYTES if table is not None else GENERIC_CHUNK_BYTES
+    rows = chunk or _chunk_rows(1 if table is not None else qp.shape[0], h, j, element, budget, i)
+    rows = check_int("chunk", rows, minimum=1)
+    needs_grad = torch.is_grad_enabled() and (
+        q.requires_grad or k.requires_grad or v.requires_grad or (table is not None and table.requires_grad)
+        or any(p.requires_grad for p in encoding.parameters())
+    )  # fmt: skip
+    col = torch.arange(j, device=q.device)
+
+    def block(start: int, stop: int, keys: int, qc, kc, vc, tab) -> torch.Tensor:
+        if tab is not None:
+            bias = _block_from_table(tab, i, start, stop, keys)  # causal -inf already inside
+        else:
+            bias = encoding.bias(
+                stop - start, keys, q_positions=qp[:, start:stop], k_positions=kp[:, :keys], device=q.device
+            ).to(q.dtype)  # (b|1, h, rows, keys)
+            if causal:
+                future = col[None, :keys] > (torch.arange(start, stop, device=q.device)[:, None] + offset)
+                bias = bias.masked_fill(future, float("-inf"))
+        if allowed is not None:
+            bias = bias.masked_fill(~allowed[..., start:stop, :keys], float("-inf"))
+        return F.scaled_dot_product_attention(qc, kc, vc, attn_mask=bias, dropout_p=dropout)
+
+    outs = []
+    out = None if needs_grad else q.new_empty(b, h, i, v.shape[-1])
+    for start in range(0, i, rows):
+        stop = min(i, start + rows)
+        keys = min(j, offset + stop) if causal else j  # later keys are masked for every row here
+        args = (q[:, :, start:stop], k[:, :, :keys], v[:, :, :keys], table)
+        if needs_grad:
+            outs.append(checkpoint(block, start, stop, keys, *args, use_reentrant=False))
+        else:
+            out[:, :, start:stop] = block(start, stop, keys, *args)
+    return torch.cat(outs, dim=2) if needs_grad else out
+
+
+# ---------------------------------------------------------------------------
+# The FlexAttention path (forward only on CPU).
+# ---------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+@functools.lru_cache(maxsize=16)
+def _causal_block_mask(num_queries: int, num_keys: int, device: str):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    offset = num_keys - num_queries
+
+    def causal(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx + offset
+
+    return create_block_mask(causal, None, None, num_queries, num_keys, device=device)
+
+
+def flex_bias_attention(q, k, v, encoding, *, q_positions=None, k_positions=None, causal=False):
+    """Compiled FlexAttention with ``encoding.score_mod``; ``(b, h, i, d)``. Forward only on CPU."""
+    i, j = q.shape[2], k.shape[2]
+    qp = resolve_positions(q_positions, i, batch=q.shape[0], device=q.device, name="q_positions")
+    kp = resolve_positions(k_positions, j, batch=q.shape[0], device=q.device, name="k_positions")
+    block_mask = _causal_block_mask(i, j, str(q.device)) if causal else None
+    return _compiled_flex()(q, k, v, score_mod=encoding.score_mod(qp, kp), block_mask=block_mask)
+
+
+def flex_available() -> bool:
+    """True when FlexAttention imports (it still needs a working torch.compile)."""
+    try:
+        from torch.nn.attention.flex_attention import flex_attention  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------
+# The entry point.
+# ---------------------------------------------------------------------------
+
+
+def bias_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    encoding,
+    *,
+    q_positions: torch.Tensor | None = None,
+    k_positions: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
+    causal: bool = False,
+    dropout: float = 0.0,
+    path: str = "auto",
+    chunk: int | None = None,
+) -> torch.Tensor:
+    """Attention ``softmax(q k^T / sqrt(d) + bias) v`` with memory independent of ``i * j``.
+
+    ``path="auto"`` is the chunked path; ``"flex"`` uses FlexAttention when it can (no
+    gradients, no ``allowed`` mask, no dropout) and otherwise falls back to chunked with one
+    log line. Arguments as :func:`chunked_bias_attention`.
+    """
+    check_choice("path", path, PATHS)
+    if q.shape[-1] <= 0 or math.prod(q.shape) == 0:
+        return q.new_zeros(*q.shape[:-1], v.shape[-1])
+    if path == "flex":
+        needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+        reason = (
+            "gradients (no FlexAttention backward on CPU)" if needs_grad and q.device.type == "cpu"
+            else "an explicit mask" if allowed is not None
+            else "dropout" if dropout else None
+        )  # fmt: skip
+        if reason is None and flex_available():
+            try:
+                return flex_bias_attention(
+                    q, k, v, encoding, q_positions=q_positions, k_positions=k_positions, causal=causal
+                )
+            except Exception as exc:  # compile failure etc.: the chunked path, said once
+                reason = f"an error ({type(exc).__name__}: {str(exc)[:200]})"
+        warn_once(f"flex:{reason}", f"posenc: FlexAttention path not used ({reason}); using chunked SDPA")
+    return chunked_bias_attention(
+        q, k, v, encoding, q_positions=q_positions, k_positions=k_positions, allowed=allowed,
+        causal=causal, dropout=dropout, chunk=chunk,
+    )  # fmt: skip

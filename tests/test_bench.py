@@ -1,0 +1,292 @@
+"""The benchmark machinery on the smoke profile: determinism, grid, store, summaries, report, CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import pickle
+
+import pytest
+from click.testing import CliRunner
+
+import posenc
+from posenc.bench import profiles, tables
+from posenc.bench.executor import LocalExecutor
+from posenc.bench.report_section import claims, render
+from posenc.bench.runner import run_grid
+from posenc.bench.spec import RunSpec
+from posenc.bench.store import ResultStore, checksum
+from posenc.bench.trainer import execute, learning_rate
+from posenc.cli import main
+
+SMOKE = profiles.get_profile("smoke")
+
+
+def smoke_specs(**narrow) -> list[RunSpec]:
+    return profiles.build_grid(SMOKE, **narrow).specs
+
+
+def _numbers(payload: dict) -> dict:
+    return {"loss": payload["train"]["loss"], "eval": payload["eval"]}
+
+
+# ---------------------------------------------------------------------------
+# Determinism and fairness.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task", ["copy", "lm"])
+def test_same_seed_gives_identical_numbers_and_another_seed_does_not(task):
+    (spec,) = smoke_specs(encodings=("sinusoidal",), tasks=(task,))
+    first, second = execute(spec), execute(spec)
+    assert _numbers(first) == _numbers(second)
+    other = execute(dataclasses.replace(spec, seed=1))
+    assert other["train"]["loss"] != first["train"]["loss"]
+
+
+def test_every_encoding_sees_the_same_eval_data():
+    a, b = (execute(s) for s in smoke_specs(tasks=("copy",)))
+    assert a["eval"]["default"]["eval_data_sha256"] == b["eval"]["default"]["eval_data_sha256"]
+    assert a["eval"]["default"]["lengths"] == list(SMOKE.eval.lengths)
+
+
+def test_lm_run_records_python_version_and_data_hash():
+    (spec,) = smoke_specs(encodings=("nope",), tasks=("lm",))
+    payload = execute(spec)
+    data = payload["data"]
+    assert data["python_version"].count(".") == 2 and len(data["sha256"]) == 64
+    ev = payload["eval"]["default"]
+    assert ev["lengths"] == list(SMOKE.eval.lm_lengths)
+    assert ev["ratio_to_train"][ev["lengths"].index(SMOKE.lm_train.max_len)] == pytest.approx(1.0)
+    assert (
+        len(ev["loss_by_position"]["nats_per_byte"]) == SMOKE.eval.position_multiple * SMOKE.lm_train.max_len
+    )
+    assert len(ev["lastk"]["nats_per_byte"]) == len(SMOKE.eval.lastk_contexts)
+    assert payload["timing"]["steps_per_second"] > 0 and payload["timing"]["wall_seconds"] > 0
+
+
+def test_learning_rate_schedule():
+    (spec,) = smoke_specs(encodings=("nope",), tasks=("copy",))
+    spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, steps=200, warmup_steps=20))
+    lrs = [learning_rate(s, spec) for s in range(200)]
+    assert lrs[19] == pytest.approx(spec.train.lr)  # end of warm-up: peak
+    assert all(a < b for a, b in zip(lrs[:19], lrs[1:20]))  # linear warm-up rises
+    assert all(a >= b for a, b in zip(lrs[20:], lrs[21:]))  # cosine decays
+    assert lrs[-1] == pytest.approx(spec.train.min_lr_ratio * spec.train.lr, rel=1e-3)
+
+
+def test_rope_scalings_are_evaluated_without_retraining():
+    (spec,) = smoke_specs(encodings=("rope",), tasks=("lm",))
+    spec = dataclasses.replace(spec, scalings=("linear:2", "yarn:4"))
+    payload = execute(spec)
+    assert set(payload["eval"]) == {"default", "linear:2", "yarn:4"}
+    default, linear = payload["eval"]["default"], payload["eval"]["linear:2"]
+    assert default["nats_per_byte"] != linear["nats_per_byte"]  # the scaling changed the model's outputs
+
+
+def test_randomized_positions_variant_runs_and_differs():
+    (spec,) = smoke_specs(encodings=("sinusoidal",), tasks=("copy",))
+    rand = dataclasses.replace(spec, randomized_max_len=64)
+    assert rand.label == "sinusoidal+rand" and rand.run_id != spec.run_id
+    assert execute(rand)["train"]["loss"] != execute(spec)["train"]["loss"]
+
+
+# ---------------------------------------------------------------------------
+# Profiles and grids.
+# ---------------------------------------------------------------------------
+
+
+def test_quick_profile_meets_the_brief():
+    grid = profiles.build_grid(profiles.get_profile("quick"))
+    labels = {s.label for s in grid.specs}
+    assert {"learned", "sinusoidal", "nope", "rope", "alibi", "t5"} <= labels
+    assert any(label.endswith("+rand") for label in labels)
+    assert len({s.label for s in grid.specs if s.task == "copy"}) >= 8
+    assert {s.task for s in grid.specs} == {"copy", "lm"}
+    assert all(s.encoding in posenc.ENCODINGS for s in grid.specs)
+
+
+def test_standard_covers_the_registry_and_full_adds_scaled_and_seeds():
+    standard = profiles.build_grid(profiles.get_profile("standard"), tasks=("copy",))
+    assert {s.encoding for s in standard.specs} == set(posenc.ENCODINGS)
+    full = profiles.build_grid(profiles.get_profile("full"), tasks=("copy",))
+    assert {s.seed for s in full.specs} == {0, 1, 2}
+    t5 = [s for s in full.specs if s.encoding == "t5" and s.seed == 0 and not s.randomized_max_len]
+    assert {s.variant for s in t5} == {"default", "scaled"}
+    scaled = next(s for s in t5 if s.variant == "scaled")
+    assert scaled.encoding_config["max_distance"] == profiles.train_length("copy", scaled.train)
+    assert {s.randomized_max_len for s in full.specs if s.encoding == "t5" and s.seed == 0} >= {
+        None,
+        profiles.RANDOMIZED_PAPER_MAX_LEN,
+    }
+
+
+def test_learned_table_keeps_untrained_rows_for_long_evaluation():
+    (spec,) = profiles.build_grid(SMOKE, encodings=("learned",), tasks=("copy",)).specs
+    t_len = profiles.train_length("copy", spec.train)
+    e_len = profiles.eval_length("copy", spec.train, spec.eval)
+    assert spec.encoding_config == {"max_len": t_len, "extra_rows": e_len - t_len}
+    assert execute(spec)["eval"]["default"]["lengths"][-1] == SMOKE.eval.lengths[-1]  # no error, no clamp
+
+
+def test_unknown_names_are_rejected_with_the_parameter_named():
+    with pytest.raises(ValueError, match="encoding"):
+        profiles.build_grid(SMOKE, encodings=("ropee",))
+    with pytest.raises(ValueError, match="task"):
+        profiles.build_grid(SMOKE, tasks=("cpy",))
+    with pytest.raises(ValueError, match="profile"):
+        profiles.get_profile("quik")
+
+
+def test_spec_pickles_and_round_trips_through_json():
+    for spec in profiles.build_grid(profiles.get_profile("full"), tasks=("copy", "lm")).specs[:40]:
+        assert pickle.loads(pickle.dumps(spec)) == spec
+        again = RunSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+        assert again == spec and again.run_id == spec.run_id
+    a, b = (
+        smoke_specs(encodings=("nope",), tasks=("copy",))[0],
+        smoke_specs(encodings=("nope",), tasks=("lm",))[0],
+    )
+    assert a.run_id != b.run_id
+    assert (
+        dataclasses.replace(a, threads=2, profile="x").run_id == a.run_id
+    )  # execution details are not identity
+
+
+# ---------------------------------------------------------------------------
+# Store, executor, summaries, report, CLI.
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smoke_results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke")
+    outcome = run_grid(
+        smoke_specs(), ResultStore(out), LocalExecutor(1), show_progress=False, log=lambda _: None
+    )
+    assert len(outcome.done) == 4 and not outcome.failed
+    return out
+
+
+def test_records_are_complete_and_checksummed(smoke_results):
+    records = ResultStore(smoke_results).records()
+    assert len(records) == 4
+    for rec in records:
+        assert rec["checksum"] == checksum(rec)
+        assert {"python", "torch", "posenc"} <= set(rec["versions"])
+        assert RunSpec.from_dict(rec["spec"]).run_id == rec["run_id"]
+        assert rec["result"]["timing"]["steps_per_second"] > 0
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda text: text[: len(text) // 2],  # truncated
+        lambda text: "{not json",  # bad JSON
+        lambda text: text.replace('"posenc.bench.run/1"', '"posenc.bench.run/0"'),  # wrong schema
+        lambda text: text.replace('"exact_match": [', '"exact_match": [0.5, ', 1),  # checksum mismatch
+        lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "result"}),  # missing key
+    ],
+)
+def test_corrupt_record_is_detected_and_redone(tmp_path, damage):
+    specs = smoke_specs(encodings=("nope",), tasks=("copy",))
+    store = ResultStore(tmp_path)
+    run_grid(specs, store, LocalExecutor(1), show_progress=False, log=lambda _: None)
+    path = store.path_for(specs[0])
+    good = path.read_text()
+    path.write_text(damage(good))
+    record, reason = store.load(specs[0])
+    assert record is None and reason
+    messages: list[str] = []
+    outcome = run_grid(specs, store, LocalExecutor(1), show_progress=False, log=messages.append)
+    assert outcome.redone and outcome.done == [specs[0].run_id]
+    assert any("corrupt" in m for m in messages)
+    redone = json.loads(path.read_text())
+    assert _numbers(redone["result"]) == _numbers(json.loads(good)["result"])
+    assert path.with_suffix(".json.corrupt").exists()  # kept aside, never trusted
+
+
+def test_finished_runs_are_skipped(smoke_results):
+    outcome = run_grid(
+        smoke_specs(), ResultStore(smoke_results), LocalExecutor(1), show_progress=False, log=lambda _: None
+    )
+    assert len(outcome.skipped) == 4 and not outcome.done
+
+
+def _double(spec, advance):  # module level: picklable for worker processes
+    advance(3)
+    if spec.seed == 13:
+        raise RuntimeError("boom")
+    return {"seed": spec.seed * 2}
+
+
+def test_process_pool_executor_yields_every_result_and_reports_failures():
+    base = smoke_specs(encodings=("nope",), tasks=("copy",))[0]
+    specs = [dataclasses.replace(base, seed=s) for s in (1, 2, 13)]
+    seen: list[int] = []
+    results = dict(
+        (spec.seed, result)
+        for spec, result in LocalExecutor(2).map(_double, specs, lambda s, u: seen.append(u))
+    )
+    assert results[1] == {"seed": 2} and results[2] == {"seed": 4}
+    assert isinstance(results[13], RuntimeError)
+    assert sum(seen) == 9
+
+
+def test_buckets_average_the_right_lengths():
+    got = tables.bucket_values([4, 6, 9, 12, 24], [1.0, 0.5, 0.25, 0.75, 0.0], 6)
+    assert got == {"in": 0.75, "2x": 0.5, "4x": 0.0}
+    assert math.isnan(tables.bucket_values([4], [1.0], 6)["2x"])
+
+
+def test_summary_table_csv_and_json(smoke_results):
+    records = ResultStore(smoke_results).records()
+    summary = tables.summarize(records)
+    assert set(summary["rows"]) == {"sinusoidal", "nope"}
+    assert summary["tasks"] == ["copy", "lm"]
+    row = summary["rows"]["nope"]
+    assert 0.0 <= row["copy:em_in"] <= 1.0 and row["lm:ratio_2x"] > 0
+    csv_text = tables.to_csv(records)
+    assert csv_text.splitlines()[0].startswith("label,encoding,task")
+    assert len(csv_text.strip().splitlines()) == 1 + 4
+    assert json.loads(tables.to_json(summary))["rows"]["nope"]["copy:seeds"] == 1
+
+
+def test_report_section_has_curves_table_and_claims(smoke_results):
+    fragment = render(smoke_results)
+    assert fragment.startswith('<section class="posenc-compare">') and fragment.endswith("</section>")
+    assert fragment.count("data:image/png;base64,") == 5  # copy x2, LM ratio, last-k, loss by position
+    assert "ALiBi paper" in fragment and "NoPE paper" in fragment and "Ruoss" in fragment
+    rows = claims(ResultStore(smoke_results).records())
+    verdicts = {r["verdict"] for r in rows}
+    assert verdicts <= {"agrees", "partly", "disagrees", "not measured"}
+    assert "not measured" in verdicts  # smoke has no alibi/t5/rope runs
+    assert "<p>No finished runs" in render(smoke_results / "nowhere")
+
+
+def test_cli_compare_smoke_json_then_resume(tmp_path):
+    runner = CliRunner()
+    args = [
+        "compare",
+        "--profile",
+        "smoke",
+        "--encodings",
+        "nope",
+        "--out",
+        str(tmp_path),
+        "--format",
+        "json",
+    ]
+    first = runner.invoke(main, args)
+    assert first.exit_code == 0, first.output
+    data = json.loads(first.stdout)
+    assert data["outcome"]["done"] == 2 and "nope" in data["summary"]["rows"]
+    assert (tmp_path / "summary.csv").exists() and (tmp_path / "report.html").exists()
+    assert list((tmp_path / "figures").glob("*.png"))
+    second = json.loads(runner.invoke(main, args).stdout)
+    assert second["outcome"]["skipped"] == 2 and second["outcome"]["done"] == 0
+    bad = runner.invoke(
+        main, ["compare", "--profile", "smoke", "--encodings", "nopee", "--out", str(tmp_path)]
+    )
+    assert bad.exit_code == 2 and "nope" in bad.output
