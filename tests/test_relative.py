@@ -248,3 +248,50 @@ def test_kv_cache_step_equals_last_row_of_full(name):
     full = enc.scores(q, k)
     step = enc.scores(q[:, :, -1:], k, q_positions=torch.tensor([[5]]))
     torch.testing.assert_close(step, full[:, :, -1:], **tol(torch.float64))
+
+
+@pytest.mark.peers
+@pytest.mark.parametrize("qlen, mlen", [(5, 0), (3, 4)])
+def test_transformer_xl_matches_xlnet_relative_attention(qlen, mlen):
+    """Cross-check against HF transformers' XLNet, which uses Transformer-XL's scores.
+
+    XLNet: ``ac = (q + r_w_bias) . k``, ``bd = rel_shift((q + r_r_bias) . W_R R)`` with
+    ``R`` of size d_model, ``[sin | cos]``, ``W_R = r (d_model, h, d)``. So ``ac + bd`` must
+    equal ``q.k + scores`` with ``u = r_w_bias``, ``v = r_r_bias``, ``w_r = r`` permuted.
+    ``mlen`` memory tokens precede the ``qlen`` queries.
+    """
+    modeling = pytest.importorskip("transformers.models.xlnet.modeling_xlnet")
+    from types import SimpleNamespace
+
+    from transformers import XLNetConfig
+
+    klen, b = qlen + mlen, 2
+    config = XLNetConfig(d_model=H * D, n_head=H, d_head=D, n_layer=1, vocab_size=8)
+    attn = modeling.XLNetRelativeAttention(config).double()
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for param in attn.parameters():
+            param.normal_()
+    model_like = SimpleNamespace(  # just what relative_positional_encoding reads
+        d_model=H * D,
+        attn_type="bi",
+        bi_data=False,
+        clamp_len=-1,
+        positional_embedding=modeling.XLNetModel.positional_embedding,
+    )
+    r = modeling.XLNetModel.relative_positional_encoding(model_like, qlen, klen, bsz=b).double()
+    hidden = torch.randn(klen, b, H * D, dtype=torch.float64)  # (j, b, D): memory then segment
+    q_head = torch.einsum("ibh,hnd->ibnd", hidden[mlen:], attn.q)
+    k_head = torch.einsum("ibh,hnd->ibnd", hidden, attn.k)
+    k_head_r = torch.einsum("ibh,hnd->ibnd", r, attn.r)
+    with torch.no_grad():
+        ac = torch.einsum("ibnd,jbnd->bnij", q_head + attn.r_w_bias, k_head)
+        bd = attn.rel_shift_bnij(torch.einsum("ibnd,jbnd->bnij", q_head + attn.r_r_bias, k_head_r), klen=klen)
+        enc = make("transformer_xl")
+        enc.u.copy_(attn.r_w_bias)
+        enc.v.copy_(attn.r_r_bias)
+        enc.w_r.copy_(attn.r.permute(1, 2, 0))  # (D, h, d) -> (h, d, r)
+        q = q_head.permute(1, 2, 0, 3)  # (b, h, i, d)
+        k = k_head.permute(1, 2, 0, 3)
+        ours = q @ k.transpose(-1, -2) + enc.scores(q, k, q_positions=torch.arange(mlen, klen)[None])
+    torch.testing.assert_close(ours, ac + bd, rtol=1e-5, atol=1e-4)  # XLNet builds R in float32

@@ -30,7 +30,8 @@ def test_figure_written_for_every_applicable_encoding(tmp_path, name, kind):
     assert path.stat().st_size > 1000
     with Image.open(path) as image:
         assert image.width > 50 and image.height > 50
-        assert len(set(image.convert("L").getdata())) > 4  # something was drawn
+        low, high = image.convert("L").getextrema()
+        assert high - low > 50  # something was drawn
 
 
 def test_every_kind_applies_somewhere_and_every_encoding_gets_a_figure():

@@ -9,12 +9,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from posenc import absolute
-from posenc import hierarchical
-from posenc import bias
-from posenc import rotary
-from posenc import relative
-from posenc import contextual
+from posenc import absolute, bias, contextual, hierarchical, relative, rotary
 from posenc.base import PositionalEncoding
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {

@@ -34,11 +34,8 @@ def main() -> None:
 
 def _register() -> None:
     # One module per command group; each defines click commands and adds them here.
-    from posenc.cli import catalog
-    from posenc.cli import compare
-    from posenc.cli import plot
-    from posenc.cli import report
-    from posenc.cli import rope
+    from posenc.cli import catalog, compare, plot, report, rope
+    from posenc.cli import presets
 
     # add command-group modules to this tuple (one line each)
     modules = (
@@ -47,6 +44,7 @@ def _register() -> None:
         rope,
         plot,
         report,
+        presets,
     )
     for module in modules:
         for command in module.COMMANDS:

@@ -17,15 +17,22 @@ FORMAT = click.option(
 
 
 @click.command("list")
+@click.option("--presets", "show_presets", is_flag=True, help="list real-model presets instead")
 @FORMAT
-def list_command(fmt: str) -> None:
+def list_command(fmt: str, show_presets: bool) -> None:
     """List every registered encoding with its kind, parameters and paper.
 
     \b
     Examples:
       posenc list
       posenc list --format json
+      posenc list --presets
     """
+    if show_presets:
+        from posenc.cli.presets import print_presets
+
+        print_presets(fmt)
+        return
     rows = posenc.list_encodings()
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2, default=str))

@@ -107,14 +107,15 @@ def distance_table(encoding, q0: int, k0: int, num_queries: int, num_keys: int, 
 # ---------------------------------------------------------------------------
 
 
-def _block_from_table(reversed_table: torch.Tensor, num_queries: int, start: int, stop: int, keys: int):
-    """Rows ``[start, stop)`` x keys ``[0, keys)`` of the Toeplitz bias, ``(1, h, rows, keys)``.
+def _block_from_table(table: torch.Tensor, start: int, stop: int, keys: int, num_keys: int) -> torch.Tensor:
+    """Rows ``[start, stop)`` x the first ``keys`` keys, REVERSED, of the Toeplitz bias: ``(1, h, rows, keys)``.
 
-    With ``rv = table.flip(-1)``, row ``i`` is the contiguous window ``rv[i_n - 1 - i :][:keys]``;
-    ``unfold`` makes all windows a view, one ``flip`` copies the block in row order.
+    With keys in reverse order (column ``c`` is key ``keys - 1 - c``), query ``i`` and column
+    ``c`` read ``table[i + c + num_keys - keys]``: a Hankel matrix, which is the ``unfold``
+    view of the table (strides ``(t, 1, 1)``). No copy is made; SDPA reads it as is.
     """
-    windows = reversed_table.unfold(-1, keys, 1)  # (h, t - keys + 1, keys), a view
-    return windows[:, num_queries - stop : num_queries - start].flip(1)[None]  # (1, h, rows, keys)
+    shift = num_keys - keys
+    return table.unfold(-1, keys, 1)[:, start + shift : stop + shift][None]  # (1, h, rows, keys)
 
 
 def _chunk_rows(batch: int, heads: int, keys: int, element: int, budget: int, num_queries: int) -> int:
@@ -161,7 +162,7 @@ def chunked_bias_attention(
         table = distance_table(encoding, int(qp[0, 0]), int(kp[0, 0]), i, j, q.device).to(q.dtype)
         if causal and j - 1 - offset > 0:  # t < j - 1 - offset  <=>  key index > offset + query index
             table = torch.cat((table.new_full((h, j - 1 - offset), float("-inf")), table[:, j - 1 - offset :]), -1)
-        table = table.flip(-1)  # (h, t) reversed: each query row is a forward window
+        k, v = k.flip(2), v.flip(2)  # keys in reverse order make every bias block a Hankel view
     element = q.element_size() if table is not None else 8
     budget = CHUNK_BYTES if table is not None else GENERIC_CHUNK_BYTES
     rows = chunk or _chunk_rows(1 if table is not None else qp.shape[0], h, j, element, budget, i)
@@ -174,7 +175,9 @@ def chunked_bias_attention(
 
     def block(start: int, stop: int, keys: int, qc, kc, vc, tab) -> torch.Tensor:
         if tab is not None:
-            bias = _block_from_table(tab, i, start, stop, keys)  # causal -inf already inside
+            bias = _block_from_table(tab, start, stop, keys, j)  # causal -inf already inside
+            if allowed is not None:
+                bias = bias.masked_fill(~allowed[..., start:stop, :keys].flip(-1), float("-inf"))
         else:
             bias = encoding.bias(
                 stop - start, keys, q_positions=qp[:, start:stop], k_positions=kp[:, :keys], device=q.device
@@ -182,8 +185,8 @@ def chunked_bias_attention(
             if causal:
                 future = col[None, :keys] > (torch.arange(start, stop, device=q.device)[:, None] + offset)
                 bias = bias.masked_fill(future, float("-inf"))
-        if allowed is not None:
-            bias = bias.masked_fill(~allowed[..., start:stop, :keys], float("-inf"))
+            if allowed is not None:
+                bias = bias.masked_fill(~allowed[..., start:stop, :keys], float("-inf"))
         return F.scaled_dot_product_attention(qc, kc, vc, attn_mask=bias, dropout_p=dropout)
 
     outs = []
@@ -191,7 +194,10 @@ def chunked_bias_attention(
     for start in range(0, i, rows):
         stop = min(i, start + rows)
         keys = min(j, offset + stop) if causal else j  # later keys are masked for every row here
-        args = (q[:, :, start:stop], k[:, :, :keys], v[:, :, :keys], table)
+        if table is not None:  # the first `keys` keys are the last `keys` of the reversed set
+            args = (q[:, :, start:stop], k[:, :, j - keys :], v[:, :, j - keys :], table)
+        else:
+            args = (q[:, :, start:stop], k[:, :, :keys], v[:, :, :keys], table)
         if needs_grad:
             outs.append(checkpoint(block, start, stop, keys, *args, use_reentrant=False))
         else:

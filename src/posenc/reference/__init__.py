@@ -6,14 +6,17 @@ tested against these on full tensors. Family modules are re-exported here.
 
 from posenc.reference import tutorial  # noqa: F401  (the seed tutorial's classes)
 from posenc.reference.absolute import *  # noqa: F401,F403
+
+# --- bias ---
+from posenc.reference.bias import *  # noqa: F401,F403,E402
+
+# --- contextual ---
+from posenc.reference.contextual import *  # noqa: F401,F403,E402
 from posenc.reference.hierarchical import *  # noqa: F401,F403
+
+# --- relative ---
+from posenc.reference.relative import *  # noqa: F401,F403,E402
+from posenc.reference.rope_scaling import *  # noqa: F401,F403,E402
 
 # --- rotary ---
 from posenc.reference.rotary import *  # noqa: F401,F403,E402
-from posenc.reference.rope_scaling import *  # noqa: F401,F403,E402
-# --- bias ---
-from posenc.reference.bias import *  # noqa: F401,F403,E402
-# --- relative ---
-from posenc.reference.relative import *  # noqa: F401,F403,E402
-# --- contextual ---
-from posenc.reference.contextual import *  # noqa: F401,F403,E402

@@ -301,8 +301,8 @@ def extrapolation_section(results_dir: str | Path) -> str:
             '<section id="extrapolation"><h2>Train short, test long</h2><p class="notice">'
             f"posenc.bench.report_section is not available ({esc(exc)}); no extrapolation results shown.</p></section>"
         )
-    fragment = report_section.render(results_dir)
-    return f'<section id="extrapolation"><h2>Train short, test long</h2>\n{fragment}\n</section>'
+    fragment = report_section.render(results_dir)  # an HTML fragment with its own <section> and <h2>
+    return f'<div id="extrapolation">\n{fragment}\n</div>'
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,91 @@
+"""The HTML report: one self-contained page with a section for every registered encoding."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import re
+
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+import posenc
+from posenc.cli import main
+from posenc.report import build_report
+
+# A reduced report (few figure kinds, no model probes, low dpi) keeps this file fast;
+# `posenc report` with defaults draws every figure kind through the same code.
+FAST = dict(figure_kinds=("similarity", "bias", "decay"), probes_enabled=False, dpi=30, progress=False)
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory) -> str:
+    path = build_report(tmp_path_factory.mktemp("report"), **FAST)
+    assert path.name == "index.html"
+    return path.read_text(encoding="utf-8")
+
+
+def test_every_registered_encoding_has_its_section(page):
+    for name, cls in posenc.ENCODINGS.items():
+        match = re.search(rf'<section id="enc-{re.escape(name)}"[^>]*>(.*?)</section>', page, re.S)
+        assert match, f"no section for {name}"
+        section = match.group(1)
+        assert html.escape(cls.equation, quote=True) in section, f"{name}: equation missing"
+        assert html.escape(cls.paper, quote=True) in section, f"{name}: paper missing"
+        for field in cls.Config.parameters():
+            assert f"<td>{field}</td>" in section, f"{name}: parameter {field} missing"
+        assert "learnable parameters" in section  # the property table
+
+
+def test_comparison_tables_list_every_encoding(page):
+    comparison = re.search(r'<section id="comparison">(.*?)</section>', page, re.S).group(1)
+    for name in posenc.ENCODINGS:
+        assert f"<td>{name}</td>" in comparison
+
+
+def test_self_contained_no_external_resources(page):
+    # Every src/href is a data: URI or an in-page anchor; no scripts, stylesheets or fonts from outside.
+    for attr, value in re.findall(r'\b(src|href)\s*=\s*"([^"]*)"', page):
+        assert value.startswith(("data:", "#")), f"{attr}={value[:60]!r} points outside the page"
+    assert "<link" not in page and "<script" not in page and "@import" not in page
+    assert not re.search(r"url\(\s*['\"]?(https?:)?//", page)
+    assert "<style>" in page  # the CSS is inline
+
+
+def test_every_image_is_an_inline_png_that_decodes(page):
+    sources = re.findall(r'<img src="([^"]+)"', page)
+    assert len(sources) >= len(posenc.ENCODINGS)  # at least a figure per encoding on average
+    for uri in sources:
+        prefix = "data:image/png;base64,"
+        assert uri.startswith(prefix)
+        with Image.open(io.BytesIO(base64.b64decode(uri[len(prefix) :]))) as image:
+            assert image.format == "PNG" and image.width > 20 and image.height > 20
+
+
+def test_seed_checks_are_reported(page):
+    checks = re.search(r'<section id="seed-checks">(.*?)</section>', page, re.S).group(1)
+    assert "seed 004" in checks and "M_k" in checks and "integer indices" in checks
+
+
+def test_results_dir_adds_the_benchmark_section(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    name = next(iter(posenc.ENCODINGS))
+    path = build_report(tmp_path / "out", results_dir=results, encodings=[name], **FAST)
+    text = path.read_text(encoding="utf-8")
+    assert 'id="extrapolation"' in text and 'href="#extrapolation"' in text
+    with pytest.raises(FileNotFoundError):
+        build_report(tmp_path / "out2", results_dir=tmp_path / "missing", encodings=[name], **FAST)
+
+
+def test_cli_report(tmp_path):
+    name = next(iter(posenc.ENCODINGS))
+    runner = CliRunner()
+    args = ["report", "-o", str(tmp_path), "--encoding", name, "--figure", "decay", "--dpi", "30", "--no-progress"]
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert f'id="enc-{name}"' in (tmp_path / "index.html").read_text(encoding="utf-8")
+    bad = runner.invoke(main, ["report", "-o", str(tmp_path), "--encoding", "no_such_encoding"])
+    assert bad.exit_code == 2 and "unknown encoding" in bad.output
