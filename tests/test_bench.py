@@ -278,15 +278,57 @@ def test_cli_compare_smoke_json_then_resume(tmp_path):
         "--format",
         "json",
     ]
-    first = runner.invoke(main, args)
+    first = runner.invoke(main, [*args, "--no-report"])
     assert first.exit_code == 0, first.output
     data = json.loads(first.stdout)
     assert data["outcome"]["done"] == 2 and "nope" in data["summary"]["rows"]
-    assert (tmp_path / "summary.csv").exists() and (tmp_path / "report.html").exists()
-    assert list((tmp_path / "figures").glob("*.png"))
-    second = json.loads(runner.invoke(main, args).stdout)
+    assert (tmp_path / "summary.csv").exists() and (tmp_path / "summary.json").exists()
+    second = json.loads(runner.invoke(main, [*args, "--no-report"]).stdout)
     assert second["outcome"]["skipped"] == 2 and second["outcome"]["done"] == 0
     bad = runner.invoke(
         main, ["compare", "--profile", "smoke", "--encodings", "nopee", "--out", str(tmp_path)]
     )
     assert bad.exit_code == 2 and "nope" in bad.output
+
+
+def test_compare_writes_figures_the_section_page_and_calls_the_full_report(smoke_results, monkeypatch):
+    import posenc.report
+    from posenc.bench import write_outputs
+
+    calls = []
+
+    def fake_build_report(out_dir, **kwargs):  # the real one renders every figure: too slow for a unit test
+        calls.append((out_dir, kwargs))
+        return out_dir / "index.html"
+
+    monkeypatch.setattr(posenc.report, "build_report", fake_build_report)
+    summary, files = write_outputs(smoke_results, report=True)
+    assert set(summary["rows"]) == {"sinusoidal", "nope"}
+    page = (smoke_results / "report.html").read_text()
+    assert page.startswith("<!doctype html>") and "data:image/png;base64," in page
+    assert len(list((smoke_results / "figures").glob("*.png"))) == 5
+    ((out_dir, kwargs),) = calls
+    assert kwargs["results_dir"] == smoke_results and kwargs["encodings"] == ["nope", "sinusoidal"]
+    assert files["full_report"].endswith("index.html")
+
+
+def test_claim_ranking_shares_ranks_between_ties_and_tau_ignores_them():
+    from posenc.bench.report_section import _kendall_tau, _reciprocal_ranks
+
+    rr = _reciprocal_ranks({"a": (0.0, 0.1), "b": (0.0, 0.1), "c": (0.0, 0.5)})
+    assert rr["c"] == 1.0 and rr["a"] == rr["b"] == pytest.approx((1 / 2 + 1 / 3) / 2)
+    paper = {"x": 3.0, "y": 2.0, "z": 1.0}
+    assert _kendall_tau({"x": 1.0, "y": 0.5, "z": 0.1}, paper) == 1.0
+    assert _kendall_tau({"x": 0.1, "y": 0.5, "z": 1.0}, paper) == -1.0
+    assert _kendall_tau({"x": 0.5, "y": 0.5, "z": 0.5}, paper) == 0.0  # all tied: no evidence either way
+
+
+def test_summaries_show_only_the_latest_grid_of_a_reused_directory(smoke_results):
+    store = ResultStore(smoke_results)
+    every = store.records()
+    try:
+        store.write_grid([every[0]["run_id"]], "smoke")
+        assert [r["run_id"] for r in store.records()] == [every[0]["run_id"]]
+        assert len(store.records(latest_grid=False)) == len(every) == 4
+    finally:
+        (smoke_results / "grid.json").unlink()

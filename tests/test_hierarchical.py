@@ -19,7 +19,9 @@ F64 = torch.float64
 def pe(enc, positions) -> torch.Tensor:
     """PE(positions) in float64: embed zeros, so the result is the positional vector itself."""
     positions = torch.as_tensor(positions).reshape(1, -1)
-    return enc.double().embed(torch.zeros(1, positions.shape[1], enc.config.dim, dtype=F64), positions=positions)[0]
+    return enc.double().embed(
+        torch.zeros(1, positions.shape[1], enc.config.dim, dtype=F64), positions=positions
+    )[0]
 
 
 @pytest.mark.parametrize("combine", ["concat", "sum"])
@@ -37,7 +39,9 @@ def test_sinusoidal_inner_matches_reference_on_full_tensors(combine, segment_len
 
 
 def test_learned_inner_matches_reference_with_its_two_tables():
-    enc = posenc.build("hierarchical", dim=8, inner="learned", segment_len=16, inner_config={"max_len": 40}).double()
+    enc = posenc.build(
+        "hierarchical", dim=8, inner="learned", segment_len=16, inner_config={"max_len": 40}
+    ).double()
     positions = torch.tensor([0, 1, 15, 16, 17, 300, 639])
     seg_table = enc.segment.table.detach().numpy()
     off_table = enc.offset.table.detach().numpy()

@@ -90,7 +90,9 @@ def test_overrides_win_and_are_validated():
         presets.build("gpt2", max_lenn=5)
 
 
-@pytest.mark.parametrize("typo,hint", [("llama3.1", "llama-3.1"), ("gpt-2", "gpt2"), ("mistral", "mistral-7b")])
+@pytest.mark.parametrize(
+    "typo,hint", [("llama3.1", "llama-3.1"), ("gpt-2", "gpt2"), ("mistral", "mistral-7b")]
+)
 def test_unknown_preset_suggests_the_closest(typo, hint):
     with pytest.raises(ValueError, match=f"did you mean '{hint}'"):
         presets.build(typo)

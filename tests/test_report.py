@@ -83,7 +83,18 @@ def test_results_dir_adds_the_benchmark_section(tmp_path):
 def test_cli_report(tmp_path):
     name = next(iter(posenc.ENCODINGS))
     runner = CliRunner()
-    args = ["report", "-o", str(tmp_path), "--encoding", name, "--figure", "decay", "--dpi", "30", "--no-progress"]
+    args = [
+        "report",
+        "-o",
+        str(tmp_path),
+        "--encoding",
+        name,
+        "--figure",
+        "decay",
+        "--dpi",
+        "30",
+        "--no-progress",
+    ]
     result = runner.invoke(main, args)
     assert result.exit_code == 0, result.output
     assert f'id="enc-{name}"' in (tmp_path / "index.html").read_text(encoding="utf-8")

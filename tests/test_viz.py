@@ -26,7 +26,9 @@ def small_options(kind: str) -> dict:
 
 @pytest.mark.parametrize(("name", "kind"), CASES, ids=[f"{n}-{k}" for n, k in CASES])
 def test_figure_written_for_every_applicable_encoding(tmp_path, name, kind):
-    path = viz.render(name, kind, tmp_path / f"{name}.png", d_model=16, num_heads=2, dpi=30, **small_options(kind))
+    path = viz.render(
+        name, kind, tmp_path / f"{name}.png", d_model=16, num_heads=2, dpi=30, **small_options(kind)
+    )
     assert path.stat().st_size > 1000
     with Image.open(path) as image:
         assert image.width > 50 and image.height > 50
@@ -73,11 +75,15 @@ def test_cli_plot_writes_file_and_exits_2_when_kind_does_not_apply(tmp_path):
     additive = next(n for n in posenc.ENCODINGS if posenc.ENCODINGS[n].kind == "additive")
     runner = CliRunner()
     out = tmp_path / "h.png"
-    ok = runner.invoke(main, ["plot", additive, "--kind", "heatmap", "-o", str(out), "--positions", "6", "--dpi", "30"])
+    ok = runner.invoke(
+        main, ["plot", additive, "--kind", "heatmap", "-o", str(out), "--positions", "6", "--dpi", "30"]
+    )
     assert ok.exit_code == 0, ok.output
     assert out.stat().st_size > 1000
     bad = runner.invoke(main, ["plot", additive, "--kind", "bias", "-o", str(tmp_path / "b.png")])
     assert bad.exit_code == 2
     assert "does not apply" in bad.output and "heatmap" in bad.output  # names the kinds that do
-    unknown = runner.invoke(main, ["plot", "no_such_encoding", "--kind", "heatmap", "-o", str(tmp_path / "x.png")])
+    unknown = runner.invoke(
+        main, ["plot", "no_such_encoding", "--kind", "heatmap", "-o", str(tmp_path / "x.png")]
+    )
     assert unknown.exit_code == 2 and "unknown encoding" in unknown.output

@@ -1,6 +1,30 @@
-"""``python -m posenc``: the guided tour (see posenc.tour)."""
+"""``python -m posenc``: the guided tour (see :mod:`posenc.tour`); the ``posenc`` command is the CLI."""
 
-from posenc.cli import main
+from __future__ import annotations
+
+import click
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="posenc-tour",
+    show_default=True,
+    help="folder for the pictures",
+)
+def tour(out: str) -> None:
+    """A guided tour of positional encodings in under a minute.
+
+    \b
+    Examples:
+      python -m posenc
+      python -m posenc --out /tmp/tour
+    """
+    from posenc.tour import run
+
+    run(out)
+
 
 if __name__ == "__main__":
-    main()
+    tour()

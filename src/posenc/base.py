@@ -51,9 +51,10 @@ def check_int(
 ) -> int:
     """Return ``value`` as int or raise TypeError/ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int,)):
-        if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
+        is_tensor = isinstance(value, torch.Tensor)
+        if is_tensor and value.numel() == 1 and not value.is_floating_point() and value.dtype != torch.bool:
             value = int(value.item())
-        elif hasattr(value, "__index__") and not isinstance(value, (float, bool)):
+        elif hasattr(value, "__index__") and not isinstance(value, (float, bool)) and not is_tensor:
             value = int(value.__index__())
         else:
             raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")

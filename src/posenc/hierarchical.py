@@ -2,11 +2,12 @@
 
 Axis legend: b batch, n sequence, d d_model (d_s segment part, d_o offset part).
 
-Seed 003 lists *position saturation* among the practical problems: over very
-long sequences, neighbouring positions get nearly the same vector (the slow
-sinusoids barely move, a learned table runs out of rows). Its remedy is a
-hierarchical encoding, and this is the simplest one: split the position into a
-coarse and a fine coordinate and encode each with an ordinary absolute encoding::
+Seed 003 lists *position saturation* among the practical problems ("very long
+sequences may have similar position encodings"; most concretely, a learned table
+runs out of rows) and suggests hierarchical position encodings. This is the
+simplest one: split the position into a coarse and a fine coordinate and encode
+each with an ordinary absolute encoding, so a table of ``max_len`` rows covers
+``max_len * segment_len`` positions::
 
     segment = pos // segment_len                  # which block of segment_len tokens
     offset  = pos %  segment_len                  # where inside that block
@@ -71,9 +72,25 @@ class HierarchicalConfig(EncodingConfig):
             raise ValueError(f"dim must be even with combine='concat' (dim/2 per part), got {self.dim}")
         if self.inner_config is not None:
             if not isinstance(self.inner_config, dict):
-                raise TypeError(f"inner_config must be a dict or None, got {type(self.inner_config).__name__}")
+                raise TypeError(
+                    f"inner_config must be a dict or None, got {type(self.inner_config).__name__}"
+                )
             if "dim" in self.inner_config:
                 raise ValueError("inner_config must not set 'dim': it follows from dim and combine")
+        self.inner_config_for_part()  # the inner Config validates its own fields now, not at build
+
+    def inner_config_for_part(self) -> EncodingConfig:
+        """The inner encoding's Config at ``dim = part_dim()``; errors name both levels."""
+        from posenc.registry import ENCODINGS
+
+        data = {**(self.inner_config or {}), "dim": self.part_dim()}
+        try:
+            return ENCODINGS[self.inner].Config.from_dict(data, owner=self.inner)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(
+                f"inner={self.inner!r} cannot be built with dim={self.part_dim()} (dim={self.dim}, "
+                f"combine={self.combine!r}) and inner_config={self.inner_config}: {exc}"
+            ) from exc
 
     def part_dim(self) -> int:
         """Feature size of each part: ``dim`` for sum, ``dim // 2`` for concat."""
@@ -110,17 +127,11 @@ class Hierarchical(_Absolute):
 
     def __init__(self, config: HierarchicalConfig) -> None:
         super().__init__(config)
-        from posenc.registry import build
+        from posenc.registry import ENCODINGS  # late: the registry imports this module
 
-        extra = dict(config.inner_config or {})
-        try:
-            self.segment = build(config.inner, dim=config.part_dim(), **extra)  # E_s
-            self.offset = build(config.inner, dim=config.part_dim(), **extra)  # E_o
-        except (TypeError, ValueError) as exc:
-            raise ValueError(
-                f"inner={config.inner!r} cannot be built with dim={config.part_dim()} "
-                f"(dim={config.dim}, combine={config.combine!r}) and inner_config={config.inner_config}: {exc}"
-            ) from exc
+        inner = ENCODINGS[config.inner]
+        self.segment = inner(config.inner_config_for_part())  # E_s
+        self.offset = inner(config.inner_config_for_part())  # E_o, independent of E_s
 
     def split(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``positions (b|1, n)`` -> ``(segment, offset)``, both int64 ``(b|1, n)``."""
@@ -178,4 +189,3 @@ def segment_positions(segment_ids: torch.Tensor, *, segment_len: int) -> torch.T
 
 
 __all__ = ["COMBINES", "Hierarchical", "HierarchicalConfig", "inner_choices", "segment_positions"]
-

@@ -77,7 +77,8 @@ PRESETS: dict[str, Preset] = {
         max_positions=1024,
         layout="causal decoder; learned table (wpe) added to token embeddings",
         source=HF.format("openai-community/gpt2"),
-        paper="Radford et al. 2019, Language Models are Unsupervised Multitask Learners",
+        paper="Radford et al. 2019, Language Models are Unsupervised Multitask Learners, "
+        "https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf",
         note="gpt2 (124M): n_positions 1024, n_embd 768, n_head 12",
     ),
     # --- bias ---
@@ -122,7 +123,12 @@ PRESETS: dict[str, Preset] = {
     # --- rotary ---
     "gpt-neox": Preset(
         encoding="rope",
-        config={"base": 10000.0, "layout": "half", "partial_rotary_factor": 0.25, "max_position_embeddings": 2048},
+        config={
+            "base": 10000.0,
+            "layout": "half",
+            "partial_rotary_factor": 0.25,
+            "max_position_embeddings": 2048,
+        },
         d_model=6144,
         num_heads=64,
         head_dim=96,

@@ -260,7 +260,7 @@ class TransformerXL(RelativeEncoding):
     def sinusoid(self, distance: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         """``R_delta = [sin(delta f) | cos(delta f)]``: ``(...) int -> (..., r)`` in ``dtype``."""
         cos, sin = self._sincos(distance.abs(), torch.float64)  # even/odd in delta
-        sin = -sin * distance.sign().to(torch.float64)[..., None]
+        sin = sin * distance.sign().to(torch.float64)[..., None]
         return torch.cat([sin.to(dtype), cos.to(dtype)], dim=-1)
 
     def scores(

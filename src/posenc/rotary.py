@@ -438,6 +438,12 @@ class XPos(RotaryEncoding):
             dtype = _compute_dtype(x.dtype)
             cos, sin = self._sincos(pos, torch.float64)  # (b|1, n, d/2)
             s = self.scale(pos, torch.float64, key=is_key)  # (b|1, n, d/2), product in float64
+            if s.numel() and float(s.max()) > torch.finfo(x.dtype).max:  # would be inf, silently
+                raise ValueError(
+                    f"{'k' if is_key else 'q'}_positions up to {int(pos.max())} overflow xPos's scale "
+                    f"zeta^((n - scale_center) / scale_base) in {x.dtype}; set scale_center near the "
+                    f"middle of your positions (now {self.config.scale_center}) or raise scale_base"
+                )
             cos, sin = (cos * s).to(dtype)[:, None], (sin * s).to(dtype)[:, None]  # (b|1, 1, n, d/2)
             y = apply_rotary(x.to(dtype), cos, sin, layout=self.config.layout, rotary_dim=x.shape[-1])
             out.append(y.to(x.dtype))

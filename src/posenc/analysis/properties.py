@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from posenc.analysis.signals import (
     VECTOR_KINDS,
@@ -136,7 +137,11 @@ def sinusoidal_shift_matrix(dim: int, shift: int, base: float = 10000.0) -> np.n
 
 def fit_shift_map(table: np.ndarray, shifted: np.ndarray, shift: int = 0) -> LinearMap:
     """Least squares ``M`` with ``shifted[p] ~= M @ table[p]`` for rows ``(n, d)``."""
-    mt, *_ = np.linalg.lstsq(table, shifted, rcond=None)  # (d, d) = M^T
+    # torch's LAPACK (QR with column pivoting) keeps to its own 1-2 threads; NumPy's OpenBLAS
+    # can oversubscribe a loaded machine and take seconds for a 512 x 128 problem.
+    mt = torch.linalg.lstsq(
+        torch.from_numpy(table), torch.from_numpy(shifted), driver="gelsy"
+    ).solution.numpy()
     m = mt.T
     resid = float(np.linalg.norm(table @ mt - shifted) / max(np.linalg.norm(shifted), 1e-300))
     d = m.shape[0]
@@ -156,7 +161,7 @@ def linear_relative_map(
 ) -> LinearMap:
     """Fit ``M_k`` for an additive encoding (seed: "PE(pos+k) is a linear function of PE(pos)").
 
-    ``positions`` default: ``4 d`` random integers spread over ``[0, 2^16)`` .. ``[0, 2^22)``,
+    ``positions`` default: ``4 d`` random integers spread over ``[0, 2^18)`` .. ``[0, 2^22)``,
     the first span whose table is well conditioned (the slowest sinusoid must turn
     through a full cycle, else ``M_k`` is not identifiable even though the residual is
     tiny). Encodings limited to a shorter range (a learned table) fall back to
@@ -174,10 +179,12 @@ def linear_relative_map(
     rng = np.random.default_rng(seed)
     best = None
     try:
-        for span in (1 << 16, 1 << 18, 1 << 20, 1 << 22):
-            positions = np.sort(rng.choice(span, size=4 * d, replace=False))
+        for span in (1 << 18, 1 << 20, 1 << 22):
+            distinct = np.unique(rng.integers(0, span, size=8 * d))
+            positions = np.sort(rng.permutation(distinct)[: 4 * d])
             table = additive_vectors(enc, positions)
-            cond = np.linalg.cond(table)
+            sv = torch.linalg.svdvals(torch.from_numpy(table))
+            cond = float(sv[0] / sv[-1]) if float(sv[-1]) > 0 else float("inf")
             if best is None or cond < best[0]:
                 best = (cond, table, additive_vectors(enc, positions + shift))
             if cond < 1e3:

@@ -99,4 +99,8 @@ def encoding_properties(
     if probes_enabled:
         _try(props, "sensitivity", lambda: probes.position_sensitivity(name).token_change)
         _try(props, "equivariance", lambda: probes.equivariance_gap(name))
+    else:
+        for key in ("sensitivity", "equivariance"):
+            props.values[key] = None
+            props.notes[key] = "model probes not run (probes_enabled=False)"
     return props

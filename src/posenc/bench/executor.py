@@ -16,8 +16,10 @@ once per finished run).
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
@@ -58,53 +60,73 @@ class LocalExecutor:
     def _pool(self, fn: WorkFn, specs: Sequence[RunSpec], progress: ProgressFn) -> Iterator[Outcome]:
         # "spawn": a fresh interpreter per worker (fork after torch has started threads can hang).
         context = mp.get_context("spawn")
-        with context.Manager() as manager:
-            events = manager.Queue()
-            stop = threading.Event()
-            by_index = dict(enumerate(specs))
+        events = context.Queue()  # inherited by the workers through the pool initializer
+        stop = threading.Event()
+        by_index = dict(enumerate(specs))
 
-            def drain() -> None:  # forward workers' progress events to the caller
-                while not stop.is_set():
-                    try:
-                        index, units = events.get(timeout=0.2)
-                    except (queue.Empty, EOFError, OSError):
-                        continue
-                    progress(by_index[index], units)
+        def drain() -> None:  # forward workers' progress events to the caller
+            while not stop.is_set():
+                try:
+                    index, units = events.get(timeout=0.2)
+                except (queue.Empty, EOFError, OSError):
+                    continue
+                progress(by_index[index], units)
 
-            pump = threading.Thread(target=drain, daemon=True)
-            pump.start()
-            try:
-                with ProcessPoolExecutor(self.workers, mp_context=context) as pool:
-                    futures = {
-                        pool.submit(_run_reporting, fn, spec, index, events): spec
-                        for index, spec in by_index.items()
-                    }
-                    pending = set(futures)
-                    while pending:
-                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        for future in done:
-                            exc = future.exception()
-                            yield futures[future], exc if exc is not None else future.result()
-            finally:
-                stop.set()
-                pump.join(timeout=2)
+        pump = threading.Thread(target=drain, daemon=True)
+        pump.start()
+        pool = ProcessPoolExecutor(
+            self.workers, mp_context=context, initializer=_worker_init, initargs=(events, os.getpid())
+        )
+        try:
+            futures = {pool.submit(_run_reporting, fn, spec, index): spec for index, spec in by_index.items()}
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    exc = future.exception()
+                    yield futures[future], exc if exc is not None else future.result()
+        except BaseException:  # Ctrl-C or the caller stopped early: do not wait for running work
+            for process in list(getattr(pool, "_processes", {}).values()):  # no public API before 3.14
+                process.terminate()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            stop.set()
+            pump.join(timeout=2)
 
 
-def _run_reporting(fn: WorkFn, spec: RunSpec, index: int, events: Any) -> dict:
+_EVENTS: Any = None  # the progress queue, set in each worker by _worker_init
+
+
+def _worker_init(events: Any, parent_pid: int) -> None:
+    """Worker start-up: keep the progress queue; exit if the parent dies (SIGKILL leaves no orphans)."""
+    global _EVENTS
+    _EVENTS = events
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _run_reporting(fn: WorkFn, spec: RunSpec, index: int) -> dict:
     """Worker side: run ``fn`` and batch progress events (at most ~one per 10 units)."""
     pending = [0]
 
     def advance(units: int) -> None:
         pending[0] += units
         if pending[0] >= 10:
-            events.put((index, pending[0]))
+            _EVENTS.put((index, pending[0]))
             pending[0] = 0
 
     try:
         return fn(spec, advance)
     finally:
         if pending[0]:
-            events.put((index, pending[0]))
+            _EVENTS.put((index, pending[0]))
 
 
 EXECUTORS = ("local",)

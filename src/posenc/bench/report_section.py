@@ -64,21 +64,44 @@ def _alibi_ratios(summary: dict[str, Any]) -> list[Claim]:
     return out
 
 
-def _unseen_score(summary: dict[str, Any], label: str, task: str) -> float:
-    values = [_get(summary, label, f"{task}:em_{b}") for b in ("2x", "4x")]
-    values = [v for v in values if _present(v)]
-    return sum(values) / len(values) if values else math.nan
+def _unseen_score(summary: dict[str, Any], label: str, task: str) -> tuple[float, float]:
+    """(exact match, token accuracy) averaged over the 2x and 4x buckets; token accuracy breaks ties."""
+    out = []
+    for metric in ("em", "tok"):
+        values = [_get(summary, label, f"{task}:{metric}_{b}") for b in ("2x", "4x")]
+        values = [v for v in values if _present(v)]
+        out.append(sum(values) / len(values) if values else -1.0)
+    return out[0], out[1]
 
 
-def _kendall_tau(order_a: list[str], order_b: list[str]) -> float:
-    common = [x for x in order_a if x in order_b]
-    pos_b = {x: order_b.index(x) for x in common}
-    pairs = concordant = 0
-    for i in range(len(common)):
-        for j in range(i + 1, len(common)):
+def _reciprocal_ranks(scores: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """1/rank per name, higher score first; tied names share the mean of their reciprocal ranks."""
+    ordered = sorted(scores, key=lambda n: scores[n], reverse=True)
+    out, i = {}, 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and scores[ordered[j + 1]] == scores[ordered[i]]:
+            j += 1
+        share = sum(1 / r for r in range(i + 1, j + 2)) / (j - i + 1)
+        out.update({name: share for name in ordered[i : j + 1]})
+        i = j + 1
+    return out
+
+
+def _kendall_tau(ours: dict[str, float], paper: dict[str, float]) -> float:
+    """Kendall tau-a between two scorings of the same names (ties count as neither)."""
+    names = [n for n in paper if n in ours]
+    pairs = total = 0
+    for a in range(len(names)):
+        for b in range(a + 1, len(names)):
+            x, y = names[a], names[b]
             pairs += 1
-            concordant += pos_b[common[i]] < pos_b[common[j]]
-    return (2 * concordant - pairs) / pairs if pairs else math.nan
+            total += _sign(ours[x] - ours[y]) * _sign(paper[x] - paper[y])
+    return total / pairs if pairs else math.nan
+
+
+def _sign(x: float) -> int:
+    return (x > 1e-12) - (x < -1e-12)
 
 
 def _nope_ranking(summary: dict[str, Any]) -> list[Claim]:
@@ -86,18 +109,17 @@ def _nope_ranking(summary: dict[str, Any]) -> list[Claim]:
     paper_mrr = {"nope": 0.69, "t5": 0.55, "alibi": 0.50, "rope": 0.33, "sinusoidal": 0.22}
     tasks = [t for t in summary["tasks"] if t != "lm"]
     present = [n for n in paper_order if n in summary["rows"]]
-    mrr = {n: 0.0 for n in present}
-    for task in tasks:
-        ranked = sorted(present, key=lambda n: -_unseen_score(summary, n, task))
-        for rank, name in enumerate(ranked, start=1):
-            mrr[name] += 1 / rank / len(tasks)
     if len(present) < 3 or not tasks:
         return [
             _claim("NoPE paper (Kazemnejad et al. 2023)", "length-generalisation ranking by mean reciprocal rank",
                    " > ".join(paper_order), "need >= 3 of these encodings on a synthetic task", "not measured", "")
         ]  # fmt: skip
+    mrr = {n: 0.0 for n in present}
+    for task in tasks:
+        for name, rr in _reciprocal_ranks({n: _unseen_score(summary, n, task) for n in present}).items():
+            mrr[name] += rr / len(tasks)
     ours = sorted(present, key=lambda n: -mrr[n])
-    tau = _kendall_tau(ours, paper_order)
+    tau = _kendall_tau(mrr, paper_mrr)
     verdict = "agrees" if tau >= 0.6 else ("partly" if tau > 0 else "disagrees")
     return [
         _claim(
@@ -106,7 +128,8 @@ def _nope_ranking(summary: dict[str, Any]) -> list[Claim]:
             " > ".join(f"{n} {paper_mrr[n]:.2f}" for n in paper_order),
             " > ".join(f"{n} {mrr[n]:.2f}" for n in ours) + f" ({len(tasks)} task(s); Kendall tau {tau:.2f})",
             verdict,
-            "rank by mean exact match in the 2x and 4x buckets per task; agrees if tau >= 0.6, partly if > 0",
+            "rank per task by exact match, then token accuracy, in the 2x and 4x buckets (ties share a rank); "
+            "agrees if tau >= 0.6, partly if > 0",
         )
     ]
 

@@ -169,15 +169,32 @@ class ResultStore:
         )
         return path
 
-    def records(self) -> list[dict[str, Any]]:
-        """Every valid record under ``runs/`` (corrupt files are skipped, not trusted)."""
+    def current_grid(self) -> set[str] | None:
+        """Run ids of the last grid ``posenc compare`` ran here (``grid.json``), if any."""
+        try:
+            return set(json.loads((self.root / "grid.json").read_text(encoding="utf-8"))["run_ids"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write_grid(self, run_ids: list[str], profile: str) -> None:
+        text = json.dumps({"profile": profile, "run_ids": sorted(run_ids)}, indent=1)
+        atomic_write_text(self.root / "grid.json", text)
+
+    def records(self, *, latest_grid: bool = True) -> list[dict[str, Any]]:
+        """Every valid record under ``runs/`` (corrupt files are skipped, not trusted).
+
+        With ``latest_grid`` (default) and a ``grid.json`` present, only the runs of
+        the last ``posenc compare`` grid: an output directory reused across profiles
+        must not average a smoke run into a quick one.
+        """
+        wanted = self.current_grid() if latest_grid else None
         out = []
         for path in sorted(self.runs.glob("*/*.json")):
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError):
                 continue
-            if validate_record(data) is None:
+            if validate_record(data) is None and (wanted is None or data["run_id"] in wanted):
                 out.append(data)
         return out
 

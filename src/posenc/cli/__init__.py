@@ -11,10 +11,30 @@ import sys
 import click
 
 
+class _OneLineUsageError(click.UsageError):
+    """A click usage error shown as one line (``posenc: error: ...``), like library errors."""
+
+    def show(self, file=None) -> None:
+        hint = f" (try '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        click.echo(f"posenc: error: {self.format_message()}{hint}", err=True)
+
+
+def _one_line(exc: click.UsageError) -> click.UsageError:
+    return _OneLineUsageError(exc.format_message(), exc.ctx)
+
+
 class _Group(click.Group):
+    def make_context(self, *args, **kwargs) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:  # e.g. `posenc --bogus`
+            raise _one_line(exc) from None
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:  # unknown command, bad option value, missing argument
+            raise _one_line(exc) from None
         except (ValueError, TypeError, FileNotFoundError) as exc:
             click.echo(f"posenc: error: {exc}", err=True)
             sys.exit(2)
@@ -34,8 +54,7 @@ def main() -> None:
 
 def _register() -> None:
     # One module per command group; each defines click commands and adds them here.
-    from posenc.cli import catalog, compare, plot, report, rope
-    from posenc.cli import presets
+    from posenc.cli import bench, catalog, compare, plot, presets, report, rope
 
     # add command-group modules to this tuple (one line each)
     modules = (
@@ -45,6 +64,7 @@ def _register() -> None:
         plot,
         report,
         presets,
+        bench,
     )
     for module in modules:
         for command in module.COMMANDS:

@@ -181,9 +181,10 @@ def show_command(name: str, num_positions: int, dim: int, heads: int, fmt: str) 
       posenc show sinusoidal --positions 4 --dim 8 --format json
       posenc show learned --positions 6 --dim 4
     """
-    check_int("--positions", num_positions, minimum=1)
-    check_int("--dim", dim, minimum=1)
-    check_int("--heads", heads, minimum=1)
+    # upper bounds: a terminal table, and rotary tables cost dim^2 * positions floats
+    check_int("--positions", num_positions, minimum=1, maximum=2048)
+    check_int("--dim", dim, minimum=1, maximum=256)
+    check_int("--heads", heads, minimum=1, maximum=64)
     cls = posenc.get_encoding_class(name)
     torch.manual_seed(0)
     enc = posenc.build_for_model(name, d_model=dim, num_heads=heads, head_dim=dim)

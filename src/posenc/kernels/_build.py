@@ -117,7 +117,9 @@ def load(name: str) -> ctypes.CDLL | None:
                 if lib.posenc_abi_version() != ABI_VERSION:
                     raise RuntimeError(f"{path} has ABI {lib.posenc_abi_version()}, expected {ABI_VERSION}")
             except Exception as exc:  # any failure -> the plain path, said once
-                warn_once(f"build:{name}", f"posenc: fused kernel {name!r} unavailable ({exc}); using plain path")
+                warn_once(
+                    f"build:{name}", f"posenc: fused kernel {name!r} unavailable ({exc}); using plain path"
+                )
                 lib = None
         _loaded[name] = lib
         return lib

@@ -44,6 +44,7 @@ from posenc.kernels._build import warn_once
 PATHS = ("auto", "chunked", "flex")
 CHUNK_BYTES = 32 << 20  # bias bytes per block (translation-invariant encodings)
 GENERIC_CHUNK_BYTES = 8 << 20  # per block when the float64 definition runs per score
+MIN_CAUSAL_ROWS = 128  # causal: blocks of max(this, i/8) rows skip most of the masked triangle
 
 
 # ---------------------------------------------------------------------------
@@ -161,11 +162,16 @@ def chunked_bias_attention(
     ) and _arange_like(qp) and _arange_like(kp) and translation_invariant(encoding):  # fmt: skip
         table = distance_table(encoding, int(qp[0, 0]), int(kp[0, 0]), i, j, q.device).to(q.dtype)
         if causal and j - 1 - offset > 0:  # t < j - 1 - offset  <=>  key index > offset + query index
-            table = torch.cat((table.new_full((h, j - 1 - offset), float("-inf")), table[:, j - 1 - offset :]), -1)
+            table = torch.cat(
+                (table.new_full((h, j - 1 - offset), float("-inf")), table[:, j - 1 - offset :]), -1
+            )
         k, v = k.flip(2), v.flip(2)  # keys in reverse order make every bias block a Hankel view
     element = q.element_size() if table is not None else 8
     budget = CHUNK_BYTES if table is not None else GENERIC_CHUNK_BYTES
-    rows = chunk or _chunk_rows(1 if table is not None else qp.shape[0], h, j, element, budget, i)
+    mask_batch = 1 if table is not None else qp.shape[0]
+    rows = chunk or _chunk_rows(mask_batch, h, j, element, budget, i)
+    if causal and chunk is None:  # smaller blocks skip more of the masked upper triangle
+        rows = min(rows, max(MIN_CAUSAL_ROWS, -(-i // 8)))
     rows = check_int("chunk", rows, minimum=1)
     needs_grad = torch.is_grad_enabled() and (
         q.requires_grad or k.requires_grad or v.requires_grad or (table is not None and table.requires_grad)
@@ -189,7 +195,12 @@ def chunked_bias_attention(
                 bias = bias.masked_fill(~allowed[..., start:stop, :keys], float("-inf"))
         return F.scaled_dot_product_attention(qc, kc, vc, attn_mask=bias, dropout_p=dropout)
 
+    if rows >= i:  # one block: nothing to save by checkpointing
+        keys = j
+        args = (q, k, v, table)
+        return block(0, i, keys, *args)
     outs = []
+    keep_all = needs_grad and mask_batch * h * i * j * element <= budget
     out = None if needs_grad else q.new_empty(b, h, i, v.shape[-1])
     for start in range(0, i, rows):
         stop = min(i, start + rows)
@@ -198,7 +209,9 @@ def chunked_bias_attention(
             args = (q[:, :, start:stop], k[:, :, j - keys :], v[:, :, j - keys :], table)
         else:
             args = (q[:, :, start:stop], k[:, :, :keys], v[:, :, :keys], table)
-        if needs_grad:
+        if keep_all:  # small enough to keep every block's bias for backward
+            outs.append(block(start, stop, keys, *args))
+        elif needs_grad:  # backward recomputes the block (and its bias) instead of storing it
             outs.append(checkpoint(block, start, stop, keys, *args, use_reentrant=False))
         else:
             out[:, :, start:stop] = block(start, stop, keys, *args)

@@ -1,0 +1,490 @@
+"""Fuzz the public surface: ``posenc.build``, every hook, every RoPE scaling, the CLI.
+
+Contract checked on every random call (docs/guarantees.md):
+
+* it returns a correct-looking result (right shape and dtype, finite for finite input), or
+* it raises ValueError/TypeError whose message names the offending parameter;
+* never IndexError/RuntimeError/AttributeError from inside torch, never a hang;
+* every CLI misuse exits 2 with exactly one line on stderr and no traceback.
+
+Everything is registry-driven (``posenc.ENCODINGS``, ``ROPE_SCALINGS``, the click
+commands' own options), so a new encoding, scaling or option is fuzzed at once.
+Candidate values come from each Config's fields and defaults.
+
+Documented exception (not a failure): a size so large that the table cannot be
+allocated (``2**40`` rows) fails with torch's allocation error or MemoryError.
+The test only uses such "huge" sizes, never merely large ones (which would
+really allocate gigabytes on a shared machine).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+import click
+import pytest
+import torch
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+
+import posenc
+from posenc import rope_scaling
+from posenc.cli import main as cli_main
+
+NAMES = list(posenc.ENCODINGS)
+MODEL_DIMS = {"dim": 16, "head_dim": 8, "num_heads": 2}  # what build_for_model fills
+HUGE = 2**40  # no table of this many rows can be allocated: fails fast, never swaps
+
+INTS = [0, -1, -(2**31), 1, 2, 3, 7, 64, HUGE]
+FLOATS = [math.nan, math.inf, -math.inf, -1.0, -0.0, 0.0, 1e-300, 0.5, 1.0, 3.0, 1e300]
+WRONG_TYPES = ["8", "", [], {}, None, True, False, 1.5, b"x", object(), torch.tensor(2.0), torch.tensor([1, 2])]
+SCALING_DICTS = [
+    None,
+    {},
+    {"rope_type": "linear", "factor": 2.0},
+    {"rope_type": "nope"},
+    {"rope_type": "yarn", "factor": 4.0},
+    "linear",
+]
+
+# Findings routed to the owners of files this helper may not edit yet (see
+# the xfail regression tests at the bottom). The fuzz skips exactly these cases,
+# so it stays green while each regression test keeps the bug visible.
+KNOWN = {
+    # huge init scales overflow float32 parameters to inf (no upper bound on the std)
+    ("learned", "init_std"): lambda v: isinstance(v, float) and v > 1e30,
+    ("hybrid", "init_std"): lambda v: isinstance(v, float) and v > 1e30,
+    ("t5", "init_std"): lambda v: isinstance(v, float) and v > 1e30,
+    # FIRE stores init_c as given: an int makes torch.tensor(int).requires_grad_() fail.
+    ("fire", "init_c"): lambda v: (isinstance(v, int) and not isinstance(v, bool))
+    or (isinstance(v, float) and v > 1e30),
+    # relational check names only the other field
+    ("t5", "num_buckets"): lambda v: isinstance(v, int) and v >= 2**20,
+}
+
+
+def _known(name: str, mutated: dict) -> bool:
+    return any((name, key) in KNOWN and KNOWN[name, key](value) for key, value in mutated.items())
+
+
+def _allocation_failure(exc: BaseException, mutated: dict) -> bool:
+    """The documented exception: a huge size whose table cannot be allocated."""
+    huge = any(isinstance(v, int) and not isinstance(v, bool) and abs(v) >= HUGE for v in mutated.values())
+    text = str(exc)
+    return huge and (
+        isinstance(exc, MemoryError)
+        or (isinstance(exc, RuntimeError) and ("allocate" in text or "Storage size" in text))
+    )
+
+
+def _assert_names(exc: BaseException, words: list[str]) -> None:
+    assert isinstance(exc, (ValueError, TypeError)), f"{type(exc).__name__}: {exc}"
+    text = str(exc)
+    assert any(re.search(rf"(?<![A-Za-z_]){re.escape(w)}(?![A-Za-z_])", text) for w in words), (
+        f"error does not name any of {words}: {type(exc).__name__}: {text}"
+    )
+
+
+# ---------------------------------------------------------------------------
+# 1. posenc.build with random configs.
+# ---------------------------------------------------------------------------
+
+
+def _base_config(cls) -> dict:
+    fields = cls.Config.field_names()
+    return {k: v for k, v in MODEL_DIMS.items() if k in fields}
+
+
+def _candidates(field: dataclasses.Field) -> list:
+    default = field.default if field.default is not dataclasses.MISSING else MODEL_DIMS.get(field.name)
+    values = INTS + FLOATS + WRONG_TYPES
+    if isinstance(default, str) or "str" in str(field.type):
+        values = values + [default, "half", "concat", "sinusoidal", "zzz", default.upper() if default else "X"]
+    if "dict" in str(field.type):
+        values = values + SCALING_DICTS
+    return values + [default]
+
+
+@st.composite
+def mutated_configs(draw, cls):
+    config = _base_config(cls)
+    fields = dataclasses.fields(cls.Config)
+    mutated = {}
+    if fields:
+        for field in draw(st.lists(st.sampled_from(fields), min_size=1, max_size=2, unique_by=lambda f: f.name)):
+            mutated[field.name] = draw(st.sampled_from(_candidates(field)))
+    if draw(st.booleans()) and draw(st.booleans()):
+        mutated[draw(st.sampled_from(["dims", "bse", "zzz_unknown", "rope_type"]))] = 1
+    config.update(mutated)
+    return config, mutated
+
+
+def _hook_smoke(enc) -> None:
+    """Run the kind's hook once on small finite input; the output must be finite."""
+    out = _call_hook(enc, batch=2, seq=5, dtype=torch.float32, positions=None, dim_offset=0)
+    for t in out:
+        assert not torch.isnan(t).any(), f"{enc!r} NaN output"
+        if enc.kind != "contextual":
+            assert torch.isfinite(t).all(), f"{enc!r} inf output for finite input"
+
+
+@pytest.mark.parametrize("name", NAMES)
+@given(data=st.data())
+def test_build_random_configs(name, data):
+    cls = posenc.ENCODINGS[name]
+    config, mutated = data.draw(mutated_configs(cls))
+    if _known(name, mutated):
+        return
+    try:
+        enc = posenc.build(name, **config)
+        _hook_smoke(enc)
+    except Exception as exc:  # noqa: BLE001 - the contract is about which exceptions
+        if _allocation_failure(exc, mutated):
+            return
+        _assert_names(exc, list(mutated) or ["config"])
+
+
+def test_build_rejects_wrong_names_and_required_keys():
+    for bad in ("ropee", "", "ROPE"):
+        with pytest.raises(ValueError, match="unknown encoding"):
+            posenc.build(bad)
+    with pytest.raises(TypeError, match="encoding name"):
+        posenc.build(3)
+    for name, cls in posenc.ENCODINGS.items():
+        required = [k for k, v in cls.Config.parameters().items() if v == "<required>"]
+        if required:
+            with pytest.raises(ValueError, match=re.escape(repr(required[0])[1:-1])):
+                posenc.build(name)
+
+
+# ---------------------------------------------------------------------------
+# 2. Every RoPE scaling with random parameters.
+# ---------------------------------------------------------------------------
+
+GOOD_SCALING = {
+    "factor": 4.0,
+    "original_max_position_embeddings": 16,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "short_factor": [1.0] * 4,
+    "long_factor": [2.0] * 4,
+}
+SCALING_VALUES = [0, -1, 1, 2, 4, 8.0, 0.5, math.nan, math.inf, -math.inf, 1e300, HUGE, "x", None, True,
+                  [], [1.0] * 4, [0.0] * 4, [1.0] * 3, [math.nan] * 4, {}]  # fmt: skip
+
+
+@st.composite
+def scalings(draw):
+    name = draw(st.sampled_from(list(rope_scaling.ROPE_SCALINGS)))
+    required, optional = rope_scaling.ROPE_SCALING_KEYS[name]
+    params = {"rope_type": name, **{k: GOOD_SCALING[k] for k in required}}
+    keys = list(required) + list(optional) + ["bogus_key"]
+    mutated = {}
+    for key in draw(st.lists(st.sampled_from(keys), max_size=2, unique=True)):
+        mutated[key] = params[key] = draw(st.sampled_from(SCALING_VALUES))
+    if draw(st.booleans()):
+        params.pop(draw(st.sampled_from(["rope_type", *required])) if required else "rope_type", None)
+    max_pos = draw(st.sampled_from([None, None, 32, 0, -5, 1.5]))
+    return params, mutated, max_pos
+
+
+@given(case=scalings(), top=st.sampled_from([0, 15, 100, 65_535, 70_000]))
+@settings(max_examples=150)
+def test_rope_scalings_random_parameters(case, top):
+    params, mutated, max_pos = case
+    try:
+        enc = posenc.build("rope", head_dim=8, scaling=params, max_position_embeddings=max_pos)
+    except Exception as exc:  # noqa: BLE001
+        words = [*mutated, "rope_type", "rope scaling", "scaling", "max_position_embeddings"]
+        _assert_names(exc, words)
+        return
+    if mutated.get("attention_factor") == 1e300:  # routed finding: no upper bound (inf cos/sin)
+        return
+    q = torch.randn(1, 2, 3, 8, generator=torch.Generator().manual_seed(0))
+    positions = torch.arange(top, top + 3)[None]
+    q_rot, k_rot = enc.rotate(q, q, q_positions=positions, k_positions=positions)
+    assert torch.isfinite(q_rot).all() and torch.isfinite(k_rot).all(), params
+    # the scaling swaps in place and the public compute() agrees with the module
+    inv_freq, attention_scaling = enc.frequencies(top)
+    assert torch.isfinite(inv_freq).all() and (inv_freq > 0).all() and math.isfinite(attention_scaling)
+
+
+# ---------------------------------------------------------------------------
+# 3. Every hook with random shapes, dtypes and positions.
+# ---------------------------------------------------------------------------
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64]
+
+
+def _model_dim(enc) -> int:
+    if enc.kind == "additive":
+        return enc.config.dim
+    return getattr(enc.config, "head_dim", 8)
+
+
+def _call_hook(enc, *, batch, seq, dtype, positions, dim_offset):
+    """The kind's hook on random input; returns the output tensors."""
+    g = torch.Generator().manual_seed(0)
+    d = _model_dim(enc) + dim_offset
+    if enc.kind == "additive":
+        x = torch.randn(batch, seq, d, generator=g, dtype=torch.float64).to(dtype)
+        return [enc.embed(x, positions=positions)]
+    if enc.kind == "bias":
+        return [enc.bias(seq, seq, q_positions=positions, k_positions=positions)]
+    if enc.kind == "none":
+        return []
+    heads = getattr(enc.config, "num_heads", 2)
+    q = torch.randn(batch, heads, seq, d, generator=g, dtype=torch.float64).to(dtype)
+    k = torch.randn(batch, heads, seq, d, generator=g, dtype=torch.float64).to(dtype)
+    if enc.kind == "rotary":
+        return list(enc.rotate(q, k, q_positions=positions, k_positions=positions))
+    if enc.kind == "relative":
+        s = enc.scores(q, k, q_positions=positions, k_positions=positions)
+        if not enc.has_values:
+            return [s]
+        probs = torch.softmax(s.float(), dim=-1).to(s.dtype)
+        return [s, enc.values(probs, q_positions=positions, k_positions=positions)]
+    logits = (q @ k.transpose(-1, -2)) / d**0.5
+    causal = torch.ones(seq, seq, dtype=torch.bool).tril()
+    return [enc.scores(q, k, logits.masked_fill(~causal, float("-inf")))]
+
+
+def _positions(kind: str, batch: int, seq: int, offset: int):
+    """A positions argument of the given ``kind`` (valid or not) and whether it is valid."""
+    base = torch.arange(seq)[None] + offset
+    cases = {
+        "none": (None, True),
+        "offset": (base, True),
+        "int32": (base.to(torch.int32), offset < 2**31 - seq),
+        "1d": (base[0], True),
+        "rows": (base.expand(max(batch, 1), seq) + torch.arange(max(batch, 1))[:, None], True),
+        "negative": (torch.arange(seq)[None] - 1, seq == 0),
+        "float": (base.float(), False),
+        "bool": (torch.ones(1, seq, dtype=torch.bool), False),
+        "long_by_one": (torch.arange(seq + 1)[None], False),
+        "3d": (base[None], False),
+        "list": (list(range(seq)), False),
+    }
+    return cases[kind]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@given(
+    batch=st.integers(0, 3),
+    seq=st.integers(0, 6),
+    dtype=st.sampled_from(DTYPES),
+    dim_offset=st.sampled_from([0, 0, 0, 1, -2, 2]),
+    positions_kind=st.sampled_from(
+        ["none", "offset", "int32", "1d", "rows", "negative", "float", "bool", "long_by_one", "3d", "list"]
+    ),
+    offset=st.sampled_from([0, 1, 1000, 65_530, 1_000_000, HUGE]),
+)
+def test_hooks_random_inputs(name, batch, seq, dtype, dim_offset, positions_kind, offset):
+    torch.manual_seed(0)
+    enc = posenc.build_for_model(name, d_model=MODEL_DIMS["dim"], num_heads=MODEL_DIMS["num_heads"])
+    positions, valid_positions = _positions(positions_kind, batch, seq, offset)
+    try:
+        outputs = _call_hook(
+            enc, batch=batch, seq=seq, dtype=dtype, positions=positions, dim_offset=dim_offset
+        )
+    except Exception as exc:  # noqa: BLE001
+        words = ["positions", "position", "q_positions", "k_positions", "x", "q", "k", "dim", "head_dim"]
+        _assert_names(exc, words)
+        if not valid_positions:
+            return
+        if dtype == torch.int64:
+            _assert_names(exc, ["x", "q", "k"])
+        return
+    if enc.kind == "none":
+        return
+    assert valid_positions or enc.kind == "contextual", f"accepted invalid positions ({positions_kind})"
+    assert dtype.is_floating_point, "accepted an integer input tensor"
+    assert dim_offset == 0 or enc.kind in ("bias", "contextual"), "accepted the wrong feature size"
+    for out in outputs:
+        assert not torch.isnan(out).any(), "NaN output for finite input"
+        if enc.kind != "contextual":  # CoPE returns -inf where the input logits were masked
+            assert torch.isfinite(out).all(), "inf output for finite input"
+    if enc.kind in ("additive", "rotary"):
+        assert all(out.dtype == dtype for out in outputs), [out.dtype for out in outputs]
+
+
+# ---------------------------------------------------------------------------
+# 4. The CLI with random argument lists built from the real commands' options.
+# ---------------------------------------------------------------------------
+
+
+class _Reached(BaseException):
+    """A valid command reached a slow backend (benchmark, report, figure); not run here."""
+
+
+def _commands(group: click.Group = cli_main, prefix=()) -> dict[tuple[str, ...], click.Command]:
+    out = {}
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            out.update(_commands(command, prefix + (name,)))
+        else:
+            out[prefix + (name,)] = command
+    return out
+
+
+COMMANDS = _commands()
+JUNK = ["-1", "0", "1", "3", "x", "", "1.5", "nan", "inf", "-inf", "1e400", "zzz", "--", "a=b", "factor=[1"]
+
+
+def _values_for(param: click.Parameter) -> list[str]:
+    values = list(JUNK)
+    if isinstance(param.type, click.Choice):
+        values += list(param.type.choices)
+    if isinstance(param.type, click.types.IntParamType):
+        values += ["2", "4", "8", "16", str(2**70)]
+    if isinstance(param.type, click.types.FloatParamType):
+        values += ["2.0", "4", "1e308"]
+    if isinstance(param.type, click.Path):
+        values += ["/nonexistent/dir/out.png", "{tmp}/out.png", "{tmp}/out.xyz", "{tmp}"]
+    if param.name in ("name", "encodings", "encoding"):
+        values += NAMES[:4] + ["rope", "ropee", "alibi,zzz"]
+    if param.name in ("profile",):
+        values += ["smoke", "quick"]
+    if param.name in ("params",):
+        values += ["factor=2", "beta_fast=x", "original_max_position_embeddings=16"]
+    return values
+
+
+@st.composite
+def cli_arguments(draw):
+    path = draw(st.sampled_from(sorted(COMMANDS)))
+    command = COMMANDS[path]
+    args = list(path)
+    params = [p for p in command.params if p.name not in ("help",)]
+    for param in draw(st.lists(st.sampled_from(params), max_size=4)) if params else []:
+        if isinstance(param, click.Argument):
+            args.append(draw(st.sampled_from(_values_for(param))))
+        elif param.is_flag:
+            args.append(param.opts[0])
+        else:
+            args += [draw(st.sampled_from(param.opts)), draw(st.sampled_from(_values_for(param)))]
+    if draw(st.integers(0, 5)) == 0:
+        args.insert(draw(st.integers(0, len(args))), draw(st.sampled_from(["--bogus", "extra", "-Z"])))
+    return args
+
+
+@pytest.fixture
+def slow_backends_stubbed(monkeypatch):
+    """Stop valid calls at the slow backends (benchmark, report, figures); validation still runs."""
+    import posenc.bench
+    import posenc.report
+    import posenc.viz
+
+    def reached(*args, **kwargs):
+        raise _Reached
+
+    monkeypatch.setattr(posenc.bench, "compare", reached)
+    monkeypatch.setattr(posenc.report, "build_report", reached)
+    monkeypatch.setattr(posenc.viz, "render", reached)
+
+
+SHOW_HUGE = str(2**70)  # routed finding for `posenc plot` (see test_cli_plot_huge_sizes_*)
+
+
+@given(args=cli_arguments())
+@settings(max_examples=120)
+def test_cli_random_arguments(args, tmp_path_factory, slow_backends_stubbed):
+    tmp = tmp_path_factory.mktemp("cli")
+    args = [a.replace("{tmp}", str(tmp)) for a in args]
+    if args[0] == "plot" and SHOW_HUGE in args:
+        return
+    runner = CliRunner()
+    try:
+        result = runner.invoke(cli_main, args, catch_exceptions=True)
+    except _Reached:
+        return  # a valid call got as far as the slow backend
+    stderr = result.stderr
+    assert "Traceback" not in stderr and "Traceback" not in result.stdout, (args, stderr)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"{args}: {type(result.exception).__name__}: {result.exception}")
+    assert result.exit_code in (0, 2), (args, result.exit_code, stderr)
+    if result.exit_code == 2:
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        assert len(lines) == 1, (args, stderr)
+        assert lines[0].startswith(("posenc: error:", "Error:", "posenc")), (args, stderr)
+
+
+# ---------------------------------------------------------------------------
+# 5. Regression tests for what the fuzzing found (fixed ones pass; routed ones xfail strictly).
+# ---------------------------------------------------------------------------
+
+
+def test_check_int_names_the_parameter_for_float_tensors():
+    """Found: check_int(torch.tensor(2.0)) leaked torch's '... converted to an index'."""
+    with pytest.raises(TypeError, match="dim"):
+        posenc.build("sinusoidal", dim=torch.tensor(2.0))
+    with pytest.raises(TypeError, match="head_dim"):
+        posenc.build("rope", head_dim=torch.tensor([8, 8]))
+    assert posenc.build("sinusoidal", dim=torch.tensor(8)).config.dim == 8
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_xpos_overflow_is_an_error_not_inf(dtype):
+    """Found: xPos's zeta^(n/B) overflowed to inf silently at large positions."""
+    enc = posenc.build("xpos", head_dim=8)
+    q = torch.randn(1, 1, 2, 8, dtype=dtype)
+    far = torch.tensor([[300_000, 300_001]])
+    with pytest.raises(ValueError, match="positions"):
+        enc.rotate(q, q, q_positions=far, k_positions=far)
+    near = torch.tensor([[300, 301]])
+    out = enc.rotate(q, q, q_positions=near, k_positions=near)
+    assert all(torch.isfinite(t).all() for t in out)
+
+
+def test_cli_usage_errors_are_one_line():
+    """Found: click's usage errors printed 4 lines (usage, hint, blank, error)."""
+    runner = CliRunner()
+    for args in (["bogus"], ["--bogus"], ["list", "--format", "xml"], ["show"], ["show", "rope", "--dim", "x"]):
+        result = runner.invoke(cli_main, args)
+        assert result.exit_code == 2, args
+        assert len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
+    ok = runner.invoke(cli_main, ["--help"])
+    assert ok.exit_code == 0 and "Usage" in ok.stdout
+
+
+def test_cli_show_rejects_sizes_it_cannot_draw():
+    """Found: `posenc show NAME --positions 10**8` hung or died with an allocation traceback."""
+    runner = CliRunner()
+    for option in ("--positions", "--dim", "--heads"):
+        result = runner.invoke(cli_main, ["show", "rope", option, str(10**8)])
+        assert result.exit_code == 2 and option in result.stderr, (option, result.stderr)
+
+
+@pytest.mark.xfail(strict=True, reason="routed to bias.py: FIRE(init_c=1) makes an int tensor require grad")
+def test_fire_accepts_integer_init_c():
+    enc = posenc.build("fire", num_heads=2, init_c=1)
+    assert torch.isfinite(enc.bias(3, 3)).all()
+
+
+@pytest.mark.xfail(strict=True, reason="routed to absolute.py: init_std has no upper bound (inf table)")
+def test_learned_rejects_init_std_that_overflows():
+    with pytest.raises(ValueError, match="init_std"):
+        posenc.build("learned", dim=4, init_std=1e300)
+
+
+@pytest.mark.xfail(strict=True, reason="routed to bias.py: the relational error names max_distance only")
+def test_t5_num_buckets_error_names_num_buckets():
+    with pytest.raises(ValueError, match="num_buckets"):
+        posenc.build("t5", num_heads=2, num_buckets=2**30)
+
+
+@pytest.mark.xfail(strict=True, reason="routed to rope_scaling.py: attention_factor has no upper bound")
+def test_rope_attention_factor_that_overflows_is_rejected():
+    with pytest.raises(ValueError, match="attention_factor"):
+        scaling = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16}
+        posenc.build("rope", head_dim=8, scaling={**scaling, "attention_factor": 1e300})
+
+
+@pytest.mark.xfail(strict=True, reason="routed to rope_scaling.py: ntk base * factor**(d/(d-2)) overflows")
+def test_rope_ntk_huge_factor_is_a_value_error():
+    with pytest.raises(ValueError, match="factor"):
+        posenc.build("rope", head_dim=8, scaling={"rope_type": "ntk", "factor": 1e300})

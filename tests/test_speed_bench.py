@@ -1,0 +1,94 @@
+"""``posenc bench`` plumbing on tiny shapes: records, ratios, memory probe, comparison, CLI.
+
+No timing assertions: only that every contender is run or reported as skipped, that the
+derived ratios are consistent with the medians, and that a regression is flagged.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from posenc.bench import speed, speed_compare
+from posenc.cli import main
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory):
+    out = tmp_path_factory.mktemp("speed")
+    return speed.run("smoke", memory=False, out_dir=out)
+
+
+def test_smoke_record_has_every_section_and_contender(record):
+    on_disk = json.loads(open(record["path"]).read())
+    assert on_disk["kind"] == "posenc-speed" and on_disk["mode"] == "smoke"
+    assert on_disk["machine"]["versions"]["torch"]
+    assert set(speed.SECTIONS) <= on_disk.keys()
+    rope = on_disk["rope"]
+    assert {(g["dtype"], g["mode"]) for g in rope} == {
+        (d, m) for d in speed.DTYPES for m in ("fwd", "fwd+bwd")
+    }
+    for group in rope:
+        names = set(group["results"])
+        assert {speed.ROOFLINE, speed.POSENC_ROPE, "hf transformers", "torchtune"} <= names
+        for r in group["results"].values():
+            assert ("ms" in r) != ("skipped" in r)  # measured, or skipped with a reason
+            if "ms" in r:
+                roof = group["results"][speed.ROOFLINE]["ms"]
+                assert r["x_roofline"] == pytest.approx(r["ms"] / roof)
+    bias = on_disk["bias"][0]["results"]
+    assert {speed.FLOOR, speed.POSENC_BIAS, "sdpa + dense bias", "x-transformers"} <= set(bias)
+    assert bias[speed.FLOOR]["x_floor"] == pytest.approx(1.0)
+    train = on_disk["train"][0]["results"]
+    assert "posenc" in train and train["posenc"].get("tokens_per_s", 0) > 0
+
+
+def test_rows_and_tables_cover_the_record(record):
+    rows = speed.rows(record)
+    assert len(rows) == sum(len(g["results"]) for s in speed.SECTIONS for g in record[s])
+    assert [t.title.split(": ")[-1] for t in speed.render(record)] == list(speed.SECTIONS)
+
+
+def test_peak_memory_probe_sees_torch_allocations():
+    def allocate():
+        x = torch.ones(64, 1 << 20, dtype=torch.uint8)  # 64 MiB, touched
+        return int(x[-1, -1])
+
+    mb, method = speed._peak_extra_mb(allocate)
+    assert method in ("VmHWM", "ru_maxrss")
+    assert mb >= 48 if method == "VmHWM" else mb >= 0
+
+
+def test_compare_flags_a_ratio_that_got_worse(record):
+    worse = copy.deepcopy(record)
+    group = worse["rope"][0]["results"][speed.POSENC_ROPE]
+    group["x_roofline"] *= 1.5
+    result = speed_compare.compare(record, worse)
+    assert any(speed.POSENC_ROPE in e["metric"] and "x_roofline" in e["metric"] for e in result["worse"])
+    assert speed_compare.compare(record, record)["worse"] == []
+    assert "1 worse" in speed_compare.summary_lines(result)[-1]
+
+
+def test_cli_bench_smoke_json(tmp_path):
+    args = [
+        "bench",
+        "--smoke",
+        "--section",
+        "bias",
+        "--no-memory",
+        "--out",
+        str(tmp_path),
+        "--format",
+        "json",
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output[result.output.index("{") :])
+    assert payload["record"]["mode"] == "smoke" and "bias" in payload["record"]
+    assert list(tmp_path.glob("speed-smoke-*.json"))
+    with pytest.raises(ValueError, match="mode"):
+        speed.run("huge", out_dir=None)
