@@ -373,6 +373,16 @@ class IntegerIndex(_Absolute):
     def _pe(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         return positions.to(dtype)[..., None].expand(*positions.shape, self.config.dim)
 
+    def embed(self, x: torch.Tensor, *, positions: torch.Tensor | None = None) -> torch.Tensor:
+        out = super().embed(x, positions=positions)  # validates x and positions
+        top = int(positions.max()) if positions is not None and positions.numel() else x.shape[1] - 1
+        if top > torch.finfo(x.dtype).max:  # the raw position itself would be inf
+            raise ValueError(
+                f"positions up to {top} do not fit in {x.dtype} (max {torch.finfo(x.dtype).max:g}); "
+                "integer_index adds the raw position, use a wider dtype"
+            )
+        return out
+
 
 # ---------------------------------------------------------------------------
 # No positional encoding.
