@@ -9,6 +9,7 @@ Then ``python benchmarks/compare_speed.py`` diffs the two newest records of a mo
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -27,7 +28,7 @@ def main() -> None:
     parser.add_argument("--no-memory", action="store_true", help="skip peak-memory subprocesses")
     parser.add_argument("--out", default=str(RESULTS), help=f"results directory (default {RESULTS})")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 150)
     with console.status("posenc bench") as status:
         record = speed.run(
             args.mode,

@@ -73,6 +73,23 @@ def test_fused_rotary_matches_plain_forward_and_grad(dtype, layout, r):
 
 
 @needs_kernel
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("d,r", [(128, 128), (96, 64), (64, 64), (32, 32)])
+def test_fused_rotary_specialised_head_sizes(dtype, layout, d, r):
+    """r/2 = 32 and 64 run constant-size loops in the kernel: same results as the plain path."""
+    x = randn(1, 3, 4, d, seed=16, dtype=dtype).transpose(1, 2).requires_grad_()  # (1, 4, 3, d), strided
+    cos, sin = tables((1, 1, 3, r // 2), dtype, scale=0.9)
+    fast = apply_rotary_fused(x, cos, sin, layout=layout, rotary_dim=r)
+    slow = plain(x, cos, sin, layout, r)
+    torch.testing.assert_close(fast, slow, rtol=0, atol=0)
+    g = randn(1, 4, 3, d, seed=17, dtype=dtype)
+    torch.testing.assert_close(
+        torch.autograd.grad(fast, x, g)[0], torch.autograd.grad(slow, x, g)[0], rtol=0, atol=0
+    )
+
+
+@needs_kernel
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_fused_rotary_strided_input_and_per_batch_tables(layout):
     # q as attention makes it: (b, n, h, d) projected, then viewed as (b, h, n, d).
@@ -126,6 +143,18 @@ def test_fused_rotary_backward_is_the_transpose():
     torch.testing.assert_close((y * g).sum(), (x * gx).sum(), **tol(torch.float64))
 
 
+@needs_kernel
+def test_fused_rotary_gradcheck_and_second_order():
+    x = randn(1, 2, 3, 6, seed=15).requires_grad_()
+    cos, sin = tables((1, 1, 3, 2), torch.float64, scale=1.1)
+
+    def f(t):
+        return apply_rotary_fused(t, cos, sin, layout="half", rotary_dim=4)
+
+    assert torch.autograd.gradcheck(f, (x,))
+    assert torch.autograd.gradgradcheck(f, (x,))
+
+
 def test_unsupported_calls_take_the_plain_path_with_one_log_line(caplog):
     # cos/sin that require grad: the kernel treats tables as constants, so the plain path runs
     # and the tables get their gradient.
@@ -173,7 +202,8 @@ def dense_reference(q, k, v, enc, *, causal, qp=None, kp=None, allowed=None):
     qpos = torch.arange(i)[None] if qp is None else qp
     kpos = torch.arange(j)[None] if kp is None else kp
     heads = torch.arange(enc.num_heads)[None, :, None, None]
-    bias = enc.bias_fn(qpos[:, None, :, None], kpos[:, None, None, :], heads).to(q.dtype)
+    bias = enc.bias_fn(qpos[:, None, :, None], kpos[:, None, None, :], heads)
+    bias = bias.to(enc.bias(1, 1).dtype).to(q.dtype)  # rounded as the encoding's dense bias
     if causal:
         bias = bias.masked_fill(torch.ones(i, j, dtype=torch.bool).triu(j - i + 1), float("-inf"))
     if allowed is not None:
@@ -247,6 +277,17 @@ def test_chunked_bias_attention_float32_and_broadcast_mask():
         out = bias_attention(q, k, v, enc, allowed=allowed, chunk=3)
         ref = dense_reference(q, k, v, enc.double(), causal=False, allowed=allowed)
     torch.testing.assert_close(out, ref, **tol(torch.float32))
+
+
+def test_chunked_bias_attention_bfloat16_keeps_the_bias_in_float32():
+    """Long-distance ALiBi in bfloat16: the slope between neighbouring keys survives."""
+    enc = posenc.build_for_model("alibi", d_model=8, num_heads=2)
+    q, k, v = qkv(1, 2, 64, 64, d=4, dtype=torch.bfloat16, grad=False)
+    qp, kp = torch.arange(4000, 4064)[None], torch.arange(64)[None]  # distances ~4000: bias ~ -1000
+    with torch.no_grad():
+        out = bias_attention(q, k, v, enc, causal=True, q_positions=qp, k_positions=kp, chunk=16)
+        ref = dense_reference(q.double(), k.double(), v.double(), enc.double(), causal=True, qp=qp, kp=kp)
+    torch.testing.assert_close(out.double(), ref, **tol(torch.bfloat16))
 
 
 def test_translation_invariance_probe():

@@ -439,7 +439,19 @@ def compute(
     if seq_len is not None:
         seq_len = check_int("seq_len", seq_len, minimum=1)
     name, params = split(scaling)
-    return ROPE_SCALINGS[name](dim=dim, base=base, seq_len=seq_len, params=params)
+    try:
+        inv_freq, attention_scaling = ROPE_SCALINGS[name](dim=dim, base=base, seq_len=seq_len, params=params)
+    except OverflowError:
+        inv_freq, attention_scaling = torch.full((dim // 2,), math.nan), math.nan
+    # A factor/base so large that float64 overflows would give zero/inf frequencies or an
+    # inf attention scaling (silently inf or unrotated outputs): reject it, naming the keys.
+    finite = bool(torch.isfinite(torch.as_tensor(inv_freq)).all() and (torch.as_tensor(inv_freq) > 0).all())
+    if not finite or not abs(attention_scaling) <= torch.finfo(torch.float32).max:
+        raise ValueError(
+            f"rope scaling {name!r} with base={base} and {params} overflows float64/float32 "
+            "(frequencies or attention_factor out of range); use a smaller factor, base or attention_factor"
+        )
+    return inv_freq, attention_scaling
 
 
 def depends_on_seq_len(scaling: Params | None) -> bool:

@@ -129,10 +129,15 @@ def _run_reporting(fn: WorkFn, spec: RunSpec, index: int) -> dict:
             _EVENTS.put((index, pending[0]))
 
 
-EXECUTORS = ("local",)
+EXECUTORS = ("local", "ray")
 
 
-def make_executor(name: str, *, workers: int = 1) -> Executor:
-    """``--executor NAME``: only ``local`` today; add ``ray`` here (one branch)."""
+def make_executor(name: str, *, workers: int = 1, address: str | None = None) -> Executor:
+    """``--executor NAME``: ``local`` (this machine's processes) or ``ray`` (``address``:
+    None = a private Ray here, "auto" = the running local cluster, "HOST:PORT" = a head node)."""
     check_choice("executor", name, EXECUTORS)
+    if name == "ray":
+        from posenc.bench.ray_executor import RayExecutor
+
+        return RayExecutor(address, workers=workers)
     return LocalExecutor(workers)

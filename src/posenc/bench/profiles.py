@@ -4,8 +4,8 @@
 |---|---|---|
 | ``smoke`` | seconds | 2 encodings, copy + LM, tiny model; exercises every code path (tests) |
 | ``quick`` | <= 10 min on 2 cores, everything included | 8 encodings + 1 randomized variant, copy + LM, 1 seed |
-| ``standard`` | about an hour | every registered encoding, every task, 1 seed |
-| ``full`` | hours | every encoding, every task, 3 seeds, default *and* scaled variants, randomized variants |
+| ``standard`` | estimated 1-2 h (not timed) | every registered encoding, every task, 1 seed |
+| ``full`` | estimated 10+ h (not timed) | every encoding, every task, 3 seeds, default *and* scaled variants, randomized variants |
 
 Encodings always come from the registry (:data:`posenc.ENCODINGS`); a profile
 may only *name a subset* of it. Parameters whose paper default assumes long
@@ -98,7 +98,9 @@ PROFILES: dict[str, Profile] = {
             "1000 steps (loss 0.03 / 0.00), while n <= 8 at 600 steps had not converged (loss 1.0). So "
             "quick trains copy on n <= 6 and tests n up to 24 (still 4x), and trains the byte LM at "
             "L_train = 64 for 400 steps: the ratios compare lengths, so the short context is what "
-            "matters, not the absolute perplexity. 128 examples per length, 6 KiB of validation text."
+            "matters, not the absolute perplexity. 128 examples per length, 6 KiB of validation text. "
+            "Timed end to end (18 runs, 2 workers, figures and full report): 452 s with other jobs "
+            "keeping the load average near 4 on the 2 cores, 824 s at load ~8; identical numbers both times."
         ),
         encodings=("learned", "sinusoidal", "nope", "rope", "alibi", "t5", "kerple_log", "fire"),
         tasks=("copy", "lm"),
@@ -122,7 +124,7 @@ PROFILES: dict[str, Profile] = {
     ),
     "standard": Profile(
         name="standard",
-        description="every task and every registered encoding, 1 seed (about an hour on 2 cores)",
+        description="every task and every registered encoding, 1 seed (estimated 1-2 h on 2 cores; not timed)",
         why="BENCHMARK.md's model and evaluation; 1000 task steps and 1500 LM steps to fit an hour.",
         encodings=None,
         tasks=ALL_TASKS,

@@ -34,6 +34,8 @@ Case = Callable[[], object] | str
 
 
 def _skip(exc: BaseException) -> str:
+    if isinstance(exc, ImportError):
+        return f"skipped: not installed ({getattr(exc, 'name', None) or exc})"
     return f"skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
 
 

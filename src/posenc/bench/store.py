@@ -29,6 +29,8 @@ from typing import Any
 from posenc.bench.spec import RunSpec
 
 SCHEMA = "posenc.bench.run/1"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read the process umask once (setting it back immediately)
 REQUIRED = ("schema", "run_id", "spec", "versions", "result", "checksum")
 
 
@@ -86,6 +88,8 @@ def atomic_write_text(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            if hasattr(os, "fchmod"):  # mkstemp makes 0600 files; results are meant to be shared
+                os.fchmod(handle.fileno(), 0o666 & ~_UMASK)
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

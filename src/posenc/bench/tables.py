@@ -128,12 +128,24 @@ def table_columns(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
     return cols
 
 
+def _cell(entry: dict[str, Any], key: str, percent: bool) -> str:
+    """Exact-match cells also show answer-token accuracy: ``"0% (12%)"``."""
+    text = _fmt(entry.get(key, math.nan), percent)
+    if ":em_" in key:
+        tok = _fmt(entry.get(key.replace(":em_", ":tok_"), math.nan), True)
+        text = f"{text} ({tok})"
+    return text
+
+
 def render_table(summary: dict[str, Any], *, title: str = "posenc compare"):
     """A rich Table: encodings x (exact match per bucket, LM perplexity ratios)."""
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(
-        title=title, caption="exact match per length bucket; LM: bits/byte at L_train, ppl ratio at 2x/4x"
+        title=title,
+        caption="tasks: exact match (answer-token accuracy) per length bucket; "
+        "LM: bits/byte at L_train, perplexity ratio to L_train at 2x / 4x; steps/s of the first task",
     )
     table.add_column("encoding")
     cols = table_columns(summary)
@@ -142,8 +154,8 @@ def render_table(summary: dict[str, Any], *, title: str = "posenc compare"):
     speed_key = next((f"{t}:steps_per_second" for t in summary["tasks"] if t != "lm"), "lm:steps_per_second")
     table.add_column("steps/s", justify="right")
     for label, entry in summary["rows"].items():
-        cells = [_fmt(entry.get(key, math.nan), pct) for _, key, pct in cols]
-        table.add_row(label, *cells, _fmt(entry.get(speed_key, math.nan), False))
+        cells = [_cell(entry, key, pct) for _, key, pct in cols]
+        table.add_row(escape(label), *cells, _fmt(entry.get(speed_key, math.nan), False))
     return table
 
 

@@ -16,7 +16,8 @@ class _OneLineUsageError(click.UsageError):
 
     def show(self, file=None) -> None:
         hint = f" (try '{self.ctx.command_path} --help')" if self.ctx is not None else ""
-        click.echo(f"posenc: error: {self.format_message()}{hint}", err=True)
+        message = " ".join(self.format_message().split())  # Choice lists span several lines
+        click.echo(f"posenc: error: {message}{hint}", err=True)
 
 
 def _one_line(exc: click.UsageError) -> click.UsageError:

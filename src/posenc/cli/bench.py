@@ -7,6 +7,7 @@ table or JSON, and compares the new record with the previous one of the same mod
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
@@ -62,7 +63,7 @@ def bench_command(mode, sections, no_memory, out_dir, no_save, fmt) -> None:
     if fmt == "json":
         click.echo(json.dumps({"record": record, "comparison": comparison}, indent=1, sort_keys=True))
         return
-    out = Console()
+    out = Console(width=None if sys.stdout.isatty() else 150)  # full rows when piped to a file
     for table in speed.render(record):
         out.print(table)
     if record.get("path"):

@@ -36,14 +36,25 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
 )
 @click.option("--seeds", default=None, help="comma-separated integers (default: the profile's)")
 @click.option("--out", "out", default="posenc-results", show_default=True, type=click.Path(file_okay=False))
-@click.option("--executor", default="local", show_default=True, help="where runs execute (local)")
+@click.option(
+    "--executor",
+    default="local",
+    show_default=True,
+    type=click.Choice(["local", "ray"]),
+    help="local processes, or Ray tasks (needs posenc[ray])",
+)
+@click.option(
+    "--address",
+    default=None,
+    help="with --executor ray: auto | HOST:PORT of a Ray head (default: $RAY_ADDRESS, else a private Ray here)",
+)
 @click.option("--workers", default=None, type=int, help="parallel worker processes (default: the profile's)")
 @click.option("--threads", default=None, type=int, help="torch threads per worker (default: cores / workers)")
 @click.option("--no-report", is_flag=True, help="skip figures and the HTML report")
 @click.option("--list-profiles", is_flag=True, help="print the profiles and exit")
 @FORMAT
 def compare_command(
-    profile, encodings, tasks, seeds, out, executor, workers, threads, no_report, list_profiles, fmt
+    profile, encodings, tasks, seeds, out, executor, address, workers, threads, no_report, list_profiles, fmt
 ):
     """Train tiny Transformers short, test them long, for each encoding.
 
@@ -58,6 +69,7 @@ def compare_command(
       posenc compare --profile smoke --out /tmp/r
       posenc compare --encodings rope,alibi,nope --tasks copy,reverse
       posenc compare --profile full --workers 2 --out results-full
+      posenc compare --executor ray --address HEAD:6379   # a Ray cluster
     """
     from posenc.bench import compare as bench_compare
     from posenc.bench.profiles import PROFILES
@@ -70,6 +82,10 @@ def compare_command(
             for name, row in rows.items():
                 click.echo(f"{name:9s} {row['description']}")
         return
+    if address and executor != "ray":
+        raise click.UsageError("--address needs --executor ray")
+    if executor == "ray":
+        _use_ray(address)
     result = bench_compare(
         profile,
         encodings=_split(encodings),
@@ -94,6 +110,21 @@ def compare_command(
             console.print(line)
     if result.outcome.failed:
         raise SystemExit(1)
+
+
+def _use_ray(address: str | None) -> None:
+    """Check Ray is installed (else one line and exit 2); hand ``--address`` to Ray as $RAY_ADDRESS."""
+    import os
+
+    from posenc.bench.ray_executor import RayNotInstalled, require_ray
+
+    try:
+        require_ray()
+    except RayNotInstalled as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    if address:
+        os.environ["RAY_ADDRESS"] = address
 
 
 COMMANDS = [compare_command]

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from posenc import hf, rope_scaling
+from posenc.base import check_float, check_int
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -123,6 +124,8 @@ def inspect_command(
             "max_position_embeddings": max_position_embeddings,
         }
     rope_scaling.split(rope["scaling"])  # unknown names fail here, with a suggestion
+    check_int("--head-dim", rope["head_dim"], minimum=2, maximum=1 << 16)  # one table row per pair
+    check_float("--partial-rotary-factor", rope["partial_rotary_factor"], minimum=0.0, maximum=1.0)
     dim = int(rope["head_dim"] * rope["partial_rotary_factor"])
     report = rope_scaling.describe(
         rope["scaling"],

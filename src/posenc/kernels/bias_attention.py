@@ -81,6 +81,11 @@ def translation_invariant(encoding) -> bool:
     return _INVARIANT[key]
 
 
+def _bias_dtype(encoding, device) -> torch.dtype:
+    """The dtype ``encoding.bias`` returns (float32, or float64 for float64 parameters)."""
+    return encoding.bias(1, 1, device=device).dtype
+
+
 def _arange_like(positions: torch.Tensor) -> bool:
     """True if every row of ``positions (b|1, n)`` is ``p0 + arange(n)`` with the same ``p0``."""
     row = positions[0]
@@ -156,17 +161,21 @@ def chunked_bias_attention(
     offset = j - i
     qp = resolve_positions(q_positions, i, batch=b, device=q.device, name="q_positions")
     kp = resolve_positions(k_positions, j, batch=b, device=q.device, name="k_positions")
+    # The bias stays in float32 for half-precision q (SDPA takes a float32 mask): ALiBi at
+    # distance 4000 is ~2000, where bfloat16's spacing (16) would erase the slope.
+    wide = torch.promote_types(q.dtype, torch.float32)
     table = None
     if (
         allowed is None or allowed.shape[0] == 1
     ) and _arange_like(qp) and _arange_like(kp) and translation_invariant(encoding):  # fmt: skip
-        table = distance_table(encoding, int(qp[0, 0]), int(kp[0, 0]), i, j, q.device).to(q.dtype)
+        table = distance_table(encoding, int(qp[0, 0]), int(kp[0, 0]), i, j, q.device)
+        table = table.to(_bias_dtype(encoding, q.device)).to(wide)  # rounded as the dense bias is
         if causal and j - 1 - offset > 0:  # t < j - 1 - offset  <=>  key index > offset + query index
             table = torch.cat(
                 (table.new_full((h, j - 1 - offset), float("-inf")), table[:, j - 1 - offset :]), -1
             )
         k, v = k.flip(2), v.flip(2)  # keys in reverse order make every bias block a Hankel view
-    element = q.element_size() if table is not None else 8
+    element = wide.itemsize if table is not None else 8
     budget = CHUNK_BYTES if table is not None else GENERIC_CHUNK_BYTES
     mask_batch = 1 if table is not None else qp.shape[0]
     rows = chunk or _chunk_rows(mask_batch, h, j, element, budget, i)
@@ -187,7 +196,7 @@ def chunked_bias_attention(
         else:
             bias = encoding.bias(
                 stop - start, keys, q_positions=qp[:, start:stop], k_positions=kp[:, :keys], device=q.device
-            ).to(q.dtype)  # (b|1, h, rows, keys)
+            ).to(wide)  # (b|1, h, rows, keys)
             if causal:
                 future = col[None, :keys] > (torch.arange(start, stop, device=q.device)[:, None] + offset)
                 bias = bias.masked_fill(future, float("-inf"))
@@ -204,7 +213,7 @@ def chunked_bias_attention(
     out = None if needs_grad else q.new_empty(b, h, i, v.shape[-1])
     for start in range(0, i, rows):
         stop = min(i, start + rows)
-        keys = min(j, offset + stop) if causal else j  # later keys are masked for every row here
+        keys = max(1, min(j, offset + stop)) if causal else j  # later keys are masked for every row here
         if table is not None:  # the first `keys` keys are the last `keys` of the reversed set
             args = (q[:, :, start:stop], k[:, :, j - keys :], v[:, :, j - keys :], table)
         else:
@@ -286,7 +295,7 @@ def bias_attention(
     log line. Arguments as :func:`chunked_bias_attention`.
     """
     check_choice("path", path, PATHS)
-    if q.shape[-1] <= 0 or math.prod(q.shape) == 0:
+    if math.prod(q.shape) == 0 or k.shape[2] == 0:
         return q.new_zeros(*q.shape[:-1], v.shape[-1])
     if path == "flex":
         needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))

@@ -55,6 +55,8 @@ def available() -> bool:
 
 def _unsupported(x, cos, sin, layout, rotary_dim) -> str | None:
     """Why the fused kernel cannot take this call (None if it can)."""
+    if torch.compiler.is_compiling():  # inside torch.compile the plain path is traced and fused
+        return "torch.compile tracing"
     if layout not in ("half", "interleaved"):
         return f"layout {layout!r}"
     if x.dtype not in _FUNCS:
@@ -107,21 +109,21 @@ def _launch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Te
 
 
 class _FusedRotary(torch.autograd.Function):
-    """Autograd wrapper: forward rotates by +angle, backward by -angle (``R^T``)."""
+    """Autograd wrapper: forward rotates by ``sign * angle``, backward by ``-sign * angle``
+    (``R^T``), itself through this Function, so gradients of any order are available."""
 
     @staticmethod
-    def forward(ctx, x, cos, sin, layout, rotary_dim):
+    def forward(ctx, x, cos, sin, layout, rotary_dim, sign):
         ctx.save_for_backward(cos, sin)
-        ctx.layout, ctx.rotary_dim = layout, rotary_dim
+        ctx.layout, ctx.rotary_dim, ctx.sign = layout, rotary_dim, sign
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        return _launch(x, cos, sin, out, layout=layout, rotary_dim=rotary_dim, sign=1)
+        return _launch(x, cos, sin, out, layout=layout, rotary_dim=rotary_dim, sign=sign)
 
     @staticmethod
     def backward(ctx, grad):
         cos, sin = ctx.saved_tensors
-        grad_x = torch.empty(grad.shape, dtype=grad.dtype, device=grad.device)
-        _launch(grad, cos, sin, grad_x, layout=ctx.layout, rotary_dim=ctx.rotary_dim, sign=-1)
-        return grad_x, None, None, None, None
+        grad_x = _FusedRotary.apply(grad, cos, sin, ctx.layout, ctx.rotary_dim, -ctx.sign)
+        return grad_x, None, None, None, None, None
 
 
 def apply_rotary_fused(
@@ -164,14 +166,17 @@ def apply_rotary_fused(
         elif out.stride(-1) != 1 or (out.data_ptr() == x.data_ptr() and out.stride() != x.stride()):
             reason = "out with a non-unit last stride or aliasing x with other strides"
     if reason is not None:
-        warn_once(f"rope:{reason}", f"posenc: fused rotary kernel cannot take {reason}; using the plain path")
+        if reason != "torch.compile tracing":
+            warn_once(
+                f"rope:{reason}", f"posenc: fused rotary kernel cannot take {reason}; using the plain path"
+            )
         from posenc.rotary import apply_rotary  # late import: rotary.py may call this module
 
         wide = torch.promote_types(x.dtype, torch.float32)
         y = apply_rotary(x.to(wide), cos.to(wide), sin.to(wide), layout=layout, rotary_dim=rotary_dim)
         return y.to(x.dtype) if out is None else out.copy_(y)
     if needs_grad:
-        return _FusedRotary.apply(x, cos.detach(), sin.detach(), layout, rotary_dim)
+        return _FusedRotary.apply(x, cos.detach(), sin.detach(), layout, rotary_dim, 1)
     if out is None:
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     return _launch(x, cos, sin, out, layout=layout, rotary_dim=rotary_dim, sign=1)

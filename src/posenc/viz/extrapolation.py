@@ -123,7 +123,7 @@ def lastk_figure(records: list[dict[str, Any]]) -> Figure:
     return _finish(fig, ax, 1.0, train_label=" L_train")
 
 
-def loss_by_position_figure(records: list[dict[str, Any]], *, smooth: int = 8) -> Figure:
+def loss_by_position_figure(records: list[dict[str, Any]], *, smooth: int = 16) -> Figure:
     """Mean loss at each position of long windows (learned absolute should break at L_train)."""
 
     def get(ev, spec):
