@@ -66,18 +66,7 @@ SCALING_DICTS = [
 # Findings routed to the owners of files this helper may not edit yet (see
 # the xfail regression tests at the bottom). The fuzz skips exactly these cases,
 # so it stays green while each regression test keeps the bug visible.
-KNOWN = {
-    # huge init scales overflow float32 parameters to inf (no upper bound on the std)
-    ("learned", "init_std"): lambda v: isinstance(v, float) and v > 1e30,
-    ("hybrid", "init_std"): lambda v: isinstance(v, float) and v > 1e30,
-    ("t5", "init_std"): lambda v: isinstance(v, float) and v > 1e30,
-    # FIRE stores init_c as given: an int makes torch.tensor(int).requires_grad_() fail.
-    ("fire", "init_c"): lambda v: (
-        (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v > 1e30)
-    ),
-    # relational check names only the other field
-    ("t5", "num_buckets"): lambda v: isinstance(v, int) and v >= 2**20,
-}
+KNOWN: dict = {}  # (name, field) -> predicate on the value: routed findings the fuzz skips
 
 
 def _known(name: str, mutated: dict) -> bool:
@@ -278,10 +267,13 @@ def _positions(kind: str, batch: int, seq: int, offset: int):
     base = torch.arange(seq)[None] + offset
     cases = {
         "none": (None, True),
-        "offset": (base, True),
+        "offset": (base, offset + seq - 1 <= 2**53 or seq == 0),  # float64 integers end at 2**53
         "int32": (base.to(torch.int32), True),  # offsets >= 2**31 wrap to other (valid) positions
-        "1d": (base[0], True),
-        "rows": (base.expand(max(batch, 1), seq) + torch.arange(max(batch, 1))[:, None], True),
+        "1d": (base[0], offset + seq - 1 <= 2**53 or seq == 0),
+        "rows": (
+            base.expand(max(batch, 1), seq) + torch.arange(max(batch, 1))[:, None],
+            offset + seq + 1 <= 2**53 or seq == 0,
+        ),
         "negative": (torch.arange(seq)[None] - 1, seq == 0),
         "float": (base.float(), False),
         "bool": (torch.ones(1, seq, dtype=torch.bool), False),
@@ -301,7 +293,7 @@ def _positions(kind: str, batch: int, seq: int, offset: int):
     positions_kind=st.sampled_from(
         ["none", "offset", "int32", "1d", "rows", "negative", "float", "bool", "long_by_one", "3d", "list"]
     ),
-    offset=st.sampled_from([0, 1, 1000, 65_530, 1_000_000, HUGE]),
+    offset=st.sampled_from([0, 1, 1000, 65_530, 1_000_000, HUGE, 2**53 - 3, 2**60]),
 )
 def test_hooks_random_inputs(name, batch, seq, dtype, dim_offset, positions_kind, offset):
     torch.manual_seed(0)
@@ -332,6 +324,68 @@ def test_hooks_random_inputs(name, batch, seq, dtype, dim_offset, positions_kind
             assert torch.isfinite(out).all(), "inf output for finite input"
     if enc.kind in ("additive", "rotary"):
         assert all(out.dtype == dtype for out in outputs), [out.dtype for out in outputs]
+
+
+# ---------------------------------------------------------------------------
+# 3b. The model (attention dispatch) with random tokens, positions and padding masks.
+# ---------------------------------------------------------------------------
+
+VOCAB = 11
+
+
+def _model(name: str):
+    from posenc.model import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    config = TransformerConfig(
+        vocab_size=VOCAB, d_model=16, num_heads=2, num_layers=1, ffn_dim=16, encoding=name
+    )
+    return Transformer(config).eval()
+
+
+@pytest.mark.parametrize("name", NAMES)
+@given(
+    batch=st.integers(1, 3),
+    seq=st.integers(0, 5),
+    positions_kind=st.sampled_from(["none", "offset", "rows", "negative", "float", "long_by_one", "3d"]),
+    offset=st.sampled_from([0, 7, 100_000]),
+    mask_kind=st.sampled_from(["none", "all", "left_pad", "float", "wrong_batch", "empty_row"]),
+    bad_tokens=st.sampled_from([None, None, "float", "out_of_range", "negative", "1d"]),
+)
+@settings(max_examples=25)
+def test_model_forward_random_inputs(name, batch, seq, positions_kind, offset, mask_kind, bad_tokens):
+    model = _model(name)
+    tokens = torch.randint(0, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(1))
+    tokens = {
+        None: tokens,
+        "float": tokens.float(),
+        "out_of_range": tokens + VOCAB,
+        "negative": tokens - VOCAB,
+        "1d": tokens[0],
+    }[bad_tokens]
+    positions, valid = _positions(positions_kind, batch, seq, offset)
+    mask = {
+        "none": None,
+        "all": torch.ones(batch, seq, dtype=torch.bool),
+        "left_pad": torch.arange(seq)[None].expand(batch, seq) >= torch.arange(batch)[:, None],
+        "float": torch.ones(batch, seq),
+        "wrong_batch": torch.ones(batch + 1, seq, dtype=torch.bool),
+        "empty_row": torch.zeros(batch, seq, dtype=torch.bool),
+    }[mask_kind]
+    other_valid = mask_kind not in ("float", "wrong_batch") and (
+        bad_tokens is None or (seq == 0 and bad_tokens in ("out_of_range", "negative"))
+    )
+    try:
+        with torch.no_grad():
+            logits = model(tokens, positions=positions, padding_mask=mask)
+    except Exception as exc:  # noqa: BLE001
+        _assert_names(exc, ["tokens", "positions", "padding_mask", "mask", "position", "max_len"])
+        return
+    assert other_valid, f"accepted invalid input (mask {mask_kind}, tokens {bad_tokens})"
+    takes_positions = posenc.ENCODINGS[name].kind not in ("none", "contextual")
+    assert valid or not takes_positions, f"accepted invalid positions ({positions_kind})"
+    assert logits.shape == (batch, seq, VOCAB)
+    assert torch.isfinite(logits).all(), "non-finite logits for finite input"
 
 
 # ---------------------------------------------------------------------------
@@ -416,18 +470,14 @@ def _stub_slow_backends(mp: pytest.MonkeyPatch) -> None:
             continue
 
 
-SHOW_HUGE = str(2**70)  # routed finding for `posenc plot` (see test_cli_plot_huge_sizes_*)
-
-
 @given(args=cli_arguments())
 @settings(max_examples=300)
 def test_cli_random_arguments(args, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cli")
     args = [a.replace("{tmp}", str(tmp)) for a in args]
-    if args[0] == "plot" and SHOW_HUGE in args:
-        return
     try:
         with pytest.MonkeyPatch.context() as mp:
+            mp.chdir(tmp)  # relative output paths land in tmp, not in the checkout
             _stub_slow_backends(mp)
             result = CliRunner().invoke(cli_main, args, catch_exceptions=True)
     except _Reached:
@@ -455,6 +505,16 @@ def test_check_int_names_the_parameter_for_float_tensors():
     with pytest.raises(TypeError, match="head_dim"):
         posenc.build("rope", head_dim=torch.tensor([8, 8]))
     assert posenc.build("sinusoidal", dim=torch.tensor(8)).config.dim == 8
+
+
+def test_positions_past_2_pow_53_are_refused():
+    """Found: positions > 2**53 are not float64 integers, so every table silently rounded them."""
+    enc = posenc.build("rope", head_dim=8)
+    q = torch.randn(1, 1, 2, 8)
+    with pytest.raises(ValueError, match="positions"):
+        enc.rotate(q, q, q_positions=torch.tensor([[2**60, 2**60 + 1]]), k_positions=torch.tensor([[0, 1]]))
+    edge = torch.tensor([[2**53 - 1, 2**53]])
+    assert torch.isfinite(enc.rotate(q, q, q_positions=edge, k_positions=edge)[0]).all()
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
@@ -495,6 +555,15 @@ def test_cli_rope_inspect_rejects_bad_sizes():
         assert result.exit_code == 2 and option in result.stderr, (option, result.stderr)
 
 
+def test_cli_plot_rejects_sizes_it_cannot_draw(tmp_path):
+    """Found: `posenc plot alibi --kind bias --num-heads 100000` hung; --positions 10**8 died allocating."""
+    runner = CliRunner()
+    for option in ("--positions", "--num-heads", "--d-model", "--dpi"):
+        args = ["plot", "alibi", "--kind", "bias", "-o", str(tmp_path / "b.png"), option, str(10**8)]
+        result = runner.invoke(cli_main, args)
+        assert result.exit_code == 2 and option in result.stderr, (option, result.stderr)
+
+
 def test_cli_show_rejects_sizes_it_cannot_draw():
     """Found: `posenc show NAME --positions 10**8` hung or died with an allocation traceback."""
     runner = CliRunner()
@@ -503,20 +572,20 @@ def test_cli_show_rejects_sizes_it_cannot_draw():
         assert result.exit_code == 2 and option in result.stderr, (option, result.stderr)
 
 
-@pytest.mark.xfail(strict=True, reason="routed to bias.py: FIRE(init_c=1) makes an int tensor require grad")
 def test_fire_accepts_integer_init_c():
+    """Found: FIRE(init_c=1) made an int tensor require grad (RuntimeError)."""
     enc = posenc.build("fire", num_heads=2, init_c=1)
     assert torch.isfinite(enc.bias(3, 3)).all()
 
 
-@pytest.mark.xfail(strict=True, reason="routed to absolute.py: init_std has no upper bound (inf table)")
 def test_learned_rejects_init_std_that_overflows():
+    """Found: init_std=1e300 gave an inf table; init scales are now <= 1e6."""
     with pytest.raises(ValueError, match="init_std"):
         posenc.build("learned", dim=4, init_std=1e300)
 
 
-@pytest.mark.xfail(strict=True, reason="routed to bias.py: the relational error names max_distance only")
 def test_t5_num_buckets_error_names_num_buckets():
+    """Found: the error named only max_distance (and 2**30 buckets were about to be allocated)."""
     with pytest.raises(ValueError, match="num_buckets"):
         posenc.build("t5", num_heads=2, num_buckets=2**30)
 

@@ -190,7 +190,7 @@ def erased_by_layer_norm(model: Transformer) -> bool:
     """True when the additive signal is the same in every feature (``PE(pos) = c(pos) * 1``):
     every sublayer of a pre-LN model reads ``LayerNorm(x)``, which subtracts the feature mean,
     so such a signal cannot reach attention, the FFN or the output at all."""
-    x = model.tok_emb(tokens(1, 6))
+    x = model.token_embeddings(tokens(1, 6))
     signal = model.input_encoding.embed(x, positions=torch.arange(6)[None]) - x
     return bool((signal - signal.mean(-1, keepdim=True)).abs().max() < 1e-12)
 
@@ -198,7 +198,7 @@ def erased_by_layer_norm(model: Transformer) -> bool:
 def test_a_feature_constant_signal_is_invisible_to_the_pre_ln_model():
     """The model-level fact behind ``erased_by_layer_norm``, shown with a hand-made signal."""
     model = tiny("nope")
-    x = model.tok_emb(tokens(1, 5))  # (1, n, D)
+    x = model.token_embeddings(tokens(1, 5))  # (1, n, D)
     shift = 100.0 * torch.randn(1, 5, 1, dtype=torch.float64)  # c(pos) * (1, ..., 1)
 
     def run(h):
@@ -220,7 +220,7 @@ def test_position_scale_zero_removes_the_positional_signal(name):
     model.position_scale = 0.0
     torch.testing.assert_close(model(toks[:, perm]), model(toks)[:, perm], **tol(torch.float64))
     model.position_scale = 1.0
-    x = model.tok_emb(toks)
+    x = model.token_embeddings(toks)
     torch.testing.assert_close(model.embed(toks, torch.arange(6)[None]), model.input_encoding.embed(x))
 
 
@@ -228,7 +228,7 @@ def test_position_scale_zero_removes_the_positional_signal(name):
 def test_position_scale_is_linear_in_the_signal(name):
     model = tiny(name)
     toks, positions = tokens(2, 5), torch.arange(5)[None]
-    x = model.tok_emb(toks)
+    x = model.token_embeddings(toks)
     model.position_scale = 0.25
     expected = x + 0.25 * (model.input_encoding.embed(x, positions=positions) - x)
     torch.testing.assert_close(model.embed(toks, positions), expected, **tol(torch.float64))
@@ -241,7 +241,7 @@ def test_position_scale_is_linear_in_the_signal(name):
 def test_concat_projects_token_and_position(name):
     model = tiny(name, combine="concat")
     toks, positions = tokens(2, 5), torch.arange(5)[None]
-    x = model.tok_emb(toks)
+    x = model.token_embeddings(toks)
     signal = model.input_encoding.embed(x, positions=positions) - x
     w = model.concat_proj.weight  # (D, 2D): [W_tok | W_pos]
     expected = x @ w[:, :16].T + signal @ w[:, 16:].T  # concat + linear == two projections added
@@ -279,3 +279,14 @@ def test_bad_padding_mask_is_named():
         model(tokens(2, 4), padding_mask=torch.ones(2, 3, dtype=torch.bool))
     with pytest.raises(TypeError, match="padding_mask"):
         model(tokens(2, 4), padding_mask=torch.ones(2, 4))
+
+
+def test_scale_embeddings_multiplies_tokens_by_sqrt_d_model():
+    """Vaswani et al. 3.4: the token embedding is multiplied by sqrt(d_model) (default on)."""
+    toks = tokens(1, 5)
+    on = Transformer(TransformerConfig(vocab_size=11, d_model=16, num_heads=2, encoding="nope"))
+    off = Transformer(
+        TransformerConfig(vocab_size=11, d_model=16, num_heads=2, encoding="nope", scale_embeddings=False)
+    )
+    torch.testing.assert_close(on.token_embeddings(toks), on.tok_emb(toks) * 4.0)
+    torch.testing.assert_close(off.token_embeddings(toks), off.tok_emb(toks))

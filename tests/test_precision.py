@@ -54,7 +54,9 @@ def test_positions_reach_the_documented_ranges():
 
 
 @pytest.mark.parametrize(
-    "overrides", [o for _, n, o in VARIANTS if n == "rope"], ids=[lab for lab, n, _ in VARIANTS if n == "rope"]
+    "overrides",
+    [o for _, n, o in VARIANTS if n == "rope"],
+    ids=[lab for lab, n, _ in VARIANTS if n == "rope"],
 )
 def test_bfloat16_rope_tells_every_position_below_65536_apart(overrides):
     assert pt.distinct_rotations(overrides) == pt.ROTARY_LIMIT

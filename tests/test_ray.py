@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -62,6 +63,22 @@ def test_without_ray_the_cli_says_how_to_install_it_and_exits_2(tmp_path, monkey
     assert not (tmp_path / "r" / "runs").exists()  # nothing ran
 
 
+def test_no_head_at_the_address_is_one_line_and_exit_2_not_a_hang(tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_ADDRESS", "")  # restored afterwards: the CLI hands --address on through it
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = ["compare", "--profile", "smoke", "--executor", "ray", "--address", f"127.0.0.1:{port}"]
+    result = CliRunner().invoke(main, [*args, "--no-report", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    assert f"no Ray head at --address 127.0.0.1:{port}" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "r" / "runs").exists()
+    usage = CliRunner().invoke(main, ["compare", "--address", "auto", "--out", str(tmp_path / "r")])
+    assert usage.exit_code == 2 and "--address needs --executor ray" in usage.output
+
+
 def test_make_executor_knows_ray_and_rejects_bad_arguments():
     pytest.importorskip("ray")
     assert make_executor("ray", workers=2, address="auto").address == "auto"
@@ -104,7 +121,7 @@ def test_cli_on_a_private_two_worker_ray_writes_the_same_records_as_a_local_run(
     assert json.loads(again.stdout)["outcome"]["skipped"] == len(local_records)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ray_two_workers():
     """A Ray head on 127.0.0.1 with two worker CPUs, shut down after the test."""
     ray = pytest.importorskip("ray")

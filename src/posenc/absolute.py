@@ -172,7 +172,7 @@ class LearnedConfig(EncodingConfig):
         check_int("dim", self.dim, minimum=1)
         check_int("max_len", self.max_len, minimum=1)
         check_int("extra_rows", self.extra_rows, minimum=0)
-        check_float("init_std", self.init_std, minimum=0.0)
+        check_float("init_std", self.init_std, minimum=0.0, maximum=1e6)  # larger overflows float32
 
 
 class _TableMixin:
@@ -237,7 +237,7 @@ class HybridConfig(EncodingConfig):
         check_int("max_len", self.max_len, minimum=1)
         check_int("extra_rows", self.extra_rows, minimum=0)
         check_float("base", self.base, minimum=1.0, exclusive_minimum=True)
-        check_float("init_std", self.init_std, minimum=0.0)
+        check_float("init_std", self.init_std, minimum=0.0, maximum=1e6)  # larger overflows float32
 
 
 class Hybrid(_TableMixin, Sinusoidal):

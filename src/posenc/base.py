@@ -207,6 +207,10 @@ MODEL_DIM_FIELDS = ("dim", "head_dim", "num_heads")
 # ---------------------------------------------------------------------------
 
 
+# Largest position whose float64 angle/bias tables are exact: every integer up to 2**53 is a float64.
+MAX_POSITION = 2**53
+
+
 def resolve_positions(
     positions: torch.Tensor | None,
     seq_len: int,
@@ -238,6 +242,8 @@ def resolve_positions(
         raise ValueError(f"{name} has batch size {positions.shape[0]}; expected 1 or {batch}")
     if positions.numel() and int(positions.min()) < 0:
         raise ValueError(f"{name} must be >= 0, got minimum {int(positions.min())}")
+    if positions.numel() and int(positions.max()) > MAX_POSITION:  # float64 tables would round them
+        raise ValueError(f"{name} must be <= 2**53 = {MAX_POSITION}, got maximum {int(positions.max())}")
     return positions.to(dtype=torch.long, device=device if device is not None else positions.device)
 
 

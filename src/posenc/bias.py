@@ -282,8 +282,12 @@ class T5Config(EncodingConfig):
         _check_bool("bidirectional", self.bidirectional)
         check_int("num_buckets", self.num_buckets, minimum=4 if self.bidirectional else 2)
         n = self.num_buckets // 2 if self.bidirectional else self.num_buckets
-        check_int("max_distance", self.max_distance, minimum=max(1, n // 2 + 1))
-        check_float("init_std", self.init_std, minimum=0.0)
+        check_int(
+            f"max_distance (beyond the {n // 2} exact buckets of num_buckets={self.num_buckets})",
+            self.max_distance,
+            minimum=max(1, n // 2 + 1),
+        )
+        check_float("init_std", self.init_std, minimum=0.0, maximum=1e6)  # larger overflows float32
 
 
 class T5RelativeBias(_BiasFamily):
@@ -419,7 +423,7 @@ class FIREConfig(EncodingConfig):
         check_int("num_heads", self.num_heads, minimum=1)
         _check_bool("bidirectional", self.bidirectional)
         check_int("mlp_width", self.mlp_width, minimum=1)
-        check_float("init_c", self.init_c, minimum=0.0, exclusive_minimum=True)
+        check_float("init_c", self.init_c, minimum=0.0, exclusive_minimum=True, maximum=1e6)
         check_float("init_threshold", self.init_threshold, minimum=0.0, exclusive_minimum=True)
         check_float("eps", self.eps, minimum=0.0, exclusive_minimum=True)
 
@@ -452,7 +456,7 @@ class FIRE(_BiasFamily):
         outputs = config.num_heads * (2 if config.bidirectional else 1)
         self.mlp_in = nn.Linear(1, config.mlp_width)
         self.mlp_out = nn.Linear(config.mlp_width, outputs)
-        self.c = nn.Parameter(torch.tensor(config.init_c))
+        self.c = nn.Parameter(torch.tensor(float(config.init_c)))  # an int init_c makes a float
         self.threshold_multiplier = nn.Parameter(torch.tensor(1.0))
 
     def _prepare(self, device: torch.device) -> Params:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -58,6 +59,22 @@ def require_ray() -> Any:
     except ImportError:
         raise RayNotInstalled(INSTALL_HINT) from None
     return ray
+
+
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast on a wrong ``HOST:PORT`` (``ray.init`` would retry for minutes)."""
+    if "://" in address:  # ray://HOST:PORT (Ray Client) and friends: leave them to Ray
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"address must be 'auto' or 'HOST:PORT', got {address!r}")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConnectionError(
+            f"no Ray head at --address {address} ({exc.strerror or exc}); "
+            "start one there with `ray start --head --port PORT`"
+        ) from None
 
 
 def _noop(_: int) -> None:
@@ -90,11 +107,14 @@ class RayExecutor:
     ) -> None:
         if address is not None and (not isinstance(address, str) or not address.strip()):
             raise ValueError(f"address must be None, 'auto' or 'HOST:PORT', got {address!r}")
-        self.address = address.strip() if address is not None else None
+        # --address, else $RAY_ADDRESS (Ray's own convention), else None: a private Ray here.
+        self.address = (address.strip() if address is not None else os.environ.get("RAY_ADDRESS")) or None
         self.workers = check_int("workers", workers, minimum=1)
         self.max_retries = check_int("max_retries", max_retries, minimum=0)
         self.num_cpus = None if num_cpus is None else check_int("num_cpus", num_cpus, minimum=1)
         self._ray = require_ray()  # fail before any work is planned
+        if self.address not in (None, "auto", "local"):
+            check_reachable(self.address)
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -103,7 +123,7 @@ class RayExecutor:
         ray = self._ray
         if ray.is_initialized():
             return False
-        address = self.address or os.environ.get("RAY_ADDRESS") or None
+        address = self.address
         options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
         if address in (None, "local"):
             options.update(

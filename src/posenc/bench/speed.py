@@ -285,7 +285,15 @@ def machine_info() -> dict[str, Any]:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = None
+    try:  # the checkout the package runs from, when it is one (read-only git call)
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip() or None  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        commit = None
     return {
+        "git_commit": commit,
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu": cpu,

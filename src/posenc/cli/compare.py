@@ -86,19 +86,23 @@ def compare_command(
         raise click.UsageError("--address needs --executor ray")
     if executor == "ray":
         _use_ray(address)
-    result = bench_compare(
-        profile,
-        encodings=_split(encodings),
-        tasks=_split(tasks),
-        seeds=_seeds(seeds),
-        out=Path(out),
-        executor=executor,
-        workers=workers,
-        threads=threads,
-        report=not no_report,
-        show_progress=fmt == "table",
-        log=(lambda msg: click.echo(msg, err=True)),
-    )
+    try:
+        result = bench_compare(
+            profile,
+            encodings=_split(encodings),
+            tasks=_split(tasks),
+            seeds=_seeds(seeds),
+            out=Path(out),
+            executor=executor,
+            workers=workers,
+            threads=threads,
+            report=not no_report,
+            show_progress=fmt == "table",
+            log=(lambda msg: click.echo(msg, err=True)),
+        )
+    except ConnectionError as exc:  # --executor ray: no cluster at --address
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2, default=str))
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from posenc.base import check_int
 from posenc.viz import FIGURE_KINDS, FIGURES
 
 
@@ -55,6 +56,12 @@ def plot_command(
     """
     from posenc import viz
 
+    # upper bounds: one figure; larger sizes allocate gigabytes (attention is positions^2 x heads)
+    check_int("--d-model", d_model, minimum=1, maximum=4096)
+    check_int("--num-heads", num_heads, minimum=1, maximum=64)
+    check_int("--dpi", dpi, minimum=1, maximum=1000)
+    if positions is not None:
+        check_int("--positions", positions, minimum=1, maximum=4096)
     options = {}
     option = FIGURES[kind].size_option
     if positions is not None:

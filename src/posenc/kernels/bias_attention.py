@@ -9,16 +9,18 @@ h=32, L=4096 in float32 alone). Two paths here compute the same attention with m
 that does not grow with ``i * j``:
 
 ``"chunked"`` (default; forward and backward, any device): queries go through SDPA in
-    row blocks of ``chunk`` rows, each with its own ``(b|1, h, chunk, j')`` bias block
-    (``j'`` = keys the block can see: under a causal mask the later keys are skipped, which
-    also halves the work). With autograd, every block is checkpointed
-    (:func:`torch.utils.checkpoint.checkpoint`), so backward recomputes its bias block
-    instead of keeping all of them alive. For encodings whose bias depends on
-    ``q_pos - k_pos`` only (ALiBi, T5, KERPLE, Sandwich; checked numerically, once per
-    config) and arange-like positions, the bias is evaluated ONCE per call on the
-    ``i + j - 1`` distances, ``(h, t)``, and each block is a strided window of that table
-    (Toeplitz structure): one copy per block instead of a float64 evaluation per score.
-    Other encodings (FIRE, explicit positions) evaluate ``encoding.bias`` per block.
+    row blocks, each with its own ``(b|1, h, rows, j')`` bias block (``j'`` = keys the block
+    can see: under a causal mask the later keys are skipped, which also skips most of the
+    masked work). With autograd, blocks are checkpointed
+    (:func:`torch.utils.checkpoint.checkpoint`) once all biases together would exceed the
+    budget, so backward recomputes a block's bias instead of keeping every one alive.
+    For encodings whose bias depends on ``q_pos - k_pos`` only (ALiBi, T5, KERPLE,
+    Sandwich; checked numerically, once per config) and arange-like positions, the bias
+    is evaluated ONCE per call on the ``i + j - 1`` distances, ``(h, t)``; with the keys
+    taken in reverse order every block is then a Hankel matrix, i.e. an ``unfold`` VIEW of
+    that table, and SDPA reads it without any copy. Other encodings (FIRE, explicit
+    positions) evaluate ``encoding.bias`` per block. Half-precision inputs keep the bias
+    in float32 (SDPA accepts it), rounded exactly as the dense bias is.
 
 ``"flex"`` (forward only: torch 2.13 has no FlexAttention backward on CPU):
     ``torch.compile``-d FlexAttention with the encoding's ``score_mod`` and a causal
