@@ -5,7 +5,7 @@
 | ``smoke`` | seconds | 2 encodings, copy + LM, tiny model; exercises every code path (tests) |
 | ``quick`` | <= 10 min on 2 cores, everything included | 8 encodings + 1 randomized variant, copy + LM, 1 seed |
 | ``standard`` | estimated 1-2 h (not timed) | every registered encoding, every task, 1 seed |
-| ``full`` | estimated 10+ h (not timed) | every encoding, every task, 3 seeds, default *and* scaled variants, randomized variants |
+| ``full`` | estimated 10+ h (not timed) | every encoding, every task, 3 seeds, default *and* scaled variants, randomized variants, architecture variants |
 
 Encodings always come from the registry (:data:`posenc.ENCODINGS`); a profile
 may only *name a subset* of it. Parameters whose paper default assumes long
@@ -13,6 +13,11 @@ training run twice in ``full`` (BENCHMARK.md fairness rules): the paper default
 and ``@scaled`` to the training length. Which Config fields count as such is a
 table of *field names* (:data:`LENGTH_PARAMETERS`), so a new encoding with a
 ``max_distance`` field is scaled without being listed anywhere.
+
+Architecture variants (issue 10: *how* position is added, for additive encodings
+only) are written ``key=value`` with ``+`` joining settings of one variant:
+``combine=concat``, ``inject=every_layer``, ``position_warmup=200`` (the additive
+signal ramps from 0 to 1 over 200 steps), ``inject=every_layer+position_warmup=200``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 from posenc.base import check_choice
 from posenc.bench.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
+from posenc.model import COMBINES, INJECTS
 from posenc.registry import ENCODINGS
 from posenc.tasks import ALL_TASKS, max_sequence_length
 
@@ -33,6 +39,13 @@ LENGTH_PARAMETERS: dict[str, Any] = {
     "scale_base": lambda train_len: float(train_len),  # xPos decay length (paper 512)
     "init_threshold": lambda train_len: float(train_len),  # FIRE's learned threshold L, initial value (512)
     "max_len": None,  # learned tables: always sized to the training length (see encoding_overrides)
+}
+
+#: Architecture-variant keys: ``key -> (spec part, field, parse value)``.
+VARIANT_KEYS: dict[str, tuple[str, str, Any]] = {
+    "combine": ("model", "combine", lambda v: check_choice("combine", v, COMBINES)),
+    "inject": ("model", "inject", lambda v: check_choice("inject", v, INJECTS)),
+    "position_warmup": ("train", "position_warmup_steps", lambda v: _positive_int("position_warmup", v)),
 }
 
 #: Ruoss et al. 2023 draw positions from [0, L) with L much larger than any test
@@ -56,6 +69,7 @@ class Profile:
     randomized_max_len: tuple[str, ...] = ("scaled",)  # "scaled" and/or "paper"
     scaled_variants: bool = False  # also run "@scaled" variants of LENGTH_PARAMETERS
     scalings: tuple[str, ...] = ()  # RoPE scalings evaluated on rotary models, "type:factor"
+    variants: tuple[str, ...] = ()  # architecture variants of additive encodings, "combine=concat"
     workers: int = 1  # default --workers
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,7 +153,10 @@ PROFILES: dict[str, Profile] = {
     ),
     "full": Profile(
         name="full",
-        description="BENCHMARK.md in full: 3 seeds, every task and encoding, default and scaled variants",
+        description=(
+            "BENCHMARK.md in full: 3 seeds, every task and encoding, default and scaled variants, "
+            "architecture variants of additive encodings"
+        ),
         why="The protocol as written (1500 task steps, 2000 LM steps, 256 examples per length).",
         encodings=None,
         tasks=ALL_TASKS,
@@ -152,6 +169,7 @@ PROFILES: dict[str, Profile] = {
         randomized_max_len=("scaled", "paper"),
         scaled_variants=True,
         scalings=ALL_SCALINGS,
+        variants=("combine=concat", "inject=every_layer", "position_warmup=200"),
         workers=2,
     ),
 }
@@ -206,6 +224,46 @@ def encoding_overrides(
     return out
 
 
+def _positive_int(name: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer (steps), got {text!r}")
+    return value
+
+
+def parse_variant(text: str) -> dict[str, dict[str, Any]]:
+    """``"inject=every_layer+position_warmup=200"`` -> ``{"model": {...}, "train": {...}}`` overrides."""
+    out: dict[str, dict[str, Any]] = {"model": {}, "train": {}}
+    for setting in text.split("+"):
+        key, sep, value = (part.strip() for part in setting.partition("="))
+        if not sep or not value:
+            raise ValueError(
+                f"variant {text!r}: expected key=value (keys: {', '.join(VARIANT_KEYS)}), "
+                "e.g. combine=concat,inject=every_layer,position_warmup=200"
+            )
+        part, field_name, parse = VARIANT_KEYS[check_choice("variant key", key, tuple(VARIANT_KEYS))]
+        out[part][field_name] = parse(value)
+    model = out["model"]
+    if model.get("combine") == "concat" and model.get("inject") == "every_layer":
+        raise ValueError(f"variant {text!r}: inject=every_layer requires combine=add")
+    return out
+
+
+def parse_variants(text: str | None) -> tuple[str, ...]:
+    """``--variants`` text -> validated variant strings (comma-separated, ``+`` within one)."""
+    if not text or not text.strip():
+        return ()
+    items = tuple(item.strip() for item in text.split(","))
+    if any(not item for item in items):
+        raise ValueError(f"--variants has an empty item: {text!r} (e.g. combine=concat,position_warmup=200)")
+    for item in items:
+        parse_variant(item)
+    return items
+
+
 def has_length_parameters(name: str) -> bool:
     fields = set(ENCODINGS[name].Config.field_names())
     return any(fn is not None and key in fields for key, fn in LENGTH_PARAMETERS.items())
@@ -233,6 +291,7 @@ def resolve_encodings(profile: Profile, requested: tuple[str, ...] | None) -> tu
 class Grid:
     specs: list[RunSpec]
     missing_encodings: list[str] = field(default_factory=list)  # named by the profile, not registered
+    skipped_variants: list[str] = field(default_factory=list)  # encodings variants do not apply to
 
 
 def build_grid(
@@ -248,6 +307,8 @@ def build_grid(
     task_list = tuple(tasks or profile.tasks)
     for task in task_list:
         check_choice("task", task, ALL_TASKS)
+    changes = [parse_variant(v) for v in profile.variants]  # architecture variants
+    skipped = [n for n in names if ENCODINGS[n].kind != "additive"] if changes else []
     specs: list[RunSpec] = []
     for seed in seeds if seeds is not None else profile.seeds:
         for task in task_list:
@@ -261,6 +322,7 @@ def build_grid(
                     for which in profile.randomized_max_len:
                         l_max = e_len if which == "scaled" else max(RANDOMIZED_PAPER_MAX_LEN, e_len)
                         variants.append(("default" if which == "scaled" else "paper-L", l_max))
+                first = len(specs)  # the default run of (seed, task, name) is specs[first]
                 for variant, l_max in variants:
                     overrides = encoding_overrides(
                         name,
@@ -288,4 +350,14 @@ def build_grid(
                             threads=threads,
                         )
                     )
-    return Grid(specs, missing)
+                if name not in skipped:  # architecture variants of the default run
+                    for change in changes:
+                        default = specs[first]
+                        spec = dataclasses.replace(
+                            default,
+                            model=dataclasses.replace(default.model, **change["model"]),
+                            train=dataclasses.replace(default.train, **change["train"]),
+                        )
+                        if spec not in specs[first:]:  # "combine=add" is the default run itself
+                            specs.append(spec)
+    return Grid(specs, missing, skipped)

@@ -21,6 +21,8 @@ class ModelSpec:
     num_heads: int = 4
     num_layers: int = 3
     ffn_dim: int = 256  # GELU MLP hidden size
+    combine: str = "add"  # additive encodings: "add" | "concat" (posenc.model.TransformerConfig)
+    inject: str = "input"  # additive encodings: "input" | "every_layer"
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,15 @@ class TrainSpec:
     clip_norm: float = 1.0
     min_len: int = 1  # task: n ~ U{min_len .. max_len}
     max_len: int = 16  # task: longest training n; lm: L_train (bytes per window)
+    position_warmup_steps: int = 0  # additive signal scaled by min(1, step / this); 0 = off
+
+
+#: Fields added after records existed, with the value that means "as before": left
+#: out of the identity at that value, so older records keep their run ids.
+_NEW_DEFAULTS = {
+    "model": {"combine": "add", "inject": "input"},
+    "train": {"position_warmup_steps": 0},
+}
 
 
 @dataclass(frozen=True)
@@ -72,15 +83,33 @@ class RunSpec:
 
     @property
     def label(self) -> str:
-        """Human name of the encoding variant: ``rope``, ``t5@scaled``, ``rope+rand``."""
+        """Human name of the encoding variant: ``rope``, ``t5@scaled``, ``rope+rand``,
+        ``sinusoidal[concat]``, ``sinusoidal[every_layer]``, ``sinusoidal[pe-warmup:200]``."""
         name = self.encoding if self.variant == "default" else f"{self.encoding}@{self.variant}"
+        tags = self.architecture_tags()
+        name += f"[{','.join(tags)}]" if tags else ""
         return name + ("+rand" if self.randomized_max_len else "")
+
+    def architecture_tags(self) -> list[str]:
+        """How this run adds position, where it differs from the default (``[]`` = default)."""
+        tags = []
+        if self.model.combine != "add":
+            tags.append(self.model.combine)
+        if self.model.inject != "input":
+            tags.append(self.model.inject)
+        if self.train.position_warmup_steps:
+            tags.append(f"pe-warmup:{self.train.position_warmup_steps}")
+        return tags
 
     def identity(self) -> dict[str, Any]:
         """The content that determines the numbers (everything but provenance and threads)."""
         data = dataclasses.asdict(self)
         data.pop("profile")
         data.pop("threads")
+        for part, defaults in _NEW_DEFAULTS.items():
+            for key, value in defaults.items():
+                if data[part][key] == value:
+                    del data[part][key]
         return data
 
     @property

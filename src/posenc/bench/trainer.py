@@ -49,6 +49,8 @@ def build_model(spec: RunSpec) -> Transformer:
         num_heads=spec.model.num_heads,
         num_layers=spec.model.num_layers,
         ffn_dim=spec.model.ffn_dim,
+        combine=spec.model.combine,
+        inject=spec.model.inject,
         causal=True,
         encoding=spec.encoding,
         encoding_config=dict(spec.encoding_config),
@@ -65,6 +67,16 @@ def learning_rate(step: int, spec: RunSpec) -> float:
         return tr.lr * (step + 1) / tr.warmup_steps
     progress = (step - tr.warmup_steps) / max(1, tr.steps - tr.warmup_steps)
     return tr.lr * (tr.min_lr_ratio + (1 - tr.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def position_scale(step: int, spec: RunSpec) -> float:
+    """Gradual introduction of an additive encoding: ``min(1, step / position_warmup_steps)``.
+
+    0.0 at step 0 (tokens only), 1.0 from ``position_warmup_steps`` on (the
+    encoding as published); always 1.0 when ``position_warmup_steps`` is 0 (off).
+    """
+    warmup = spec.train.position_warmup_steps
+    return 1.0 if warmup <= 0 else min(1.0, step / warmup)
 
 
 def make_optimizer(model: torch.nn.Module, spec: RunSpec) -> torch.optim.AdamW:
@@ -122,6 +134,8 @@ def train(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> dict
         tic = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, spec)
+        if spec.train.position_warmup_steps:
+            model.position_scale = position_scale(step, spec)
         logits = model(inputs, positions=positions)  # (b, t, V)
         loss_all = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")  # (b*t,)
         loss = loss_all.mean() if mask is None else loss_all[mask.flatten()].mean()
@@ -143,6 +157,7 @@ def train(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> dict
         "wall_seconds": wall,
         "compute_seconds": compute,
         "steps_per_second": spec.train.steps / compute if compute > 0 else None,
+        "final_position_scale": model.position_scale,  # evaluation uses the scale training ended at
     }
 
 

@@ -51,10 +51,28 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
 @click.option("--workers", default=None, type=int, help="parallel worker processes (default: the profile's)")
 @click.option("--threads", default=None, type=int, help="torch threads per worker (default: cores / workers)")
 @click.option("--no-report", is_flag=True, help="skip figures and the HTML report")
+@click.option(
+    "--variants",
+    default=None,
+    help="extra runs of additive encodings, comma-separated key=value ('+' joins settings of one run): "
+    "combine=concat, inject=every_layer, position_warmup=STEPS (see Examples)",
+)
 @click.option("--list-profiles", is_flag=True, help="print the profiles and exit")
 @FORMAT
 def compare_command(
-    profile, encodings, tasks, seeds, out, executor, address, workers, threads, no_report, list_profiles, fmt
+    profile,
+    encodings,
+    tasks,
+    seeds,
+    out,
+    executor,
+    address,
+    workers,
+    threads,
+    no_report,
+    variants,
+    list_profiles,
+    fmt,
 ):
     """Train tiny Transformers short, test them long, for each encoding.
 
@@ -70,6 +88,12 @@ def compare_command(
       posenc compare --encodings rope,alibi,nope --tasks copy,reverse
       posenc compare --profile full --workers 2 --out results-full
       posenc compare --executor ray --address HEAD:6379   # a Ray cluster
+      posenc compare --encodings sinusoidal,rope --variants combine=concat,position_warmup=200
+      posenc compare --variants combine=concat,inject=every_layer,position_warmup=200
+
+    --variants adds runs of each additive encoding that change how position is
+    added (labels like sinusoidal[concat], sinusoidal[pe-warmup:200]); other
+    kinds of encodings keep their default run only (a note says so).
     """
     from posenc.bench import compare as bench_compare
     from posenc.bench.profiles import PROFILES
@@ -82,13 +106,14 @@ def compare_command(
             for name, row in rows.items():
                 click.echo(f"{name:9s} {row['description']}")
         return
+    prof = _with_variants(profile, variants, _split(encodings))
     if address and executor != "ray":
         raise click.UsageError("--address needs --executor ray")
     if executor == "ray":
         _use_ray(address)
     try:
         result = bench_compare(
-            profile,
+            prof,
             encodings=_split(encodings),
             tasks=_split(tasks),
             seeds=_seeds(seeds),
@@ -114,6 +139,29 @@ def compare_command(
             console.print(line)
     if result.outcome.failed:
         raise SystemExit(1)
+
+
+def _with_variants(profile: str, text: str | None, encodings: tuple[str, ...] | None):
+    """The profile with ``--variants`` added (bad syntax: ValueError, one line, exit 2)."""
+    import dataclasses
+
+    from posenc.bench.profiles import get_profile, parse_variants, resolve_encodings
+    from posenc.registry import ENCODINGS
+
+    prof = get_profile(profile)
+    extra = parse_variants(text)
+    if extra:
+        prof = dataclasses.replace(prof, variants=tuple(dict.fromkeys(prof.variants + extra)))
+    if prof.variants:
+        names, _ = resolve_encodings(prof, encodings)
+        skipped = [n for n in names if ENCODINGS[n].kind != "additive"]
+        if skipped:
+            click.echo(
+                f"note: variants {', '.join(prof.variants)} apply to additive encodings only; "
+                f"not run for: {', '.join(skipped)}",
+                err=True,
+            )
+    return prof
 
 
 def _use_ray(address: str | None) -> None:

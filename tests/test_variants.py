@@ -1,0 +1,150 @@
+"""Architecture variants of additive encodings (issue 10): concat, every-layer injection, warm-up."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import posenc
+from posenc.bench import profiles
+from posenc.bench.executor import LocalExecutor
+from posenc.bench.runner import run_grid
+from posenc.bench.spec import RunSpec
+from posenc.bench.store import ResultStore
+from posenc.bench.tables import summarize
+from posenc.bench.trainer import build_model, position_scale, train
+from posenc.cli import main
+
+SMOKE = profiles.get_profile("smoke")
+VARIANTS = ("combine=concat", "inject=every_layer", "position_warmup=4")
+
+
+def _grid(variants=VARIANTS, **narrow) -> profiles.Grid:
+    return profiles.build_grid(dataclasses.replace(SMOKE, variants=variants), **narrow)
+
+
+def test_variants_make_distinct_specs_with_labels_and_round_trip():
+    grid = _grid(tasks=("copy",))
+    sinus = [s for s in grid.specs if s.encoding == "sinusoidal"]
+    assert [s.label for s in sinus] == [
+        "sinusoidal",
+        "sinusoidal[concat]",
+        "sinusoidal[every_layer]",
+        "sinusoidal[pe-warmup:4]",
+    ]
+    assert len({s.run_id for s in sinus}) == 4
+    assert len({ResultStore("r").path_for(s) for s in sinus}) == 4
+    assert (sinus[1].model.combine, sinus[2].model.inject, sinus[3].train.position_warmup_steps) == (
+        "concat",
+        "every_layer",
+        4,
+    )
+    for spec in sinus:
+        again = RunSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+        assert again == spec and again.run_id == spec.run_id
+
+
+def test_default_identity_omits_new_fields_so_old_run_ids_stay_valid():
+    spec = _grid(variants=(), tasks=("copy",)).specs[0]
+    identity = spec.identity()
+    assert "combine" not in identity["model"] and "inject" not in identity["model"]
+    assert "position_warmup_steps" not in identity["train"]
+    old = spec.to_dict()  # a record written before the fields existed
+    for part, key in (("model", "combine"), ("model", "inject"), ("train", "position_warmup_steps")):
+        del old[part][key]
+    assert RunSpec.from_dict(old).run_id == spec.run_id
+    concat = dataclasses.replace(spec, model=dataclasses.replace(spec.model, combine="concat"))
+    assert concat.identity()["model"]["combine"] == "concat" and concat.run_id != spec.run_id
+
+
+def test_non_additive_encodings_are_skipped_not_an_error():
+    grid = _grid()
+    assert grid.skipped_variants == ["nope"]
+    assert {s.label for s in grid.specs if s.encoding == "nope"} == {"nope"}
+    # A variant equal to the default adds no duplicate run.
+    same = _grid(variants=("combine=add",), tasks=("copy",))
+    assert len(same.specs) == len({s.run_id for s in same.specs}) == 2
+
+
+def test_full_profile_includes_variants_and_quick_does_not():
+    full = profiles.build_grid(profiles.get_profile("full"), tasks=("copy",), seeds=(0,))
+    additive = [n for n in posenc.ENCODINGS if posenc.ENCODINGS[n].kind == "additive"]
+    assert additive, "the registry has additive encodings"
+    for name in additive:
+        tags = {tuple(s.architecture_tags()) for s in full.specs if s.encoding == name}
+        assert {(), ("concat",), ("every_layer",), ("pe-warmup:200",)} <= tags, name
+    rotary = [s for s in full.specs if posenc.ENCODINGS[s.encoding].kind != "additive"]
+    assert rotary and all(not s.architecture_tags() for s in rotary)
+    quick = profiles.build_grid(profiles.get_profile("quick"))
+    assert all(not s.architecture_tags() for s in quick.specs)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["combine", "colour=red", "position_warmup=0", "position_warmup=x", "combine=concat+inject=every_layer"],
+)
+def test_bad_variant_syntax_is_a_value_error_naming_it(text):
+    with pytest.raises(ValueError, match="variant|combine|position_warmup"):
+        profiles.parse_variants(text)
+
+
+def test_warmup_schedule_starts_at_zero_and_reaches_one():
+    spec = dataclasses.replace(
+        _grid(variants=(), tasks=("copy",)).specs[0],
+        train=dataclasses.replace(SMOKE.task_train, position_warmup_steps=4),
+    )
+    values = [position_scale(step, spec) for step in range(8)]
+    assert values[0] == 0.0 and values[4:] == [1.0] * 4
+    assert values == sorted(values) and values[2] == pytest.approx(0.5)
+    off = dataclasses.replace(spec, train=SMOKE.task_train)
+    assert [position_scale(step, off) for step in range(3)] == [1.0, 1.0, 1.0]
+
+
+def test_trainer_applies_the_schedule_every_step():
+    spec = next(s for s in _grid(tasks=("copy",)).specs if s.train.position_warmup_steps)
+    model = build_model(spec)
+    seen: list[float] = []
+    model.register_forward_pre_hook(lambda module, args: seen.append(module.position_scale))
+    result = train(model, spec)
+    assert seen == [min(1.0, step / 4) for step in range(spec.train.steps)]
+    assert result["final_position_scale"] == 1.0
+
+
+def test_variant_runs_write_distinct_records_and_summary_rows(tmp_path):
+    specs = _grid(encodings=("sinusoidal",), tasks=("copy",)).specs
+    store = ResultStore(tmp_path)
+    outcome = run_grid(specs, store, LocalExecutor(workers=1), show_progress=False, log=lambda _: None)
+    assert not outcome.failed and len(outcome.done) == 4
+    records = store.records()
+    assert {r["label"] for r in records} == {s.label for s in specs}
+    concat = next(r for r in records if r["label"] == "sinusoidal[concat]")
+    plain = next(r for r in records if r["label"] == "sinusoidal")
+    extra = 2 * SMOKE.model.d_model**2  # the learned Linear(2D, D) of concatenation
+    assert concat["result"]["num_parameters"] == plain["result"]["num_parameters"] + extra
+    warm = next(r for r in records if r["label"] == "sinusoidal[pe-warmup:4]")
+    assert warm["spec"]["train"]["position_warmup_steps"] == 4
+    assert warm["result"]["train"]["final_position_scale"] == 1.0
+    assert set(summarize(records)["rows"]) == {s.label for s in specs}
+
+
+def test_cli_variants_bad_syntax_exits_2_with_one_line(tmp_path):
+    result = CliRunner().invoke(
+        main, ["compare", "--profile", "smoke", "--variants", "combine", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "combine" in lines[0], result.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cli_variants_run_and_note_skipped_encodings(tmp_path):
+    args = ["compare", "--profile", "smoke", "--encodings", "sinusoidal,nope", "--tasks", "copy"]
+    args += ["--variants", "combine=concat", "--out", str(tmp_path), "--no-report", "--format", "json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "not run for: nope" in result.stderr
+    data = json.loads(result.stdout)
+    assert set(data["summary"]["rows"]) == {"sinusoidal", "sinusoidal[concat]", "nope"}
