@@ -35,6 +35,32 @@ from posenc import rope_scaling
 from posenc.cli import main as cli_main
 
 NAMES = list(posenc.ENCODINGS)
+MEMORY_HEADROOM = 8 << 30  # bytes of address space the fuzz may add (a runaway fails, not the box)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _bounded_memory():
+    """Cap address space while fuzzing: a runaway allocation raises MemoryError instead of
+    pushing a shared machine into the OOM killer (found the hard way: ALiBi with 2**40 heads)."""
+    try:
+        import resource
+
+        with open("/proc/self/status") as status:
+            size = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = size + MEMORY_HEADROOM
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, OSError, StopIteration, ValueError):  # not Linux: run unbounded
+        yield
+        return
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 MODEL_DIMS = {"dim": 16, "head_dim": 8, "num_heads": 2}  # what build_for_model fills
 HUGE = 2**40  # no table of this many rows can be allocated: fails fast, never swaps
 
@@ -507,6 +533,12 @@ def test_positions_past_2_pow_53_are_refused():
     assert torch.isfinite(enc.rotate(q, q, q_positions=edge, k_positions=edge)[0]).all()
 
 
+def test_alibi_huge_head_count_is_an_error_not_a_hang():
+    """Found: ALiBi(num_heads=2**40) built its slopes in a Python loop until memory ran out."""
+    with pytest.raises(ValueError, match="num_heads"):
+        posenc.build("alibi", num_heads=HUGE)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
 def test_xpos_overflow_is_an_error_not_inf(dtype):
     """Found: xPos's zeta^(n/B) overflowed to inf silently at large positions."""
@@ -552,6 +584,14 @@ def test_cli_plot_rejects_sizes_it_cannot_draw(tmp_path):
         args = ["plot", "alibi", "--kind", "bias", "-o", str(tmp_path / "b.png"), option, str(10**8)]
         result = runner.invoke(cli_main, args)
         assert result.exit_code == 2 and option in result.stderr, (option, result.stderr)
+
+
+def test_cli_report_checks_dpi_before_working(tmp_path):
+    """Found: `posenc report --dpi -1` ran ~45 s of seed checks before rejecting the dpi."""
+    with pytest.MonkeyPatch.context() as mp:
+        _stub_slow_backends(mp)  # reaching build_report would raise _Reached
+        result = CliRunner().invoke(cli_main, ["report", "-o", str(tmp_path / "r"), "--dpi", "-1"])
+    assert result.exit_code == 2 and "--dpi" in result.stderr, result.stderr
 
 
 def test_cli_show_rejects_sizes_it_cannot_draw():

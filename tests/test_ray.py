@@ -186,3 +186,9 @@ def test_a_run_that_keeps_dying_is_reported_failed_not_retried_forever(tmp_path,
     assert len(results) == 1 and results[0][0] == spec
     assert isinstance(results[0][1], ray_two_workers.exceptions.RayError)
     assert seen == [spec.work_units()]
+
+    def raises(spec, advance):  # the run's own error: handed back as is, not retried
+        raise RuntimeError(f"bad run {spec.label}")
+
+    ((_, error),) = RayExecutor(max_retries=3).map(raises, [spec], lambda s, u: None)
+    assert isinstance(error, RuntimeError) and "bad run nope" in str(error)

@@ -204,7 +204,8 @@ class ALiBiConfig(EncodingConfig):
     bidirectional: bool = False  # True: symmetric -m|i-j| (encoders); False: -m(i-j) (causal)
 
     def validate(self) -> None:
-        check_int("num_heads", self.num_heads, minimum=1)
+        # bounded: the slopes are built in a Python loop (2**40 heads ran out of memory, not an error)
+        check_int("num_heads", self.num_heads, minimum=1, maximum=1 << 16)
         _check_bool("bidirectional", self.bidirectional)
 
 

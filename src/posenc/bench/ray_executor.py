@@ -17,7 +17,8 @@ redoing corrupt records and the output layout are exactly those of a local run.
 Where Ray runs (``address``):
 
 - ``None`` (the default): ``$RAY_ADDRESS`` if set, otherwise a private Ray on
-  this machine, bound to 127.0.0.1, with ``workers`` CPUs, stopped afterwards;
+  this machine with ``workers`` CPUs, addressed as 127.0.0.1 (its traffic stays
+  on loopback), stopped afterwards;
 - ``"auto"``: the cluster already running on this machine (``ray start --head``);
 - ``"HOST:PORT"``: the head node of a cluster (the GCS port, 6379 by default).
 
@@ -44,7 +45,7 @@ ProgressFn = Callable[[RunSpec, int], None]
 Outcome = tuple[RunSpec, "dict[str, Any] | BaseException"]
 
 INSTALL_HINT = "--executor ray needs Ray, which is not installed: pip install 'posenc[ray]'"
-LOCAL_HOST = "127.0.0.1"  # a private Ray listens on loopback only
+LOCAL_HOST = "127.0.0.1"  # node address of a private Ray (Ray still listens on all interfaces)
 OBJECT_STORE_BYTES = 256 * 2**20  # results are small JSON-ready dicts
 
 
@@ -118,7 +119,7 @@ class RayExecutor:
 
     # -- connection ---------------------------------------------------------------------------
 
-    def _connect(self) -> bool:
+    def _connect(self, cpus_per_run: int) -> bool:
         """Start or attach to Ray; return whether :meth:`map` must shut it down afterwards."""
         ray = self._ray
         if ray.is_initialized():
@@ -128,7 +129,7 @@ class RayExecutor:
         if address in (None, "local"):
             options.update(
                 address="local",
-                num_cpus=self.workers,
+                num_cpus=self.workers * cpus_per_run,  # room for `workers` runs at once
                 include_dashboard=False,
                 object_store_memory=OBJECT_STORE_BYTES,
                 _node_ip_address=LOCAL_HOST,
@@ -139,8 +140,9 @@ class RayExecutor:
             ray.init(**options)
         except ConnectionError as exc:
             raise ConnectionError(
-                f"no Ray cluster at --address {address} ({exc}); start one with `ray start --head` "
-                "or leave --address out to run a private Ray on this machine"
+                f"could not join the Ray cluster at --address {address} ({exc}); start one with "
+                "`ray start --head`, or leave --address out to run a private Ray on this machine; "
+                "if the head uses token authentication, set RAY_AUTH_MODE=token and its RAY_AUTH_TOKEN here"
             ) from None
         return True
 
@@ -150,13 +152,14 @@ class RayExecutor:
         if not specs:
             return
         ray = self._ray
-        owned = self._connect()
+        cpus = {spec.run_id: self.num_cpus or max(1, spec.threads) for spec in specs}
+        owned = self._connect(max(cpus.values()))
         remote = ray.remote(_run_one)
         pending: dict[Any, RunSpec] = {}
         try:
             for spec in specs:
-                cpus = self.num_cpus or max(1, spec.threads)
-                ref = remote.options(num_cpus=cpus, max_retries=self.max_retries).remote(fn, spec)
+                options = {"num_cpus": cpus[spec.run_id], "max_retries": self.max_retries}
+                ref = remote.options(**options).remote(fn, spec)
                 pending[ref] = spec
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)

@@ -6,6 +6,8 @@ import time
 
 import click
 
+from posenc.base import check_int
+
 
 @click.command("report")
 @click.option(
@@ -46,6 +48,7 @@ def report_command(
     """
     from posenc.report import build_report
 
+    check_int("--dpi", dpi, minimum=1, maximum=1000)  # before minutes of work, not after
     start = time.perf_counter()
     path = build_report(
         output,
