@@ -282,11 +282,11 @@ def test_bad_padding_mask_is_named():
 
 
 def test_scale_embeddings_multiplies_tokens_by_sqrt_d_model():
-    """Vaswani et al. 3.4: the token embedding is multiplied by sqrt(d_model) (default on)."""
+    """Vaswani et al. 3.4: the token embedding is multiplied by sqrt(d_model) (opt-in)."""
     toks = tokens(1, 5)
-    on = Transformer(TransformerConfig(vocab_size=11, d_model=16, num_heads=2, encoding="nope"))
-    off = Transformer(
-        TransformerConfig(vocab_size=11, d_model=16, num_heads=2, encoding="nope", scale_embeddings=False)
+    on = Transformer(
+        TransformerConfig(vocab_size=11, d_model=16, num_heads=2, encoding="nope", scale_embeddings=True)
     )
+    off = Transformer(TransformerConfig(vocab_size=11, d_model=16, num_heads=2, encoding="nope"))
     torch.testing.assert_close(on.token_embeddings(toks), on.tok_emb(toks) * 4.0)
     torch.testing.assert_close(off.token_embeddings(toks), off.tok_emb(toks))
