@@ -118,6 +118,17 @@ def test_fused_rotary_lower_rank_inputs(shape):
 
 
 @needs_kernel
+@pytest.mark.parametrize("shape", [(2, 3, 0, 8), (0, 3, 5, 8), (2, 0, 5, 8)])
+def test_fused_rotary_empty_inputs(shape):
+    x = randn(*shape, seed=18, dtype=torch.float32).requires_grad_()
+    cos, sin = tables((1, 1, shape[2], 4), torch.float32)
+    y = apply_rotary_fused(x, cos, sin, layout="half", rotary_dim=8)
+    assert y.shape == x.shape
+    (g,) = torch.autograd.grad(y.sum(), x)
+    assert g.shape == x.shape
+
+
+@needs_kernel
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_fused_rotary_out_and_in_place(layout):
     x = randn(2, 3, 5, 8, seed=7, dtype=torch.bfloat16)

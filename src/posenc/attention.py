@@ -51,6 +51,7 @@ from posenc.base import (
     check_tensor,
     resolve_positions,
 )
+from posenc.kernels.bias_attention import bias_attention
 from posenc.positions import from_attention_mask as positions_from_padding_mask
 
 PATHS = ("auto", "sdpa", "plain")
@@ -336,12 +337,11 @@ def sdpa_attention(
     """
     kind = "none" if encoding is None else encoding.kind
     mask = None if is_causal else allowed
-    if kind == "bias":
-        bias = encoding.bias(
-            q.shape[2], k.shape[2], q_positions=q_positions, k_positions=k_positions, device=q.device
-        ).to(q.dtype)  # (b|1, h, i, j)
-        mask = bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
-        is_causal = False
+    if kind == "bias":  # no (b, h, i, j) bias tensor: row blocks (posenc.kernels.bias_attention)
+        return bias_attention(
+            q, k, v, encoding, q_positions=q_positions, k_positions=k_positions,
+            allowed=None if is_causal else allowed, causal=is_causal, dropout=dropout if training else 0.0,
+        )  # fmt: skip
     return F.scaled_dot_product_attention(
         q, k, v, attn_mask=mask, dropout_p=dropout if training else 0.0, is_causal=is_causal
     )

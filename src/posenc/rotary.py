@@ -43,6 +43,7 @@ from posenc.base import (
     check_tensor,
     resolve_positions,
 )
+from posenc.kernels.rope import apply_rotary_fused
 
 LAYOUTS = ("half", "interleaved")
 
@@ -78,6 +79,18 @@ def apply_rotary(
         x1, x2 = rot[..., 0::2], rot[..., 1::2]  # (..., n, r/2) each
         out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)  # (..., n, r)
     return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
+
+
+def apply_rotary_fast(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str, rotary_dim: int
+) -> torch.Tensor:
+    """:func:`apply_rotary` in one memory pass, result cast to ``x.dtype``.
+
+    Uses the compiled kernel of :mod:`posenc.kernels.rope` (forward and backward; bitwise
+    equal to ``apply_rotary(x.to(wide), ...).to(x.dtype)``) and falls back to exactly that,
+    with one log line, when the kernel is unavailable or cannot take the call.
+    """
+    return apply_rotary_fused(x, cos, sin, layout=layout, rotary_dim=rotary_dim)
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -312,13 +325,14 @@ class RoPE(RotaryEncoding):
         q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim)
         top = max(int(qp.max()) if qp.numel() else 0, int(kp.max()) if kp.numel() else 0)
         inv_freq, attention_scaling = self.frequencies(top)  # one set for q and k
-        out = []
+        out, tables = [], None
+        same = qp is kp or (qp.shape == kp.shape and q.dtype == k.dtype and torch.equal(qp, kp))
         for x, pos in ((q, qp), (k, kp)):
             dtype = _compute_dtype(x.dtype)
-            cos, sin = self.cos_sin(pos, dtype, inv_freq=inv_freq, attention_scaling=attention_scaling)
-            cos, sin = cos[:, None], sin[:, None]  # (b|1, 1, n, r/2)
-            y = apply_rotary(x.to(dtype), cos, sin, layout=self.config.layout, rotary_dim=self.rotary_dim)
-            out.append(y.to(x.dtype))
+            if tables is None or not same:  # self-attention: k reuses q's cos/sin
+                cos, sin = self.cos_sin(pos, dtype, inv_freq=inv_freq, attention_scaling=attention_scaling)
+                tables = cos[:, None], sin[:, None]  # (b|1, 1, n, r/2)
+            out.append(apply_rotary_fast(x, *tables, layout=self.config.layout, rotary_dim=self.rotary_dim))
         return out[0], out[1]
 
 
@@ -445,6 +459,5 @@ class XPos(RotaryEncoding):
                     f"middle of your positions (now {self.config.scale_center}) or raise scale_base"
                 )
             cos, sin = (cos * s).to(dtype)[:, None], (sin * s).to(dtype)[:, None]  # (b|1, 1, n, d/2)
-            y = apply_rotary(x.to(dtype), cos, sin, layout=self.config.layout, rotary_dim=x.shape[-1])
-            out.append(y.to(x.dtype))
+            out.append(apply_rotary_fast(x, cos, sin, layout=self.config.layout, rotary_dim=x.shape[-1]))
         return out[0], out[1]

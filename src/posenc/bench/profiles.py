@@ -120,10 +120,10 @@ PROFILES: dict[str, Profile] = {
         tasks=("copy", "lm"),
         seeds=(0,),
         model=ModelSpec(),
-        task_train=TrainSpec(steps=1000, batch_size=32, lr=2e-3, warmup_steps=100, max_len=6),
-        lm_train=TrainSpec(steps=400, batch_size=16, lr=2e-3, warmup_steps=40, max_len=64),
+        task_train=TrainSpec(steps=2000, batch_size=32, lr=2e-3, warmup_steps=100, max_len=8),
+        lm_train=TrainSpec(steps=800, batch_size=16, lr=2e-3, warmup_steps=80, max_len=64),
         eval=EvalSpec(
-            lengths=(3, 6, 8, 10, 12, 18, 24),
+            lengths=(4, 8, 10, 12, 16, 24, 32),
             samples=128,
             lm_lengths=(32, 64, 96, 128, 192, 256, 512),
             lm_bytes=6144,

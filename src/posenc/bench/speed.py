@@ -43,6 +43,7 @@ from typing import Any
 
 import torch
 
+from posenc.base import check_int
 from posenc.bench import speed_cases as cases_mod
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -91,8 +92,8 @@ SECTIONS = ("rope", "bias", "train")
 # ---------------------------------------------------------------------------
 
 
-def median_time(fn: Callable[[], object], *, repeats: int, budget: float = 20.0) -> float:
-    """Median wall time (s) of ``fn()`` over ``repeats`` calls after one warm-up call.
+def timings(fn: Callable[[], object], *, repeats: int, budget: float = 20.0) -> list[float]:
+    """Wall times (s) of ``repeats`` calls of ``fn()`` after one warm-up call.
 
     Stops early (at least 2 timed calls) once ``budget`` seconds are spent.
     """
@@ -103,7 +104,12 @@ def median_time(fn: Callable[[], object], *, repeats: int, budget: float = 20.0)
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
+
+
+def median_time(fn: Callable[[], object], *, repeats: int, budget: float = 20.0) -> float:
+    """Median of :func:`timings` (s)."""
+    return statistics.median(timings(fn, repeats=repeats, budget=budget))
 
 
 def _status_kb(field: str) -> int | None:
@@ -170,7 +176,9 @@ def _race(cases: dict[str, Any], repeats: int, progress: Callable[[str], None], 
             out[name] = {"skipped": case}
             continue
         try:
-            out[name] = {"ms": 1e3 * median_time(case, repeats=repeats)}
+            times = timings(case, repeats=repeats)
+            # min_ms: the least-disturbed call, a useful second opinion on a shared machine
+            out[name] = {"ms": 1e3 * statistics.median(times), "min_ms": 1e3 * min(times)}
         except Exception as exc:  # noqa: BLE001 - a peer that breaks is reported, not fatal
             out[name] = {"skipped": f"failed: {type(exc).__name__}: {str(exc)[:160]}"}
     return out
@@ -311,8 +319,15 @@ def run(
     memory: bool = True,
     out_dir: str | Path | None = "benchmarks/results",
     progress: Callable[[str], None] | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
-    """Run the plan ``mode`` ("quick", "full" or "smoke"); write and return the JSON record."""
+    """Run the plan ``mode`` ("quick", "full" or "smoke"); write and return the JSON record.
+
+    ``threads`` sets ``torch.set_num_threads`` for the run (and the memory subprocesses);
+    default: leave torch's setting.
+    """
+    if threads is not None:
+        torch.set_num_threads(check_int("threads", threads, minimum=1))
     if mode not in PLANS:
         raise ValueError(f"mode must be one of {list(PLANS)}, got {mode!r}")
     for section in sections:

@@ -28,8 +28,9 @@ SECTION_CHOICES = ("rope", "bias", "train")
     help="where the JSON record goes",
 )  # fmt: skip
 @click.option("--no-save", is_flag=True, help="do not write a JSON record")
+@click.option("--threads", type=int, default=None, help="torch threads for the run (default: torch's)")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def bench_command(mode, sections, no_memory, out_dir, no_save, fmt) -> None:
+def bench_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> None:
     """Time RoPE application, bias attention and a training step against peers.
 
     \b
@@ -53,7 +54,7 @@ def bench_command(mode, sections, no_memory, out_dir, no_save, fmt) -> None:
     with console.status("posenc bench") as status:
         record = speed.run(
             mode, sections=sections, memory=not no_memory, out_dir=None if no_save else out_dir,
-            progress=lambda message: status.update(f"posenc bench: {message}"),
+            progress=lambda message: status.update(f"posenc bench: {message}"), threads=threads,
         )  # fmt: skip
     comparison = None
     if not no_save:

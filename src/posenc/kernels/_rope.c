@@ -101,6 +101,7 @@ static inline bf16_t bf16_store(float f) {
                               int copy_rest, int nthreads) {                                      \
         const int64_t half = R / 2, rows = B * H * N;                                             \
         const CT sg = (CT)sign;                                                                   \
+        if (rows <= 0 || half <= 0) return; /* empty: no row index to divide by */                \
         _Pragma("omp parallel num_threads(nthreads)") {                                          \
             const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();                   \
             const int64_t begin = rows * t / nt, end = rows * (t + 1) / nt;                       \

@@ -87,6 +87,8 @@ def _as4d(t: torch.Tensor) -> torch.Tensor:
 def _launch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor, *,
             layout: str, rotary_dim: int, sign: int) -> torch.Tensor:  # fmt: skip
     """Run the kernel: ``out = R(sign * angle) x`` (features past rotary_dim copied unless in place)."""
+    if x.numel() == 0:  # nothing to rotate (and no row to divide by in the kernel)
+        return out
     x4, o4 = _as4d(x), _as4d(out)
     if x4.stride(-1) != 1:
         x4 = x4.contiguous()
