@@ -107,14 +107,13 @@ PROFILES: dict[str, Profile] = {
         description="<= 10 min on 2 CPU cores including everything: 9 variants x (copy + LM), 1 seed",
         why=(
             "BENCHMARK.md's 1500 task steps at batch 64 (n <= 16) and 2000 LM steps at L_train = 128 take "
-            "well over an hour for 18 runs on 2 shared cores. Measured here (d_model 64, 3 layers): with "
-            "n <= 6, batch 32 and lr 2e-3, NoPE and ALiBi reach exact match 1.0 in-distribution after "
-            "1000 steps (loss 0.03 / 0.00), while n <= 8 at 600 steps had not converged (loss 1.0). So "
-            "quick trains copy on n <= 6 and tests n up to 24 (still 4x), and trains the byte LM at "
-            "L_train = 64 for 400 steps: the ratios compare lengths, so the short context is what "
-            "matters, not the absolute perplexity. 128 examples per length, 6 KiB of validation text. "
-            "Timed end to end (18 runs, 2 workers, figures and full report): 452 s with other jobs "
-            "keeping the load average near 4 on the 2 cores, 824 s at load ~8; identical numbers both times."
+            "well over an hour for 18 runs on 2 cores. Measured here (d_model 64, 3 layers, batch 32, lr "
+            "2e-3): copy on n <= 6 for 1000 steps converged in-distribution for 8 of 9 variants and the "
+            "whole profile took 181 s on an idle machine, so the budget was spent on n <= 8 (tests up to "
+            "n = 32, still 4x) for 2000 steps and a byte LM at L_train = 64 for 800 steps: 841 s of CPU "
+            "over 2 workers, 770 s wall while other jobs shared the cores, about 7.5 min idle (estimate "
+            "from CPU time). The LM ratios compare lengths, so the short context is what matters, not the "
+            "absolute perplexity. 128 examples per length, 6 KiB of validation text."
         ),
         encodings=("learned", "sinusoidal", "nope", "rope", "alibi", "t5", "kerple_log", "fire"),
         tasks=("copy", "lm"),
