@@ -121,14 +121,26 @@ def _run(enc, dtype: torch.dtype, positions: torch.Tensor, seed: int = 0) -> tor
         return enc.bias_fn(qp, kp, head).to(dtype)  # what attention adds to dtype scores
     if enc.kind == "none":
         return torch.zeros(1, dtype=dtype)
-    d = enc.config.head_dim
-    q = torch.randn(1, NUM_HEADS, n, d, generator=g, dtype=torch.float64).to(dtype)
-    k = torch.randn(1, NUM_HEADS, n, d, generator=g, dtype=torch.float64).to(dtype)
+    q, k = _draw_qk(enc, n, g, dtype)
+    return _attention_hook(enc, q, k, positions)
+
+
+def _draw_qk(enc, n: int, g: torch.Generator, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """q, k ``(1, h, n, head_dim)`` drawn in float64 and rounded to ``dtype``."""
+    shape = (1, NUM_HEADS, n, enc.config.head_dim)
+    q = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+    k = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+    return q, k
+
+
+def _attention_hook(enc, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The rotary / relative / contextual hook on q, k (causal logits for contextual)."""
     if enc.kind == "rotary":
         return torch.cat(enc.rotate(q, k, q_positions=positions, k_positions=positions), dim=-1)
     if enc.kind == "relative":
         return enc.scores(q, k, q_positions=positions, k_positions=positions)
-    logits = (q @ k.transpose(-1, -2)) / d**0.5
+    n = q.shape[2]
+    logits = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
     logits = logits.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
     return enc.scores(q, k, logits)
 
@@ -175,16 +187,8 @@ def _run_reference(name: str, overrides: dict, dtype: torch.dtype, positions: to
     g = torch.Generator().manual_seed(0)
     n = positions.shape[-1]
     if enc.kind in ("rotary", "relative", "contextual"):
-        d = enc.config.head_dim
-        q = torch.randn(1, NUM_HEADS, n, d, generator=g, dtype=torch.float64).to(dtype).double()
-        k = torch.randn(1, NUM_HEADS, n, d, generator=g, dtype=torch.float64).to(dtype).double()
-        if enc.kind == "rotary":
-            return torch.cat(enc.rotate(q, k, q_positions=positions, k_positions=positions), dim=-1)
-        if enc.kind == "relative":
-            return enc.scores(q, k, q_positions=positions, k_positions=positions)
-        logits = (q @ k.transpose(-1, -2)) / d**0.5
-        logits = logits.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
-        return enc.scores(q, k, logits)
+        q, k = _draw_qk(enc, n, g, dtype)
+        return _attention_hook(enc, q.double(), k.double(), positions)
     if enc.kind == "additive":
         try:
             enc.encode(positions[:, :1])
