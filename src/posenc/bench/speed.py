@@ -45,6 +45,7 @@ import torch
 
 from posenc.base import check_int
 from posenc.bench import speed_cases as cases_mod
+from posenc.registry import ENCODINGS
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 POSENC_ROPE = "posenc rotate"
@@ -67,7 +68,7 @@ PLANS: dict[str, dict[str, Any]] = {
     "full": {
         "rope": [(1, 32, 2048, 128), (4, 8, 4096, 64), (2, 16, 1024, 64), (1, 32, 8192, 128)],
         "bias": [(1, 8, 1024, 64), (1, 8, 4096, 64), (1, 8, 8192, 64)],
-        "bias_encodings": ["alibi", "t5", "kerple_log", "sandwich", "fire"],
+        "bias_encodings": [name for name, cls in ENCODINGS.items() if cls.kind == "bias"],  # every one
         "train": [(8, 512)],
         "train_encodings": ["rope", "xpos", "alibi", "t5"],
         "repeats": 7,
