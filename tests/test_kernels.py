@@ -3,7 +3,7 @@
 - fused rotary (C kernel) == ``posenc.rotary.apply_rotary`` for both layouts, partial
   rotary, float64/32/16/bfloat16, strided inputs, broadcast and per-batch tables, out=/in place;
 - graceful degradation: unsupported calls and a failed build take the plain path, one log line;
-- chunked / flex bias attention == dense SDPA with the encoding's full bias, for every bias
+- chunked bias attention == dense SDPA (the flex path: tests/test_flex.py) with the encoding's full bias, for every bias
   encoding in the registry, causal and not, KV-cache offsets, explicit positions, masks, grads.
 Shapes stay tiny: the kernels are built once per machine (about a second) and cached.
 """
@@ -305,29 +305,6 @@ def test_translation_invariance_probe():
     assert translation_invariant(posenc.build_for_model("alibi", d_model=8, num_heads=2))
     assert translation_invariant(posenc.build_for_model("t5", d_model=8, num_heads=2))
     assert not translation_invariant(posenc.build_for_model("fire", d_model=8, num_heads=2))
-
-
-def test_flex_path_with_gradients_falls_back_to_chunked(caplog):
-    enc = posenc.build_for_model("alibi", d_model=8, num_heads=2).double()
-    q, k, v = qkv(1, 2, 6, 6)
-    with caplog.at_level(logging.WARNING, logger="posenc"):
-        out = bias_attention(q, k, v, enc, causal=True, path="flex")
-    torch.testing.assert_close(out, dense_reference(q, k, v, enc, causal=True), **tol(torch.float64))
-    out.sum().backward()
-    assert q.grad is not None
-    with pytest.raises(ValueError, match="path"):
-        bias_attention(q, k, v, enc, path="dense")
-
-
-@pytest.mark.slow
-def test_flex_forward_matches_dense():
-    """Compiled FlexAttention with the encoding's score_mod (one small shape: ~30 s compile)."""
-    enc = posenc.build_for_model("alibi", d_model=8, num_heads=2)
-    q, k, v = qkv(1, 2, 40, 40, d=8, dtype=torch.float32, grad=False)
-    with torch.no_grad():
-        out = bias_attention(q, k, v, enc, causal=True, path="flex")
-        ref = dense_reference(q, k, v, enc.double(), causal=True)
-    torch.testing.assert_close(out, ref, **tol(torch.float32))
 
 
 @pytest.mark.parametrize("name", ["rope", "xpos"])

@@ -23,10 +23,12 @@ that does not grow with ``i * j``:
     in float32 (SDPA accepts it), rounded exactly as the dense bias is.
 
 ``"flex"`` (forward only: torch 2.13 has no FlexAttention backward on CPU):
-    ``torch.compile``-d FlexAttention with the encoding's ``score_mod`` and a causal
-    block mask; nothing ``(i, j)``-sized is built at all. Each new shape compiles
-    (about 30 s on 2 cores), so it is opt-in (``path="flex"``); a failed compile or a
-    call that needs gradients takes the chunked path with one log line.
+    ``torch.compile``-d FlexAttention with the encoding's ``score_mod`` and a block mask;
+    nothing ``(i, j)``-sized is built at all. Lengths are zero-padded to whole 128-row
+    blocks (see :func:`flex_bias_attention` for why); each new padded shape compiles
+    (seconds on 2 cores), so it is opt-in (``path="flex"``); a failed compile, a call that
+    needs gradients, or more shapes than torch's recompile limit take the chunked path
+    with one log line.
 
 Both are tested against dense SDPA on full tensors (tests/test_kernels.py).
 """
@@ -234,6 +236,9 @@ def chunked_bias_attention(
 # ---------------------------------------------------------------------------
 
 
+FLEX_BLOCK = 128  # FlexAttention's block size: the flex path pads every length to a multiple of it
+
+
 @functools.lru_cache(maxsize=1)
 def _compiled_flex():
     from torch.nn.attention.flex_attention import flex_attention
@@ -241,25 +246,78 @@ def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 
 
+_FLEX_SHAPES: set[tuple] = set()  # what the compiled kernel has been specialised for in this process
+
+
+def _flex_room(key: tuple) -> bool:
+    """True if a call keyed ``key`` runs compiled: seen before, or under dynamo's recompile limit.
+
+    Past ``torch._dynamo.config.recompile_limit`` specialisations torch would silently run
+    FlexAttention eagerly, materialising every ``(i, j)`` score; the chunked path is better.
+    """
+    if key in _FLEX_SHAPES:
+        return True
+    limit = getattr(torch._dynamo.config, "recompile_limit", 8)
+    if len(_FLEX_SHAPES) >= limit:
+        return False
+    _FLEX_SHAPES.add(key)
+    return True
+
+
+def _padded_length(n: int) -> int:
+    return max(FLEX_BLOCK, -(-n // FLEX_BLOCK) * FLEX_BLOCK)
+
+
+def _pad_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
+    """``x (..., n, d)`` followed by ``rows - n`` zero rows, in a fresh buffer."""
+    out = x.new_zeros(*x.shape[:-2], rows, x.shape[-1])
+    out[..., : x.shape[-2], :] = x
+    return out
+
+
 @functools.lru_cache(maxsize=16)
-def _causal_block_mask(num_queries: int, num_keys: int, device: str):
+def _flex_block_mask(num_queries: int, num_keys: int, causal: bool, device: str):
+    """Block mask over the PADDED ``(i', j')`` grid: real keys only, and causal if asked.
+
+    The lengths enter ``mask_mod`` as 0-dim tensors, not Python ints, so the compiled kernel
+    is reused for every length that pads to the same size instead of recompiling per length.
+    """
     from torch.nn.attention.flex_attention import create_block_mask
 
-    offset = num_keys - num_queries
+    keys = torch.tensor(num_keys, device=device)
+    offset = torch.tensor(num_keys - num_queries, device=device)
 
-    def causal(b, h, q_idx, kv_idx):
-        return kv_idx <= q_idx + offset
+    def real_keys(b, h, q_idx, kv_idx):
+        return kv_idx < keys
 
-    return create_block_mask(causal, None, None, num_queries, num_keys, device=device)
+    def causal_real_keys(b, h, q_idx, kv_idx):  # kv <= q + offset < keys for every real query
+        return (kv_idx <= q_idx + offset) & (kv_idx < keys)
+
+    mask_mod = causal_real_keys if causal else real_keys
+    return create_block_mask(
+        mask_mod, None, None, _padded_length(num_queries), _padded_length(num_keys), device=device
+    )
 
 
 def flex_bias_attention(q, k, v, encoding, *, q_positions=None, k_positions=None, causal=False):
-    """Compiled FlexAttention with ``encoding.score_mod``; ``(b, h, i, d)``. Forward only on CPU."""
-    i, j = q.shape[2], k.shape[2]
-    qp = resolve_positions(q_positions, i, batch=q.shape[0], device=q.device, name="q_positions")
-    kp = resolve_positions(k_positions, j, batch=q.shape[0], device=q.device, name="k_positions")
-    block_mask = _causal_block_mask(i, j, str(q.device)) if causal else None
-    return _compiled_flex()(q, k, v, score_mod=encoding.score_mod(qp, kp), block_mask=block_mask)
+    """Compiled FlexAttention with ``encoding.score_mod``; ``(b, h, i, d)``. Forward only on CPU.
+
+    Queries and keys are zero-padded to a multiple of :data:`FLEX_BLOCK` rows (padded keys are
+    masked, padded query rows dropped). The compiled CPU kernel of torch 2.13 reads past the
+    end of ``k`` when the key count is not a multiple of its block (seen with AVX2 code at
+    ``j = 8 (mod 16)``: NaN or wrong rows in the last head, varying with whatever memory
+    follows the tensor); with whole blocks every read stays inside the padded buffers.
+    """
+    b, _, i, _ = q.shape
+    j = k.shape[2]
+    qp = resolve_positions(q_positions, i, batch=b, device=q.device, name="q_positions")
+    kp = resolve_positions(k_positions, j, batch=b, device=q.device, name="k_positions")
+    rows, cols = _padded_length(i), _padded_length(j)
+    qp, kp = F.pad(qp, (0, rows - i)), F.pad(kp, (0, cols - j))  # padded rows/keys never reach the output
+    q, k, v = _pad_rows(q, rows), _pad_rows(k, cols), _pad_rows(v, cols)
+    block_mask = _flex_block_mask(i, j, causal, str(q.device))
+    out = _compiled_flex()(q, k, v, score_mod=encoding.score_mod(qp, kp), block_mask=block_mask)
+    return out[:, :, :i]
 
 
 def flex_available() -> bool:
@@ -306,6 +364,10 @@ def bias_attention(
             else "an explicit mask" if allowed is not None
             else "dropout" if dropout else None
         )  # fmt: skip
+        key = (type(encoding), _padded_length(q.shape[2]), _padded_length(k.shape[2]), causal, q.dtype,
+               tuple(q.shape[:2]), q.shape[3], v.shape[3], q.device.type)  # fmt: skip
+        if reason is None and not _flex_room(key):
+            reason = "more distinct shapes than torch.compile's recompile limit"
         if reason is None and flex_available():
             try:
                 return flex_bias_attention(
