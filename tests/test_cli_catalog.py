@@ -100,3 +100,21 @@ def test_unknown_name_is_one_line_and_exit_2():
 def test_bad_options_exit_2_naming_the_option(args, word):
     result = run(*args)
     assert result.exit_code == 2 and word in result.output and "Traceback" not in result.output
+
+
+def test_cli_reports_posenc_errors_in_one_line_and_keeps_tracebacks_of_bugs(monkeypatch):
+    from posenc.errors import PosencError, PosencTypeError
+
+    assert issubclass(PosencError, ValueError) and issubclass(PosencTypeError, TypeError)
+    assert issubclass(PosencTypeError, PosencError)
+    bad = CliRunner().invoke(main, ["show", "sinusoidall"])
+    assert bad.exit_code == 2 and bad.stderr.strip().startswith("posenc: error:")
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+    def broken(*args, **kwargs):  # a genuine bug inside the library: not a user error
+        raise ValueError("internal invariant broken")
+
+    monkeypatch.setattr(posenc, "list_encodings", broken)
+    crash = CliRunner().invoke(main, ["list"])
+    assert crash.exit_code == 1 and isinstance(crash.exception, ValueError)
+    assert "posenc: error:" not in crash.stderr

@@ -8,6 +8,7 @@ Quick start::
 """
 
 from posenc.base import KINDS, PositionalEncoding
+from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import ENCODINGS, build, build_for_model, get_encoding_class, list_encodings
 
 __version__ = "0.1.0"
@@ -15,6 +16,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ENCODINGS",
     "KINDS",
+    "PosencError",
+    "PosencTypeError",
     "PositionalEncoding",
     "__version__",
     "build",

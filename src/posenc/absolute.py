@@ -35,6 +35,7 @@ from posenc.base import (
     check_tensor,
     resolve_positions,
 )
+from posenc.errors import PosencError, PosencTypeError
 
 
 def sinusoidal_inv_freq(dim: int, base: float) -> torch.Tensor:
@@ -59,13 +60,15 @@ class _Absolute(AdditiveEncoding):
     def _check_x(self, x: torch.Tensor) -> torch.Tensor:
         x = check_tensor("x", x, ndim=3, floating=True)
         if x.shape[-1] != self.config.dim:
-            raise ValueError(f"x has feature size {x.shape[-1]} but the encoding has dim={self.config.dim}")
+            raise PosencError(f"x has feature size {x.shape[-1]} but the encoding has dim={self.config.dim}")
         return x
 
     def encode(self, positions: torch.Tensor) -> torch.Tensor:
         """The positional vectors alone: ``positions (b, n)`` -> ``(b, n, d)`` in float32."""
         if not isinstance(positions, torch.Tensor):
-            raise TypeError(f"positions must be an integer torch.Tensor, got {type(positions).__name__}")
+            raise PosencTypeError(
+                f"positions must be an integer torch.Tensor, got {type(positions).__name__}"
+            )
         positions = resolve_positions(positions, positions.shape[-1] if positions.ndim else 0)
         return self._pe(positions, torch.float32).to(torch.float32)
 
@@ -186,11 +189,11 @@ class _TableMixin:
         top = int(positions.max()) if positions.numel() else -1
         if top >= rows:
             if self.config.extra_rows:
-                raise ValueError(
+                raise PosencError(
                     f"position {top} is past the table: max_len={self.config.max_len} plus "
                     f"extra_rows={self.config.extra_rows} gives valid positions [0, {rows - 1}]"
                 )
-            raise ValueError(
+            raise PosencError(
                 f"position {top} >= max_len={self.config.max_len}: a learned table has no row for it. "
                 f"Raise max_len, or opt in to extrapolation with extra_rows=N (N untrained rows past "
                 f"max_len, e.g. to measure how a learned table fails on longer inputs)"
@@ -377,7 +380,7 @@ class IntegerIndex(_Absolute):
         out = super().embed(x, positions=positions)  # validates x and positions
         top = int(positions.max()) if positions is not None and positions.numel() else x.shape[1] - 1
         if top > torch.finfo(x.dtype).max:  # the raw position itself would be inf
-            raise ValueError(
+            raise PosencError(
                 f"positions up to {top} do not fit in {x.dtype} (max {torch.finfo(x.dtype).max:g}); "
                 "integer_index adds the raw position, use a wider dtype"
             )

@@ -51,6 +51,7 @@ from posenc.base import (
     check_tensor,
     resolve_positions,
 )
+from posenc.errors import PosencError, PosencTypeError
 from posenc.kernels.bias_attention import bias_attention
 from posenc.positions import from_attention_mask as positions_from_padding_mask
 
@@ -73,7 +74,7 @@ def choose_path(kind: str, requested: str = "auto", *, need_weights: bool = Fals
     check_choice("path", requested, PATHS)
     if requested == "sdpa" and (kind not in SDPA_KINDS or need_weights):
         why = "returning weights" if need_weights else f"encoding kind {kind!r}"
-        raise ValueError(f"path='sdpa' cannot express {why}; use path='plain' or 'auto'")
+        raise PosencError(f"path='sdpa' cannot express {why}; use path='plain' or 'auto'")
     if requested != "auto":
         return requested
     return "sdpa" if kind in SDPA_KINDS and not need_weights else "plain"
@@ -151,7 +152,7 @@ def check_padding_mask(padding_mask: torch.Tensor | None, batch: int, seq_len: i
         return None
     padding_mask = _check_mask("padding_mask", padding_mask)
     if padding_mask.shape != (batch, seq_len):
-        raise ValueError(
+        raise PosencError(
             f"padding_mask must have shape (batch, seq) = {(batch, seq_len)}, got {tuple(padding_mask.shape)}"
         )
     return padding_mask
@@ -160,7 +161,7 @@ def check_padding_mask(padding_mask: torch.Tensor | None, batch: int, seq_len: i
 def _check_mask(name: str, mask: torch.Tensor) -> torch.Tensor:
     mask = check_tensor(name, mask, ndim=2)
     if mask.dtype != torch.bool:
-        raise TypeError(f"{name} must be a bool tensor (True = real token), got dtype {mask.dtype}")
+        raise PosencTypeError(f"{name} must be a bool tensor (True = real token), got dtype {mask.dtype}")
     return mask
 
 
@@ -214,7 +215,7 @@ class KVCache:
             self.keys, self.values, self.positions, self.key_mask = keys, values, positions, key_mask
             return keys, values, positions, key_mask
         if keys.shape[0] != self.keys.shape[0] or keys.shape[1::2] != self.keys.shape[1::2]:
-            raise ValueError(
+            raise PosencError(
                 f"cache holds keys of shape (b, h, j, d) = {tuple(self.keys.shape)} but the new "
                 f"chunk has shape {tuple(keys.shape)}; use one cache per layer and per batch "
                 "(call cache.reset() to start a new sequence)"
@@ -380,11 +381,11 @@ class MultiHeadAttention(nn.Module):
         d_model = check_int("d_model", d_model, minimum=1)
         num_heads = check_int("num_heads", num_heads, minimum=1)
         if d_model % num_heads:
-            raise ValueError(
+            raise PosencError(
                 f"d_model must be divisible by num_heads, got d_model={d_model}, num_heads={num_heads}"
             )
         if encoding is not None and not isinstance(encoding, PositionalEncoding):
-            raise TypeError(
+            raise PosencTypeError(
                 f"encoding must be a posenc PositionalEncoding or None, got {type(encoding).__name__}"
             )
         self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
@@ -410,7 +411,7 @@ class MultiHeadAttention(nn.Module):
         for field, value in expected.items():
             got = getattr(config, field, None)
             if got is not None and got != value:
-                raise ValueError(
+                raise PosencError(
                     f"encoding has {field}={got} but the attention has {field}={value} "
                     f"(d_model={self.d_model}, num_heads={self.num_heads})"
                 )
@@ -451,7 +452,7 @@ class MultiHeadAttention(nn.Module):
         x = check_tensor("x", x, ndim=3, floating=True)
         b, n, width = x.shape
         if width != self.d_model:
-            raise ValueError(f"x has feature size {width} but d_model={self.d_model}")
+            raise PosencError(f"x has feature size {width} but d_model={self.d_model}")
         padding_mask = check_padding_mask(padding_mask, b, n)
         self._check_cache(cache, context, document_ids)
         enc = self.encoding
@@ -472,7 +473,7 @@ class MultiHeadAttention(nn.Module):
             )
             key_mask = None if context_mask is None else _check_mask("context_mask", context_mask)
             if key_mask is not None and key_mask.shape != (b, m):
-                raise ValueError(f"context_mask must have shape {(b, m)}, got {tuple(key_mask.shape)}")
+                raise PosencError(f"context_mask must have shape {(b, m)}, got {tuple(key_mask.shape)}")
             k_docs = None
 
         # Rotary: rotate before caching (cache holds rotated keys) unless the encoding asks
@@ -522,27 +523,29 @@ class MultiHeadAttention(nn.Module):
         if cache is None:
             return
         if not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a posenc.attention.KVCache or None, got {type(cache).__name__}")
+            raise PosencTypeError(
+                f"cache must be a posenc.attention.KVCache or None, got {type(cache).__name__}"
+            )
         if context is not None:
-            raise ValueError("cache is for causal self-attention; it cannot be used with context")
+            raise PosencError("cache is for causal self-attention; it cannot be used with context")
         if document_ids is not None:
-            raise ValueError("cache cannot be combined with document_ids (packed sequences)")
+            raise PosencError("cache cannot be combined with document_ids (packed sequences)")
         if not self.causal:
-            raise ValueError("cache requires causal=True: a bidirectional layer must see the whole sequence")
+            raise PosencError("cache requires causal=True: a bidirectional layer must see the whole sequence")
         if self.encoding is not None and not self.encoding.supports_kv_cache:
-            raise ValueError(
+            raise PosencError(
                 f"encoding {type(self.encoding).__name__} does not support a KV cache "
                 "(supports_kv_cache=False); run the full sequence with cache=None"
             )
         if cache.owner is None:
             cache.owner = id(self)
         elif cache.owner != id(self):
-            raise ValueError("cache already belongs to another attention layer; use one KVCache per layer")
+            raise PosencError("cache already belongs to another attention layer; use one KVCache per layer")
 
     def _check_context(self, context, batch) -> torch.Tensor:
         context = check_tensor("context", context, ndim=3, floating=True)
         if context.shape[0] != batch or context.shape[2] != self.d_model:
-            raise ValueError(
+            raise PosencError(
                 f"context must have shape ({batch}, m, {self.d_model}), got {tuple(context.shape)}"
             )
         return context
@@ -617,7 +620,7 @@ def permutation_equivariance_gap(
     n = x.shape[1]
     perm = torch.arange(n).roll(-1) if permutation is None else torch.as_tensor(permutation)
     if sorted(perm.tolist()) != list(range(n)):
-        raise ValueError(f"permutation must be a permutation of range({n}), got {perm.tolist()}")
+        raise PosencError(f"permutation must be a permutation of range({n}), got {perm.tolist()}")
 
     def run(tokens: torch.Tensor) -> torch.Tensor:
         if layer.kind == "additive":

@@ -32,6 +32,8 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import nn
 
+from posenc.errors import PosencError, PosencTypeError
+
 Kind = Literal["additive", "rotary", "bias", "relative", "contextual", "none"]
 KINDS: tuple[str, ...] = ("additive", "rotary", "bias", "relative", "contextual", "none")
 
@@ -57,12 +59,12 @@ def check_int(
         elif hasattr(value, "__index__") and not isinstance(value, (float, bool)) and not is_tensor:
             value = int(value.__index__())
         else:
-            raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+            raise PosencTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     valid = _range_text(minimum, maximum) + (", even" if even else "")
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise ValueError(f"{name} must be an integer {valid}, got {value}")
+        raise PosencError(f"{name} must be an integer {valid}, got {value}")
     if even and value % 2:
-        raise ValueError(f"{name} must be an even integer {valid}, got {value}")
+        raise PosencError(f"{name} must be an even integer {valid}, got {value}")
     return int(value)
 
 
@@ -76,17 +78,17 @@ def check_float(
 ) -> float:
     """Return ``value`` as a finite float or raise naming ``name`` and the range."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+        raise PosencTypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
     value = float(value)
     low = "" if minimum is None else (f"> {minimum}" if exclusive_minimum else f">= {minimum}")
     high = "" if maximum is None else f"<= {maximum}"
     valid = " and ".join(t for t in (low, high) if t) or "finite"
     if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number ({valid}), got {value}")
+        raise PosencError(f"{name} must be a finite number ({valid}), got {value}")
     if minimum is not None and (value < minimum or (exclusive_minimum and value == minimum)):
-        raise ValueError(f"{name} must be {valid}, got {value}")
+        raise PosencError(f"{name} must be {valid}, got {value}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be {valid}, got {value}")
+        raise PosencError(f"{name} must be {valid}, got {value}")
     return value
 
 
@@ -95,7 +97,7 @@ def check_choice(name: str, value: Any, choices: tuple[str, ...] | list[str]) ->
     if value not in choices:
         hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
         extra = f"; did you mean {hint[0]!r}?" if hint else ""
-        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}{extra}")
+        raise PosencError(f"{name} must be one of {list(choices)}, got {value!r}{extra}")
     return value
 
 
@@ -118,16 +120,16 @@ def check_tensor(
 ) -> torch.Tensor:
     """Check a tensor argument's type, rank and dtype family."""
     if not isinstance(value, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+        raise PosencTypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else ndim
         if value.ndim not in allowed:
-            raise ValueError(
+            raise PosencError(
                 f"{name} must have {' or '.join(map(str, allowed))} dimensions, "
                 f"got shape {tuple(value.shape)}"
             )
     if floating is True and not value.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+        raise PosencTypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
     return value
 
 
@@ -167,7 +169,7 @@ class EncodingConfig:
                 hint = difflib.get_close_matches(key, names, n=1)
                 extra = f"; did you mean {hint[0]!r}?" if hint else ""
                 where = f" for encoding {owner!r}" if owner else ""
-                raise ValueError(f"unknown config key {key!r}{where}; valid keys: {names}{extra}")
+                raise PosencError(f"unknown config key {key!r}{where}; valid keys: {names}{extra}")
         missing = [
             f.name
             for f in dataclasses.fields(cls)  # type: ignore[arg-type]
@@ -177,7 +179,7 @@ class EncodingConfig:
         ]
         if missing:
             where = f" for encoding {owner!r}" if owner else ""
-            raise ValueError(f"missing required config key(s) {missing}{where}")
+            raise PosencError(f"missing required config key(s) {missing}{where}")
         return cls(**data)
 
     @classmethod
@@ -227,23 +229,23 @@ def resolve_positions(
     if positions is None:
         return torch.arange(seq_len, device=device, dtype=torch.long).unsqueeze(0)
     if not isinstance(positions, torch.Tensor):
-        raise TypeError(f"{name} must be an integer torch.Tensor of shape (batch, seq) or None")
+        raise PosencTypeError(f"{name} must be an integer torch.Tensor of shape (batch, seq) or None")
     if positions.dtype.is_floating_point or positions.dtype.is_complex or positions.dtype == torch.bool:
-        raise TypeError(f"{name} must have an integer dtype (int32/int64), got {positions.dtype}")
+        raise PosencTypeError(f"{name} must have an integer dtype (int32/int64), got {positions.dtype}")
     if positions.ndim == 1:
         positions = positions.unsqueeze(0)
     if positions.ndim != 2:
-        raise ValueError(f"{name} must have shape (batch, seq) or (seq,), got {tuple(positions.shape)}")
+        raise PosencError(f"{name} must have shape (batch, seq) or (seq,), got {tuple(positions.shape)}")
     if positions.shape[1] != seq_len:
-        raise ValueError(
+        raise PosencError(
             f"{name} has {positions.shape[1]} positions per row but the input has seq length {seq_len}"
         )
     if batch is not None and positions.shape[0] not in (1, batch):
-        raise ValueError(f"{name} has batch size {positions.shape[0]}; expected 1 or {batch}")
+        raise PosencError(f"{name} has batch size {positions.shape[0]}; expected 1 or {batch}")
     if positions.numel() and int(positions.min()) < 0:
-        raise ValueError(f"{name} must be >= 0, got minimum {int(positions.min())}")
+        raise PosencError(f"{name} must be >= 0, got minimum {int(positions.min())}")
     if positions.numel() and int(positions.max()) > MAX_POSITION:  # float64 tables would round them
-        raise ValueError(f"{name} must be <= 2**53 = {MAX_POSITION}, got maximum {int(positions.max())}")
+        raise PosencError(f"{name} must be <= 2**53 = {MAX_POSITION}, got maximum {int(positions.max())}")
     return positions.to(dtype=torch.long, device=device if device is not None else positions.device)
 
 
@@ -318,7 +320,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, config: EncodingConfig) -> None:
         super().__init__()
         if not isinstance(config, self.Config):
-            raise TypeError(
+            raise PosencTypeError(
                 f"{type(self).__name__} expects a {self.Config.__name__}, got {type(config).__name__}"
             )
         self.config = config
@@ -398,7 +400,7 @@ class BiasEncoding(PositionalEncoding):
         qp = resolve_positions(q_positions, num_queries, device=device, name="q_positions")
         kp = resolve_positions(k_positions, num_keys, device=qp.device, name="k_positions")
         if qp.shape[0] != kp.shape[0] and 1 not in (qp.shape[0], kp.shape[0]):
-            raise ValueError(f"q_positions batch {qp.shape[0]} and k_positions batch {kp.shape[0]} differ")
+            raise PosencError(f"q_positions batch {qp.shape[0]} and k_positions batch {kp.shape[0]} differ")
         head = torch.arange(self.num_heads, device=qp.device)[None, :, None, None]
         return self.bias_fn(qp[:, None, :, None], kp[:, None, None, :], head)
 

@@ -41,6 +41,7 @@ from posenc.base import (
     check_int,
     resolve_positions,
 )
+from posenc.errors import PosencError, PosencTypeError
 
 Params = dict[str, torch.Tensor]
 ScoreMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -48,15 +49,15 @@ ScoreMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, tor
 
 def _check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}")
+        raise PosencTypeError(f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}")
     return value
 
 
 def _check_index_tensor(name: str, value: Any) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
-        raise TypeError(f"{name} must be an integer torch.Tensor, got {type(value).__name__}")
+        raise PosencTypeError(f"{name} must be an integer torch.Tensor, got {type(value).__name__}")
     if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
-        raise TypeError(f"{name} must have an integer dtype (int32/int64), got {value.dtype}")
+        raise PosencTypeError(f"{name} must have an integer dtype (int32/int64), got {value.dtype}")
     return value.long()
 
 
@@ -94,16 +95,16 @@ class _BiasFamily(BiasEncoding):
         h = _check_index_tensor("head", head)
         for name, t in (("q_pos", q), ("k_pos", k)):
             if t.numel() and int(t.min()) < 0:
-                raise ValueError(f"{name} must be >= 0, got minimum {int(t.min())}")
+                raise PosencError(f"{name} must be >= 0, got minimum {int(t.min())}")
         if h.numel() and (int(h.min()) < 0 or int(h.max()) >= self.num_heads):
-            raise ValueError(
+            raise PosencError(
                 f"head must be in [0, {self.num_heads - 1}] (num_heads={self.num_heads}), "
                 f"got values in [{int(h.min())}, {int(h.max())}]"
             )
         try:
             torch.broadcast_shapes(q.shape, k.shape, h.shape)
         except RuntimeError:
-            raise ValueError(
+            raise PosencError(
                 f"q_pos {tuple(q.shape)}, k_pos {tuple(k.shape)} and head {tuple(h.shape)} do not broadcast"
             ) from None
         return self._compute(q, k.to(q.device), h.to(q.device), self._prepare(q.device))
@@ -152,7 +153,7 @@ class _BiasFamily(BiasEncoding):
         kp = None if k_positions is None else self._flex_positions(k_positions, "k_positions")
         if qp is not None and kp is not None and 1 not in (qp.shape[0], kp.shape[0]):
             if qp.shape[0] != kp.shape[0]:
-                raise ValueError(
+                raise PosencError(
                     f"q_positions batch {qp.shape[0]} and k_positions batch {kp.shape[0]} differ"
                 )
         device = qp.device if qp is not None else kp.device if kp is not None else self._default_device()
@@ -173,7 +174,7 @@ class _BiasFamily(BiasEncoding):
     @staticmethod
     def _flex_positions(positions: torch.Tensor, name: str) -> torch.Tensor:
         if not isinstance(positions, torch.Tensor):
-            raise TypeError(f"{name} must be an integer torch.Tensor of shape (batch, seq) or None")
+            raise PosencTypeError(f"{name} must be an integer torch.Tensor of shape (batch, seq) or None")
         seq = positions.shape[-1] if positions.ndim else 0
         return resolve_positions(positions, seq, name=name)
 

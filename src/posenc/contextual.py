@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from posenc.base import ContextualEncoding, EncodingConfig, check_int, check_tensor
+from posenc.errors import PosencError, PosencTypeError
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class CoPEConfig(EncodingConfig):
         check_int("head_dim", self.head_dim, minimum=1)
         check_int("npos_max", self.npos_max, minimum=1)
         if not isinstance(self.scale_position_logits, bool):
-            raise TypeError(
+            raise PosencTypeError(
                 f"scale_position_logits must be True or False, got {self.scale_position_logits!r}"
             )
 
@@ -92,12 +93,12 @@ class CoPE(ContextualEncoding):
         check_tensor("k", k, ndim=4, floating=True)
         check_tensor("logits", logits, ndim=4, floating=True)
         if q.shape[-1] != self.config.head_dim:
-            raise ValueError(
+            raise PosencError(
                 f"q has head size {q.shape[-1]} but the encoding has head_dim={self.config.head_dim}"
             )
         expected = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
         if tuple(logits.shape) != expected:
-            raise ValueError(f"logits must have shape (b, h, i, j) = {expected}, got {tuple(logits.shape)}")
+            raise PosencError(f"logits must have shape (b, h, i, j) = {expected}, got {tuple(logits.shape)}")
         p = self.positions(logits)  # (b, h, i, j)
         lower = p.detach().floor()
         weight = (p - lower).to(q.dtype)  # differentiable: the only path from gates to z

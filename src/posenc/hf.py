@@ -31,6 +31,7 @@ from typing import Any
 
 from posenc import rope_scaling
 from posenc.base import check_float, check_int
+from posenc.errors import PosencError, PosencTypeError
 
 ORIGINAL = rope_scaling.ORIGINAL
 DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
@@ -42,11 +43,14 @@ def _as_dict(config: Any) -> dict[str, Any]:
     """A dict, a path to config.json, or a transformers config object -> a plain dict copy."""
     if isinstance(config, (str, os.PathLike)):
         with open(config, encoding="utf-8") as handle:
-            config = json.load(handle)
+            try:
+                config = json.load(handle)
+            except json.JSONDecodeError as exc:
+                raise PosencError(f"{os.fspath(config)} is not valid JSON: {exc}") from None
     elif not isinstance(config, dict) and hasattr(config, "to_dict"):
         config = config.to_dict()
     if not isinstance(config, dict):
-        raise TypeError(
+        raise PosencTypeError(
             f"config must be a dict, a path to config.json or an HF config, got {type(config).__name__}"
         )
     return copy.deepcopy(config)
@@ -85,11 +89,13 @@ def from_hf(config: Any) -> dict[str, Any]:
     cfg = _as_dict(config)
     rope = cfg.get(_rope_key(cfg)) or {}
     if not isinstance(rope, dict):
-        raise TypeError(f"rope_scaling / rope_parameters must be a dict or null, got {type(rope).__name__}")
+        raise PosencTypeError(
+            f"rope_scaling / rope_parameters must be a dict or null, got {type(rope).__name__}"
+        )
     if any(isinstance(value, dict) for value in rope.values()):
-        raise ValueError("per-layer (nested) rope_parameters are not supported; pass one layer type's dict")
+        raise PosencError("per-layer (nested) rope_parameters are not supported; pass one layer type's dict")
     if "type" in rope and "rope_type" in rope and rope["type"] != rope["rope_type"]:
-        raise ValueError(
+        raise PosencError(
             f"rope dict has type={rope['type']!r} and rope_type={rope['rope_type']!r}; they must agree"
         )
     rope_type = rope.get("rope_type", rope.get("type", "default"))
@@ -97,7 +103,7 @@ def from_hf(config: Any) -> dict[str, Any]:
     head_dim = cfg.get("head_dim")
     if head_dim is None:
         if "hidden_size" not in cfg or "num_attention_heads" not in cfg:
-            raise ValueError("config needs head_dim, or hidden_size and num_attention_heads")
+            raise PosencError("config needs head_dim, or hidden_size and num_attention_heads")
         head_dim = check_int("hidden_size", cfg["hidden_size"], minimum=1) // check_int(
             "num_attention_heads", cfg["num_attention_heads"], minimum=1
         )
@@ -113,7 +119,7 @@ def from_hf(config: Any) -> dict[str, Any]:
 
     params = {key: value for key, value in rope.items() if key not in _NOT_PARAMS}
     if rope_type == "dynamic" and params.get(ORIGINAL) not in (None, max_positions):
-        raise ValueError(
+        raise PosencError(
             "HF's dynamic scaling ignores rope_scaling['original_max_position_embeddings'] and uses "
             f"max_position_embeddings={max_positions}; got {params[ORIGINAL]}. Make them equal"
         )
@@ -164,15 +170,15 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
     )
     for key in rope:
         if key not in known:
-            raise ValueError(f"unknown RoPE key {key!r}; valid keys: {list(known)}")
+            raise PosencError(f"unknown RoPE key {key!r}; valid keys: {list(known)}")
     if rope.get("layout", "half") != "half":
-        raise ValueError("layout must be 'half' for Hugging Face (rotate_half); permute the weights first")
+        raise PosencError("layout must be 'half' for Hugging Face (rotate_half); permute the weights first")
     head_dim = check_int("head_dim", rope.get("head_dim"), minimum=2)
     partial = float(rope.get("partial_rotary_factor", 1.0))
     if rope.get("rotary_dim") is not None:
         partial = rope["rotary_dim"] / head_dim
         if int(head_dim * partial) != rope["rotary_dim"]:
-            raise ValueError(
+            raise PosencError(
                 f"rotary_dim={rope['rotary_dim']} has no partial_rotary_factor for head_dim={head_dim}"
             )
     base = float(rope.get("base", DEFAULT_THETA))
@@ -212,7 +218,7 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
         original = params.pop(ORIGINAL)
         max_positions = original if max_positions is None else max_positions
         if original != max_positions:
-            raise ValueError(
+            raise PosencError(
                 "HF's dynamic scaling reads the original length from max_position_embeddings; got "
                 f"original_max_position_embeddings={original} != max_position_embeddings={max_positions}"
             )

@@ -36,6 +36,7 @@ from posenc.base import (
     check_int,
     check_tensor,
 )
+from posenc.errors import PosencError, PosencTypeError
 
 COMBINES = ("concat", "sum")
 
@@ -69,14 +70,14 @@ class HierarchicalConfig(EncodingConfig):
         check_int("segment_len", self.segment_len, minimum=1)
         check_choice("combine", self.combine, COMBINES)
         if self.combine == "concat" and self.dim % 2:
-            raise ValueError(f"dim must be even with combine='concat' (dim/2 per part), got {self.dim}")
+            raise PosencError(f"dim must be even with combine='concat' (dim/2 per part), got {self.dim}")
         if self.inner_config is not None:
             if not isinstance(self.inner_config, dict):
-                raise TypeError(
+                raise PosencTypeError(
                     f"inner_config must be a dict or None, got {type(self.inner_config).__name__}"
                 )
             if "dim" in self.inner_config:
-                raise ValueError("inner_config must not set 'dim': it follows from dim and combine")
+                raise PosencError("inner_config must not set 'dim': it follows from dim and combine")
         self.inner_config_for_part()  # the inner Config validates its own fields now, not at build
 
     def inner_config_for_part(self) -> EncodingConfig:
@@ -168,7 +169,7 @@ def segment_positions(segment_ids: torch.Tensor, *, segment_len: int) -> torch.T
     """
     ids = check_tensor("segment_ids", segment_ids, ndim=(1, 2))
     if ids.dtype.is_floating_point or ids.dtype.is_complex:
-        raise TypeError(f"segment_ids must have an integer dtype, got {ids.dtype}")
+        raise PosencTypeError(f"segment_ids must have an integer dtype, got {ids.dtype}")
     segment_len = check_int("segment_len", segment_len, minimum=1)
     ids = ids[None] if ids.ndim == 1 else ids  # (b, n)
     b, n = ids.shape
@@ -182,7 +183,7 @@ def segment_positions(segment_ids: torch.Tensor, *, segment_len: int) -> torch.T
     offset = index - start  # (b, n)
     longest = int(offset.max()) + 1
     if longest > segment_len:
-        raise ValueError(
+        raise PosencError(
             f"a segment has {longest} tokens but segment_len={segment_len}; raise segment_len to >= {longest}"
         )
     return segment * segment_len + offset

@@ -52,6 +52,7 @@ from posenc.attention import (
     step_positions,
 )
 from posenc.base import PositionalEncoding, check_choice, check_float, check_int, check_tensor
+from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import get_encoding_class
 
 COMBINES = ("add", "concat")
@@ -84,7 +85,7 @@ class TransformerConfig:
         check_int("d_model", self.d_model, minimum=1)
         check_int("num_heads", self.num_heads, minimum=1)
         if self.d_model % self.num_heads:
-            raise ValueError(
+            raise PosencError(
                 f"d_model must be divisible by num_heads, got d_model={self.d_model}, "
                 f"num_heads={self.num_heads}"
             )
@@ -93,21 +94,23 @@ class TransformerConfig:
         check_float("dropout", self.dropout, minimum=0.0, maximum=1.0)
         for name in ("causal", "tie_embeddings", "scale_embeddings"):
             if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+                raise PosencTypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.share_encoding is not None and not isinstance(self.share_encoding, bool):
-            raise TypeError(f"share_encoding must be a bool or None, got {self.share_encoding!r}")
+            raise PosencTypeError(f"share_encoding must be a bool or None, got {self.share_encoding!r}")
         if not isinstance(self.encoding_config, dict):
-            raise TypeError(f"encoding_config must be a dict, got {type(self.encoding_config).__name__}")
+            raise PosencTypeError(
+                f"encoding_config must be a dict, got {type(self.encoding_config).__name__}"
+            )
         object.__setattr__(self, "encoding_config", dict(self.encoding_config))  # private copy
         kind = get_encoding_class(self.encoding).kind  # unknown names raise ValueError
         check_choice("combine", self.combine, COMBINES)
         check_choice("inject", self.inject, INJECTS)
         if kind != "additive" and (self.combine, self.inject) != ("add", "input"):
-            raise ValueError(
+            raise PosencError(
                 f"combine/inject apply to additive encodings only; {self.encoding!r} is of kind {kind!r}"
             )
         if self.combine == "concat" and self.inject == "every_layer":
-            raise ValueError("inject='every_layer' requires combine='add'")
+            raise PosencError("inject='every_layer' requires combine='add'")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -119,7 +122,7 @@ class TransformerConfig:
             if key not in names:
                 hint = difflib.get_close_matches(key, names, n=1)
                 extra = f"; did you mean {hint[0]!r}?" if hint else ""
-                raise ValueError(f"unknown TransformerConfig key {key!r}{extra}")
+                raise PosencError(f"unknown TransformerConfig key {key!r}{extra}")
         return cls(**data)
 
 
@@ -149,7 +152,7 @@ class Transformer(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         if not isinstance(config, TransformerConfig):
-            raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+            raise PosencTypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
         self.config = config
         d = config.d_model
         cls = get_encoding_class(config.encoding)
@@ -227,10 +230,10 @@ class Transformer(nn.Module):
     def new_cache(self) -> list[KVCache]:
         """One empty :class:`KVCache` per layer, for incremental decoding."""
         if not self.config.causal:
-            raise ValueError("new_cache requires causal=True: an encoder must see the whole sequence")
+            raise PosencError("new_cache requires causal=True: an encoder must see the whole sequence")
         for enc in self.encodings():
             if not enc.supports_kv_cache:
-                raise ValueError(
+                raise PosencError(
                     f"encoding {self.config.encoding!r} does not support a KV cache (supports_kv_cache=False)"
                 )
         return [KVCache() for _ in self.blocks]
@@ -253,19 +256,19 @@ class Transformer(nn.Module):
         """
         tokens = check_tensor("tokens", tokens, ndim=2)
         if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
-            raise TypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+            raise PosencTypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
-            raise ValueError(
+            raise PosencError(
                 f"tokens must be in [0, {self.config.vocab_size - 1}] (vocab_size="
                 f"{self.config.vocab_size}), got [{int(tokens.min())}, {int(tokens.max())}]"
             )
         if cache is not None:
             if not isinstance(cache, (list, tuple)) or len(cache) != len(self.blocks):
-                raise ValueError(
+                raise PosencError(
                     f"cache must be a list of {len(self.blocks)} KVCache (use model.new_cache())"
                 )
             if self.input_encoding is not None and not self.input_encoding.supports_kv_cache:
-                raise ValueError(f"encoding {self.config.encoding!r} does not support a KV cache")
+                raise PosencError(f"encoding {self.config.encoding!r} does not support a KV cache")
         b, n = tokens.shape
         padding_mask = check_padding_mask(padding_mask, b, n)
         caches = [None] * len(self.blocks) if cache is None else list(cache)

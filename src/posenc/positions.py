@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import torch
 
 from posenc.base import check_int, check_tensor
+from posenc.errors import PosencError, PosencTypeError
 
 __all__ = ["from_attention_mask", "from_document_lengths", "randomized", "with_offset"]
 
@@ -43,10 +44,12 @@ def from_attention_mask(mask: torch.Tensor) -> torch.Tensor:
     """
     mask = check_tensor("mask", mask, ndim=2)
     if mask.dtype.is_floating_point or mask.dtype.is_complex:
-        raise TypeError(f"mask must be a bool or integer tensor (1 = token, 0 = pad), got dtype {mask.dtype}")
+        raise PosencTypeError(
+            f"mask must be a bool or integer tensor (1 = token, 0 = pad), got dtype {mask.dtype}"
+        )
     if mask.dtype != torch.bool:
         if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
-            raise ValueError("mask must contain only 0 (pad) and 1 (token)")
+            raise PosencError("mask must contain only 0 (pad) and 1 (token)")
         mask = mask.bool()
     real = mask.long()  # (b, n)
     return ((real.cumsum(dim=1) - 1) * real).clamp_min(0)  # (b, n), pads -> 0
@@ -63,19 +66,21 @@ def from_document_lengths(lengths: Sequence[int] | torch.Tensor) -> torch.Tensor
     """
     if isinstance(lengths, torch.Tensor):
         if lengths.dtype.is_floating_point or lengths.dtype.is_complex or lengths.dtype == torch.bool:
-            raise TypeError(f"lengths must be integers, got dtype {lengths.dtype}")
+            raise PosencTypeError(f"lengths must be integers, got dtype {lengths.dtype}")
         if lengths.ndim != 1:
-            raise ValueError(f"lengths must be 1-D, got shape {tuple(lengths.shape)}")
+            raise PosencError(f"lengths must be 1-D, got shape {tuple(lengths.shape)}")
         values = [int(v) for v in lengths.tolist()]
     elif isinstance(lengths, (list, tuple)):
         values = [check_int(f"lengths[{k}]", v, minimum=1) for k, v in enumerate(lengths)]
     else:
-        raise TypeError(f"lengths must be a list/tuple of ints or a 1-D tensor, got {type(lengths).__name__}")
+        raise PosencTypeError(
+            f"lengths must be a list/tuple of ints or a 1-D tensor, got {type(lengths).__name__}"
+        )
     if not values:
-        raise ValueError("lengths must name at least one document")
+        raise PosencError("lengths must name at least one document")
     for k, v in enumerate(values):
         if v < 1:
-            raise ValueError(f"lengths[{k}] must be >= 1, got {v}")
+            raise PosencError(f"lengths[{k}] must be >= 1, got {v}")
     sizes = torch.tensor(values, dtype=torch.long)  # (k,)
     starts = torch.cumsum(sizes, 0) - sizes  # (k,) start index of each document
     total = int(sizes.sum())
@@ -102,11 +107,11 @@ def with_offset(
     steps = torch.arange(seq_len, dtype=torch.long, device=device)  # (n,)
     if isinstance(offset, torch.Tensor) and offset.ndim == 1:
         if offset.dtype.is_floating_point or offset.dtype.is_complex or offset.dtype == torch.bool:
-            raise TypeError(f"offset must be integer, got dtype {offset.dtype}")
+            raise PosencTypeError(f"offset must be integer, got dtype {offset.dtype}")
         if offset.shape[0] != batch:
-            raise ValueError(f"offset has {offset.shape[0]} entries but batch={batch}")
+            raise PosencError(f"offset has {offset.shape[0]} entries but batch={batch}")
         if offset.numel() and int(offset.min()) < 0:
-            raise ValueError(f"offset must be >= 0, got minimum {int(offset.min())}")
+            raise PosencError(f"offset must be >= 0, got minimum {int(offset.min())}")
         return offset.to(dtype=torch.long, device=steps.device)[:, None] + steps[None, :]  # (b, n)
     offset = check_int("offset", offset, minimum=0)
     return (steps + offset).unsqueeze(0).expand(batch, seq_len).clone()  # (b, n)
@@ -139,7 +144,7 @@ def randomized(
     max_len = check_int("max_len", max_len, minimum=1)
     seq_len = check_int("seq_len", seq_len, minimum=0, maximum=max_len)
     if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        raise PosencTypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     keys = torch.rand(batch, max_len, generator=generator)  # (b, max_len) i.i.d. sort keys
     picks = keys.argsort(dim=1)[:, :seq_len]  # (b, n) a uniform subset without replacement
     return picks.sort(dim=1).values.to(device=device)  # (b, n) sorted

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from posenc.base import PositionalEncoding
+from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import build_for_model
 
 
@@ -215,11 +216,11 @@ PRESETS: dict[str, Preset] = {
 def get(name: str) -> Preset:
     """The preset ``name``; unknown names raise ValueError suggesting the closest."""
     if not isinstance(name, str):
-        raise TypeError(f"preset name must be a string, got {type(name).__name__}")
+        raise PosencTypeError(f"preset name must be a string, got {type(name).__name__}")
     if name not in PRESETS:
         hint = difflib.get_close_matches(name, list(PRESETS), n=1, cutoff=0.4)
         extra = f"; did you mean {hint[0]!r}?" if hint else ""
-        raise ValueError(f"unknown preset {name!r}{extra} (valid: {', '.join(PRESETS)})")
+        raise PosencError(f"unknown preset {name!r}{extra} (valid: {', '.join(PRESETS)})")
     return PRESETS[name]
 
 

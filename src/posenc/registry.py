@@ -11,6 +11,7 @@ from typing import Any
 
 from posenc import absolute, bias, contextual, hierarchical, relative, rotary
 from posenc.base import PositionalEncoding
+from posenc.errors import PosencError, PosencTypeError
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {
     # --- absolute (additive) ---
@@ -44,13 +45,13 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
 def get_encoding_class(name: str) -> type[PositionalEncoding]:
     """Look ``name`` up in ENCODINGS; unknown names raise ValueError with a suggestion."""
     if not isinstance(name, str):
-        raise TypeError(f"encoding name must be a string, got {type(name).__name__}")
+        raise PosencTypeError(f"encoding name must be a string, got {type(name).__name__}")
     try:
         return ENCODINGS[name]
     except KeyError:
         hint = difflib.get_close_matches(name, list(ENCODINGS), n=1)
         extra = f"; did you mean {hint[0]!r}?" if hint else ""
-        raise ValueError(f"unknown encoding {name!r}{extra} (valid: {', '.join(ENCODINGS)})") from None
+        raise PosencError(f"unknown encoding {name!r}{extra} (valid: {', '.join(ENCODINGS)})") from None
 
 
 def build(name: str, **config: Any) -> PositionalEncoding:

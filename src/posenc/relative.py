@@ -28,11 +28,12 @@ from posenc.base import (
     check_tensor,
     resolve_positions,
 )
+from posenc.errors import PosencError, PosencTypeError
 
 
 def _check_bool(name: str, value: object) -> None:
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+        raise PosencTypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
 
 
 def check_qk(q: torch.Tensor, k: torch.Tensor, *, head_dim: int, num_heads: int) -> tuple[int, int, int, int]:
@@ -40,11 +41,11 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, *, head_dim: int, num_heads: int)
     check_tensor("q", q, ndim=4, floating=True)
     check_tensor("k", k, ndim=4, floating=True)
     if q.shape[-1] != head_dim:
-        raise ValueError(f"q has head size {q.shape[-1]} but the encoding has head_dim={head_dim}")
+        raise PosencError(f"q has head size {q.shape[-1]} but the encoding has head_dim={head_dim}")
     if q.shape[1] != num_heads:
-        raise ValueError(f"q has {q.shape[1]} heads but the encoding has num_heads={num_heads}")
+        raise PosencError(f"q has {q.shape[1]} heads but the encoding has num_heads={num_heads}")
     if k.shape[0] != q.shape[0] or k.shape[1] != q.shape[1] or k.shape[-1] != q.shape[-1]:
-        raise ValueError(
+        raise PosencError(
             f"k must have shape (b, h, j, d) matching q {tuple(q.shape)} in b, h and d, got {tuple(k.shape)}"
         )
     return q.shape[0], q.shape[1], q.shape[2], k.shape[2]
@@ -169,7 +170,7 @@ class Shaw(RelativeEncoding):
         check_tensor("probs", probs, ndim=4, floating=True)
         b, h, i, j = probs.shape
         if h != self.config.num_heads:
-            raise ValueError(f"probs has {h} heads but the encoding has num_heads={self.config.num_heads}")
+            raise PosencError(f"probs has {h} heads but the encoding has num_heads={self.config.num_heads}")
         qp, kp = _positions(q_positions, k_positions, batch=b, num_queries=i, num_keys=j, device=probs.device)
         index = self.buckets(qp, kp)[:, None].expand(b, h, i, j)  # (b, h, i, j)
         rows = 2 * self.config.max_relative_distance + 1
@@ -195,7 +196,7 @@ class TransformerXLConfig(EncodingConfig):
         if self.rel_dim is not None:
             check_int("rel_dim", self.rel_dim, minimum=2, even=True)
         elif (self.num_heads * self.head_dim) % 2:
-            raise ValueError(
+            raise PosencError(
                 "rel_dim defaults to num_heads * head_dim, which must be even; "
                 f"got {self.num_heads} * {self.head_dim}; pass an even rel_dim"
             )

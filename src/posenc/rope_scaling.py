@@ -46,6 +46,7 @@ import torch
 from torch import nn
 
 from posenc.base import check_float, check_int
+from posenc.errors import PosencError, PosencTypeError
 
 Params = dict[str, Any]
 ScalingFn = Callable[..., tuple[torch.Tensor, float]]
@@ -268,13 +269,13 @@ def _check_keys(name: str, params: Params) -> None:
         if key not in valid:
             hint = difflib.get_close_matches(str(key), valid, n=1)
             extra = f"; did you mean {hint[0]!r}?" if hint else ""
-            raise ValueError(
+            raise PosencError(
                 f"unknown key {key!r} in rope scaling {name!r}; valid keys: {valid or 'none'}{extra}"
             )
     for key in required:
         if params.get(key) is None:
             hint = " (or pass max_position_embeddings)" if key == ORIGINAL else ""
-            raise ValueError(
+            raise PosencError(
                 f"rope scaling {name!r} requires key {key!r}{hint}; required keys: {list(required)}"
             )
 
@@ -300,7 +301,7 @@ def _validate_nothing(params: Params, *, dim: int) -> None:
 def _validate_ntk(params: Params, *, dim: int) -> None:
     """ntk / dynamic: b' = b * x^(d/(d-2)) needs d >= 4."""
     if dim < 4:
-        raise ValueError(f"NTK-style rope scalings need dim (rotary_dim) >= 4 (b' uses d/(d-2)), got {dim}")
+        raise PosencError(f"NTK-style rope scalings need dim (rotary_dim) >= 4 (b' uses d/(d-2)), got {dim}")
 
 
 def _validate_yarn(params: Params, *, dim: int) -> None:
@@ -308,14 +309,16 @@ def _validate_yarn(params: Params, *, dim: int) -> None:
     fast = _number("yarn", "beta_fast", params.get("beta_fast", 32.0), minimum=0.0, exclusive_minimum=True)
     slow = _number("yarn", "beta_slow", params.get("beta_slow", 1.0), minimum=0.0, exclusive_minimum=True)
     if fast < slow:
-        raise ValueError(
+        raise PosencError(
             f"rope scaling 'yarn' key 'beta_fast' must be >= beta_slow, got beta_fast={fast} < beta_slow={slow}"
         )
     for key in ("mscale", "mscale_all_dim"):
         if params.get(key) is not None:
             _number("yarn", key, params[key], minimum=0.0)
     if not isinstance(params.get("truncate", True), bool):
-        raise TypeError(f"rope scaling 'yarn' key 'truncate' must be a bool, got {params['truncate']!r}")
+        raise PosencTypeError(
+            f"rope scaling 'yarn' key 'truncate' must be a bool, got {params['truncate']!r}"
+        )
 
 
 def _validate_llama3(params: Params, *, dim: int) -> None:
@@ -323,7 +326,7 @@ def _validate_llama3(params: Params, *, dim: int) -> None:
     low = _number("llama3", "low_freq_factor", params["low_freq_factor"], minimum=0.0, exclusive_minimum=True)
     high = _number("llama3", "high_freq_factor", params["high_freq_factor"], minimum=0.0)
     if high <= low:
-        raise ValueError(
+        raise PosencError(
             "rope scaling 'llama3' key 'high_freq_factor' must be > low_freq_factor, "
             f"got high_freq_factor={high} <= low_freq_factor={low}"
         )
@@ -334,12 +337,12 @@ def _validate_longrope(params: Params, *, dim: int) -> None:
     for key in ("short_factor", "long_factor"):
         value = params[key]
         if not isinstance(value, (list, tuple)):
-            raise TypeError(
+            raise PosencTypeError(
                 f"rope scaling 'longrope' key {key!r} must be a list of dim/2 = {dim // 2} numbers, "
                 f"got {type(value).__name__}"
             )
         if len(value) != dim // 2:
-            raise ValueError(
+            raise PosencError(
                 f"rope scaling 'longrope' key {key!r} must have dim/2 = {dim // 2} entries "
                 f"(one per pair), got {len(value)}"
             )
@@ -368,13 +371,15 @@ def split(scaling: Params | None) -> tuple[str, Params]:
     if scaling is None:
         return "default", {}
     if not isinstance(scaling, dict):
-        raise TypeError(f"scaling must be a dict with key 'rope_type' or None, got {type(scaling).__name__}")
+        raise PosencTypeError(
+            f"scaling must be a dict with key 'rope_type' or None, got {type(scaling).__name__}"
+        )
     params = dict(scaling)
     name = params.pop("rope_type", "default")
     if name not in ROPE_SCALINGS:
         hint = difflib.get_close_matches(str(name), list(ROPE_SCALINGS), n=1)
         extra = f"; did you mean {hint[0]!r}?" if hint else ""
-        raise ValueError(f"rope_type must be one of {list(ROPE_SCALINGS)}, got {name!r}{extra}")
+        raise PosencError(f"rope_type must be one of {list(ROPE_SCALINGS)}, got {name!r}{extra}")
     return name, params
 
 
@@ -447,7 +452,7 @@ def compute(
     # inf attention scaling (silently inf or unrotated outputs): reject it, naming the keys.
     finite = bool(torch.isfinite(torch.as_tensor(inv_freq)).all() and (torch.as_tensor(inv_freq) > 0).all())
     if not finite or not abs(attention_scaling) <= torch.finfo(torch.float32).max:
-        raise ValueError(
+        raise PosencError(
             f"rope scaling {name!r} with base={base} and {params} overflows float64/float32 "
             "(frequencies or attention_factor out of range); use a smaller factor, base or attention_factor"
         )
@@ -492,7 +497,7 @@ def apply_to_model(model: nn.Module, scaling: Params | None) -> int:
     from posenc.base import RotaryEncoding
 
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        raise PosencTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     split(scaling)  # fail fast on a bad rope_type, before touching any module
     count = 0
     for module in model.modules():

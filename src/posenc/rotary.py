@@ -43,6 +43,7 @@ from posenc.base import (
     check_tensor,
     resolve_positions,
 )
+from posenc.errors import PosencError
 from posenc.kernels.rope import apply_rotary_fused
 
 LAYOUTS = ("half", "interleaved")
@@ -151,7 +152,7 @@ def permute_qk_weight(
     num_heads = check_int("num_heads", num_heads, minimum=1)
     head_dim = check_int("head_dim", head_dim, minimum=2, even=True)
     if weight.shape[0] != num_heads * head_dim:
-        raise ValueError(
+        raise PosencError(
             f"weight has {weight.shape[0]} rows but num_heads * head_dim = {num_heads * head_dim}"
         )
     perm = layout_permutation(head_dim, src=src, dst=dst, rotary_dim=rotary_dim).to(weight.device)
@@ -193,7 +194,7 @@ class RoPEConfig(EncodingConfig):
         from_factor = int(self.head_dim * self.partial_rotary_factor)
         if self.rotary_dim is None:
             if from_factor < 2 or from_factor % 2:
-                raise ValueError(
+                raise PosencError(
                     f"partial_rotary_factor={self.partial_rotary_factor} gives rotary_dim "
                     f"int({self.head_dim} * {self.partial_rotary_factor}) = {from_factor}; "
                     f"it must be an even integer in [2, {self.head_dim}]"
@@ -201,7 +202,7 @@ class RoPEConfig(EncodingConfig):
             return from_factor
         r = _check_rotary_dim(self.rotary_dim, self.head_dim)
         if self.partial_rotary_factor != 1.0 and from_factor != r:
-            raise ValueError(
+            raise PosencError(
                 f"rotary_dim={r} disagrees with partial_rotary_factor={self.partial_rotary_factor} "
                 f"(int({self.head_dim} * {self.partial_rotary_factor}) = {from_factor}); give only one"
             )
@@ -266,7 +267,7 @@ class RoPE(RotaryEncoding):
         )
         inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64).detach().cpu()  # (r/2,)
         if inv_freq.shape != (self.rotary_dim // 2,):
-            raise ValueError(
+            raise PosencError(
                 f"scaling {self._scaling!r} returned inv_freq of shape {tuple(inv_freq.shape)}; "
                 f"expected ({self.rotary_dim // 2},)"
             )
@@ -342,7 +343,7 @@ def _check_qk(q, k, q_positions, k_positions, head_dim: int):
     k = check_tensor("k", k, ndim=4, floating=True)
     for name, x in (("q", q), ("k", k)):
         if x.shape[-1] != head_dim:
-            raise ValueError(
+            raise PosencError(
                 f"{name} has head_dim {x.shape[-1]} (shape {tuple(x.shape)}) but the encoding has "
                 f"head_dim={head_dim}"
             )
@@ -453,7 +454,7 @@ class XPos(RotaryEncoding):
             cos, sin = self._sincos(pos, torch.float64)  # (b|1, n, d/2)
             s = self.scale(pos, torch.float64, key=is_key)  # (b|1, n, d/2), product in float64
             if s.numel() and float(s.max()) > torch.finfo(x.dtype).max:  # would be inf, silently
-                raise ValueError(
+                raise PosencError(
                     f"{'k' if is_key else 'q'}_positions up to {int(pos.max())} overflow xPos's scale "
                     f"zeta^((n - scale_center) / scale_base) in {x.dtype}; set scale_center near the "
                     f"middle of your positions (now {self.config.scale_center}) or raise scale_base"

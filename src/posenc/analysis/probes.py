@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from posenc.base import check_int
+from posenc.errors import PosencError
 
 # Seed 003: original = "The quick brown fox jumps", permuted = "brown quick The fox jumps".
 SEED_003_ORIGINAL = ("The", "quick", "brown", "fox", "jumps")
@@ -79,7 +80,7 @@ def position_sensitivity(
     """
     words = sorted(set(original) | set(permuted))
     if sorted(original) != sorted(permuted):
-        raise ValueError(f"permuted must reorder the words of original, got {original!r} vs {permuted!r}")
+        raise PosencError(f"permuted must reorder the words of original, got {original!r} vs {permuted!r}")
     ids = {w: i for i, w in enumerate(words)}
     x = torch.tensor([[ids[w] for w in original]])  # (1, n)
     px = torch.tensor([[ids[w] for w in permuted]])

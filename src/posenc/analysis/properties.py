@@ -29,6 +29,7 @@ from posenc.analysis.signals import (
     signature_rows,
 )
 from posenc.base import PositionalEncoding, check_int
+from posenc.errors import PosencError
 
 # ---------------------------------------------------------------------------
 # Uniqueness and boundedness (any kind).
@@ -168,7 +169,7 @@ def linear_relative_map(
     ``0 .. 4d - 1``. Residual ~1e-12 for sinusoidal, large for learned.
     """
     if enc.kind != "additive":
-        raise ValueError(f"linear_relative_map needs an additive encoding, got kind {enc.kind!r}")
+        raise PosencError(f"linear_relative_map needs an additive encoding, got kind {enc.kind!r}")
     shift = check_int("shift", shift, minimum=0)
     if positions is not None:
         positions = np.asarray(positions)
@@ -263,7 +264,7 @@ def distance_decay(
     r = np.asarray(list(distances), dtype=np.int64)
     top = int(r.max()) if query_position is None else check_int("query_position", query_position, minimum=0)
     if top < int(r.max()):
-        raise ValueError(f"query_position must be >= max(distances) = {int(r.max())}, got {top}")
+        raise PosencError(f"query_position must be >= max(distances) = {int(r.max())}, got {top}")
     k = position_kernel(enc, np.arange(top + 1), num_heads=num_heads, ones=True)
     return k[:, top, top - r]
 
@@ -298,7 +299,7 @@ def cosine_similarity(rows: np.ndarray) -> np.ndarray:
 def similarity_matrix(enc: PositionalEncoding, positions=range(8)) -> np.ndarray:
     """Cosine similarity ``(n, n)`` between positions' vectors (additive / rotary encodings)."""
     if enc.kind not in VECTOR_KINDS:
-        raise ValueError(
+        raise PosencError(
             f"similarity_matrix needs an encoding with one vector per position ({', '.join(VECTOR_KINDS)}), "
             f"got kind {enc.kind!r}"
         )

@@ -24,6 +24,7 @@ import torch
 
 import posenc
 from posenc.base import PositionalEncoding
+from posenc.errors import PosencError
 
 # Kinds whose position signal is one vector per position, (n, d).
 VECTOR_KINDS = ("additive", "rotary")
@@ -58,7 +59,7 @@ def feature_dim_of(enc: PositionalEncoding, default: int) -> int:
 def _positions(positions) -> torch.Tensor:
     p = torch.as_tensor(np.asarray(positions), dtype=torch.long).reshape(1, -1)  # (1, n)
     if p.numel() and int(p.min()) < 0:
-        raise ValueError(f"positions must be >= 0, got minimum {int(p.min())}")
+        raise PosencError(f"positions must be >= 0, got minimum {int(p.min())}")
     return p
 
 
@@ -157,7 +158,7 @@ def position_kernel(
                 mask = torch.ones(n, n, dtype=torch.bool).tril()
                 logits = logits.masked_fill(~mask, float("-inf"))
             return enc.scores(q, k, logits)[0].to(torch.float64).numpy()
-    raise ValueError(f"unknown encoding kind {enc.kind!r}")
+    raise PosencError(f"unknown encoding kind {enc.kind!r}")
 
 
 def signature_rows(signal: np.ndarray) -> np.ndarray:

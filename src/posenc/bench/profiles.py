@@ -28,6 +28,7 @@ from typing import Any
 
 from posenc.base import check_choice
 from posenc.bench.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
+from posenc.errors import PosencError
 from posenc.model import COMBINES, INJECTS
 from posenc.registry import ENCODINGS
 from posenc.tasks import ALL_TASKS, max_sequence_length
@@ -229,7 +230,7 @@ def _positive_int(name: str, text: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise ValueError(f"{name} must be a positive integer (steps), got {text!r}")
+        raise PosencError(f"{name} must be a positive integer (steps), got {text!r}")
     return value
 
 
@@ -239,7 +240,7 @@ def parse_variant(text: str) -> dict[str, dict[str, Any]]:
     for setting in text.split("+"):
         key, sep, value = (part.strip() for part in setting.partition("="))
         if not sep or not value:
-            raise ValueError(
+            raise PosencError(
                 f"variant {text!r}: expected key=value (keys: {', '.join(VARIANT_KEYS)}), "
                 "e.g. combine=concat,inject=every_layer,position_warmup=200"
             )
@@ -247,7 +248,7 @@ def parse_variant(text: str) -> dict[str, dict[str, Any]]:
         out[part][field_name] = parse(value)
     model = out["model"]
     if model.get("combine") == "concat" and model.get("inject") == "every_layer":
-        raise ValueError(f"variant {text!r}: inject=every_layer requires combine=add")
+        raise PosencError(f"variant {text!r}: inject=every_layer requires combine=add")
     return out
 
 
@@ -257,7 +258,7 @@ def parse_variants(text: str | None) -> tuple[str, ...]:
         return ()
     items = tuple(item.strip() for item in text.split(","))
     if any(not item for item in items):
-        raise ValueError(f"--variants has an empty item: {text!r} (e.g. combine=concat,position_warmup=200)")
+        raise PosencError(f"--variants has an empty item: {text!r} (e.g. combine=concat,position_warmup=200)")
     for item in items:
         parse_variant(item)
     return items

@@ -39,6 +39,7 @@ from typing import Any
 
 from posenc.base import check_int
 from posenc.bench.spec import RunSpec
+from posenc.errors import PosencError
 
 WorkFn = Callable[[RunSpec, Callable[[int], None]], dict]
 ProgressFn = Callable[[RunSpec, int], None]
@@ -68,7 +69,7 @@ def check_reachable(address: str, timeout: float = 5.0) -> None:
         return
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise ValueError(f"address must be 'auto' or 'HOST:PORT', got {address!r}")
+        raise PosencError(f"address must be 'auto' or 'HOST:PORT', got {address!r}")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as exc:
@@ -107,7 +108,7 @@ class RayExecutor:
         num_cpus: int | None = None,
     ) -> None:
         if address is not None and (not isinstance(address, str) or not address.strip()):
-            raise ValueError(f"address must be None, 'auto' or 'HOST:PORT', got {address!r}")
+            raise PosencError(f"address must be None, 'auto' or 'HOST:PORT', got {address!r}")
         # --address, else $RAY_ADDRESS (Ray's own convention), else None: a private Ray here.
         self.address = (address.strip() if address is not None else os.environ.get("RAY_ADDRESS")) or None
         self.workers = check_int("workers", workers, minimum=1)

@@ -45,6 +45,7 @@ import torch
 
 from posenc.base import check_int
 from posenc.bench import speed_cases as cases_mod
+from posenc.errors import PosencError
 from posenc.registry import ENCODINGS
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -330,10 +331,10 @@ def run(
     if threads is not None:
         torch.set_num_threads(check_int("threads", threads, minimum=1))
     if mode not in PLANS:
-        raise ValueError(f"mode must be one of {list(PLANS)}, got {mode!r}")
+        raise PosencError(f"mode must be one of {list(PLANS)}, got {mode!r}")
     for section in sections:
         if section not in SECTIONS:
-            raise ValueError(f"sections must be among {list(SECTIONS)}, got {section!r}")
+            raise PosencError(f"sections must be among {list(SECTIONS)}, got {section!r}")
     plan = PLANS[mode]
     progress = progress or (lambda message: None)
     started = time.time()

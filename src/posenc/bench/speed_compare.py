@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.bench.speed import POSENC_BIAS, POSENC_ROPE, ROOFLINE, rows
+from posenc.errors import PosencError
 
 THRESHOLD = 0.10
 POSENC_CONTENDERS = {POSENC_ROPE, "posenc fused (tables given)", POSENC_BIAS, "posenc flex", "posenc"}
@@ -64,7 +65,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], *, threshold: float = THRE
 def load(path: str | Path) -> dict[str, Any]:
     record = json.loads(Path(path).read_text())
     if record.get("kind") != "posenc-speed":
-        raise ValueError(f"{path} is not a posenc bench record (kind={record.get('kind')!r})")
+        raise PosencError(f"{path} is not a posenc bench record (kind={record.get('kind')!r})")
     record["path"] = str(path)
     return record
 

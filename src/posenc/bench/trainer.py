@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from posenc.bench.spec import RunSpec
+from posenc.errors import PosencError
 from posenc.model import Transformer, TransformerConfig
 from posenc.positions import randomized as randomized_positions
 from posenc.tasks import synthetic, text
@@ -277,7 +278,7 @@ def evaluate(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> d
     for name in spec.scalings:
         scaled = copy.deepcopy(model)
         if apply_to_model(scaled, parse_scaling(name, train_length(spec.task, spec.train))) == 0:
-            raise ValueError(f"scaling {name!r} needs a rotary encoding; {spec.encoding!r} has none")
+            raise PosencError(f"scaling {name!r} needs a rotary encoding; {spec.encoding!r} has none")
         results[name] = fn(scaled, spec, progress)
     return results
 

@@ -1,7 +1,8 @@
 """The ``posenc`` command line: thin wrappers over the library.
 
 Each command group lives in its own module and registers itself on ``main``.
-Library errors (ValueError/TypeError) print one line and exit 2, no traceback.
+Invalid input (:class:`posenc.errors.PosencError`, click usage errors) prints one line and
+exits 2; any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import sys
 
 import click
+
+from posenc.errors import PosencError
 
 
 class _OneLineUsageError(click.UsageError):
@@ -36,7 +39,7 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:  # unknown command, bad option value, missing argument
             raise _one_line(exc) from None
-        except (ValueError, TypeError, FileNotFoundError) as exc:
+        except (PosencError, FileNotFoundError) as exc:
             click.echo(f"posenc: error: {exc}", err=True)
             sys.exit(2)
 

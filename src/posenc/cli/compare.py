@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from posenc.errors import PosencError
+
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
@@ -25,7 +27,7 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     try:
         return tuple(int(p) for p in parts)
     except ValueError:
-        raise ValueError(f"--seeds must be comma-separated integers, got {text!r}") from None
+        raise PosencError(f"--seeds must be comma-separated integers, got {text!r}") from None
 
 
 @click.command("compare")

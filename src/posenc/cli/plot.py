@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from posenc.base import check_int
+from posenc.errors import PosencError
 from posenc.viz import FIGURE_KINDS, FIGURES
 
 
@@ -66,7 +67,7 @@ def plot_command(
     option = FIGURES[kind].size_option
     if positions is not None:
         if option is None:
-            raise ValueError(f"--positions does not apply to figure kind {kind!r}")
+            raise PosencError(f"--positions does not apply to figure kind {kind!r}")
         options[option] = positions
     path = viz.render(name, kind, output, d_model=d_model, num_heads=num_heads, dpi=dpi, **options)
     click.echo(f"wrote {path}")

@@ -13,6 +13,7 @@ import click
 
 from posenc import hf, rope_scaling
 from posenc.base import check_float, check_int
+from posenc.errors import PosencError
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -34,7 +35,7 @@ def parse_param(text: str) -> tuple[str, Any]:
     """``key=value`` -> (key, value); value read as JSON (numbers, lists, true/false), else a string."""
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
-        raise ValueError(f"--param must look like key=value (e.g. beta_fast=32), got {text!r}")
+        raise PosencError(f"--param must look like key=value (e.g. beta_fast=32), got {text!r}")
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:
@@ -110,11 +111,11 @@ def inspect_command(
             if v is not None
         ]
         if given or clash:
-            raise ValueError(f"--hf-config gives the whole RoPE config; drop {clash + sorted(given)}")
+            raise PosencError(f"--hf-config gives the whole RoPE config; drop {clash + sorted(given)}")
         rope = hf.from_hf(hf_config)
     else:
         if name is None and given:
-            raise ValueError(f"scaling keys {sorted(given)} given without --scaling")
+            raise PosencError(f"scaling keys {sorted(given)} given without --scaling")
         scaling = None if name is None or (name == "default" and not given) else {"rope_type": name, **given}
         rope = {
             "head_dim": 128 if head_dim is None else head_dim,

@@ -25,6 +25,7 @@ import ctypes
 
 import torch
 
+from posenc.errors import PosencError
 from posenc.kernels._build import load, warn_once
 
 _FUNCS = {
@@ -161,7 +162,7 @@ def apply_rotary_fused(
         if needs_grad:
             reason = "out= with autograd"
         elif out.shape != x.shape or out.dtype != x.dtype or out.device != x.device or out.ndim > 4:
-            raise ValueError(
+            raise PosencError(
                 f"out must have x's shape {tuple(x.shape)} and dtype {x.dtype}, "
                 f"got {tuple(out.shape)} {out.dtype}"
             )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from posenc.errors import PosencError
+
 __all__ = [
     "complex_order",
     "hybrid",
@@ -44,7 +46,7 @@ def learned(positions: np.ndarray, table: np.ndarray) -> np.ndarray:
     positions = np.asarray(positions)
     table = np.asarray(table, dtype=np.float64)
     if positions.size and positions.max() >= table.shape[0]:
-        raise ValueError(f"position {positions.max()} has no row in a table of {table.shape[0]} rows")
+        raise PosencError(f"position {positions.max()} has no row in a table of {table.shape[0]} rows")
     return table[positions]
 
 

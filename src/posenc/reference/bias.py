@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from posenc.errors import PosencError
+
 __all__ = [
     "alibi",
     "alibi_slopes",
@@ -49,7 +51,7 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
     of two ``p``, followed by every other slope of the ``2p`` sequence, ``n - p`` of them.
     """
     if num_heads <= 0:
-        raise ValueError(f"num_heads must be >= 1, got {num_heads}")
+        raise PosencError(f"num_heads must be >= 1, got {num_heads}")
 
     def power_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * (m + 1) / n) for m in range(n)]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from posenc.errors import PosencError
 from posenc.reference.absolute import sinusoidal
 
 __all__ = ["hierarchical", "hierarchical_sinusoidal"]
@@ -43,7 +44,7 @@ def hierarchical(
         return seg + off
     if combine == "concat":
         return np.concatenate([seg, off], axis=-1)
-    raise ValueError(f"combine must be 'concat' or 'sum', got {combine!r}")
+    raise PosencError(f"combine must be 'concat' or 'sum', got {combine!r}")
 
 
 def hierarchical_sinusoidal(

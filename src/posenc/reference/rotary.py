@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from posenc.errors import PosencError
+
 __all__ = ["rope", "rope_inv_freq", "rope_matrix", "rotary_pairs", "xpos", "xpos_zeta"]
 
 
@@ -27,7 +29,7 @@ def rotary_pairs(rotary_dim: int, layout: str) -> list[tuple[int, int]]:
         return [(2 * i, 2 * i + 1) for i in range(half)]
     if layout == "half":
         return [(i, i + half) for i in range(half)]
-    raise ValueError(f"layout must be 'half' or 'interleaved', got {layout!r}")
+    raise PosencError(f"layout must be 'half' or 'interleaved', got {layout!r}")
 
 
 def rope_matrix(

@@ -16,15 +16,17 @@ import numbers
 
 import numpy as np
 
+from posenc.errors import PosencError, PosencTypeError
+
 __all__ = ["Embedding", "PositionalEncoding"]
 
 
 def _positive_int(name: str, value: object, *, even: bool = False) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be a positive integer, got {type(value).__name__} {value!r}")
+        raise PosencTypeError(f"{name} must be a positive integer, got {type(value).__name__} {value!r}")
     if value < 1 or (even and value % 2):
         kind = "a positive even integer" if even else "a positive integer (>= 1)"
-        raise ValueError(f"{name} must be {kind}, got {value}")
+        raise PosencError(f"{name} must be {kind}, got {value}")
     return int(value)
 
 
@@ -60,13 +62,13 @@ class PositionalEncoding:
             ValueError: if ``sequence_length`` exceeds ``max_sequence_length`` or is negative.
         """
         if isinstance(sequence_length, bool) or not isinstance(sequence_length, numbers.Integral):
-            raise TypeError(
+            raise PosencTypeError(
                 f"sequence_length must be an integer, got {type(sequence_length).__name__} {sequence_length!r}"
             )
         if sequence_length < 0:
-            raise ValueError(f"sequence_length must be >= 0, got {sequence_length}")
+            raise PosencError(f"sequence_length must be >= 0, got {sequence_length}")
         if sequence_length > self.max_sequence_length:
-            raise ValueError(
+            raise PosencError(
                 f"Sequence length {sequence_length} exceeds maximum {self.max_sequence_length} "
                 f"(max_sequence_length)"
             )
@@ -95,9 +97,9 @@ class Embedding:
         """``token_ids (...)`` integers in ``[0, vocab_size)`` -> ``(..., d)`` embeddings."""
         ids = np.asarray(token_ids)
         if ids.dtype.kind not in "iu":
-            raise TypeError(f"token_ids must be integers, got dtype {ids.dtype}")
+            raise PosencTypeError(f"token_ids must be integers, got dtype {ids.dtype}")
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
-            raise ValueError(
+            raise PosencError(
                 f"token_ids must be in [0, {self.vocab_size - 1}] (vocab_size={self.vocab_size}), "
                 f"got range [{ids.min()}, {ids.max()}]"
             )

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from posenc.base import check_choice, check_int
+from posenc.errors import PosencError
 
 PAD, BOS, SEP, EOS, BLANK = 0, 1, 2, 3, 4
 SPECIAL_TOKENS = ("PAD", "BOS", "SEP", "EOS", "BLANK")
@@ -67,7 +68,7 @@ class TaskBatch:
 
 def _distinct_symbols(n: int, g: torch.Generator) -> torch.Tensor:
     if n > NUM_SYMBOLS:
-        raise ValueError(f"n must be <= {NUM_SYMBOLS} for tasks with distinct symbols, got {n}")
+        raise PosencError(f"n must be <= {NUM_SYMBOLS} for tasks with distinct symbols, got {n}")
     return torch.randperm(NUM_SYMBOLS, generator=g)[:n] + FIRST_SYMBOL
 
 

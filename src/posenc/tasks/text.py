@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from posenc.base import check_int
+from posenc.errors import PosencError
 
 VOCAB_SIZE = 256
 SKIPPED_DIRS = frozenset(
@@ -86,7 +87,7 @@ def stdlib_corpus(root: str | None = None, *, valid_percent: int = 10) -> TextCo
         digest.update(data)
         parts["valid" if _is_valid_file(rel, valid_percent) else "train"].append(data)
     if not parts["train"] or not parts["valid"]:
-        raise ValueError(f"stdlib directory {str(base)!r} has too few .py files to split")
+        raise PosencError(f"stdlib directory {str(base)!r} has too few .py files to split")
 
     def stream(chunks: list[bytes]) -> torch.Tensor:
         return torch.frombuffer(bytearray(b"".join(chunks)), dtype=torch.uint8).clone()
@@ -125,9 +126,9 @@ def scored_bytes(lengths: list[int], minimum: int) -> int:
 def nonoverlapping_windows(data: torch.Tensor, length: int, total: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Split ``data[: total + 1]`` into ``total / length`` windows: ``(inputs, targets)`` ``(w, length)``."""
     if total % length:
-        raise ValueError(f"total ({total}) must be a multiple of length ({length})")
+        raise PosencError(f"total ({total}) must be a multiple of length ({length})")
     if total + 1 > data.numel():
-        raise ValueError(f"need {total + 1} validation bytes, the corpus has {data.numel()}")
+        raise PosencError(f"need {total + 1} validation bytes, the corpus has {data.numel()}")
     inputs = data[:total].long().view(-1, length)
     targets = data[1 : total + 1].long().view(-1, length)
     return inputs, targets
@@ -142,10 +143,12 @@ def lastk_windows(
     changing ``context`` changes what the model sees, never what it is scored on.
     """
     if k > context:
-        raise ValueError(f"k ({k}) must be <= context ({context})")
+        raise PosencError(f"k ({k}) must be <= context ({context})")
     ends = max_context + k * torch.arange(num_windows)  # (w,)
     if int(ends[-1]) + 1 > data.numel():
-        raise ValueError(f"last-k evaluation needs {int(ends[-1]) + 1} validation bytes, have {data.numel()}")
+        raise PosencError(
+            f"last-k evaluation needs {int(ends[-1]) + 1} validation bytes, have {data.numel()}"
+        )
     idx = ends[:, None] - context + torch.arange(context + 1)  # (w, context+1)
     rows = data[idx].long()
     return rows[:, :-1], rows[:, 1:]

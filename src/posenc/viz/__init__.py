@@ -16,6 +16,7 @@ from pathlib import Path
 
 from posenc.analysis.signals import make
 from posenc.base import PositionalEncoding, check_choice
+from posenc.errors import PosencError
 from posenc.viz import figures
 from posenc.viz.figures import new_figure
 
@@ -70,7 +71,7 @@ FIGURE_KINDS = tuple(FIGURES)
 FORMATS = (".png", ".svg", ".gif")
 
 
-class NotApplicableError(ValueError):
+class NotApplicableError(PosencError):
     """The figure kind does not apply to this encoding (the CLI exits 2 with this message)."""
 
 
@@ -108,7 +109,7 @@ def save(fig, path, *, dpi: int = 100) -> Path:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".png", ".svg"):
-        raise ValueError(f"output file must end in .png or .svg (.gif for rotation), got {path.name!r}")
+        raise PosencError(f"output file must end in .png or .svg (.gif for rotation), got {path.name!r}")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi, format=suffix[1:])
     return path
@@ -121,7 +122,7 @@ def render(
     path = Path(path)
     if path.suffix.lower() == ".gif":
         if kind != "rotation":
-            raise ValueError(f"only the 'rotation' figure can be animated (.gif), got kind {kind!r}")
+            raise PosencError(f"only the 'rotation' figure can be animated (.gif), got kind {kind!r}")
         check_choice("kind", kind, FIGURE_KINDS)
         enc = make(name, d_model=d_model, num_heads=num_heads)
         if "rotation" not in applicable(name, enc=enc):

@@ -22,6 +22,7 @@ from matplotlib.ticker import MaxNLocator
 from posenc.analysis import properties
 from posenc.analysis.signals import feature_dim_of, position_kernel, position_signal
 from posenc.base import PositionalEncoding, check_int
+from posenc.errors import PosencError
 
 DIVERGING = "RdBu_r"
 SEQUENTIAL = "viridis"
@@ -142,7 +143,7 @@ def rotation_pair(enc: PositionalEncoding, component: int = 0) -> tuple[int, int
     mag[a] = -1.0
     b = int(mag.argmax())
     if float(mag[b]) < 1e-12:
-        raise ValueError(f"component {a} is not rotated by this encoding (try a component < rotary_dim)")
+        raise PosencError(f"component {a} is not rotated by this encoding (try a component < rotary_dim)")
     return a, b
 
 
@@ -181,7 +182,7 @@ def _rotation_axes(fig: Figure, enc, track: np.ndarray, pair: tuple[int, int]):
 def rotation(enc: PositionalEncoding, *, num_positions: int = 32, component: int = 0) -> Figure:
     """RoPE rotation of one 2-D pair: the image of ``e_a`` at positions ``0..n-1``."""
     if enc.kind != "rotary":
-        raise ValueError(f"rotation figures need a rotary encoding, got kind {enc.kind!r}")
+        raise PosencError(f"rotation figures need a rotary encoding, got kind {enc.kind!r}")
     pair = rotation_pair(enc, component)
     track = rotation_track(enc, num_positions=num_positions, component=component)  # (n, 2)
     fig = new_figure(5.4, 5.0, margins=(0.85, 0.25, 0.65, 0.7))
@@ -199,7 +200,7 @@ def rotation_animation(
     from matplotlib.animation import FuncAnimation, PillowWriter
 
     if enc.kind != "rotary":
-        raise ValueError(f"rotation figures need a rotary encoding, got kind {enc.kind!r}")
+        raise PosencError(f"rotation figures need a rotary encoding, got kind {enc.kind!r}")
     pair = rotation_pair(enc, component)
     track = rotation_track(enc, num_positions=num_positions, component=component)
     fig = new_figure(5.0, 5.0, margins=(0.85, 0.25, 0.65, 0.7))
@@ -266,7 +267,7 @@ def spectrum(enc: PositionalEncoding) -> Figure:
     """RoPE scaling spectra for this encoding's ``head_dim`` and ``base``."""
     base = getattr(enc.config, "base", None)
     if enc.kind != "rotary" or not isinstance(base, (int, float)):
-        raise ValueError(
+        raise PosencError(
             f"spectrum figures need a rotary encoding with a 'base' (RoPE frequencies), got kind {enc.kind!r}"
         )
     d = int(getattr(enc.config, "rotary_dim", None) or feature_dim_of(enc, 0))
@@ -333,7 +334,7 @@ def _head_grid(fig: Figure, maps: np.ndarray, *, titles, cmap, vmin, vmax, label
 def bias(enc: PositionalEncoding, *, num_positions: int = 32, num_heads: int = 8) -> Figure:
     """The bias each head adds to attention logits, query x key position."""
     if enc.kind != "bias":
-        raise ValueError(f"bias figures need a bias encoding, got kind {enc.kind!r}")
+        raise PosencError(f"bias figures need a bias encoding, got kind {enc.kind!r}")
     n = check_int("num_positions", num_positions, minimum=1)
     maps = position_kernel(enc, np.arange(n), num_heads=num_heads)  # (h, i, j)
     h = maps.shape[0]
@@ -356,7 +357,7 @@ def bias(enc: PositionalEncoding, *, num_positions: int = 32, num_heads: int = 8
 def decay(enc: PositionalEncoding, *, max_distance: int = 128, num_heads: int = 4) -> Figure:
     """``K(R, R - r)`` against distance ``r`` per head; rotary also gets RoFormer's bound."""
     if enc.kind == "none":
-        raise ValueError("decay figures need an encoding with a position signal, got kind 'none'")
+        raise PosencError("decay figures need an encoding with a position signal, got kind 'none'")
     r = np.arange(check_int("max_distance", max_distance, minimum=1) + 1)
     curves = properties.distance_decay(enc, r, num_heads=num_heads)  # (h, r)
     fig = new_figure(7.4, 4.0, margins=(0.85, 0.95, 0.65, 0.5))
