@@ -14,7 +14,6 @@ import posenc
 from posenc.attention import (
     SDPA_KINDS,
     MultiHeadAttention,
-    build_encoding,
     choose_path,
     document_ids_from_lengths,
     document_ids_from_positions,
@@ -52,7 +51,7 @@ def make(name: str | None, causal: bool = True):
         return None
     if name == "_distance_bias":
         return _DistanceBias(_DistanceBiasConfig(num_heads=NUM_HEADS, bidirectional=not causal))
-    enc = build_encoding(name, d_model=D_MODEL, num_heads=NUM_HEADS, causal=causal)
+    enc = posenc.build_for_model(name, d_model=D_MODEL, num_heads=NUM_HEADS, causal=causal)
     with torch.no_grad():  # stand in for a trained encoding (some start at zero, i.e. as NoPE)
         for param in enc.parameters():
             param.add_(0.1 * torch.randn_like(param))

@@ -13,8 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import posenc
-import posenc.attention
-from posenc.attention import permutation_equivariance_gap
+from posenc.analysis import permutation_equivariance_gap
 from posenc.model import Transformer, TransformerConfig
 
 NO_POSITION = [n for n, c in posenc.ENCODINGS.items() if c.kind == "none"]
@@ -41,7 +40,7 @@ def test_any_permutation_without_position(permutation, seed):
 def reversal_blind(name) -> bool:
     """A bias whose bidirectional table is symmetric, ``B[i, j] == B[j, i]`` (a function of
     ``|i - j|``), is unchanged by reversing the sequence: reversal keeps every distance."""
-    enc = posenc.attention.build_encoding(name, d_model=16, num_heads=2, causal=False)
+    enc = posenc.build_for_model(name, d_model=16, num_heads=2, causal=False)
     if enc.kind != "bias":
         return False
     bias = enc.bias(6, 6)

@@ -7,6 +7,7 @@ Quick start::
     x = enc.embed(token_embeddings)          # (b, n, d) -> (b, n, d)
 """
 
+from posenc import presets
 from posenc.base import KINDS, PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import ENCODINGS, build, build_for_model, get_encoding_class, list_encodings
@@ -24,4 +25,5 @@ __all__ = [
     "build_for_model",
     "get_encoding_class",
     "list_encodings",
+    "presets",
 ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from posenc.tour import run as tour_run
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
@@ -21,9 +23,7 @@ def tour(out: str) -> None:
       python -m posenc
       python -m posenc --out /tmp/tour
     """
-    from posenc.tour import run
-
-    run(out)
+    tour_run(out)
 
 
 if __name__ == "__main__":

@@ -33,14 +33,10 @@ from posenc.base import (
     check_float,
     check_int,
     check_tensor,
+    inverse_frequencies,
     resolve_positions,
 )
 from posenc.errors import PosencError, PosencTypeError
-
-
-def sinusoidal_inv_freq(dim: int, base: float) -> torch.Tensor:
-    """``1 / base^(2i/dim)`` for ``i = 0 .. dim/2 - 1``, float64."""
-    return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -111,7 +107,7 @@ class Sinusoidal(_Absolute):
 
     def __init__(self, config: SinusoidalConfig) -> None:
         super().__init__(config)
-        self._sincos = SinCosCache(sinusoidal_inv_freq(config.dim, config.base))
+        self._sincos = SinCosCache(inverse_frequencies(config.dim, config.base))
 
     def _sinusoid(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         cos, sin = self._sincos(positions, dtype)  # (b, n, d/2) each, float64 maths, cast last
@@ -409,3 +405,15 @@ class NoPE(NoEncoding):
     paper = "Kazemnejad et al. 2023, The Impact of Positional Encoding on Length Generalization, https://arxiv.org/abs/2305.19466"
     equation = "attention(X) with no positional term"
     share_across_layers = True
+
+
+# The family's own table (registry names -> classes): posenc.registry spreads it into
+# ENCODINGS, and hierarchical draws its inner encodings from it.
+ENCODINGS: dict[str, type[_Absolute]] = {
+    "sinusoidal": Sinusoidal,
+    "scaled_sinusoidal": ScaledSinusoidal,
+    "learned": Learned,
+    "hybrid": Hybrid,
+    "complex_order": ComplexOrder,
+    "integer_index": IntegerIndex,
+}

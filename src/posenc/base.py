@@ -254,6 +254,15 @@ def resolve_positions(
 # ---------------------------------------------------------------------------
 
 
+def inverse_frequencies(dim: int, base: float) -> torch.Tensor:
+    """``theta_i = base^(-2i/dim)`` for ``i = 0 .. dim/2 - 1``: float64 ``(dim/2,)``.
+
+    The frequencies of sinusoidal encodings, RoPE and its scalings, xPos and
+    Transformer-XL's relative sinusoid.
+    """
+    return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+
+
 class SinCosCache:
     """cos/sin of ``position * inv_freq`` computed in float64 and cached.
 

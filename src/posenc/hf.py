@@ -32,6 +32,7 @@ from typing import Any
 from posenc import rope_scaling
 from posenc.base import check_float, check_int
 from posenc.errors import PosencError, PosencTypeError
+from posenc.registry import build
 
 ORIGINAL = rope_scaling.ORIGINAL
 DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
@@ -258,6 +259,4 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
 
 def rope_from_hf(config: Any):
     """Build the posenc :class:`~posenc.rotary.RoPE` a Hugging Face config describes."""
-    import posenc
-
-    return posenc.build("rope", **from_hf(config))
+    return build("rope", **from_hf(config))

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from posenc import absolute
 from posenc.absolute import _Absolute
 from posenc.base import (
     EncodingConfig,
@@ -42,18 +43,11 @@ COMBINES = ("concat", "sum")
 
 
 def inner_choices() -> list[str]:
-    """Registered encodings usable as ``inner``: content-free absolute ones (``encode`` works).
+    """Absolute encodings usable as ``inner``: the content-free ones (``encode`` works).
 
-    ``complex_order`` depends on the token embedding and ``hierarchical`` would nest
-    itself, so both are excluded.
+    ``complex_order`` depends on the token embedding, so it is excluded.
     """
-    from posenc.registry import ENCODINGS  # late: the registry imports this module
-
-    return [
-        name
-        for name, cls in ENCODINGS.items()
-        if issubclass(cls, _Absolute) and cls.encode is _Absolute.encode and cls is not Hierarchical
-    ]
+    return [name for name, cls in absolute.ENCODINGS.items() if cls.encode is _Absolute.encode]
 
 
 @dataclass(frozen=True)
@@ -82,11 +76,9 @@ class HierarchicalConfig(EncodingConfig):
 
     def inner_config_for_part(self) -> EncodingConfig:
         """The inner encoding's Config at ``dim = part_dim()``; errors name both levels."""
-        from posenc.registry import ENCODINGS
-
         data = {**(self.inner_config or {}), "dim": self.part_dim()}
         try:
-            return ENCODINGS[self.inner].Config.from_dict(data, owner=self.inner)
+            return absolute.ENCODINGS[self.inner].Config.from_dict(data, owner=self.inner)
         except (TypeError, ValueError) as exc:
             raise type(exc)(
                 f"inner={self.inner!r} cannot be built with dim={self.part_dim()} (dim={self.dim}, "
@@ -128,9 +120,7 @@ class Hierarchical(_Absolute):
 
     def __init__(self, config: HierarchicalConfig) -> None:
         super().__init__(config)
-        from posenc.registry import ENCODINGS  # late: the registry imports this module
-
-        inner = ENCODINGS[config.inner]
+        inner = absolute.ENCODINGS[config.inner]
         self.segment = inner(config.inner_config_for_part())  # E_s
         self.offset = inner(config.inner_config_for_part())  # E_o, independent of E_s
 

@@ -44,16 +44,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc.attention import (
-    KVCache,
-    MultiHeadAttention,
-    build_encoding,
-    check_padding_mask,
-    step_positions,
-)
+from posenc.attention import KVCache, MultiHeadAttention, check_padding_mask, step_positions
 from posenc.base import PositionalEncoding, check_choice, check_float, check_int, check_tensor
 from posenc.errors import PosencError, PosencTypeError
-from posenc.registry import get_encoding_class
+from posenc.registry import build_for_model, get_encoding_class
 
 COMBINES = ("add", "concat")
 INJECTS = ("input", "every_layer")
@@ -159,7 +153,7 @@ class Transformer(nn.Module):
         share = cls.share_across_layers if config.share_encoding is None else config.share_encoding
 
         def make() -> PositionalEncoding:
-            return build_encoding(
+            return build_for_model(
                 config.encoding,
                 d_model=d,
                 num_heads=config.num_heads,

@@ -14,13 +14,8 @@ from posenc.base import PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {
-    # --- absolute (additive) ---
-    "sinusoidal": absolute.Sinusoidal,
-    "scaled_sinusoidal": absolute.ScaledSinusoidal,
-    "learned": absolute.Learned,
-    "hybrid": absolute.Hybrid,
-    "complex_order": absolute.ComplexOrder,
-    "integer_index": absolute.IntegerIndex,
+    # --- absolute (additive): sinusoidal, scaled_sinusoidal, learned, hybrid, complex_order, integer_index ---
+    **absolute.ENCODINGS,
     "hierarchical": hierarchical.Hierarchical,
     # --- none ---
     "nope": absolute.NoPE,
@@ -61,14 +56,24 @@ def build(name: str, **config: Any) -> PositionalEncoding:
 
 
 def build_for_model(
-    name: str, *, d_model: int, num_heads: int, head_dim: int | None = None, **config: Any
+    name: str,
+    *,
+    d_model: int,
+    num_heads: int,
+    head_dim: int | None = None,
+    causal: bool | None = None,
+    **config: Any,
 ) -> PositionalEncoding:
     """Build ``name`` filling the model-level fields it declares (dim, head_dim, num_heads).
 
-    Explicit ``config`` entries win over the model's values.
+    ``causal`` (when given) also fills ``bidirectional = not causal`` for encodings that
+    have that field (bias encodings: an encoder's bias is symmetric). Explicit ``config``
+    entries win over the model's values.
     """
     cls = get_encoding_class(name)
     dims = {"dim": d_model, "num_heads": num_heads, "head_dim": head_dim or d_model // num_heads}
+    if causal is not None:
+        dims["bidirectional"] = not causal
     fields = cls.Config.field_names()
     merged = {k: v for k, v in dims.items() if k in fields}
     merged.update(config)

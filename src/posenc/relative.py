@@ -26,6 +26,7 @@ from posenc.base import (
     check_float,
     check_int,
     check_tensor,
+    inverse_frequencies,
     resolve_positions,
 )
 from posenc.errors import PosencError, PosencTypeError
@@ -255,8 +256,9 @@ class TransformerXL(RelativeEncoding):
         self.u = nn.Parameter(torch.randn(h, d) * 0.02)  # global content bias (paper's u)
         self.v = nn.Parameter(torch.randn(h, d) * 0.02)  # global position bias (paper's v)
         self.w_r = nn.Parameter(torch.randn(h, d, r) * 0.02)  # W_{k,R}: R (r) -> key space (d)
-        inv_freq = config.base ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)  # (r/2,)
-        self._sincos = SinCosCache(inv_freq)  # float64 table of |delta|, a plain attribute
+        self._sincos = SinCosCache(
+            inverse_frequencies(r, config.base)
+        )  # (r/2,)  # float64 table of |delta|, a plain attribute
 
     def sinusoid(self, distance: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         """``R_delta = [sin(delta f) | cos(delta f)]``: ``(...) int -> (..., r)`` in ``dtype``."""

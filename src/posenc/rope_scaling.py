@@ -45,7 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc.base import check_float, check_int
+from posenc.base import RotaryEncoding, check_float, check_int, inverse_frequencies
 from posenc.errors import PosencError, PosencTypeError
 
 Params = dict[str, Any]
@@ -62,11 +62,6 @@ PAPERS = {
 }
 
 
-def _base_inv_freq(dim: int, base: float) -> torch.Tensor:
-    """theta_i = b^(-2i/d), i = 0 .. d/2-1, float64 ``(d/2,)``."""
-    return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
-
-
 # ---------------------------------------------------------------------------
 # The variants. Each: fn(*, dim, base, seq_len, params) -> (inv_freq (d/2,), scaling).
 # ---------------------------------------------------------------------------
@@ -77,7 +72,7 @@ def _default(*, dim: int, base: float, seq_len: int | None, params: Params):
 
     theta_i = b^(-2i/d); attention scaling 1.
     """
-    return _base_inv_freq(dim, base), 1.0
+    return inverse_frequencies(dim, base), 1.0
 
 
 def _linear(*, dim: int, base: float, seq_len: int | None, params: Params):
@@ -85,7 +80,7 @@ def _linear(*, dim: int, base: float, seq_len: int | None, params: Params):
 
     Positions m -> m / s, equivalently theta_i' = theta_i / s for every pair.
     """
-    return _base_inv_freq(dim, base) / params["factor"], 1.0
+    return inverse_frequencies(dim, base) / params["factor"], 1.0
 
 
 def _ntk(*, dim: int, base: float, seq_len: int | None, params: Params):
@@ -96,7 +91,7 @@ def _ntk(*, dim: int, base: float, seq_len: int | None, params: Params):
     is left unchanged. No Hugging Face counterpart (HF only has the dynamic form).
     """
     new_base = base * params["factor"] ** (dim / (dim - 2))
-    return _base_inv_freq(dim, new_base), 1.0
+    return inverse_frequencies(dim, new_base), 1.0
 
 
 def _dynamic(*, dim: int, base: float, seq_len: int | None, params: Params):
@@ -109,7 +104,7 @@ def _dynamic(*, dim: int, base: float, seq_len: int | None, params: Params):
     factor, original = params["factor"], params["original_max_position_embeddings"]
     length = original if seq_len is None else max(int(seq_len), original)
     new_base = base * (factor * length / original - (factor - 1)) ** (dim / (dim - 2))
-    return _base_inv_freq(dim, new_base), 1.0
+    return inverse_frequencies(dim, new_base), 1.0
 
 
 def yarn_correction_range(*, dim: int, base: float, params: Params) -> tuple[float, float]:
@@ -163,7 +158,7 @@ def _yarn(*, dim: int, base: float, seq_len: int | None, params: Params):
     else 0.1 ln s + 1.
     """
     factor = params["factor"]
-    theta = _base_inv_freq(dim, base)
+    theta = inverse_frequencies(dim, base)
     ramp = yarn_ramp(dim=dim, base=base, params=params)
     inv_freq = theta * (1 - ramp) + (theta / factor) * ramp
     attention = params.get("attention_factor")
@@ -185,7 +180,7 @@ def llama3_smooth(*, dim: int, base: float, params: Params) -> torch.Tensor:
     """
     original = params["original_max_position_embeddings"]
     low, high = params["low_freq_factor"], params["high_freq_factor"]
-    wavelen = 2 * math.pi / _base_inv_freq(dim, base)
+    wavelen = 2 * math.pi / inverse_frequencies(dim, base)
     smooth = (original / wavelen - low) / (high - low)  # 1 at the high edge, 0 at the low edge
     weight = 1 - smooth
     weight = torch.where(wavelen < original / high, torch.zeros_like(weight), weight)
@@ -199,7 +194,7 @@ def _llama3(*, dim: int, base: float, seq_len: int | None, params: Params):
     high-frequency pairs unchanged, low-frequency ones divided by s, a linear blend in
     1/lambda between. Attention scaling 1.
     """
-    theta = _base_inv_freq(dim, base)
+    theta = inverse_frequencies(dim, base)
     weight = llama3_smooth(dim=dim, base=base, params=params)
     return theta * (1 - weight) + theta / params["factor"] * weight, 1.0
 
@@ -227,7 +222,7 @@ def _longrope(*, dim: int, base: float, seq_len: int | None, params: Params):
     original = params["original_max_position_embeddings"]
     long = seq_len is not None and int(seq_len) > original
     factors = torch.tensor(params["long_factor" if long else "short_factor"], dtype=torch.float64)
-    return _base_inv_freq(dim, base) / factors, longrope_attention_factor(params)
+    return inverse_frequencies(dim, base) / factors, longrope_attention_factor(params)
 
 
 ROPE_SCALINGS: dict[str, ScalingFn] = {
@@ -494,8 +489,6 @@ def apply_to_model(model: nn.Module, scaling: Params | None) -> int:
     scaling without retraining: ``apply_to_model(model, {"rope_type": "yarn", ...})``.
     An encoding shared by several layers counts once. ``None`` restores plain RoPE.
     """
-    from posenc.base import RotaryEncoding
-
     if not isinstance(model, nn.Module):
         raise PosencTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     split(scaling)  # fail fast on a bad rope_type, before touching any module
@@ -524,7 +517,7 @@ def describe(
     """
     scaling = resolve(scaling, max_position_embeddings=max_position_embeddings)
     inv_freq, attention = compute(scaling, dim=dim, base=base, seq_len=seq_len)
-    plain = _base_inv_freq(dim, float(base))
+    plain = inverse_frequencies(dim, float(base))
     bands = frequency_bands(scaling, dim=dim, base=base) or [None] * (dim // 2)
     pairs = [
         {

@@ -9,10 +9,9 @@ Two members:
   scaling of :mod:`posenc.rope_scaling`, swappable at evaluation time.
 * :class:`XPos`  (Sun et al. 2022) -- rotation times a per-pair exponential decay.
 
-Pair layouts (which features form a rotated pair), named instead of implicit:
-
-* ``"half"``        -- HF / GPT-NeoX ``rotate_half``: feature ``i`` pairs with ``i + r/2``.
-* ``"interleaved"`` -- Meta / GPT-J: feature ``2i`` pairs with ``2i + 1``.
+Pair layouts (which features form a rotated pair) are named, ``"half"`` (HF / GPT-NeoX)
+or ``"interleaved"`` (Meta / GPT-J), see :mod:`posenc.rotation`, which also holds the
+plain rotation :func:`apply_rotary` that the fused kernel must equal.
 
 :func:`permute_qk_weight` converts projection weights from one to the other.
 
@@ -41,45 +40,16 @@ from posenc.base import (
     check_float,
     check_int,
     check_tensor,
+    inverse_frequencies,
     resolve_positions,
 )
 from posenc.errors import PosencError
 from posenc.kernels.rope import apply_rotary_fused
-
-LAYOUTS = ("half", "interleaved")
-
+from posenc.rotation import LAYOUTS, apply_rotary, compute_dtype
 
 # ---------------------------------------------------------------------------
-# The plain, readable apply path (a fused path may replace it; it must equal this).
+# The fast apply path; it must equal the plain one (posenc.rotation.apply_rotary).
 # ---------------------------------------------------------------------------
-
-
-def apply_rotary(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str, rotary_dim: int
-) -> torch.Tensor:
-    """Rotate the leading ``rotary_dim`` features of ``x`` pair by pair; pass the rest through.
-
-    For each pair ``(x1, x2)`` with angle ``a``:
-    ``(x1, x2) -> (x1 cos a - x2 sin a, x1 sin a + x2 cos a)``.
-
-    Args:
-        x: ``(..., n, d)``.
-        cos, sin: ``(..., n, r/2)`` broadcastable against ``x[..., :r/2]``; any
-            magnitude (xPos and attention_scaling fold their factors into them).
-        layout: ``"half"`` or ``"interleaved"``.
-        rotary_dim: ``r``, even, ``<= d``.
-
-    Returns:
-        ``(..., n, d)`` in the dtype of the arithmetic (the caller casts).
-    """
-    rot, rest = x[..., :rotary_dim], x[..., rotary_dim:]
-    if layout == "half":
-        x1, x2 = rot[..., : rotary_dim // 2], rot[..., rotary_dim // 2 :]  # (..., n, r/2) each
-        out = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., n, r)
-    else:
-        x1, x2 = rot[..., 0::2], rot[..., 1::2]  # (..., n, r/2) each
-        out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)  # (..., n, r)
-    return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
 
 
 def apply_rotary_fast(
@@ -92,11 +62,6 @@ def apply_rotary_fast(
     with one log line, when the kernel is unavailable or cannot take the call.
     """
     return apply_rotary_fused(x, cos, sin, layout=layout, rotary_dim=rotary_dim)
-
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """Half-precision inputs are rotated in float32; float32/float64 in themselves."""
-    return torch.promote_types(dtype, torch.float32)
 
 
 # ---------------------------------------------------------------------------
@@ -329,7 +294,7 @@ class RoPE(RotaryEncoding):
         out, tables = [], None
         same = qp is kp or (qp.shape == kp.shape and q.dtype == k.dtype and torch.equal(qp, kp))
         for x, pos in ((q, qp), (k, kp)):
-            dtype = _compute_dtype(x.dtype)
+            dtype = compute_dtype(x.dtype)
             if tables is None or not same:  # self-attention: k reuses q's cos/sin
                 cos, sin = self.cos_sin(pos, dtype, inv_freq=inv_freq, attention_scaling=attention_scaling)
                 tables = cos[:, None], sin[:, None]  # (b|1, 1, n, r/2)
@@ -408,7 +373,7 @@ class XPos(RotaryEncoding):
         super().__init__(config)
         d = config.head_dim
         i = torch.arange(d // 2, dtype=torch.float64)
-        self._sincos = SinCosCache(config.base ** (-2.0 * i / d))  # (d/2,) as RoPE
+        self._sincos = SinCosCache(inverse_frequencies(d, config.base))  # (d/2,) as RoPE
         self.log_zeta = torch.log((2.0 * i / d + config.gamma) / (1.0 + config.gamma))  # (d/2,) float64
         self._scale_cast: dict[tuple, torch.Tensor] = {}
         self._scale_table: dict[torch.device, torch.Tensor] = {}
@@ -450,7 +415,7 @@ class XPos(RotaryEncoding):
         q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim)
         out = []
         for x, pos, is_key in ((q, qp, False), (k, kp, True)):
-            dtype = _compute_dtype(x.dtype)
+            dtype = compute_dtype(x.dtype)
             cos, sin = self._sincos(pos, torch.float64)  # (b|1, n, d/2)
             s = self.scale(pos, torch.float64, key=is_key)  # (b|1, n, d/2), product in float64
             if s.numel() and float(s.max()) > torch.finfo(x.dtype).max:  # would be inf, silently
@@ -462,3 +427,16 @@ class XPos(RotaryEncoding):
             cos, sin = (cos * s).to(dtype)[:, None], (sin * s).to(dtype)[:, None]  # (b|1, 1, n, d/2)
             out.append(apply_rotary_fast(x, cos, sin, layout=self.config.layout, rotary_dim=x.shape[-1]))
         return out[0], out[1]
+
+
+__all__ = [
+    "LAYOUTS",
+    "RoPE",
+    "RoPEConfig",
+    "XPos",
+    "XPosConfig",
+    "apply_rotary",
+    "apply_rotary_fast",
+    "layout_permutation",
+    "permute_qk_weight",
+]

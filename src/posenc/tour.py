@@ -4,8 +4,8 @@ The seed tutorial ends with ``python -m src.layers`` printing its encodings; thi
 is posenc's version, and every number it prints comes from the library:
 
 1. the order problem: attention alone is permutation-equivariant
-   (:func:`posenc.attention.permutation_equivariance_gap`);
-2. the sinusoidal worked example (the ``posenc show sinusoidal`` command itself);
+   (:func:`posenc.analysis.permutation_equivariance_gap`);
+2. the sinusoidal worked example (what ``posenc show sinusoidal`` prints);
 3. the properties the seeds claim: bounded, unique, ``PE(p+k) = M_k PE(p)``
    (:mod:`posenc.analysis`), including seed 003's position saturation;
 4. one picture per family, written to ``--out`` (:mod:`posenc.viz`);
@@ -27,6 +27,9 @@ from rich.markup import escape
 from rich.table import Table
 
 import posenc
+from posenc import viz
+from posenc.analysis import make, permutation_equivariance_gap, uniqueness, worked
+from posenc.analysis.summary import PROPERTY_COLUMNS, encoding_properties
 from posenc.base import KINDS
 
 # Per kind, the figures that show it best (the first that applies is drawn; any applicable one
@@ -56,16 +59,14 @@ def _heading(console: Console, number: int, title: str) -> None:
 
 
 def order_problem(console: Console, out: Path) -> None:
-    from posenc.attention import permutation_equivariance_gap
-
     _heading(console, 1, "The order problem: attention cannot see word order")
     console.print(
         "Self-attention mixes tokens by content only. Feed it [italic]dog bites man[/] and "
         "[italic]man bites dog[/]: without positions every word comes out with the same vector "
         "in both sentences, just reordered (permutation equivariance, seed 001)."
     )
-    torch.manual_seed(0)
-    words = torch.randn(1, 3, 16, dtype=torch.float64)  # "dog", "bites", "man"
+    g = torch.Generator().manual_seed(0)
+    words = torch.randn(1, 3, 16, dtype=torch.float64, generator=g)  # "dog", "bites", "man"
     title = escape("max |f(x[perm]) - f(x)[perm]|, one bidirectional attention layer (float64)")
     table = Table(title=title)
     table.add_column("encoding")
@@ -89,11 +90,17 @@ def order_problem(console: Console, out: Path) -> None:
 
 
 def sinusoidal_example(console: Console, out: Path) -> None:
-    from posenc.cli.catalog import show_command
-
     _heading(console, 2, "Sinusoidal positions, worked by hand (d_model = 8, positions 0..3)")
     console.print("PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))")
-    show_command.callback(name="sinusoidal", num_positions=4, dim=8, heads=8, fmt="table")  # `posenc show`
+    example = worked.worked_example("sinusoidal", num_positions=4, dim=8)  # what `posenc show` prints
+    for title, columns, rows in worked.text_tables(example):
+        console.print(title, markup=False)
+        table = Table()
+        for column in columns:
+            table.add_column(escape(column), justify="right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
     console.print(
         "Each (sin, cos) pair turns at its own speed: dims 0,1 once every 2*pi positions, "
         "dims 6,7 a thousand times slower."
@@ -106,8 +113,6 @@ def sinusoidal_example(console: Console, out: Path) -> None:
 
 
 def properties(console: Console, out: Path) -> None:
-    from posenc.analysis.summary import PROPERTY_COLUMNS, encoding_properties
-
     _heading(console, 3, "What makes a good encoding: bounded, unique, relative")
     console.print(
         "Checked numerically at d_model = 64 (posenc.analysis). The naive integer index is "
@@ -142,8 +147,6 @@ SATURATION_ENCODINGS = (
 
 
 def saturation(console: Console) -> None:
-    from posenc.analysis import make, uniqueness
-
     table = Table(title="Position saturation (seed 003): nearest pair of positions, d_model = 64")
     table.add_column("encoding")
     for n in (128, 4096):
@@ -174,8 +177,6 @@ def saturation(console: Console) -> None:
 
 def family_pictures() -> list[tuple[str, str, str]]:
     """``(kind, encoding, figure)`` for every kind: its first registered encoding, best figure."""
-    from posenc import viz
-
     picks = []
     for kind in KINDS:
         names = [name for name, cls in posenc.ENCODINGS.items() if cls.kind == kind]
@@ -190,8 +191,6 @@ def family_pictures() -> list[tuple[str, str, str]]:
 
 
 def pictures(console: Console, out: Path) -> None:
-    from posenc import viz
-
     _heading(console, 4, f"One picture per family, written to {out}/")
     table = Table()
     for col in ("family", "encoding", "figure", "file"):

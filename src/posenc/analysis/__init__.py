@@ -7,6 +7,7 @@ from posenc.analysis.probes import (
     Sensitivity,
     attention_maps,
     equivariance_gap,
+    permutation_equivariance_gap,
     position_sensitivity,
     small_model,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "integer_index_growth",
     "linear_relative_map",
     "make",
+    "permutation_equivariance_gap",
     "position_kernel",
     "position_sensitivity",
     "position_signal",

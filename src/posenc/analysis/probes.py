@@ -4,20 +4,24 @@ Axis legend: b batch, n sequence, L layers, h heads, i/j query/key positions, V 
 
 * :func:`position_sensitivity` -- seed 003's probing task: feed "The quick brown fox
   jumps" and "brown quick The fox jumps" and measure how much the output changes.
-* :func:`equivariance_gap` -- one attention layer's distance from permutation
-  equivariance (``posenc.attention.permutation_equivariance_gap``).
+* :func:`permutation_equivariance_gap` -- one attention layer's distance from
+  permutation equivariance (:func:`equivariance_gap` for a registry name).
 * :func:`attention_maps` -- attention probabilities of every layer and head.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from posenc.base import check_int
+from posenc.attention import MultiHeadAttention
+from posenc.base import PositionalEncoding, check_float, check_int, check_tensor
 from posenc.errors import PosencError
+from posenc.model import Transformer, TransformerConfig
+from posenc.registry import build_for_model
 
 # Seed 003: original = "The quick brown fox jumps", permuted = "brown quick The fox jumps".
 SEED_003_ORIGINAL = ("The", "quick", "brown", "fox", "jumps")
@@ -36,8 +40,6 @@ def small_model(
     **encoding_config,
 ):
     """An untrained ``posenc.model.Transformer`` with encoding ``name``, in float64, eval mode."""
-    from posenc.model import Transformer, TransformerConfig
-
     config = TransformerConfig(
         vocab_size=vocab_size,
         d_model=d_model,
@@ -99,11 +101,68 @@ def position_sensitivity(
     return Sensitivity(name, causal, token, pooled)
 
 
-def equivariance_gap(name: str, *, seq_len: int = 6, seed: int = 0, **kwargs) -> float:
-    """``max |f(x[perm]) - f(x)[perm]|`` of one bidirectional attention layer (helper E's probe)."""
-    from posenc.attention import permutation_equivariance_gap
+def permutation_equivariance_gap(
+    encoding: str | PositionalEncoding | None,
+    *,
+    inputs: torch.Tensor | None = None,
+    permutation: Sequence[int] | torch.Tensor | None = None,
+    d_model: int = 16,
+    num_heads: int = 2,
+    seq_len: int = 6,
+    seed: int = 0,
+    perturb: float = 0.0,
+) -> float:
+    """How far one bidirectional attention layer is from permutation-equivariant.
 
-    return float(permutation_equivariance_gap(name, seq_len=seq_len, seed=seed, **kwargs))
+    Feeds token vectors ``x`` and the permuted ``x[perm]`` through the same layer (in
+    float64; additive encodings added at positions ``0..n-1`` as usual) and returns
+    ``max |f(x[perm]) - f(x)[perm]|``. Without a positional encoding the gap is ~0:
+    attention alone cannot tell "dog bites man" from "man bites dog" — each word gets
+    the same vector in both. Every positional encoding makes the gap clearly > 0.
+
+    Random draws (weights, inputs, noise) come from ``seed``; the global RNG is left alone.
+
+    Args:
+        encoding: a registry name, a built encoding, or None (no encoding).
+        inputs: ``(b, n, d_model)`` token vectors (default: random from ``seed``).
+        permutation: a permutation of ``range(n)`` (default: rotate left by one). Not the
+            reversal: a reversal keeps every distance ``|i - j|``, so encodings whose
+            bidirectional bias is symmetric (ALiBi, KERPLE, Sandwich) are exactly
+            equivariant to it -- they cannot tell "dog bites man" from "man bites dog".
+        perturb: std of Gaussian noise added to the encoding's learnable parameters, to
+            stand in for a trained encoding (CoPE's table starts at zero, i.e. as NoPE).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):  # parameter init from `seed`, global RNG untouched
+        torch.manual_seed(seed)
+        if isinstance(encoding, str):
+            encoding = build_for_model(encoding, d_model=d_model, num_heads=num_heads, causal=False)
+        layer = MultiHeadAttention(d_model, num_heads, encoding=encoding, causal=False).double().eval()
+    if encoding is not None and check_float("perturb", perturb, minimum=0.0) > 0:
+        with torch.no_grad():
+            for param in encoding.parameters():
+                noise = torch.randn(param.shape, generator=generator, dtype=torch.float64)
+                param.add_(perturb * noise.to(param.dtype))
+    if inputs is None:
+        inputs = torch.randn(1, seq_len, d_model, generator=generator, dtype=torch.float64)
+    x = check_tensor("inputs", inputs, ndim=3, floating=True).double()
+    n = x.shape[1]
+    perm = torch.arange(n).roll(-1) if permutation is None else torch.as_tensor(permutation)
+    if sorted(perm.tolist()) != list(range(n)):
+        raise PosencError(f"permutation must be a permutation of range({n}), got {perm.tolist()}")
+
+    def run(tokens: torch.Tensor) -> torch.Tensor:
+        if encoding is not None and encoding.kind == "additive":
+            tokens = encoding.embed(tokens)
+        return layer(tokens)
+
+    with torch.no_grad():
+        return float((run(x[:, perm]) - run(x)[:, perm]).abs().max())
+
+
+def equivariance_gap(name: str, *, seq_len: int = 6, seed: int = 0, **kwargs) -> float:
+    """``max |f(x[perm]) - f(x)[perm]|`` of one bidirectional attention layer, for a registry name."""
+    return permutation_equivariance_gap(name, seq_len=seq_len, seed=seed, **kwargs)
 
 
 def attention_maps(

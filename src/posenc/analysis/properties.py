@@ -30,6 +30,8 @@ from posenc.analysis.signals import (
 )
 from posenc.base import PositionalEncoding, check_int
 from posenc.errors import PosencError
+from posenc.reference.rotary import rope_inv_freq
+from posenc.registry import build
 
 # ---------------------------------------------------------------------------
 # Uniqueness and boundedness (any kind).
@@ -115,7 +117,7 @@ class LinearMap:
 
 def sinusoidal_table(positions, dim: int, base: float = 10000.0) -> np.ndarray:
     """Seed formula in float64: ``PE[p, 2i] = sin(p w_i)``, ``PE[p, 2i+1] = cos(p w_i)``, ``(n, d)``."""
-    w = base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)  # (d/2,)
+    w = rope_inv_freq(dim, base)  # (d/2,)
     angles = np.asarray(positions, dtype=np.float64)[:, None] * w  # (n, d/2)
     out = np.empty((angles.shape[0], dim))
     out[:, 0::2], out[:, 1::2] = np.sin(angles), np.cos(angles)
@@ -129,7 +131,7 @@ def sinusoidal_shift_matrix(dim: int, shift: int, base: float = 10000.0) -> np.n
     with ``b = k w_i``: ``[s', c'] = [[cos b, sin b], [-sin b, cos b]] [s, c]``.
     """
     check_int("dim", dim, minimum=2, even=True)
-    w = base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+    w = rope_inv_freq(dim, base)
     m = np.zeros((dim, dim))
     for i, b in enumerate(shift * w):
         m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[np.cos(b), np.sin(b)], [-np.sin(b), np.cos(b)]]
@@ -277,7 +279,7 @@ def rope_decay_bound(head_dim: int, distances=range(0, 256), base: float = 10000
     the factor ``sum_j |S_j| / (d/2)`` decays with the relative distance ``r``.
     """
     d = check_int("head_dim", head_dim, minimum=2, even=True)
-    theta = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # (d/2,)
+    theta = rope_inv_freq(d, base)  # (d/2,)
     r = np.asarray(list(distances), dtype=np.float64)
     partial = np.cumsum(np.exp(1j * r[:, None] * theta[None, :]), axis=1)  # (len(r), d/2) S_1..S_{d/2}
     return np.abs(partial).mean(axis=1)
@@ -332,8 +334,6 @@ def seed_similarity_check(dims=(SEED_004_DIM, 8, 64, 512), *, base: float = 1000
     row = np.asarray(SEED_004_SIMILARITY_ROW)
     k = np.arange(len(row))
     seed = row[np.abs(k[:, None] - k[None, :])]  # Toeplitz (8, 8)
-    from posenc.registry import build
-
     computed, diff, signs = {}, {}, {}
     for d in dims:
         true = similarity_matrix(build("sinusoidal", dim=int(d), base=base), k)
@@ -342,7 +342,7 @@ def seed_similarity_check(dims=(SEED_004_DIM, 8, 64, 512), *, base: float = 1000
         signs[int(d)] = int((np.sign(np.round(true, 2)) != np.sign(seed)).sum())
 
     def closed_form(d: int) -> np.ndarray:
-        w = base ** (-np.arange(0, d, 2) / d)
+        w = rope_inv_freq(d, base)
         return np.cos(k[:, None] * w).mean(1)
 
     errors = {d: float(np.abs(closed_form(d) - row).max()) for d in range(2, 1025, 2)}

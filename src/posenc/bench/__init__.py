@@ -24,9 +24,12 @@ from typing import Any
 
 from posenc.bench.executor import LocalExecutor, make_executor
 from posenc.bench.profiles import PROFILES, Profile, build_grid, get_profile
+from posenc.bench.report_section import write_page
 from posenc.bench.runner import GridOutcome, run_grid
 from posenc.bench.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
-from posenc.bench.store import ResultStore
+from posenc.bench.store import ResultStore, atomic_write_text
+from posenc.bench.tables import render_table, summarize, to_csv, to_json
+from posenc.viz.extrapolation import save_all
 
 __all__ = [
     "PROFILES",
@@ -54,8 +57,6 @@ class CompareResult:
     missing_encodings: list[str] = field(default_factory=list)
 
     def table(self):
-        from posenc.bench.tables import render_table
-
         return render_table(self.summary, title=f"posenc compare --profile {self.profile.name}")
 
     def notes(self) -> list[str]:
@@ -77,16 +78,10 @@ class CompareResult:
             "profile": self.profile.name,
             "out": str(self.out),
             "outcome": self.outcome.to_dict(),
-            "summary": json.loads(_summary_json(self.summary)),
+            "summary": json.loads(to_json(self.summary)),
             "files": self.files,
             "missing_encodings": self.missing_encodings,
         }
-
-
-def _summary_json(summary: dict[str, Any]) -> str:
-    from posenc.bench.tables import to_json
-
-    return to_json(summary)
 
 
 def default_threads(workers: int) -> int:
@@ -101,10 +96,12 @@ def default_threads(workers: int) -> int:
 
 
 def write_outputs(out: Path, *, report: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
-    """Summary CSV/JSON, figures and the HTML report from every valid record under ``out``."""
-    from posenc.bench.store import atomic_write_text
-    from posenc.bench.tables import summarize, to_csv, to_json
+    """Summary CSV/JSON, figures and this benchmark's HTML page from every valid record under ``out``.
 
+    The page (``out/report.html``) holds the benchmark's section alone; the full report
+    with every benchmarked encoding's section is :func:`posenc.report.benchmark_report`
+    (``posenc compare`` writes both).
+    """
     records = ResultStore(out).records()
     summary = summarize(records)
     files = {}
@@ -113,35 +110,10 @@ def write_outputs(out: Path, *, report: bool = True) -> tuple[dict[str, Any], di
     files["summary"] = str(out / "summary.json")
     files["csv"] = str(out / "summary.csv")
     if report and records:
-        from posenc.viz.extrapolation import save_all
-
         save_all(records, out / "figures")
         files["figures"] = str(out / "figures")
-        files.update(write_report(out))
+        files["report"] = str(write_page(out, out / "report.html"))
     return summary, files
-
-
-def write_report(out: Path) -> dict[str, str]:
-    """``out/report.html`` (this benchmark's section alone, always) and, when
-    :mod:`posenc.report` is installed, the full report with it at ``out/report/index.html``.
-
-    The full report covers the benchmarked encodings only and skips its
-    model-based probes, to keep ``quick`` inside its budget (it took about a
-    minute of CPU for all encodings); ``posenc report --results DIR`` builds everything.
-    """
-    from posenc.bench.report_section import write_page
-
-    files = {"report": str(write_page(out, out / "report.html"))}
-    try:
-        from posenc.report import build_report
-    except ImportError:
-        return files
-    names = sorted({r["spec"]["encoding"] for r in ResultStore(out).records()})
-    full = build_report(
-        out / "report", results_dir=out, encodings=names, progress=False, probes_enabled=False
-    )
-    files["full_report"] = str(full)
-    return files
 
 
 def compare(
@@ -158,7 +130,7 @@ def compare(
     show_progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> CompareResult:
-    """Run (or resume) a profile's grid into ``out`` and write summaries and the report."""
+    """Run (or resume) a profile's grid into ``out``; write summaries, figures and the benchmark page."""
     prof = get_profile(profile) if isinstance(profile, str) else profile
     workers = prof.workers if workers is None else workers
     threads = default_threads(workers) if threads is None else threads

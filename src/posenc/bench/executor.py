@@ -25,6 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
 from posenc.base import check_choice, check_int
+from posenc.bench.ray_executor import RayExecutor
 from posenc.bench.spec import RunSpec
 
 WorkFn = Callable[[RunSpec, Callable[[int], None]], dict]
@@ -137,7 +138,5 @@ def make_executor(name: str, *, workers: int = 1, address: str | None = None) ->
     None = a private Ray here, "auto" = the running local cluster, "HOST:PORT" = a head node)."""
     check_choice("executor", name, EXECUTORS)
     if name == "ray":
-        from posenc.bench.ray_executor import RayExecutor
-
         return RayExecutor(address, workers=workers)
     return LocalExecutor(workers)

@@ -19,8 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from posenc.bench.store import ResultStore
+from matplotlib import pyplot as plt
+
+from posenc.bench.store import ResultStore, atomic_write_text
 from posenc.bench.tables import BUCKETS, _fmt, summarize, table_columns
+from posenc.viz.extrapolation import figure_base64, figures
 
 HOLDS = 1.10  # a perplexity ratio <= this counts as "holds" (does not degrade)
 
@@ -362,10 +365,6 @@ _CAPTIONS = {
 
 def render(results_dir: str | Path) -> str:
     """HTML fragment for ``posenc report``: curves, summary table, claims vs measurements."""
-    from matplotlib import pyplot as plt
-
-    from posenc.viz.extrapolation import figure_base64, figures
-
     records = ResultStore(results_dir).records()
     parts = ['<section class="posenc-compare">', "<h2>Train short, test long (posenc compare)</h2>"]
     if not records:
@@ -415,9 +414,7 @@ figure img {{ max-width: 100%; }}
 
 
 def write_page(results_dir: str | Path, path: str | Path | None = None) -> Path:
-    """A standalone HTML page holding only this section (used when posenc.report is absent)."""
-    from posenc.bench.store import atomic_write_text
-
+    """A standalone HTML page holding only this section (``posenc compare`` writes it to ``report.html``)."""
     target = Path(path) if path is not None else Path(results_dir) / "report.html"
     atomic_write_text(target, PAGE.format(body=render(results_dir)))
     return target

@@ -13,6 +13,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
 from posenc.bench.executor import Executor
 from posenc.bench.spec import RunSpec
 from posenc.bench.store import ResultStore
@@ -64,14 +73,6 @@ def run_grid(
     work_fn=execute,
 ) -> GridOutcome:
     """Execute every spec without a valid record; each finished run is written at once."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     start = time.perf_counter()
     todo, outcome = plan(specs, store)

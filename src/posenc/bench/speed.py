@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from rich.table import Table
 
 from posenc.base import check_int
 from posenc.bench import speed_cases as cases_mod
@@ -384,7 +385,6 @@ def rows(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def render(record: dict[str, Any]):
     """A rich Table per section."""
-    from rich.table import Table
 
     columns = {
         "rope": [("ms", "ms", "{:.2f}"), ("gb_per_s", "GB/s", "{:.1f}"), ("x_roofline", "x copy", "{:.2f}"),

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 import posenc
 from posenc.kernels.bias_attention import bias_attention
 from posenc.kernels.rope import apply_rotary_fused
+from posenc.model import Transformer, TransformerConfig
 from posenc.rotary import apply_rotary
 
 Case = Callable[[], object] | str
@@ -220,8 +221,6 @@ def train_cases(name: str, b: int, n: int) -> dict[str, Case]:
 
     cases: dict[str, Case] = {}
     try:
-        from posenc.model import Transformer, TransformerConfig
-
         config = TransformerConfig(
             vocab_size=TINY["vocab"], d_model=TINY["d_model"], num_heads=TINY["heads"],
             num_layers=TINY["layers"], ffn_dim=TINY["ffn_mult"] * TINY["d_model"], encoding=name,

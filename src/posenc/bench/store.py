@@ -26,6 +26,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy
+import torch
+
+import posenc
 from posenc.bench.spec import RunSpec
 
 SCHEMA = "posenc.bench.run/1"
@@ -55,11 +59,6 @@ def checksum(record: dict[str, Any]) -> str:
 
 
 def versions() -> dict[str, str]:
-    import numpy
-    import torch
-
-    import posenc
-
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,

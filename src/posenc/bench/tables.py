@@ -24,6 +24,9 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from rich.markup import escape
+from rich.table import Table
+
 BUCKETS = (("in", 0.0, 1.0), ("2x", 1.0, 2.0), ("4x", 2.0, 4.0))
 
 
@@ -139,9 +142,6 @@ def _cell(entry: dict[str, Any], key: str, percent: bool) -> str:
 
 def render_table(summary: dict[str, Any], *, title: str = "posenc compare"):
     """A rich Table: encodings x (exact match per bucket, LM perplexity ratios)."""
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(
         title=title,
         caption="tasks: exact match (answer-token accuracy) per length bucket; "

@@ -22,10 +22,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from posenc.bench.profiles import train_length
 from posenc.bench.spec import RunSpec
 from posenc.errors import PosencError
 from posenc.model import Transformer, TransformerConfig
 from posenc.positions import randomized as randomized_positions
+from posenc.rope_scaling import apply_to_model
 from posenc.tasks import synthetic, text
 
 Progress = Callable[[int], None]  # advance the caller's progress by this many work units
@@ -270,9 +272,6 @@ def parse_scaling(text_form: str, train_len: int) -> dict[str, Any]:
 
 def evaluate(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
     """The default evaluation plus one per RoPE scaling (applied to a copy, no retraining)."""
-    from posenc.bench.profiles import train_length
-    from posenc.rope_scaling import apply_to_model
-
     fn = evaluate_lm if spec.task == "lm" else evaluate_task
     results = {"default": fn(model, spec, progress)}
     for name in spec.scalings:

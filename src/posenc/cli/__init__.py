@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from posenc.cli import bench, catalog, compare, plot, presets, report, rope
 from posenc.errors import PosencError
 
 
@@ -56,23 +57,7 @@ def main() -> None:
     """
 
 
-def _register() -> None:
-    # One module per command group; each defines click commands and adds them here.
-    from posenc.cli import bench, catalog, compare, plot, presets, report, rope
-
-    # add command-group modules to this tuple (one line each)
-    modules = (
-        catalog,
-        compare,
-        rope,
-        plot,
-        report,
-        presets,
-        bench,
-    )
-    for module in modules:
-        for command in module.COMMANDS:
-            main.add_command(command)
-
-
-_register()
+# One module per command group, each with its click commands in COMMANDS (one line each here).
+for _module in (catalog, compare, rope, plot, report, presets, bench):
+    for _command in _module.COMMANDS:
+        main.add_command(_command)

@@ -10,6 +10,9 @@ import json
 import sys
 
 import click
+from rich.console import Console
+
+from posenc.bench import speed, speed_compare
 
 SECTION_CHOICES = ("rope", "bias", "train")
 
@@ -45,10 +48,6 @@ def bench_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> 
       posenc bench --quick --section rope --format json
       posenc bench --full --out benchmarks/results
     """
-    from rich.console import Console
-
-    from posenc.bench import speed, speed_compare
-
     console = Console(stderr=True)
     sections = tuple(sections) or speed.SECTIONS
     with console.status("posenc bench") as status:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from pathlib import Path
 
 import click
+from rich.console import Console
 
+from posenc import bench, report
+from posenc.bench.profiles import PROFILES, get_profile, parse_variants, resolve_encodings
+from posenc.bench.ray_executor import RayNotInstalled, require_ray
 from posenc.errors import PosencError
+from posenc.registry import ENCODINGS
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -97,9 +104,6 @@ def compare_command(
     added (labels like sinusoidal[concat], sinusoidal[pe-warmup:200]); other
     kinds of encodings keep their default run only (a note says so).
     """
-    from posenc.bench import compare as bench_compare
-    from posenc.bench.profiles import PROFILES
-
     if list_profiles:
         rows = {name: {"description": p.description, "why": p.why} for name, p in PROFILES.items()}
         if fmt == "json":
@@ -114,7 +118,7 @@ def compare_command(
     if executor == "ray":
         _use_ray(address)
     try:
-        result = bench_compare(
+        result = bench.compare(
             prof,
             encodings=_split(encodings),
             tasks=_split(tasks),
@@ -130,11 +134,11 @@ def compare_command(
     except ConnectionError as exc:  # --executor ray: no cluster at --address
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from None
+    if "report" in result.files:  # the full report next to the benchmark's own page
+        result.files["full_report"] = str(report.benchmark_report(Path(out)))
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2, default=str))
     else:
-        from rich.console import Console
-
         console = Console(width=max(120, Console().width))
         console.print(result.table())
         for line in result.notes():
@@ -144,12 +148,7 @@ def compare_command(
 
 
 def _with_variants(profile: str, text: str | None, encodings: tuple[str, ...] | None):
-    """The profile with ``--variants`` added (bad syntax: ValueError, one line, exit 2)."""
-    import dataclasses
-
-    from posenc.bench.profiles import get_profile, parse_variants, resolve_encodings
-    from posenc.registry import ENCODINGS
-
+    """The profile with ``--variants`` added (bad syntax: PosencError, one line, exit 2)."""
     prof = get_profile(profile)
     extra = parse_variants(text)
     if extra:
@@ -168,10 +167,6 @@ def _with_variants(profile: str, text: str | None, encodings: tuple[str, ...] | 
 
 def _use_ray(address: str | None) -> None:
     """Check Ray is installed (else one line and exit 2); hand ``--address`` to Ray as $RAY_ADDRESS."""
-    import os
-
-    from posenc.bench.ray_executor import RayNotInstalled, require_ray
-
     try:
         require_ray()
     except RayNotInstalled as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from posenc import viz
 from posenc.base import check_int
 from posenc.errors import PosencError
 from posenc.viz import FIGURE_KINDS, FIGURES
@@ -55,8 +56,6 @@ def plot_command(
       posenc plot rope --kind rotation -o rope.gif
       posenc plot alibi --kind bias --num-heads 8 -o alibi.svg
     """
-    from posenc import viz
-
     # upper bounds: one figure; larger sizes allocate gigabytes (attention is positions^2 x heads)
     check_int("--d-model", d_model, minimum=1, maximum=4096)
     check_int("--num-heads", num_heads, minimum=1, maximum=64)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import click
+from rich.console import Console
+from rich.table import Table
 
 from posenc import presets
 
@@ -19,9 +21,6 @@ def print_presets(fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title="posenc presets (posenc build --preset NAME)")
     for col in ("name", "encoding", "config", "d_model / heads / head_dim", "context", "source"):
         table.add_column(col, overflow="fold")
@@ -58,9 +57,6 @@ def build_command(name: str, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(out, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=f"{name}: {type(enc).__name__} ({enc.kind})", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")

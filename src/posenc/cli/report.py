@@ -6,6 +6,7 @@ import time
 
 import click
 
+from posenc import report
 from posenc.base import check_int
 
 
@@ -46,11 +47,9 @@ def report_command(
       posenc report -o report/ --results runs/quick
       posenc report -o /tmp/r --encoding rope --encoding alibi
     """
-    from posenc.report import build_report
-
     check_int("--dpi", dpi, minimum=1, maximum=1000)  # before minutes of work, not after
     start = time.perf_counter()
-    path = build_report(
+    path = report.build_report(
         output,
         results_dir=results,
         encodings=encodings or None,

@@ -10,6 +10,8 @@ import json
 from typing import Any
 
 import click
+from rich.console import Console
+from rich.table import Table
 
 from posenc import hf, rope_scaling
 from posenc.base import check_float, check_int
@@ -144,9 +146,6 @@ def inspect_command(
 
 
 def _print_table(report: dict[str, Any], plot_path: str | None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     title = (
         f"rope_type={report['rope_type']}  dim={report['dim']}  base={report['base']:g}  "
         f"seq_len={report['seq_len']}  attention_scaling={report['attention_scaling']:.6g}"

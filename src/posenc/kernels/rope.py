@@ -2,7 +2,7 @@
 
 Axis legend: b batch, h heads, n positions, d head_dim, r rotary_dim, r/2 pairs.
 
-The plain path (:func:`posenc.rotary.apply_rotary`) builds ``x1 * cos``, ``x2 * sin``,
+The plain path (:func:`posenc.rotation.apply_rotary`) builds ``x1 * cos``, ``x2 * sin``,
 their difference, the same for the second half, a ``cat`` (or ``stack``) and a second
 ``cat`` for partial rotary: about ten passes over memory, each allocating a tensor.
 :func:`apply_rotary_fused` does one pass in C (``_rope.c``): per row it reads the pairs,
@@ -27,6 +27,7 @@ import torch
 
 from posenc.errors import PosencError
 from posenc.kernels._build import load, warn_once
+from posenc.rotation import apply_rotary, compute_dtype
 
 _FUNCS = {
     torch.float32: ("posenc_rope_f32", torch.float32),
@@ -140,7 +141,7 @@ def apply_rotary_fused(
 ) -> torch.Tensor:
     """Rotate the leading ``rotary_dim`` features of ``x`` in one pass; result in ``x.dtype``.
 
-    Same maths as :func:`posenc.rotary.apply_rotary` (which it falls back to), but the
+    Same maths as :func:`posenc.rotation.apply_rotary` (which it falls back to), but the
     result is cast back to ``x.dtype`` inside the kernel.
 
     Args:
@@ -173,9 +174,7 @@ def apply_rotary_fused(
             warn_once(
                 f"rope:{reason}", f"posenc: fused rotary kernel cannot take {reason}; using the plain path"
             )
-        from posenc.rotary import apply_rotary  # late import: rotary.py may call this module
-
-        wide = torch.promote_types(x.dtype, torch.float32)
+        wide = compute_dtype(x.dtype)
         y = apply_rotary(x.to(wide), cos.to(wide), sin.to(wide), layout=layout, rotary_dim=rotary_dim)
         return y.to(x.dtype) if out is None else out.copy_(y)
     if needs_grad:

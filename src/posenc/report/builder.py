@@ -26,12 +26,18 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import posenc
+from posenc import viz
 from posenc.analysis import PROPERTY_COLUMNS, EncodingProperties, encoding_properties, properties
 from posenc.analysis.signals import make
 from posenc.analysis.summary import format_value
 from posenc.base import check_choice
+from posenc.bench import report_section
+from posenc.bench.store import ResultStore
+from posenc.viz import FIGURE_KINDS, figures
 
 # Figure options used in the report (small sizes keep `posenc report` well under 2 min).
 REPORT_FIGURES: dict[str, dict] = {
@@ -107,8 +113,6 @@ def encoding_section(
 
     ``figure_kinds`` restricts the figures drawn (default: every kind that applies).
     """
-    from posenc import viz
-
     start = time.perf_counter()
     cls = posenc.get_encoding_class(name)
     props = encoding_properties(name, d_model=D_MODEL, num_heads=NUM_HEADS, probes_enabled=probes_enabled)
@@ -162,8 +166,6 @@ def encoding_section(
 
 
 def comparison_section(sections: list[EncodingSection]) -> str:
-    from posenc.viz import FIGURE_KINDS
-
     header = ["encoding"] + [label for _, label, _ in PROPERTY_COLUMNS]
     rows = [[s.name] + [s.properties.text(key) for key, _, _ in PROPERTY_COLUMNS] for s in sections]
     legend = table(
@@ -193,8 +195,6 @@ def comparison_section(sections: list[EncodingSection]) -> str:
 
 def seed_checks_section(*, dpi: int = DPI) -> str:
     """Numeric checks of the seeds' claims, as tables and figures."""
-    from posenc.viz import figures
-
     parts = ['<section id="seed-checks"><h2>Checks of the seeds\' claims</h2>']
 
     # Seed 004: the printed similarity matrix.
@@ -299,14 +299,6 @@ def extrapolation_section(results_dir: str | Path) -> str:
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise FileNotFoundError(f"results directory {str(results_dir)!r} does not exist")
-    # ---- call site: the benchmark helper owns posenc.bench.report_section ----
-    try:
-        from posenc.bench import report_section
-    except ImportError as exc:
-        return (
-            '<section id="extrapolation"><h2>Train short, test long</h2><p class="notice">'
-            f"posenc.bench.report_section is not available ({esc(exc)}); no extrapolation results shown.</p></section>"
-        )
     fragment = report_section.render(results_dir)  # an HTML fragment with its own <section> and <h2>
     return f'<div id="extrapolation">\n{fragment}\n</div>'
 
@@ -341,13 +333,8 @@ def build_report(
         probes_enabled: run the model-based probes (sensitivity, equivariance).
         figure_kinds: draw only these figure kinds (default: every kind that applies).
     """
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     names = list(posenc.ENCODINGS) if encodings is None else list(encodings)
     if figure_kinds is not None:
-        from posenc.viz import FIGURE_KINDS
-
         figure_kinds = [check_choice("figure kind", k, FIGURE_KINDS) for k in figure_kinds]
     for name in names:
         posenc.get_encoding_class(name)  # ValueError with a suggestion for unknown names
@@ -393,3 +380,17 @@ def build_report(
     path = out_dir / "index.html"
     path.write_text(page, encoding="utf-8")
     return path
+
+
+def benchmark_report(results_dir: str | Path) -> Path:
+    """The full report for a ``posenc compare`` output directory: ``results_dir/report/index.html``.
+
+    It covers the benchmarked encodings only and skips the model-based probes, to keep
+    the ``quick`` profile inside its budget (they took about a minute of CPU for all
+    encodings); ``posenc report --results DIR`` builds everything.
+    """
+    results_dir = Path(results_dir)
+    names = sorted({r["spec"]["encoding"] for r in ResultStore(results_dir).records()})
+    return build_report(
+        results_dir / "report", results_dir=results_dir, encodings=names, progress=False, probes_enabled=False
+    )

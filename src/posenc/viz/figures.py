@@ -19,10 +19,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from posenc import rope_scaling
 from posenc.analysis import properties
+from posenc.analysis.probes import attention_maps
 from posenc.analysis.signals import feature_dim_of, position_kernel, position_signal
 from posenc.base import PositionalEncoding, check_int
 from posenc.errors import PosencError
+from posenc.registry import ENCODINGS
 
 DIVERGING = "RdBu_r"
 SEQUENTIAL = "viridis"
@@ -51,8 +54,6 @@ def new_figure(
 
 
 def _label(enc: PositionalEncoding) -> str:
-    from posenc.registry import ENCODINGS
-
     names = [name for name, cls in ENCODINGS.items() if cls is type(enc)]
     return f"{names[0] if len(names) == 1 else type(enc).__name__} ({enc.kind})"
 
@@ -245,8 +246,6 @@ def scaling_spectra(head_dim: int, base: float) -> dict[str, np.ndarray]:
 
     Uses factor 4 over an original context of 2048 (dynamic: evaluated at 4 x 2048).
     """
-    from posenc import rope_scaling
-
     keys = getattr(rope_scaling, "ROPE_SCALING_KEYS", {})
     out = {}
     for name in rope_scaling.ROPE_SCALINGS:
@@ -391,8 +390,6 @@ def attention(
     name: str, *, seq_len: int = 16, num_layers: int = 2, num_heads: int = 4, seed: int = 0
 ) -> Figure:
     """Attention probabilities of an untrained (seeded) causal model, every layer and head."""
-    from posenc.analysis.probes import attention_maps
-
     maps = attention_maps(name, seq_len=seq_len, num_layers=num_layers, num_heads=num_heads, seed=seed)
     layers, heads = maps.shape[:2]
     fig = new_figure(2.2 * heads + 2.0, 2.2 * layers + 1.2, margins=None)

@@ -1,0 +1,149 @@
+"""Worked examples: what an encoding does at its first few positions, as tables of numbers.
+
+``posenc show`` and the guided tour print these; nothing here prints. Sinusoidal gets
+the textbook's three steps (divisors, angles, values); every other encoding the output
+of its kind's hook, in float64.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from posenc.analysis.signals import make
+from posenc.base import PositionalEncoding, check_int
+
+Table = tuple[str, list[str], list[list[str]]]  # (title, column labels, rows of cell text)
+
+
+def cell(value: float) -> str:
+    """3 decimals, without a distracting "-0.000"."""
+    if not math.isfinite(value):
+        return str(value)
+    text = f"{value:.3f}"
+    return "0.000" if text == "-0.000" else text
+
+
+def jsonable(example: dict[str, Any]) -> dict[str, Any]:
+    """:func:`worked_example`'s result with non-finite hook values (masked logits) as None."""
+    if "divisors" in example:
+        return example
+    rows = [[v if math.isfinite(v) else None for v in row] for row in example["values"]]
+    return {**example, "values": rows}
+
+
+def sinusoidal_steps(enc: PositionalEncoding, num_positions: int) -> dict[str, Any]:
+    """The worked example: divisors ``base^(2i/d)``, angles ``pos / divisor`` and ``PE`` (float64)."""
+    dim, base = enc.config.dim, enc.config.base
+    divisors = [base ** (2 * i / dim) for i in range(dim // 2)]  # base^(2i/d)
+    positions = torch.arange(num_positions)[None]  # (1, n)
+    angles = [[p / div for div in divisors] for p in range(num_positions)]
+    with torch.no_grad():
+        zeros = torch.zeros(1, num_positions, dim, dtype=torch.float64)
+        values = enc.embed(zeros, positions=positions)[0]  # (n, d) float64: PE itself, full precision
+    return {"divisors": divisors, "angles": angles, "values": values.tolist()}
+
+
+def hook_table(
+    enc: PositionalEncoding, num_positions: int, dim: int, heads: int
+) -> tuple[str, list[str], list[list[float]]]:
+    """(title, column labels, rows) for any encoding, chosen by kind only; float64 throughout."""
+    n = num_positions
+    g = torch.Generator().manual_seed(0)
+    f64 = torch.float64
+    positions = torch.arange(n)[None]  # (1, n)
+    enc = enc.double()
+    with torch.no_grad():
+        if enc.kind == "additive":
+            try:
+                enc.encode(positions)  # content-free encodings define encode(); others raise
+                x = torch.zeros(1, n, dim, dtype=f64)
+                title = "PE(pos): the vector added at each position"
+            except NotImplementedError:
+                x = torch.randn(1, n, dim, generator=g, dtype=f64)  # content-dependent: fixed tokens
+                title = "embed(x) for x ~ N(0, 1) (seed 0): this encoding depends on content"
+            pe = enc.embed(x, positions=positions)[0]  # (n, d)
+            return title, [f"d{k}" for k in range(pe.shape[-1])], pe.tolist()
+        if enc.kind == "bias":
+            b = enc.bias(n, n)[0, 0]  # (i, j) for head 0
+            return "bias(q_pos=i, k_pos=j) for head 0", [f"j={j}" for j in range(n)], b.double().tolist()
+        if enc.kind == "rotary":
+            e = (
+                torch.eye(dim, dtype=f64)[:, None, None, :].expand(dim, 1, n, dim).contiguous()
+            )  # (d, 1, n, d)
+            q, _ = enc.rotate(e, e, q_positions=positions, k_positions=positions)
+            diag = torch.diagonal(q[:, 0], dim1=0, dim2=2)  # (n, d): component a of rotate(e_a)
+            cos = diag / q[:, 0].norm(dim=-1).T  # (n, d) cos of the angle dimension a turns by
+            title = "cos(angle) by which rotate() turns basis vector e_d at each position"
+            return title, [f"d{k}" for k in range(dim)], cos.tolist()
+        if enc.kind in ("relative", "contextual"):
+            q = torch.randn(1, heads, n, dim, generator=g, dtype=f64)  # (1, h, i, d)
+            k = torch.randn(1, heads, n, dim, generator=g, dtype=f64)  # (1, h, j, d)
+            if enc.kind == "relative":
+                s = enc.scores(q, k)[0, 0]
+                title = "scores(q, k): the relative term added to q.k, head 0, q, k ~ N(0, 1) (seed 0)"
+            else:
+                logits = (q @ k.transpose(-1, -2)) / dim**0.5
+                logits = logits.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+                s = enc.scores(q, k, logits)[0, 0]
+                title = "scores(q, k, causal logits), head 0, q, k ~ N(0, 1) (seed 0)"
+            return title, [f"j={j}" for j in range(n)], s.tolist()
+    return "no positional term", [], []
+
+
+def worked_example(name: str, *, num_positions: int = 4, dim: int = 8, heads: int = 8) -> dict[str, Any]:
+    """What encoding ``name`` does at positions ``0 .. num_positions - 1``, JSON-ready.
+
+    Built at ``d_model = head_dim = dim`` with ``heads`` heads, parameters from seed 0
+    (the global RNG is left alone). ``sinusoidal`` gets ``divisors``, ``angles`` and
+    ``values`` (the textbook's steps); every other encoding ``title``, ``columns`` and
+    ``values`` of its kind's hook (see :func:`jsonable` for JSON).
+    """
+    num_positions = check_int("num_positions", num_positions, minimum=1)
+    dim = check_int("dim", dim, minimum=1)
+    heads = check_int("heads", heads, minimum=1)
+    enc = make(name, d_model=dim, num_heads=heads, head_dim=dim, seed=0)
+    out: dict[str, Any] = {"name": name, "kind": enc.kind, "config": enc.config.to_dict()}
+    if name == "sinusoidal":
+        out["positions"] = list(range(num_positions))
+        out.update(sinusoidal_steps(enc, num_positions))
+        return out
+    title, columns, rows = hook_table(enc, num_positions, dim, heads)
+    out["title"] = title
+    out.update({"positions": list(range(num_positions)), "columns": columns, "values": rows})
+    return out
+
+
+def text_tables(example: dict[str, Any]) -> list[Table]:
+    """The tables a terminal shows for :func:`worked_example`'s result (3 decimals)."""
+    if "divisors" in example:
+        divisors, dim = example["divisors"], example["config"]["dim"]
+        columns = ["pos"] + [f"{'sin' if k % 2 == 0 else 'cos'}(θ{k // 2})" for k in range(dim)]
+        return [
+            (
+                "Step 1: frequency divisors base^(2i/d)",
+                ["i", "2i (sin)", "2i+1 (cos)", "divisor"],
+                [[str(i), str(2 * i), str(2 * i + 1), f"{d:g}"] for i, d in enumerate(divisors)],
+            ),
+            (
+                "Step 2: angles pos / divisor",
+                ["pos"] + [f"dim {2 * i},{2 * i + 1} (/{d:g})" for i, d in enumerate(divisors)],
+                [[str(p)] + [f"{a:g}" for a in row] for p, row in enumerate(example["angles"])],
+            ),
+            (
+                "Step 3: PE = sin at even dims, cos at odd dims",
+                columns,
+                [[str(p)] + [cell(v) for v in row] for p, row in enumerate(example["values"])],
+            ),
+        ]
+    if not example["values"]:
+        return []
+    columns = example["columns"]
+    label = "i" if columns[0].startswith("j=") else "pos"  # (i, j) score/bias tables vs per-position vectors
+    rows = [[str(p)] + [cell(v) for v in row] for p, row in enumerate(example["values"])]
+    return [(example["title"], [label] + columns, rows)]
+
+
+__all__ = ["cell", "hook_table", "jsonable", "sinusoidal_steps", "text_tables", "worked_example"]

@@ -1,0 +1,124 @@
+"""The package's layering, as docs/architecture.md draws it, read from the source with ``ast``.
+
+Three rules: no ``posenc`` import inside a function or class (imports are visible at the
+top of every module), every import points to the same row of the layer table or a lower
+one, and the module graph has no cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+
+
+def layer_table() -> dict[str, int]:
+    """``module prefix -> row`` from the table between the ``layers`` markers in docs/architecture.md."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("<!-- layers:start -->")[1].split("<!-- layers:end -->")[0]
+    table = {}
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].isdigit():
+            for name in re.findall(r"`([\w.]+)`", cells[1]):
+                table[name] = int(cells[0])
+    return table
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted((SRC / "posenc").rglob("*.py")):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+MODULES = modules()
+LAYERS = layer_table()
+
+
+def row(module: str) -> int:
+    """The row of the longest listed prefix (bare ``posenc`` means the package's ``__init__`` only)."""
+    matches = [p for p in LAYERS if module == p or (p != "posenc" and module.startswith(p + "."))]
+    assert matches, f"{module} is in no row of docs/architecture.md's layer table"
+    return LAYERS[max(matches, key=len)]
+
+
+def imports(path: Path) -> list[tuple[str, int, bool]]:
+    """``(imported posenc module, line, inside a function or class)`` for every import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nested: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            nested.update(id(sub) for sub in ast.walk(node) if sub is not node)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # `from posenc.x import y` imports the module posenc.x.y when there is one
+            targets = [
+                f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in MODULES else node.module
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            if target == "posenc" or target.startswith("posenc."):
+                found.append((target, node.lineno, id(node) in nested))
+    return found
+
+
+GRAPH = {name: sorted({t for t, _, _ in imports(path) if t != name}) for name, path in MODULES.items()}
+
+
+def test_every_module_has_a_row_and_the_table_names_only_real_modules():
+    for name in MODULES:
+        row(name)
+    for name in LAYERS:
+        assert name in MODULES, f"docs/architecture.md lists {name}, which does not exist"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_function_level_imports_between_library_modules(name):
+    late = [(target, line) for target, line, nested in imports(MODULES[name]) if nested]
+    assert not late, f"{name} imports {late} inside a function or class; import at the top"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_imports_point_down_the_layer_table(name):
+    up = [t for t in GRAPH[name] if row(t) > row(name)]
+    assert not up, f"{name} (row {row(name)}) imports {[(t, row(t)) for t in up]} from a higher row"
+
+
+def test_the_module_graph_has_no_cycle():
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in GRAPH.get(name, []):
+            if state.get(target) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(target) :] + [target]))
+            if target not in state:
+                visit(target, [*path, target])
+        state[name] = 2
+
+    for name in MODULES:
+        if name not in state:
+            visit(name, [name])
+
+
+def test_the_rules_catch_what_they_forbid(tmp_path):
+    """The checks can fail: a late import, an upward import and a cycle are each found."""
+    source = "import posenc.base\n\ndef f():\n    from posenc.cli import main\n"
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    found = imports(path)
+    assert ("posenc.base", 1, False) in found and ("posenc.cli", 4, True) in found
+    assert row("posenc.cli") > row("posenc.base")
