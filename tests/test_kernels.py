@@ -20,7 +20,7 @@ from tests.tolerances import tol
 import posenc
 from posenc.kernels import _build, rope
 from posenc.kernels import bias_attention as bias_attention_module
-from posenc.kernels.bias_attention import bias_attention, translation_invariant
+from posenc.kernels.bias_attention import bias_attention
 from posenc.kernels.rope import apply_rotary_fused
 from posenc.registry import ENCODINGS
 from posenc.rotary import apply_rotary
@@ -301,10 +301,31 @@ def test_chunked_bias_attention_bfloat16_keeps_the_bias_in_float32():
     torch.testing.assert_close(out.double(), ref, **tol(torch.bfloat16))
 
 
+def observed_translation_invariance(encoding) -> bool:
+    """Exact equality after shifting both positions by 37 and by 4099 (which catches FIRE's
+    position-dependent normaliser); perturbed parameters stand in for a trained encoding."""
+    q = torch.arange(12)[None, None, :, None]  # shapes as BiasEncoding.bias uses them
+    k = torch.arange(12)[None, None, None, :]
+    h = torch.arange(encoding.num_heads)[None, :, None, None]
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for param in encoding.parameters():
+            param.add_(0.1 * torch.randn(param.shape, generator=g))
+        base = encoding.bias_fn(q, k, h)
+        return all(torch.equal(base, encoding.bias_fn(q + s, k + s, h)) for s in (37, 4099))
+
+
 def test_translation_invariance_probe():
-    assert translation_invariant(posenc.build_for_model("alibi", d_model=8, num_heads=2))
-    assert translation_invariant(posenc.build_for_model("t5", d_model=8, num_heads=2))
-    assert not translation_invariant(posenc.build_for_model("fire", d_model=8, num_heads=2))
+    assert posenc.build_for_model("alibi", d_model=8, num_heads=2).translation_invariant
+    assert posenc.build_for_model("t5", d_model=8, num_heads=2).translation_invariant
+    assert not posenc.build_for_model("fire", d_model=8, num_heads=2).translation_invariant
+
+
+@pytest.mark.parametrize("name", [n for n, c in posenc.ENCODINGS.items() if c.kind == "bias"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_declared_translation_invariance_is_observed(name, bidirectional):
+    enc = posenc.build_for_model(name, d_model=8, num_heads=2, bidirectional=bidirectional)
+    assert enc.translation_invariant == observed_translation_invariance(enc)
 
 
 @pytest.mark.parametrize("name", ["rope", "xpos"])

@@ -39,8 +39,11 @@ def test_registry_and_validators_are_parallel():
     assert list(ROPE_SCALINGS) == list(rope_scaling.ROPE_SCALING_VALIDATORS)
     assert list(ROPE_SCALINGS) == list(rope_scaling.ROPE_SCALING_KEYS)
     assert set(ROPE_SCALINGS) <= set(rope_scaling.PAPERS)
-    for name, fn in ROPE_SCALINGS.items():
-        assert "http" in (fn.__doc__ or ""), f"{name} docstring lacks the paper link"
+    for name, spec in ROPE_SCALINGS.items():  # one spec per scaling; the tables above are its views
+        assert "http" in (spec.compute.__doc__ or ""), f"{name} docstring lacks the paper link"
+        assert "http" in spec.paper and rope_scaling.PAPERS[name] == spec.paper
+        assert rope_scaling.ROPE_SCALING_KEYS[name] == (spec.required, spec.optional)
+        assert rope_scaling.ROPE_SCALING_VALIDATORS[name] is spec.validate
 
 
 # ---------------------------------------------------------------------------

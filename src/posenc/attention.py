@@ -311,7 +311,7 @@ def plain_attention(
     probs = torch.softmax(logits.to(wide), dim=-1).to(q.dtype)  # (b, h, i, j)
     probs = F.dropout(probs, p=dropout, training=training)
     out = probs @ v  # (b, h, i, d)
-    if kind == "relative" and getattr(encoding, "has_values", False):
+    if kind == "relative" and encoding.has_values:
         extra = encoding.values(probs, q_positions=q_positions, k_positions=k_positions)
         if extra is not None:
             out = out + extra.to(out.dtype)
@@ -479,7 +479,7 @@ class MultiHeadAttention(nn.Module):
         # Rotary: rotate before caching (cache holds rotated keys) unless the encoding asks
         # for raw keys to be cached, in which case the whole key set is rotated below.
         rotary = self.kind == "rotary"
-        rotate_early = rotary and not getattr(enc, "cache_unrotated_keys", False)
+        rotate_early = rotary and not enc.cache_unrotated_keys
         if rotate_early:
             q, k = enc.rotate(q, k, q_positions=q_pos, k_positions=k_pos)
         if cache is not None:

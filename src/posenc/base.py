@@ -314,7 +314,10 @@ class SinCosCache:
 class PositionalEncoding(nn.Module):
     """Base of every encoding. Subclasses set the class attributes below.
 
-    Build one with ``posenc.build(name, **config)`` or ``Cls(Cls.Config(...))``.
+    Capabilities are declared here and on the kind's base class (``cache_unrotated_keys``,
+    ``translation_invariant``, ``has_values``) and set per class; attention and the fast
+    paths read them, never probe. Build one with ``posenc.build(name, **config)`` or
+    ``Cls(Cls.Config(...))``.
     """
 
     kind: ClassVar[str]
@@ -369,6 +372,12 @@ class RotaryEncoding(PositionalEncoding):
 
     kind = "rotary"
 
+    @property
+    def cache_unrotated_keys(self) -> bool:
+        """True when the frequencies depend on the current length (RoPE's dynamic scalings):
+        attention then caches keys before rotation and re-rotates them every step."""
+        return False
+
     def rotate(
         self,
         q: torch.Tensor,
@@ -387,6 +396,9 @@ class BiasEncoding(PositionalEncoding):
     """Adds a content-free bias ``bias_fn(q_pos, k_pos, head)`` to scaled scores."""
 
     kind = "bias"
+    #: True when ``bias_fn(q, k, h)`` depends on ``q - k`` (and ``h``) only: a Toeplitz bias, which
+    #: the fast path evaluates once per call on the distances (tests check declared == observed).
+    translation_invariant: ClassVar[bool] = False
 
     @property
     def num_heads(self) -> int:
@@ -423,7 +435,7 @@ class RelativeEncoding(PositionalEncoding):
     """Content-dependent relative terms inside attention (Shaw, Transformer-XL)."""
 
     kind = "relative"
-    has_values: ClassVar[bool] = False
+    has_values: bool = False  # adds ``values(probs)`` to the output; may be set per instance (Shaw)
 
     def scores(
         self,

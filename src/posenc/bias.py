@@ -225,6 +225,7 @@ class ALiBi(_BiasFamily):
     )
     equation = "B[h,i,j] = -m_h * (i - j)  (bidirectional: -m_h * |i - j|), m_h = 2^(-8h/H)"
     share_across_layers = True
+    translation_invariant = True
     cache_dense = True
 
     def __init__(self, config: ALiBiConfig) -> None:
@@ -311,6 +312,7 @@ class T5RelativeBias(_BiasFamily):
         "B[h,i,j] = table[bucket(j - i), h]; bucket exact below max_exact, log-spaced up to max_distance"
     )
     share_across_layers = True
+    translation_invariant = True
 
     def __init__(self, config: T5Config) -> None:
         super().__init__(config)
@@ -352,6 +354,7 @@ class _Kerple(_BiasFamily):
         "Chi et al. 2022, KERPLE: Kernelized Relative Positional Embedding for Length "
         "Extrapolation, https://arxiv.org/abs/2205.09921"
     )
+    translation_invariant = True
     r1_init_scale: float  # r1 ~ U(0, r1_init_scale)
     r2_init_scale: float  # r2 ~ U(0, r2_init_scale)
     r2_max: float | None = None
@@ -534,6 +537,7 @@ class Sandwich(_BiasFamily):
     )
     equation = "B[h,i,j] = (sum_{k=1}^{d'/2} cos((i - j) / base^(2k/d')) - d'/2) * H / (8h)"
     share_across_layers = True
+    translation_invariant = True
     cache_dense = True
 
     def __init__(self, config: SandwichConfig) -> None:

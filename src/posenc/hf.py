@@ -37,7 +37,6 @@ from posenc.registry import build
 ORIGINAL = rope_scaling.ORIGINAL
 DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
 _NOT_PARAMS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
-_RESOLVES_ORIGINAL = ("yarn", "llama3", "longrope")  # HF fills L0 from max_position_embeddings
 
 
 def _as_dict(config: Any) -> dict[str, Any]:
@@ -55,6 +54,12 @@ def _as_dict(config: Any) -> dict[str, Any]:
             f"config must be a dict, a path to config.json or an HF config, got {type(config).__name__}"
         )
     return copy.deepcopy(config)
+
+
+def _hf_original(rope_type: str) -> str | None:
+    """Where HF reads the original context of ``rope_type`` (its registry entry's ``hf_original``)."""
+    spec = rope_scaling.ROPE_SCALINGS.get(rope_type)
+    return None if spec is None else spec.hf_original
 
 
 def _rope_key(config: dict[str, Any]) -> str:
@@ -100,6 +105,7 @@ def from_hf(config: Any) -> dict[str, Any]:
             f"rope dict has type={rope['type']!r} and rope_type={rope['rope_type']!r}; they must agree"
         )
     rope_type = rope.get("rope_type", rope.get("type", "default"))
+    hf_original = _hf_original(rope_type)
 
     head_dim = cfg.get("head_dim")
     if head_dim is None:
@@ -119,12 +125,12 @@ def from_hf(config: Any) -> dict[str, Any]:
     max_positions = cfg.get("max_position_embeddings")
 
     params = {key: value for key, value in rope.items() if key not in _NOT_PARAMS}
-    if rope_type == "dynamic" and params.get(ORIGINAL) not in (None, max_positions):
+    if hf_original == "max_position_embeddings" and params.get(ORIGINAL) not in (None, max_positions):
         raise PosencError(
             "HF's dynamic scaling ignores rope_scaling['original_max_position_embeddings'] and uses "
             f"max_position_embeddings={max_positions}; got {params[ORIGINAL]}. Make them equal"
         )
-    if rope_type in _RESOLVES_ORIGINAL and cfg.get(ORIGINAL) is not None:
+    if hf_original == "rope" and cfg.get(ORIGINAL) is not None:
         params[ORIGINAL] = cfg[ORIGINAL]
     scaling = None if rope_type == "default" and not params else {"rope_type": rope_type, **params}
     # make explicit what HF infers from max_position_embeddings (L0, longrope's factor)
@@ -186,6 +192,7 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
     max_positions = rope.get("max_position_embeddings")
     rope_type, params = rope_scaling.split(rope.get("scaling"))
     params = copy.deepcopy(params)
+    spec = rope_scaling.ROPE_SCALINGS[rope_type]
 
     template = _as_dict(like) if like is not None else None
     out = template if template is not None else {}
@@ -215,7 +222,7 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
     place("rope_theta", base, DEFAULT_THETA)
     place("partial_rotary_factor", partial, 1.0)
 
-    if rope_type == "dynamic" and params.get(ORIGINAL) is not None:
+    if spec.hf_original == "max_position_embeddings" and params.get(ORIGINAL) is not None:
         original = params.pop(ORIGINAL)
         max_positions = original if max_positions is None else max_positions
         if original != max_positions:
@@ -225,7 +232,7 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
             )
         if old is not None and ORIGINAL in old:
             new[ORIGINAL] = original
-    if rope_type in _RESOLVES_ORIGINAL and ORIGINAL in params:
+    if spec.hf_original == "rope" and ORIGINAL in params:
         original = params.pop(ORIGINAL)
         if template is None:  # both places: configs like Phi3Config prefer their top-level attribute
             new[ORIGINAL] = out[ORIGINAL] = original
@@ -234,7 +241,7 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
                 out[ORIGINAL] = original
             if ORIGINAL in old or (ORIGINAL not in template and original != max_positions):
                 new[ORIGINAL] = original
-    if rope_type == "longrope" and params.get("factor") is not None and template is not None:
+    if spec.factor_from_context and params.get("factor") is not None and template is not None:
         original = new.get(ORIGINAL, out.get(ORIGINAL, max_positions))
         if "factor" not in old and max_positions and math.isclose(params["factor"], max_positions / original):
             params.pop("factor")

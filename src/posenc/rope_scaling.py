@@ -14,16 +14,20 @@ never branches on the variant::
 ``params`` is the scaling dict without its ``"rope_type"`` key; the keys are the
 Hugging Face ``rope_scaling`` / ``rope_parameters`` keys (``factor``,
 ``original_max_position_embeddings``, ``beta_fast``, ...), so a Hugging Face
-config maps onto posenc one to one (see :mod:`posenc.hf`). A parallel literal
-table, ``ROPE_SCALING_VALIDATORS``, checks each variant's required and optional
-keys and their ranges; :func:`compute` validates, then dispatches.
+config maps onto posenc one to one (see :mod:`posenc.hf`). Each variant is one
+:class:`RopeScaling` entry of the literal registry ``ROPE_SCALINGS``: its function,
+paper, required and optional keys, range checks, whether it depends on the current
+length, its frequency bands and how Hugging Face fills its original context.
+``PAPERS``, ``ROPE_SCALING_KEYS`` and ``ROPE_SCALING_VALIDATORS`` are views of it;
+:func:`compute` validates, then dispatches.
 
 ``attention_scaling`` multiplies both cos and sin (as in Hugging Face), so it
 multiplies the rotated q and k and hence the attention logits by its square.
 
 KV caches and length-dependent scalings
 ---------------------------------------
-``depends_on_seq_len(scaling)`` is true for ``dynamic`` and ``longrope``: their
+``depends_on_seq_len(scaling)`` is true for ``dynamic`` and ``longrope`` (their
+``length_dependent`` entry): their
 inv_freq is a function of the *current* length ``L = max(position) + 1``. A key
 rotated at step ``t`` with ``inv_freq(L_t)`` would be wrong at step ``t + 1`` once
 ``inv_freq(L_{t+1})`` differs. posenc's rule: when ``depends_on_seq_len(scaling)``
@@ -40,6 +44,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -50,17 +55,6 @@ from posenc.errors import PosencError, PosencTypeError
 
 Params = dict[str, Any]
 ScalingFn = Callable[..., tuple[torch.Tensor, float]]
-
-PAPERS = {
-    "default": "Su et al. 2021, RoFormer, https://arxiv.org/abs/2104.09864",
-    "linear": "Chen et al. 2023, Position Interpolation, https://arxiv.org/abs/2306.15595",
-    "ntk": "bloc97 2023, NTK-aware scaled RoPE, https://www.reddit.com/r/LocalLLaMA/comments/14lz7j5/",
-    "dynamic": "emozilla 2023, Dynamically scaled RoPE, https://www.reddit.com/r/LocalLLaMA/comments/14mrgpr/",
-    "yarn": "Peng et al. 2023, YaRN, https://arxiv.org/abs/2309.00071",
-    "llama3": "Meta 2024, The Llama 3 Herd of Models, https://arxiv.org/abs/2407.21783",
-    "longrope": "Ding et al. 2024, LongRoPE, https://arxiv.org/abs/2402.13753",
-}
-
 
 # ---------------------------------------------------------------------------
 # The variants. Each: fn(*, dim, base, seq_len, params) -> (inv_freq (d/2,), scaling).
@@ -225,40 +219,15 @@ def _longrope(*, dim: int, base: float, seq_len: int | None, params: Params):
     return inverse_frequencies(dim, base) / factors, longrope_attention_factor(params)
 
 
-ROPE_SCALINGS: dict[str, ScalingFn] = {
-    "default": _default,
-    "linear": _linear,
-    "ntk": _ntk,
-    "dynamic": _dynamic,
-    "yarn": _yarn,
-    "llama3": _llama3,
-    "longrope": _longrope,
-}
-
-
 # ---------------------------------------------------------------------------
 # Validation: the keys of each variant, then a parallel literal table of range checks.
 # ---------------------------------------------------------------------------
 
 ORIGINAL = "original_max_position_embeddings"
 
-# variant -> (required keys, optional keys); the same keys as Hugging Face's rope dicts.
-ROPE_SCALING_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "default": ((), ()),
-    "linear": (("factor",), ()),
-    "ntk": (("factor",), ()),
-    "dynamic": (("factor", ORIGINAL), ()),
-    "yarn": (
-        ("factor", ORIGINAL),
-        ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
-    ),
-    "llama3": (("factor", ORIGINAL, "low_freq_factor", "high_freq_factor"), ()),
-    "longrope": (("short_factor", "long_factor", ORIGINAL), ("factor", "attention_factor")),
-}
-
 
 def _check_keys(name: str, params: Params) -> None:
-    required, optional = ROPE_SCALING_KEYS[name]
+    required, optional = ROPE_SCALINGS[name].required, ROPE_SCALINGS[name].optional
     valid = list(required) + list(optional)
     for key in params:
         if key not in valid:
@@ -345,14 +314,105 @@ def _validate_longrope(params: Params, *, dim: int) -> None:
             _number("longrope", key + " entry", number, minimum=0.0, exclusive_minimum=True)
 
 
+def _yarn_bands(*, dim: int, base: float, params: Params) -> list[str]:
+    """``extrapolate`` (ramp 0, unchanged) / ``ramp`` / ``interpolate`` (ramp 1, divided by s)."""
+    ramp = yarn_ramp(dim=dim, base=base, params=params)
+    return ["extrapolate" if r == 0 else "interpolate" if r == 1 else "ramp" for r in ramp.tolist()]
+
+
+def _llama3_bands(*, dim: int, base: float, params: Params) -> list[str]:
+    """``high`` (wavelength < L0/high_freq_factor, unchanged) / ``mid`` / ``low`` (divided by s)."""
+    weight = llama3_smooth(dim=dim, base=base, params=params)
+    return ["high" if w == 0 else "low" if w == 1 else "mid" for w in weight.tolist()]
+
+
+# ---------------------------------------------------------------------------
+# The registry: one spec per scaling. Adding a scaling = one entry here (+ its tests).
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """Everything posenc knows about one RoPE scaling, in one place."""
+
+    compute: ScalingFn  # fn(*, dim, base, seq_len, params) -> (inv_freq (d/2,) float64, attention_scaling)
+    paper: str  # where the formula comes from
+    required: tuple[str, ...] = ()  # keys of the scaling dict (Hugging Face's names) that must be given
+    optional: tuple[str, ...] = ()  # keys it may have
+    validate: Callable[..., None] = (
+        _validate_nothing  # fn(params, *, dim): range checks beyond the common ones
+    )
+    length_dependent: bool = (
+        False  # inv_freq changes with the current length: attention caches keys unrotated
+    )
+    bands: Callable[..., list[str]] | None = None  # fn(*, dim, base, params) -> a band name per pair
+    # Where Hugging Face reads the original context L0: "rope" (the rope dict, a top-level
+    # original_max_position_embeddings winning, else max_position_embeddings) or
+    # "max_position_embeddings" (that key only); None when the scaling has no L0.
+    hf_original: str | None = None
+    factor_from_context: bool = False  # a missing factor is max_position_embeddings / L0 (as HF)
+
+    def __call__(
+        self, *, dim: int, base: float, seq_len: int | None, params: Params
+    ) -> tuple[torch.Tensor, float]:
+        return self.compute(dim=dim, base=base, seq_len=seq_len, params=params)
+
+
+ROPE_SCALINGS: dict[str, RopeScaling] = {
+    "default": RopeScaling(_default, "Su et al. 2021, RoFormer, https://arxiv.org/abs/2104.09864"),
+    "linear": RopeScaling(
+        _linear, "Chen et al. 2023, Position Interpolation, https://arxiv.org/abs/2306.15595", ("factor",)
+    ),
+    "ntk": RopeScaling(
+        _ntk,
+        "bloc97 2023, NTK-aware scaled RoPE, https://www.reddit.com/r/LocalLLaMA/comments/14lz7j5/",
+        ("factor",),
+        validate=_validate_ntk,
+    ),
+    "dynamic": RopeScaling(
+        _dynamic,
+        "emozilla 2023, Dynamically scaled RoPE, https://www.reddit.com/r/LocalLLaMA/comments/14mrgpr/",
+        ("factor", ORIGINAL),
+        validate=_validate_ntk,
+        length_dependent=True,
+        hf_original="max_position_embeddings",
+    ),
+    "yarn": RopeScaling(
+        _yarn,
+        "Peng et al. 2023, YaRN, https://arxiv.org/abs/2309.00071",
+        ("factor", ORIGINAL),
+        ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
+        validate=_validate_yarn,
+        bands=_yarn_bands,
+        hf_original="rope",
+    ),
+    "llama3": RopeScaling(
+        _llama3,
+        "Meta 2024, The Llama 3 Herd of Models, https://arxiv.org/abs/2407.21783",
+        ("factor", ORIGINAL, "low_freq_factor", "high_freq_factor"),
+        validate=_validate_llama3,
+        bands=_llama3_bands,
+        hf_original="rope",
+    ),
+    "longrope": RopeScaling(
+        _longrope,
+        "Ding et al. 2024, LongRoPE, https://arxiv.org/abs/2402.13753",
+        ("short_factor", "long_factor", ORIGINAL),
+        ("factor", "attention_factor"),
+        validate=_validate_longrope,
+        length_dependent=True,
+        hf_original="rope",
+        factor_from_context=True,
+    ),
+}
+
+# Views of the registry, by field.
+PAPERS: dict[str, str] = {name: spec.paper for name, spec in ROPE_SCALINGS.items()}
+ROPE_SCALING_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    name: (spec.required, spec.optional) for name, spec in ROPE_SCALINGS.items()
+}
 ROPE_SCALING_VALIDATORS: dict[str, Callable[..., None]] = {
-    "default": _validate_nothing,
-    "linear": _validate_nothing,
-    "ntk": _validate_ntk,
-    "dynamic": _validate_ntk,
-    "yarn": _validate_yarn,
-    "llama3": _validate_llama3,
-    "longrope": _validate_longrope,
+    name: spec.validate for name, spec in ROPE_SCALINGS.items()
 }
 
 
@@ -390,10 +450,10 @@ def resolve(scaling: Params | None, *, max_position_embeddings: int | None = Non
     if max_position_embeddings is None or name == "default":
         return None if scaling is None else dict(scaling)
     max_position_embeddings = check_int("max_position_embeddings", max_position_embeddings, minimum=1)
-    required, optional = ROPE_SCALING_KEYS[name]
-    if ORIGINAL in required + optional and params.get(ORIGINAL) is None:
+    spec = ROPE_SCALINGS[name]
+    if ORIGINAL in spec.required + spec.optional and params.get(ORIGINAL) is None:
         params[ORIGINAL] = max_position_embeddings
-    if name == "longrope" and params.get("factor") is None:
+    if spec.factor_from_context and params.get("factor") is None:
         params["factor"] = max_position_embeddings / params[ORIGINAL]
     return {"rope_type": name, **params}
 
@@ -410,7 +470,7 @@ def validate(scaling: Params | None, *, dim: int) -> Params | None:
     name, params = split(scaling)
     _check_keys(name, params)
     _check_common(name, params, dim)
-    ROPE_SCALING_VALIDATORS[name](params, dim=dim)
+    ROPE_SCALINGS[name].validate(params, dim=dim)
     return scaling
 
 
@@ -459,7 +519,8 @@ def depends_on_seq_len(scaling: Params | None) -> bool:
 
     Then attention must cache keys before rotation (see the module docstring).
     """
-    return (scaling or {}).get("rope_type", "default") in ("dynamic", "longrope")
+    name = (scaling or {}).get("rope_type", "default")
+    return name in ROPE_SCALINGS and ROPE_SCALINGS[name].length_dependent
 
 
 def frequency_bands(
@@ -473,13 +534,8 @@ def frequency_bands(
     """
     scaling = validate(resolve(scaling, max_position_embeddings=max_position_embeddings), dim=dim)
     name, params = split(scaling)
-    if name == "yarn":
-        ramp = yarn_ramp(dim=dim, base=base, params=params)
-        return ["extrapolate" if r == 0 else "interpolate" if r == 1 else "ramp" for r in ramp.tolist()]
-    if name == "llama3":
-        weight = llama3_smooth(dim=dim, base=base, params=params)
-        return ["high" if w == 0 else "low" if w == 1 else "mid" for w in weight.tolist()]
-    return None
+    bands = ROPE_SCALINGS[name].bands
+    return None if bands is None else bands(dim=dim, base=base, params=params)
 
 
 def apply_to_model(model: nn.Module, scaling: Params | None) -> int:

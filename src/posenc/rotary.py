@@ -221,7 +221,7 @@ class RoPE(RotaryEncoding):
         self._inv_freq, self.attention_scaling = self._compute(None)
 
     @property
-    def cache_unrotated_keys(self) -> bool:
+    def cache_unrotated_keys(self) -> bool:  # RotaryEncoding's capability, set by the scaling
         """True when inv_freq depends on the current length (dynamic scalings): attention then
         caches keys before rotation and re-rotates them with the current frequencies."""
         return rope_scaling.depends_on_seq_len(self.config.scaling)
@@ -366,8 +366,9 @@ class XPos(RotaryEncoding):
     equation = (
         "q~_m = zeta^((m-c)/B) R_m q; k~_n = zeta^(-(n-c)/B) R_n k; zeta_i = (2i/d + gamma)/(1 + gamma)"
     )
-    share_across_layers = True
-    cache_unrotated_keys = False  # the centre is fixed, so rotated keys stay valid
+    share_across_layers = (
+        True  # cache_unrotated_keys stays False: the centre is fixed, rotated keys stay valid
+    )
 
     def __init__(self, config: XPosConfig) -> None:
         super().__init__(config)

@@ -27,7 +27,7 @@ from posenc.bench.spec import RunSpec
 from posenc.errors import PosencError
 from posenc.model import Transformer, TransformerConfig
 from posenc.positions import randomized as randomized_positions
-from posenc.rope_scaling import apply_to_model
+from posenc.rope_scaling import ORIGINAL, ROPE_SCALINGS, apply_to_model
 from posenc.tasks import synthetic, text
 
 Progress = Callable[[int], None]  # advance the caller's progress by this many work units
@@ -265,8 +265,9 @@ def parse_scaling(text_form: str, train_len: int) -> dict[str, Any]:
     """``"yarn:4"`` -> HF-style dict for :func:`posenc.rope_scaling.apply_to_model`."""
     rope_type, _, factor = text_form.partition(":")
     scaling: dict[str, Any] = {"rope_type": rope_type, "factor": float(factor)}
-    if rope_type in ("dynamic", "yarn"):
-        scaling["original_max_position_embeddings"] = train_len
+    spec = ROPE_SCALINGS.get(rope_type)
+    if spec is not None and ORIGINAL in spec.required:  # the trained length is the original context
+        scaling[ORIGINAL] = train_len
     return scaling
 
 

@@ -15,7 +15,7 @@ that does not grow with ``i * j``:
     (:func:`torch.utils.checkpoint.checkpoint`) once all biases together would exceed the
     budget, so backward recomputes a block's bias instead of keeping every one alive.
     For encodings whose bias depends on ``q_pos - k_pos`` only (ALiBi, T5, KERPLE,
-    Sandwich; checked numerically, once per config) and arange-like positions, the bias
+    Sandwich: they declare ``translation_invariant``) and arange-like positions, the bias
     is evaluated ONCE per call on the ``i + j - 1`` distances, ``(h, t)``; with the keys
     taken in reverse order every block is then a Hankel matrix, i.e. an ``unfold`` VIEW of
     that table, and SDPA reads it without any copy. Other encodings (FIRE, explicit
@@ -51,40 +51,6 @@ GENERIC_CHUNK_BYTES = 8 << 20  # per block when the float64 definition runs per 
 MIN_CAUSAL_ROWS = 128  # causal: blocks of max(this, i/8) rows skip most of the masked triangle
 
 
-# ---------------------------------------------------------------------------
-# Which encodings have a Toeplitz bias.
-# ---------------------------------------------------------------------------
-
-
-_INVARIANT: dict[tuple[type, str], bool] = {}
-
-
-def translation_invariant(encoding) -> bool:
-    """True if ``encoding.bias_fn(q, k, h)`` depends on ``q - k`` (and ``h``) only.
-
-    An explicit class attribute ``translation_invariant`` wins; otherwise it is checked
-    numerically (exact equality after shifting both positions by 37 and by 4099, which
-    catches FIRE's position-dependent normalisation), once per class and config: learned
-    parameters change in training, the structure of the definition does not.
-    """
-    declared = getattr(encoding, "translation_invariant", None)
-    if isinstance(declared, bool):
-        return declared
-    key = (type(encoding), encoding.config.to_json())
-    if key not in _INVARIANT:
-        q = torch.arange(12)[None, None, :, None]  # shapes as BiasEncoding.bias uses them
-        k = torch.arange(12)[None, None, None, :]
-        h = torch.arange(encoding.num_heads)[None, :, None, None]
-        try:
-            with torch.no_grad():
-                base = encoding.bias_fn(q, k, h)
-                shifted = [encoding.bias_fn(q + s, k + s, h) for s in (37, 4099)]
-            _INVARIANT[key] = all(torch.equal(base, other) for other in shifted)
-        except (RuntimeError, ValueError, TypeError, NotImplementedError):
-            _INVARIANT[key] = False
-    return _INVARIANT[key]
-
-
 def _bias_dtype(encoding, device) -> torch.dtype:
     """The dtype ``encoding.bias`` returns (float32, or float64 for float64 parameters)."""
     return encoding.bias(1, 1, device=device).dtype
@@ -103,7 +69,7 @@ def distance_table(encoding, q0: int, k0: int, num_queries: int, num_keys: int, 
     """``(h, i + j - 1)`` float64: entry ``t`` is the bias at ``delta = q0 - k0 + t - (j - 1)``.
 
     Query ``i`` (position ``q0 + i``) and key ``j`` (``k0 + j``) read entry ``t = i - j + (j_n - 1)``.
-    Valid only for :func:`translation_invariant` encodings.
+    Valid only for encodings that declare ``translation_invariant``.
     """
     delta = torch.arange(num_queries + num_keys - 1, device=device) + (q0 - k0 - (num_keys - 1))
     shift = max(0, -int(delta[0]))  # keep both positions >= 0; the bias only sees the difference
@@ -171,7 +137,7 @@ def chunked_bias_attention(
     table = None
     if (
         allowed is None or allowed.shape[0] == 1
-    ) and _arange_like(qp) and _arange_like(kp) and translation_invariant(encoding):  # fmt: skip
+    ) and _arange_like(qp) and _arange_like(kp) and encoding.translation_invariant:  # fmt: skip
         table = distance_table(encoding, int(qp[0, 0]), int(kp[0, 0]), i, j, q.device)
         table = table.to(_bias_dtype(encoding, q.device)).to(wide)  # rounded as the dense bias is
         if causal and j - 1 - offset > 0:  # t < j - 1 - offset  <=>  key index > offset + query index

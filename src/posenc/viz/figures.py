@@ -246,12 +246,10 @@ def scaling_spectra(head_dim: int, base: float) -> dict[str, np.ndarray]:
 
     Uses factor 4 over an original context of 2048 (dynamic: evaluated at 4 x 2048).
     """
-    keys = getattr(rope_scaling, "ROPE_SCALING_KEYS", {})
     out = {}
-    for name in rope_scaling.ROPE_SCALINGS:
-        required = keys.get(name, (("factor",), ()))[0]
+    for name, spec in rope_scaling.ROPE_SCALINGS.items():
         try:
-            params = _example_params(required, head_dim // 2)
+            params = _example_params(spec.required, head_dim // 2)
             scaling = None if name == "default" else {"rope_type": name, **params}
             inv_freq, _ = rope_scaling.compute(
                 scaling, dim=head_dim, base=base, seq_len=int(SCALING_FACTOR * SCALING_CONTEXT)
