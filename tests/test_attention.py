@@ -15,12 +15,11 @@ from posenc.attention import (
     SDPA_KINDS,
     MultiHeadAttention,
     choose_path,
-    document_ids_from_lengths,
-    document_ids_from_positions,
-    positions_from_document_ids,
-    positions_from_padding_mask,
 )
 from posenc.base import BiasEncoding, EncodingConfig, check_int
+from posenc.positions import document_ids_from_lengths, document_ids_from_positions
+from posenc.positions import from_attention_mask as positions_from_padding_mask
+from posenc.positions import from_document_ids as positions_from_document_ids
 
 D_MODEL, NUM_HEADS = 16, 2
 

@@ -33,15 +33,11 @@ from posenc.base import (
     check_float,
     check_int,
     check_tensor,
+    compute_dtype,
     inverse_frequencies,
     resolve_positions,
 )
 from posenc.errors import PosencError, PosencTypeError
-
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """float64 stays float64; everything else (fp32, fp16, bf16) is computed in float32."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 class _Absolute(AdditiveEncoding):
@@ -72,7 +68,7 @@ class _Absolute(AdditiveEncoding):
         """``x (b, n, d)`` -> ``x + PE(positions)`` of the same shape and dtype."""
         x = self._check_x(x)
         positions = resolve_positions(positions, x.shape[1], batch=x.shape[0], device=x.device)
-        return x + self._pe(positions, _compute_dtype(x.dtype)).to(x.dtype)
+        return x + self._pe(positions, compute_dtype(x.dtype)).to(x.dtype)
 
 
 # ---------------------------------------------------------------------------

@@ -37,7 +37,6 @@ rotated with the current positions at every step.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -49,11 +48,12 @@ from posenc.base import (
     check_float,
     check_int,
     check_tensor,
+    compute_dtype,
     resolve_positions,
 )
 from posenc.errors import PosencError, PosencTypeError
 from posenc.kernels.bias_attention import bias_attention
-from posenc.positions import from_attention_mask as positions_from_padding_mask
+from posenc.positions import from_attention_mask
 
 PATHS = ("auto", "sdpa", "plain")
 # Kinds the fused SDPA kernel can express (bias through a float attn_mask).
@@ -83,33 +83,6 @@ def choose_path(kind: str, requested: str = "auto", *, need_weights: bool = Fals
 # ---------------------------------------------------------------------------
 # Positions and masks.
 # ---------------------------------------------------------------------------
-
-
-def document_ids_from_lengths(lengths: Sequence[int], *, device=None) -> torch.Tensor:
-    """Document ids ``(1, sum(lengths))`` for documents packed into one row: ``[3, 2] -> [0,0,0,1,1]``."""
-    for index, length in enumerate(lengths):
-        check_int(f"lengths[{index}]", length, minimum=1)
-    ids = [torch.full((length,), doc, dtype=torch.long) for doc, length in enumerate(lengths)]
-    return torch.cat(ids).unsqueeze(0).to(device)
-
-
-def positions_from_document_ids(document_ids: torch.Tensor) -> torch.Tensor:
-    """``(b, n)`` document ids -> positions restarting at 0 at every new document."""
-    ids = resolve_positions(document_ids, document_ids.shape[-1], name="document_ids")
-    index = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
-    starts = torch.ones_like(ids, dtype=torch.bool)
-    starts[:, 1:] = ids[:, 1:] != ids[:, :-1]
-    start_index = torch.where(starts, index, torch.zeros_like(index)).cummax(-1).values
-    return index - start_index
-
-
-def document_ids_from_positions(positions: torch.Tensor) -> torch.Tensor:
-    """``(b, n)`` positions of packed documents -> document ids; a new document starts
-    wherever the position does not increase (e.g. restarts at 0)."""
-    positions = resolve_positions(positions, positions.shape[-1])
-    starts = torch.zeros_like(positions)
-    starts[:, 1:] = (positions[:, 1:] <= positions[:, :-1]).long()
-    return starts.cumsum(-1)
 
 
 def attention_mask(
@@ -253,13 +226,13 @@ def step_positions(
     """Positions ``(b|1, n)`` of the current chunk.
 
     Explicit ``positions`` win. Otherwise: ``arange`` (or counted over real tokens when a
-    ``padding_mask`` is given, see :func:`positions_from_padding_mask`), shifted to continue
+    ``padding_mask`` is given, see :func:`posenc.positions.from_attention_mask`), shifted to continue
     after the cache's last real position.
     """
     if positions is not None:
         return resolve_positions(positions, seq_len, batch=batch, device=device)
     if padding_mask is not None:
-        out = positions_from_padding_mask(padding_mask).to(device)
+        out = from_attention_mask(padding_mask).to(device)
     else:
         out = torch.arange(seq_len, device=device, dtype=torch.long).unsqueeze(0)
     offset = None if cache is None else cache.next_positions()
@@ -307,7 +280,7 @@ def plain_attention(
         logits = logits.masked_fill(~allowed, float("-inf"))
     if kind == "contextual":  # CoPE: positions from gated content, on masked scaled logits
         logits = encoding.scores(q, k, logits)
-    wide = torch.promote_types(logits.dtype, torch.float32)  # softmax in float32 at least
+    wide = compute_dtype(logits.dtype)  # softmax in float32 at least
     probs = torch.softmax(logits.to(wide), dim=-1).to(q.dtype)  # (b, h, i, j)
     probs = F.dropout(probs, p=dropout, training=training)
     out = probs @ v  # (b, h, i, d)

@@ -27,6 +27,7 @@ import dataclasses
 import difflib
 import json
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -92,13 +93,59 @@ def check_float(
     return value
 
 
+def did_you_mean(value: Any, choices: Any, *, cutoff: float = 0.6) -> str:
+    """``"; did you mean 'x'?"`` for the choice closest to ``value``, or ``""`` when none is close."""
+    hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=cutoff)
+    return f"; did you mean {hint[0]!r}?" if hint else ""
+
+
 def check_choice(name: str, value: Any, choices: tuple[str, ...] | list[str]) -> str:
-    """Raise ValueError unless ``value`` is one of ``choices`` (suggesting the closest)."""
+    """Raise PosencError unless ``value`` is one of ``choices`` (suggesting the closest)."""
     if value not in choices:
-        hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
-        extra = f"; did you mean {hint[0]!r}?" if hint else ""
-        raise PosencError(f"{name} must be one of {list(choices)}, got {value!r}{extra}")
+        raise PosencError(
+            f"{name} must be one of {list(choices)}, got {value!r}{did_you_mean(value, choices)}"
+        )
     return value
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value`` if it is a bool, else raise PosencTypeError naming ``name``."""
+    if not isinstance(value, bool):
+        raise PosencTypeError(f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}")
+    return value
+
+
+def is_integer_dtype(dtype: torch.dtype) -> bool:
+    """True for integer dtypes (int8 .. int64, uint8, ...), False for bool, floating and complex."""
+    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype position maths runs in: half precision in float32, float32/float64 in themselves."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def grown_table(
+    cache: dict[torch.device, Any],
+    device: torch.device,
+    length: int,
+    build: Callable[[torch.Tensor], Any],
+    *,
+    limit: int | None = None,
+) -> Any:
+    """A per-device table of at least ``length`` rows, grown by doubling.
+
+    Returns ``cache[device]`` when it already has ``length`` rows (a tuple counts the rows
+    of its first tensor); otherwise stores and returns ``build(arange(size))`` (float64
+    positions) for ``size`` the next power of two ``>= max(length, 64)``, capped at ``limit``.
+    """
+    table = cache.get(device)
+    first = table[0] if isinstance(table, tuple) else table
+    if first is None or first.shape[0] < length:
+        size = max(64, 1 << max(length - 1, 0).bit_length())
+        size = size if limit is None else min(limit, size)
+        table = cache[device] = build(torch.arange(size, dtype=torch.float64, device=device))
+    return table
 
 
 def _range_text(minimum: int | None, maximum: int | None) -> str:
@@ -166,10 +213,10 @@ class EncodingConfig:
         names = cls.field_names()
         for key in data:
             if key not in names:
-                hint = difflib.get_close_matches(key, names, n=1)
-                extra = f"; did you mean {hint[0]!r}?" if hint else ""
                 where = f" for encoding {owner!r}" if owner else ""
-                raise PosencError(f"unknown config key {key!r}{where}; valid keys: {names}{extra}")
+                raise PosencError(
+                    f"unknown config key {key!r}{where}; valid keys: {names}{did_you_mean(key, names)}"
+                )
         missing = [
             f.name
             for f in dataclasses.fields(cls)  # type: ignore[arg-type]
@@ -230,7 +277,7 @@ def resolve_positions(
         return torch.arange(seq_len, device=device, dtype=torch.long).unsqueeze(0)
     if not isinstance(positions, torch.Tensor):
         raise PosencTypeError(f"{name} must be an integer torch.Tensor of shape (batch, seq) or None")
-    if positions.dtype.is_floating_point or positions.dtype.is_complex or positions.dtype == torch.bool:
+    if not is_integer_dtype(positions.dtype):
         raise PosencTypeError(f"{name} must have an integer dtype (int32/int64), got {positions.dtype}")
     if positions.ndim == 1:
         positions = positions.unsqueeze(0)
@@ -279,15 +326,15 @@ class SinCosCache:
         self._cast: dict[tuple[torch.device, torch.dtype, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
     def _rows(self, length: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        cos, _ = self._table.get(device, (None, None))
-        if cos is None or cos.shape[0] < length:
-            size = min(self.max_cached, max(64, 1 << (length - 1).bit_length()))
-            angles = torch.arange(size, dtype=torch.float64, device=device)[:, None] * self.inv_freq.to(
-                device
-            )
-            self._table[device] = (torch.cos(angles), torch.sin(angles))
+        def build(n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            angles = n[:, None] * self.inv_freq.to(device)  # (size, d/2) float64
+            return torch.cos(angles), torch.sin(angles)
+
+        before = self._table.get(device)
+        table = grown_table(self._table, device, length, build, limit=self.max_cached)
+        if table is not before:  # casts of the old table are stale
             self._cast = {k: v for k, v in self._cast.items() if k[0] != device}
-        return self._table[device]
+        return table
 
     def __call__(
         self, positions: torch.Tensor, dtype: torch.dtype = torch.float64

@@ -37,8 +37,11 @@ from torch import nn
 from posenc.base import (
     BiasEncoding,
     EncodingConfig,
+    check_bool,
     check_float,
     check_int,
+    grown_table,
+    is_integer_dtype,
     resolve_positions,
 )
 from posenc.errors import PosencError, PosencTypeError
@@ -47,16 +50,10 @@ Params = dict[str, torch.Tensor]
 ScoreMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def _check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise PosencTypeError(f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}")
-    return value
-
-
 def _check_index_tensor(name: str, value: Any) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise PosencTypeError(f"{name} must be an integer torch.Tensor, got {type(value).__name__}")
-    if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+    if not is_integer_dtype(value.dtype):
         raise PosencTypeError(f"{name} must have an integer dtype (int32/int64), got {value.dtype}")
     return value.long()
 
@@ -207,7 +204,7 @@ class ALiBiConfig(EncodingConfig):
     def validate(self) -> None:
         # bounded: the slopes are built in a Python loop (2**40 heads ran out of memory, not an error)
         check_int("num_heads", self.num_heads, minimum=1, maximum=1 << 16)
-        _check_bool("bidirectional", self.bidirectional)
+        check_bool("bidirectional", self.bidirectional)
 
 
 class ALiBi(_BiasFamily):
@@ -282,7 +279,7 @@ class T5Config(EncodingConfig):
 
     def validate(self) -> None:
         check_int("num_heads", self.num_heads, minimum=1)
-        _check_bool("bidirectional", self.bidirectional)
+        check_bool("bidirectional", self.bidirectional)
         check_int("num_buckets", self.num_buckets, minimum=4 if self.bidirectional else 2)
         n = self.num_buckets // 2 if self.bidirectional else self.num_buckets
         check_int(
@@ -342,7 +339,7 @@ class KerpleConfig(EncodingConfig):
 
     def validate(self) -> None:
         check_int("num_heads", self.num_heads, minimum=1)
-        _check_bool("bidirectional", self.bidirectional)
+        check_bool("bidirectional", self.bidirectional)
         check_float("clamp_min", self.clamp_min, minimum=0.0, maximum=1.0, exclusive_minimum=True)
 
 
@@ -426,7 +423,7 @@ class FIREConfig(EncodingConfig):
 
     def validate(self) -> None:
         check_int("num_heads", self.num_heads, minimum=1)
-        _check_bool("bidirectional", self.bidirectional)
+        check_bool("bidirectional", self.bidirectional)
         check_int("mlp_width", self.mlp_width, minimum=1)
         check_float("init_c", self.init_c, minimum=0.0, exclusive_minimum=True, maximum=1e6)
         check_float("init_threshold", self.init_threshold, minimum=0.0, exclusive_minimum=True)
@@ -513,7 +510,7 @@ class SandwichConfig(EncodingConfig):
 
     def validate(self) -> None:
         check_int("num_heads", self.num_heads, minimum=1)
-        _check_bool("bidirectional", self.bidirectional)
+        check_bool("bidirectional", self.bidirectional)
         check_int("embed_dim", self.embed_dim, minimum=2, even=True)
         check_float("base", self.base, minimum=1.0, exclusive_minimum=True)
 
@@ -555,12 +552,7 @@ class Sandwich(_BiasFamily):
 
     def _table(self, size: int, device: torch.device) -> torch.Tensor:
         """Cached float64 ``profile(0 .. size-1)``, grown by doubling."""
-        table = self._profile_table.get(device)
-        if table is None or table.shape[0] < size:
-            n = max(64, 1 << max(size - 1, 0).bit_length())
-            table = self.profile(torch.arange(n, dtype=torch.float64, device=device))
-            self._profile_table[device] = table
-        return table
+        return grown_table(self._profile_table, device, size, self.profile)
 
     def _prepare(self, device: torch.device) -> Params:
         return {"head_scale": self.head_scale.to(device), "frequencies": self.frequencies.to(device)}

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from posenc.base import ContextualEncoding, EncodingConfig, check_int, check_tensor
-from posenc.errors import PosencError, PosencTypeError
+from posenc.base import ContextualEncoding, EncodingConfig, check_bool, check_int, check_tensor, compute_dtype
+from posenc.errors import PosencError
 
 
 @dataclass(frozen=True)
@@ -29,10 +29,7 @@ class CoPEConfig(EncodingConfig):
     def validate(self) -> None:
         check_int("head_dim", self.head_dim, minimum=1)
         check_int("npos_max", self.npos_max, minimum=1)
-        if not isinstance(self.scale_position_logits, bool):
-            raise PosencTypeError(
-                f"scale_position_logits must be True or False, got {self.scale_position_logits!r}"
-            )
+        check_bool("scale_position_logits", self.scale_position_logits)
 
 
 class CoPE(ContextualEncoding):
@@ -81,7 +78,7 @@ class CoPE(ContextualEncoding):
     def positions(self, logits: torch.Tensor) -> torch.Tensor:
         """Contextual positions ``p (b,h,i,j)``, clamped to ``npos_max - 1``, in float32 or wider."""
         check_tensor("logits", logits, ndim=4, floating=True)
-        wide = torch.promote_types(logits.dtype, torch.float32)
+        wide = compute_dtype(logits.dtype)
         gates = torch.sigmoid(logits.to(wide))  # (b, h, i, j); -inf -> exactly 0
         p = gates.flip(-1).cumsum(-1).flip(-1)  # p_ij = sum_{t >= j} g_it
         p = p.clamp(max=self.config.npos_max - 1)

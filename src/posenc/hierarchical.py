@@ -36,8 +36,10 @@ from posenc.base import (
     check_choice,
     check_int,
     check_tensor,
+    is_integer_dtype,
 )
 from posenc.errors import PosencError, PosencTypeError
+from posenc.positions import segments
 
 COMBINES = ("concat", "sum")
 
@@ -158,19 +160,14 @@ def segment_positions(segment_ids: torch.Tensor, *, segment_len: int) -> torch.T
             into the next segment).
     """
     ids = check_tensor("segment_ids", segment_ids, ndim=(1, 2))
-    if ids.dtype.is_floating_point or ids.dtype.is_complex:
+    if not (is_integer_dtype(ids.dtype) or ids.dtype == torch.bool):
         raise PosencTypeError(f"segment_ids must have an integer dtype, got {ids.dtype}")
     segment_len = check_int("segment_len", segment_len, minimum=1)
     ids = ids[None] if ids.ndim == 1 else ids  # (b, n)
     b, n = ids.shape
     if n == 0:
         return torch.zeros(b, 0, dtype=torch.long, device=ids.device)
-    starts = torch.ones_like(ids, dtype=torch.bool)  # (b, n): True where a segment starts
-    starts[:, 1:] = ids[:, 1:] != ids[:, :-1]
-    segment = starts.long().cumsum(dim=1) - 1  # (b, n) 0-based segment index
-    index = torch.arange(n, device=ids.device).expand(b, n)
-    start = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values  # segment start
-    offset = index - start  # (b, n)
+    segment, offset = segments(ids)  # (b, n) 0-based segment index, offset inside it
     longest = int(offset.max()) + 1
     if longest > segment_len:
         raise PosencError(

@@ -36,7 +36,6 @@ content-dependent ones (complex-valued embeddings) work with every option.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +44,16 @@ import torch
 from torch import nn
 
 from posenc.attention import KVCache, MultiHeadAttention, check_padding_mask, step_positions
-from posenc.base import PositionalEncoding, check_choice, check_float, check_int, check_tensor
+from posenc.base import (
+    PositionalEncoding,
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    check_tensor,
+    did_you_mean,
+    is_integer_dtype,
+)
 from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import build_for_model, get_encoding_class
 
@@ -87,8 +95,7 @@ class TransformerConfig:
         check_int("ffn_dim", self.ffn_dim, minimum=1)
         check_float("dropout", self.dropout, minimum=0.0, maximum=1.0)
         for name in ("causal", "tie_embeddings", "scale_embeddings"):
-            if not isinstance(getattr(self, name), bool):
-                raise PosencTypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+            check_bool(name, getattr(self, name))
         if self.share_encoding is not None and not isinstance(self.share_encoding, bool):
             raise PosencTypeError(f"share_encoding must be a bool or None, got {self.share_encoding!r}")
         if not isinstance(self.encoding_config, dict):
@@ -114,9 +121,7 @@ class TransformerConfig:
         names = [f.name for f in dataclasses.fields(cls)]
         for key in data:
             if key not in names:
-                hint = difflib.get_close_matches(key, names, n=1)
-                extra = f"; did you mean {hint[0]!r}?" if hint else ""
-                raise PosencError(f"unknown TransformerConfig key {key!r}{extra}")
+                raise PosencError(f"unknown TransformerConfig key {key!r}{did_you_mean(key, names)}")
         return cls(**data)
 
 
@@ -249,7 +254,7 @@ class Transformer(nn.Module):
             cache: from :meth:`new_cache`; each call appends its tokens.
         """
         tokens = check_tensor("tokens", tokens, ndim=2)
-        if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        if not is_integer_dtype(tokens.dtype):
             raise PosencTypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
             raise PosencError(

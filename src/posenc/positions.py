@@ -24,10 +24,19 @@ from collections.abc import Sequence
 
 import torch
 
-from posenc.base import check_int, check_tensor
+from posenc.base import check_int, check_tensor, is_integer_dtype, resolve_positions
 from posenc.errors import PosencError, PosencTypeError
 
-__all__ = ["from_attention_mask", "from_document_lengths", "randomized", "with_offset"]
+__all__ = [
+    "document_ids_from_lengths",
+    "document_ids_from_positions",
+    "from_attention_mask",
+    "from_document_ids",
+    "from_document_lengths",
+    "randomized",
+    "segments",
+    "with_offset",
+]
 
 
 def from_attention_mask(mask: torch.Tensor) -> torch.Tensor:
@@ -43,7 +52,7 @@ def from_attention_mask(mask: torch.Tensor) -> torch.Tensor:
         ``(b, n)`` int64 positions.
     """
     mask = check_tensor("mask", mask, ndim=2)
-    if mask.dtype.is_floating_point or mask.dtype.is_complex:
+    if not (is_integer_dtype(mask.dtype) or mask.dtype == torch.bool):
         raise PosencTypeError(
             f"mask must be a bool or integer tensor (1 = token, 0 = pad), got dtype {mask.dtype}"
         )
@@ -65,7 +74,7 @@ def from_document_lengths(lengths: Sequence[int] | torch.Tensor) -> torch.Tensor
         ``(1, sum(lengths))`` int64, e.g. ``[3, 2] -> [[0, 1, 2, 0, 1]]``.
     """
     if isinstance(lengths, torch.Tensor):
-        if lengths.dtype.is_floating_point or lengths.dtype.is_complex or lengths.dtype == torch.bool:
+        if not is_integer_dtype(lengths.dtype):
             raise PosencTypeError(f"lengths must be integers, got dtype {lengths.dtype}")
         if lengths.ndim != 1:
             raise PosencError(f"lengths must be 1-D, got shape {tuple(lengths.shape)}")
@@ -81,11 +90,44 @@ def from_document_lengths(lengths: Sequence[int] | torch.Tensor) -> torch.Tensor
     for k, v in enumerate(values):
         if v < 1:
             raise PosencError(f"lengths[{k}] must be >= 1, got {v}")
-    sizes = torch.tensor(values, dtype=torch.long)  # (k,)
-    starts = torch.cumsum(sizes, 0) - sizes  # (k,) start index of each document
-    total = int(sizes.sum())
-    index = torch.arange(total, dtype=torch.long)  # (n,)
-    return (index - torch.repeat_interleave(starts, sizes)).unsqueeze(0)  # (1, n)
+    return from_document_ids(document_ids_from_lengths(values))  # (1, n)
+
+
+def document_ids_from_lengths(
+    lengths: Sequence[int], *, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Document ids ``(1, sum(lengths))`` for documents packed into one row: ``[3, 2] -> [[0, 0, 0, 1, 1]]``."""
+    sizes = torch.tensor([check_int(f"lengths[{k}]", v, minimum=1) for k, v in enumerate(lengths)])
+    return torch.repeat_interleave(torch.arange(len(sizes)), sizes).unsqueeze(0).to(device)
+
+
+def segments(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(segment index, offset inside the segment)``, both int64 ``(b, n)``, for labels ``(b, n)``.
+
+    A new segment starts wherever the label changes along the row: ``[[7, 7, 7, 2, 2]]``
+    gives segments ``[[0, 0, 0, 1, 1]]`` and offsets ``[[0, 1, 2, 0, 1]]``.
+    """
+    b, n = ids.shape
+    starts = torch.ones_like(ids, dtype=torch.bool)  # (b, n): True where a segment starts
+    starts[:, 1:] = ids[:, 1:] != ids[:, :-1]
+    index = torch.arange(n, device=ids.device).expand(b, n)
+    start = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values  # segment start
+    return starts.long().cumsum(dim=1) - 1, index - start
+
+
+def from_document_ids(document_ids: torch.Tensor) -> torch.Tensor:
+    """``(b, n)`` document ids -> positions restarting at 0 at every new document."""
+    ids = resolve_positions(document_ids, document_ids.shape[-1], name="document_ids")
+    return segments(ids)[1]
+
+
+def document_ids_from_positions(positions: torch.Tensor) -> torch.Tensor:
+    """``(b, n)`` positions of packed documents -> document ids; a new document starts
+    wherever the position does not increase (e.g. restarts at 0)."""
+    positions = resolve_positions(positions, positions.shape[-1])
+    starts = torch.zeros_like(positions)
+    starts[:, 1:] = (positions[:, 1:] <= positions[:, :-1]).long()
+    return starts.cumsum(-1)
 
 
 def with_offset(
@@ -106,7 +148,7 @@ def with_offset(
     batch = check_int("batch", batch, minimum=1)
     steps = torch.arange(seq_len, dtype=torch.long, device=device)  # (n,)
     if isinstance(offset, torch.Tensor) and offset.ndim == 1:
-        if offset.dtype.is_floating_point or offset.dtype.is_complex or offset.dtype == torch.bool:
+        if not is_integer_dtype(offset.dtype):
             raise PosencTypeError(f"offset must be integer, got dtype {offset.dtype}")
         if offset.shape[0] != batch:
             raise PosencError(f"offset has {offset.shape[0]} entries but batch={batch}")

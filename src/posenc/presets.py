@@ -15,11 +15,10 @@ Dimensions: ``d_model`` is the hidden size, ``head_dim`` the per-head size.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from posenc.base import PositionalEncoding
+from posenc.base import PositionalEncoding, did_you_mean
 from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import build_for_model
 
@@ -218,9 +217,8 @@ def get(name: str) -> Preset:
     if not isinstance(name, str):
         raise PosencTypeError(f"preset name must be a string, got {type(name).__name__}")
     if name not in PRESETS:
-        hint = difflib.get_close_matches(name, list(PRESETS), n=1, cutoff=0.4)
-        extra = f"; did you mean {hint[0]!r}?" if hint else ""
-        raise PosencError(f"unknown preset {name!r}{extra} (valid: {', '.join(PRESETS)})")
+        hint = did_you_mean(name, PRESETS, cutoff=0.4)
+        raise PosencError(f"unknown preset {name!r}{hint} (valid: {', '.join(PRESETS)})")
     return PRESETS[name]
 
 

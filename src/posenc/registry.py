@@ -6,11 +6,10 @@ benchmark read ``ENCODINGS``; nothing else lists encodings by hand.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from posenc import absolute, bias, contextual, hierarchical, relative, rotary
-from posenc.base import PositionalEncoding
+from posenc.base import PositionalEncoding, did_you_mean
 from posenc.errors import PosencError, PosencTypeError
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {
@@ -44,9 +43,8 @@ def get_encoding_class(name: str) -> type[PositionalEncoding]:
     try:
         return ENCODINGS[name]
     except KeyError:
-        hint = difflib.get_close_matches(name, list(ENCODINGS), n=1)
-        extra = f"; did you mean {hint[0]!r}?" if hint else ""
-        raise PosencError(f"unknown encoding {name!r}{extra} (valid: {', '.join(ENCODINGS)})") from None
+        hint = did_you_mean(name, ENCODINGS)
+        raise PosencError(f"unknown encoding {name!r}{hint} (valid: {', '.join(ENCODINGS)})") from None
 
 
 def build(name: str, **config: Any) -> PositionalEncoding:

@@ -23,18 +23,14 @@ from posenc.base import (
     EncodingConfig,
     RelativeEncoding,
     SinCosCache,
+    check_bool,
     check_float,
     check_int,
     check_tensor,
     inverse_frequencies,
     resolve_positions,
 )
-from posenc.errors import PosencError, PosencTypeError
-
-
-def _check_bool(name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise PosencTypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+from posenc.errors import PosencError
 
 
 def check_qk(q: torch.Tensor, k: torch.Tensor, *, head_dim: int, num_heads: int) -> tuple[int, int, int, int]:
@@ -84,8 +80,8 @@ class ShawConfig(EncodingConfig):
         check_int("head_dim", self.head_dim, minimum=1)
         check_int("num_heads", self.num_heads, minimum=1)
         check_int("max_relative_distance", self.max_relative_distance, minimum=0)
-        _check_bool("values", self.values)
-        _check_bool("shared_across_heads", self.shared_across_heads)
+        check_bool("values", self.values)
+        check_bool("shared_across_heads", self.shared_across_heads)
 
 
 class Shaw(RelativeEncoding):

@@ -41,7 +41,6 @@ cached after rotation.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,7 +49,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc.base import RotaryEncoding, check_float, check_int, inverse_frequencies
+from posenc.base import RotaryEncoding, check_bool, check_float, check_int, did_you_mean, inverse_frequencies
 from posenc.errors import PosencError, PosencTypeError
 
 Params = dict[str, Any]
@@ -231,8 +230,7 @@ def _check_keys(name: str, params: Params) -> None:
     valid = list(required) + list(optional)
     for key in params:
         if key not in valid:
-            hint = difflib.get_close_matches(str(key), valid, n=1)
-            extra = f"; did you mean {hint[0]!r}?" if hint else ""
+            extra = did_you_mean(key, valid)
             raise PosencError(
                 f"unknown key {key!r} in rope scaling {name!r}; valid keys: {valid or 'none'}{extra}"
             )
@@ -279,10 +277,7 @@ def _validate_yarn(params: Params, *, dim: int) -> None:
     for key in ("mscale", "mscale_all_dim"):
         if params.get(key) is not None:
             _number("yarn", key, params[key], minimum=0.0)
-    if not isinstance(params.get("truncate", True), bool):
-        raise PosencTypeError(
-            f"rope scaling 'yarn' key 'truncate' must be a bool, got {params['truncate']!r}"
-        )
+    check_bool("rope scaling 'yarn' key 'truncate'", params.get("truncate", True))
 
 
 def _validate_llama3(params: Params, *, dim: int) -> None:
@@ -432,9 +427,9 @@ def split(scaling: Params | None) -> tuple[str, Params]:
     params = dict(scaling)
     name = params.pop("rope_type", "default")
     if name not in ROPE_SCALINGS:
-        hint = difflib.get_close_matches(str(name), list(ROPE_SCALINGS), n=1)
-        extra = f"; did you mean {hint[0]!r}?" if hint else ""
-        raise PosencError(f"rope_type must be one of {list(ROPE_SCALINGS)}, got {name!r}{extra}")
+        raise PosencError(
+            f"rope_type must be one of {list(ROPE_SCALINGS)}, got {name!r}{did_you_mean(name, ROPE_SCALINGS)}"
+        )
     return name, params
 
 

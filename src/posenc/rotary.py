@@ -40,12 +40,14 @@ from posenc.base import (
     check_float,
     check_int,
     check_tensor,
+    compute_dtype,
+    grown_table,
     inverse_frequencies,
     resolve_positions,
 )
 from posenc.errors import PosencError
 from posenc.kernels.rope import apply_rotary_fused
-from posenc.rotation import LAYOUTS, apply_rotary, compute_dtype
+from posenc.rotation import LAYOUTS, apply_rotary
 
 # ---------------------------------------------------------------------------
 # The fast apply path; it must equal the plain one (posenc.rotation.apply_rotary).
@@ -392,12 +394,12 @@ class XPos(RotaryEncoding):
             exponent = (positions.to(torch.float64)[..., None] - c) / b
             return torch.exp(sign * exponent * self.log_zeta.to(positions.device)).to(dtype)
         device = positions.device
-        table = self._scale_table.get(device)
-        if table is None or table.shape[0] < top:
-            size = min(self._sincos.max_cached, max(64, 1 << (top - 1).bit_length()))
-            n = torch.arange(size, dtype=torch.float64, device=device)
-            table = ((n[:, None] - c) / b) * self.log_zeta.to(device)  # (size, d/2) log-scale
-            self._scale_table[device] = table
+        before = self._scale_table.get(device)
+        table = grown_table(  # (size, d/2) float64 log-scale
+            self._scale_table, device, top, lambda n: ((n[:, None] - c) / b) * self.log_zeta.to(device),
+            limit=self._sincos.max_cached,
+        )  # fmt: skip
+        if table is not before:
             self._scale_cast = {}
         key_ = (device, dtype, sign, table.shape[0])
         if key_ not in self._scale_cast:

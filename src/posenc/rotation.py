@@ -48,9 +48,4 @@ def apply_rotary(
     return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
 
 
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype position maths runs in: half-precision inputs in float32, float32/float64 in themselves."""
-    return torch.promote_types(dtype, torch.float32)
-
-
-__all__ = ["LAYOUTS", "apply_rotary", "compute_dtype"]
+__all__ = ["LAYOUTS", "apply_rotary"]

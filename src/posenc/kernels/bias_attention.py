@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from posenc.base import check_choice, check_int, resolve_positions
+from posenc.base import check_choice, check_int, compute_dtype, resolve_positions
 from posenc.kernels._build import warn_once
 
 PATHS = ("auto", "chunked", "flex")
@@ -133,7 +133,7 @@ def chunked_bias_attention(
     kp = resolve_positions(k_positions, j, batch=b, device=q.device, name="k_positions")
     # The bias stays in float32 for half-precision q (SDPA takes a float32 mask): ALiBi at
     # distance 4000 is ~2000, where bfloat16's spacing (16) would erase the slope.
-    wide = torch.promote_types(q.dtype, torch.float32)
+    wide = compute_dtype(q.dtype)
     table = None
     if (
         allowed is None or allowed.shape[0] == 1

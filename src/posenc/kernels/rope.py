@@ -25,9 +25,10 @@ import ctypes
 
 import torch
 
+from posenc.base import compute_dtype
 from posenc.errors import PosencError
 from posenc.kernels._build import load, warn_once
-from posenc.rotation import apply_rotary, compute_dtype
+from posenc.rotation import apply_rotary
 
 _FUNCS = {
     torch.float32: ("posenc_rope_f32", torch.float32),
