@@ -89,3 +89,18 @@ def test_config_round_trips_through_json(name):
     enc = posenc.build_for_model(name, d_model=8, num_heads=2)
     again = posenc.build(name, **json.loads(enc.config.to_json()))
     assert again.config == enc.config
+
+
+def test_config_fields_carry_their_meaning_as_metadata():
+    """build_for_model, attention and the benchmark read field metadata, never a table of names."""
+    for name, cls in posenc.ENCODINGS.items():
+        model = cls.Config.meanings("model")
+        for field in set(cls.Config.field_names()) & {"dim", "head_dim", "num_heads", "bidirectional"}:
+            assert field in model, f"{name}.{field} lacks model_field(...) metadata"
+    assert posenc.ENCODINGS["learned"].Config.meanings("length") == {
+        "max_len": "trained_rows",
+        "extra_rows": "extra_rows",
+    }
+    assert posenc.ENCODINGS["t5"].Config.meanings("length") == {"max_distance": "paper_length"}
+    assert posenc.ENCODINGS["rope"].Config.meanings("length") == {"max_position_embeddings": "context"}
+    assert posenc.build_for_model("alibi", d_model=8, num_heads=2, causal=False).config.bidirectional is True

@@ -35,6 +35,8 @@ from posenc.base import (
     check_tensor,
     compute_dtype,
     inverse_frequencies,
+    length_field,
+    model_field,
     resolve_positions,
 )
 from posenc.errors import PosencError, PosencTypeError
@@ -78,7 +80,7 @@ class _Absolute(AdditiveEncoding):
 
 @dataclass(frozen=True)
 class SinusoidalConfig(EncodingConfig):
-    dim: int  # d_model; even
+    dim: int = model_field("d_model")  # d_model; even
     base: float = 10000.0  # wavelengths run from 2*pi to base*2*pi
 
     def validate(self) -> None:
@@ -115,7 +117,7 @@ class Sinusoidal(_Absolute):
 
 @dataclass(frozen=True)
 class ScaledSinusoidalConfig(EncodingConfig):
-    dim: int  # d_model; even
+    dim: int = model_field("d_model")  # d_model; even
     base: float = 10000.0  # as in sinusoidal
     init_scale: float | None = None  # initial value of the learned scalar g; None -> 1/sqrt(dim)
 
@@ -158,9 +160,13 @@ class ScaledSinusoidal(Sinusoidal):
 
 @dataclass(frozen=True)
 class LearnedConfig(EncodingConfig):
-    dim: int  # d_model
-    max_len: int = 1024  # rows meant to be trained: positions 0 .. max_len-1
-    extra_rows: int = 0  # opt-in rows past max_len (stay untrained if training stays below max_len)
+    dim: int = model_field("d_model")  # d_model
+    max_len: int = length_field(
+        "trained_rows", default=1024
+    )  # rows meant to be trained: positions 0 .. max_len-1
+    extra_rows: int = length_field(
+        "extra_rows", default=0
+    )  # opt-in rows past max_len (stay untrained if training stays below max_len)
     init_std: float = 0.02  # table ~ N(0, init_std^2), as BERT / GPT-2
 
     def validate(self) -> None:
@@ -221,9 +227,13 @@ class Learned(_TableMixin, _Absolute):
 
 @dataclass(frozen=True)
 class HybridConfig(EncodingConfig):
-    dim: int  # d_model; even
-    max_len: int = 1024  # rows of the learned residual: positions 0 .. max_len-1
-    extra_rows: int = 0  # opt-in rows past max_len (init 0, so untrained rows = pure sinusoid)
+    dim: int = model_field("d_model")  # d_model; even
+    max_len: int = length_field(
+        "trained_rows", default=1024
+    )  # rows of the learned residual: positions 0 .. max_len-1
+    extra_rows: int = length_field(
+        "extra_rows", default=0
+    )  # opt-in rows past max_len (init 0, so untrained rows = pure sinusoid)
     base: float = 10000.0  # sinusoid base, as in sinusoidal
     init_std: float = 0.0  # residual table ~ N(0, init_std^2); 0 starts as the pure sinusoid
 
@@ -273,7 +283,9 @@ class Hybrid(_TableMixin, Sinusoidal):
 
 @dataclass(frozen=True)
 class ComplexOrderConfig(EncodingConfig):
-    dim: int  # d_model; even: d/2 complex dimensions, output = [real half | imaginary half]
+    dim: int = model_field(
+        "d_model"
+    )  # d_model; even: d/2 complex dimensions, output = [real half | imaginary half]
 
     def validate(self) -> None:
         check_int("dim", self.dim, minimum=2, even=True)
@@ -342,7 +354,7 @@ class ComplexOrder(_Absolute):
 
 @dataclass(frozen=True)
 class IntegerIndexConfig(EncodingConfig):
-    dim: int  # d_model
+    dim: int = model_field("d_model")  # d_model
 
     def validate(self) -> None:
         check_int("dim", self.dim, minimum=1)

@@ -377,13 +377,13 @@ class MultiHeadAttention(nn.Module):
         return "none" if self.encoding is None else self.encoding.kind
 
     def _check_encoding_dims(self) -> None:
-        config = getattr(self.encoding, "config", None)
-        expected = {"head_dim": self.head_dim, "num_heads": self.num_heads}
-        if self.kind == "additive":
-            expected = {"dim": self.d_model}
-        for field, value in expected.items():
-            got = getattr(config, field, None)
-            if got is not None and got != value:
+        if self.encoding is None:
+            return
+        config = self.encoding.config
+        values = {"d_model": self.d_model, "head_dim": self.head_dim, "num_heads": self.num_heads}
+        for field, meaning in config.meanings("model").items():
+            got, value = getattr(config, field), values.get(meaning)
+            if value is not None and got != value:
                 raise PosencError(
                     f"encoding has {field}={got} but the attention has {field}={value} "
                     f"(d_model={self.d_model}, num_heads={self.num_heads})"

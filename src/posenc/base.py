@@ -209,6 +209,11 @@ class EncodingConfig:
         return [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
 
     @classmethod
+    def meanings(cls, key: str) -> dict[str, str]:
+        """Field name -> meaning, for the fields whose metadata has ``key`` (``"model"`` or ``"length"``)."""
+        return {f.name: f.metadata[key] for f in dataclasses.fields(cls) if key in f.metadata}  # type: ignore[arg-type]
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any], *, owner: str | None = None):
         names = cls.field_names()
         for key in data:
@@ -247,8 +252,28 @@ class EncodingConfig:
         return out
 
 
-# Names of the model-level dimensions an attention/model fills in automatically.
-MODEL_DIM_FIELDS = ("dim", "head_dim", "num_heads")
+# What a field means, carried as dataclass field metadata (read with EncodingConfig.meanings):
+MODEL_VALUES = ("d_model", "head_dim", "num_heads", "bidirectional")  # filled by the model / attention
+LENGTH_MEANINGS = (
+    "trained_rows",  # rows of a table meant to be trained (positions 0 .. value-1)
+    "extra_rows",  # opt-in untrained rows past the trained ones
+    "context",  # the training context length (read by RoPE scalings)
+    "paper_length",  # a length whose paper default assumes long training (T5 max_distance, ...)
+)
+
+
+def model_field(value: str, **kwargs: Any) -> Any:
+    """A Config field the model fills in: ``"d_model"``, ``"head_dim"``, ``"num_heads"`` or
+    ``"bidirectional"`` (``not causal``); see :func:`posenc.build_for_model`."""
+    check_choice("model value", value, MODEL_VALUES)
+    return dataclasses.field(metadata={"model": value}, **kwargs)
+
+
+def length_field(meaning: str, **kwargs: Any) -> Any:
+    """A Config field that is a length in positions, with its meaning (:data:`LENGTH_MEANINGS`);
+    the benchmark sizes these to its training length."""
+    check_choice("length meaning", meaning, LENGTH_MEANINGS)
+    return dataclasses.field(metadata={"length": meaning}, **kwargs)
 
 
 # ---------------------------------------------------------------------------

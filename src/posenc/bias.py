@@ -42,6 +42,8 @@ from posenc.base import (
     check_int,
     grown_table,
     is_integer_dtype,
+    length_field,
+    model_field,
     resolve_positions,
 )
 from posenc.errors import PosencError, PosencTypeError
@@ -198,8 +200,10 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class ALiBiConfig(EncodingConfig):
-    num_heads: int  # attention heads; one slope each
-    bidirectional: bool = False  # True: symmetric -m|i-j| (encoders); False: -m(i-j) (causal)
+    num_heads: int = model_field("num_heads")  # attention heads; one slope each
+    bidirectional: bool = model_field(
+        "bidirectional", default=False
+    )  # True: symmetric -m|i-j| (encoders); False: -m(i-j) (causal)
 
     def validate(self) -> None:
         # bounded: the slopes are built in a Python loop (2**40 heads ran out of memory, not an error)
@@ -271,10 +275,12 @@ def t5_relative_position_bucket(
 
 @dataclass(frozen=True)
 class T5Config(EncodingConfig):
-    num_heads: int  # attention heads; one learned scalar per (bucket, head)
-    bidirectional: bool = False  # True: separate buckets for keys before/after the query
+    num_heads: int = model_field("num_heads")  # attention heads; one learned scalar per (bucket, head)
+    bidirectional: bool = model_field(
+        "bidirectional", default=False
+    )  # True: separate buckets for keys before/after the query
     num_buckets: int = 32  # T5 default; per direction when bidirectional
-    max_distance: int = 128  # distances >= this share the last bucket
+    max_distance: int = length_field("paper_length", default=128)  # distances >= this share the last bucket
     init_std: float = 0.02  # table ~ N(0, init_std^2); HF T5 uses d_model^-0.5
 
     def validate(self) -> None:
@@ -333,8 +339,10 @@ class T5RelativeBias(_BiasFamily):
 
 @dataclass(frozen=True)
 class KerpleConfig(EncodingConfig):
-    num_heads: int  # attention heads; one (r1, r2) pair each
-    bidirectional: bool = False  # True: distance |i-j|; False: max(i-j, 0) as the official tril
+    num_heads: int = model_field("num_heads")  # attention heads; one (r1, r2) pair each
+    bidirectional: bool = model_field(
+        "bidirectional", default=False
+    )  # True: distance |i-j|; False: max(i-j, 0) as the official tril
     clamp_min: float = 0.01  # r1, r2 are clamped to >= this (the official code's eps)
 
     def validate(self) -> None:
@@ -414,11 +422,15 @@ class KerplePower(_Kerple):
 
 @dataclass(frozen=True)
 class FIREConfig(EncodingConfig):
-    num_heads: int  # attention heads; the MLP outputs one value per head
-    bidirectional: bool = False  # True: normaliser psi(max(L,i,j)) and separate heads for j > i
+    num_heads: int = model_field("num_heads")  # attention heads; the MLP outputs one value per head
+    bidirectional: bool = model_field(
+        "bidirectional", default=False
+    )  # True: normaliser psi(max(L,i,j)) and separate heads for j > i
     mlp_width: int = 32  # hidden units of f_theta (the paper's 32)
     init_c: float = 0.1  # initial c of psi(x) = log(c x + 1)
-    init_threshold: float = 512.0  # initial L; L = |multiplier * init_threshold|, multiplier learned
+    init_threshold: float = length_field(
+        "paper_length", default=512.0
+    )  # initial L; L = |multiplier * init_threshold|, multiplier learned
     eps: float = 1e-6  # added to the normaliser, as the paper's code
 
     def validate(self) -> None:
@@ -503,8 +515,10 @@ class FIRE(_BiasFamily):
 
 @dataclass(frozen=True)
 class SandwichConfig(EncodingConfig):
-    num_heads: int  # attention heads; head h (1-based) is divided by 8h/H
-    bidirectional: bool = False  # accepted for uniformity; the bias is symmetric in i - j anyway
+    num_heads: int = model_field("num_heads")  # attention heads; head h (1-based) is divided by 8h/H
+    bidirectional: bool = model_field(
+        "bidirectional", default=False
+    )  # accepted for uniformity; the bias is symmetric in i - j anyway
     embed_dim: int = 128  # d', size of the sinusoidal embeddings whose inner product is taken
     base: float = 10000.0  # sinusoid base
 

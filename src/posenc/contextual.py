@@ -16,13 +16,21 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from posenc.base import ContextualEncoding, EncodingConfig, check_bool, check_int, check_tensor, compute_dtype
+from posenc.base import (
+    ContextualEncoding,
+    EncodingConfig,
+    check_bool,
+    check_int,
+    check_tensor,
+    compute_dtype,
+    model_field,
+)
 from posenc.errors import PosencError
 
 
 @dataclass(frozen=True)
 class CoPEConfig(EncodingConfig):
-    head_dim: int  # d: size of each position embedding e[p]
+    head_dim: int = model_field("head_dim")  # d: size of each position embedding e[p]
     npos_max: int = 64  # P: positions are clamped to P - 1 (the paper uses block size + 1)
     scale_position_logits: bool = False  # divide z by sqrt(d): False = paper listing, True = released code
 

@@ -37,6 +37,7 @@ from posenc.base import (
     check_int,
     check_tensor,
     is_integer_dtype,
+    model_field,
 )
 from posenc.errors import PosencError, PosencTypeError
 from posenc.positions import segments
@@ -54,7 +55,7 @@ def inner_choices() -> list[str]:
 
 @dataclass(frozen=True)
 class HierarchicalConfig(EncodingConfig):
-    dim: int  # d_model; even when combine="concat" (each half gets dim/2)
+    dim: int = model_field("d_model")  # d_model; even when combine="concat" (each half gets dim/2)
     inner: str = "sinusoidal"  # registered absolute encoding used for both coordinates
     segment_len: int = 64  # positions per segment: segment = pos // segment_len
     combine: str = "concat"  # "concat": [segment | offset], "sum": segment + offset

@@ -69,11 +69,11 @@ def build_for_model(
     entries win over the model's values.
     """
     cls = get_encoding_class(name)
-    dims = {"dim": d_model, "num_heads": num_heads, "head_dim": head_dim or d_model // num_heads}
+    values = {"d_model": d_model, "num_heads": num_heads, "head_dim": head_dim or d_model // num_heads}
     if causal is not None:
-        dims["bidirectional"] = not causal
-    fields = cls.Config.field_names()
-    merged = {k: v for k, v in dims.items() if k in fields}
+        values["bidirectional"] = not causal
+    model = cls.Config.meanings("model")  # field -> the model value it takes
+    merged = {field: values[value] for field, value in model.items() if value in values}
     merged.update(config)
     return cls(cls.Config.from_dict(merged, owner=name))
 

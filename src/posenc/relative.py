@@ -28,6 +28,7 @@ from posenc.base import (
     check_int,
     check_tensor,
     inverse_frequencies,
+    model_field,
     resolve_positions,
 )
 from posenc.errors import PosencError
@@ -70,8 +71,8 @@ def _positions(
 
 @dataclass(frozen=True)
 class ShawConfig(EncodingConfig):
-    head_dim: int  # d: size of each a^K / a^V vector
-    num_heads: int  # h: checked against q; sizes the tables when not shared
+    head_dim: int = model_field("head_dim")  # d: size of each a^K / a^V vector
+    num_heads: int = model_field("num_heads")  # h: checked against q; sizes the tables when not shared
     max_relative_distance: int = 16  # k: distances j - i are clipped to [-k, k] -> 2k+1 rows
     values: bool = True  # also learn a^V, added to the attention output (the paper does)
     shared_across_heads: bool = True  # one table for all heads, as in the paper (sec. 3.3)
@@ -182,8 +183,8 @@ class Shaw(RelativeEncoding):
 
 @dataclass(frozen=True)
 class TransformerXLConfig(EncodingConfig):
-    head_dim: int  # d
-    num_heads: int  # h: u, v and W_R are per head
+    head_dim: int = model_field("head_dim")  # d
+    num_heads: int = model_field("num_heads")  # h: u, v and W_R are per head
     rel_dim: int | None = None  # r, size of the sinusoid R; None -> num_heads * head_dim (d_model)
     base: float = 10000.0  # R's wavelengths run from 2*pi to base*2*pi
 

@@ -43,6 +43,8 @@ from posenc.base import (
     compute_dtype,
     grown_table,
     inverse_frequencies,
+    length_field,
+    model_field,
     resolve_positions,
 )
 from posenc.errors import PosencError
@@ -138,13 +140,15 @@ def _check_rotary_dim(rotary_dim: Any, head_dim: int, name: str = "rotary_dim") 
 
 @dataclass(frozen=True)
 class RoPEConfig(EncodingConfig):
-    head_dim: int  # per-head feature size; even
+    head_dim: int = model_field("head_dim")  # per-head feature size; even
     base: float = 10000.0  # theta_i = base^(-2i/r)
     layout: str = "half"  # "half" (HF / GPT-NeoX) or "interleaved" (Meta / GPT-J)
     rotary_dim: int | None = None  # rotate only the leading block of this size (GPT-NeoX / GPT-J)
     partial_rotary_factor: float = 1.0  # HF style: rotary_dim = int(head_dim * factor)
     scaling: dict | None = None  # HF-style rope_scaling dict with "rope_type" (see rope_scaling.py)
-    max_position_embeddings: int | None = None  # training context; only read by scalings
+    max_position_embeddings: int | None = length_field(
+        "context", default=None
+    )  # training context; only read by scalings
 
     def validate(self) -> None:
         check_int("head_dim", self.head_dim, minimum=2, even=True)
@@ -326,9 +330,11 @@ def _check_qk(q, k, q_positions, k_positions, head_dim: int):
 
 @dataclass(frozen=True)
 class XPosConfig(EncodingConfig):
-    head_dim: int  # per-head feature size; even
+    head_dim: int = model_field("head_dim")  # per-head feature size; even
     base: float = 10000.0  # rotation frequencies theta_i = base^(-2i/d), as RoPE
-    scale_base: float = 512.0  # decay length: exponent is position / scale_base
+    scale_base: float = length_field(
+        "paper_length", default=512.0
+    )  # decay length: exponent is position / scale_base
     gamma: float = 0.4  # zeta_i = (2i/d + gamma) / (1 + gamma)
     layout: str = "half"  # "half" (HF / GPT-NeoX) or "interleaved" (torchscale / GPT-J)
     scale_center: int = 0  # exponents use (position - scale_center); cancels in q.k (see docstring)

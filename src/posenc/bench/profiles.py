@@ -10,9 +10,10 @@
 Encodings always come from the registry (:data:`posenc.ENCODINGS`); a profile
 may only *name a subset* of it. Parameters whose paper default assumes long
 training run twice in ``full`` (BENCHMARK.md fairness rules): the paper default
-and ``@scaled`` to the training length. Which Config fields count as such is a
-table of *field names* (:data:`LENGTH_PARAMETERS`), so a new encoding with a
-``max_distance`` field is scaled without being listed anywhere.
+and ``@scaled`` to the training length. Which Config fields count as such is
+their own metadata (``length_field("paper_length", ...)`` in the Config, see
+:func:`posenc.base.length_field`), so a new encoding declares it where the field is
+defined and is scaled without being listed anywhere.
 
 Architecture variants (issue 10: *how* position is added, for additive encodings
 only) are written ``key=value`` with ``+`` joining settings of one variant:
@@ -32,15 +33,6 @@ from posenc.errors import PosencError
 from posenc.model import COMBINES, INJECTS
 from posenc.registry import ENCODINGS
 from posenc.tasks import ALL_TASKS, max_sequence_length
-
-#: Config fields that encode "how long is long" and their scaled value, as a
-#: function of the training length (tokens per training sequence).
-LENGTH_PARAMETERS: dict[str, Any] = {
-    "max_distance": lambda train_len: train_len,  # T5 buckets: log buckets end at max_distance (paper 128)
-    "scale_base": lambda train_len: float(train_len),  # xPos decay length (paper 512)
-    "init_threshold": lambda train_len: float(train_len),  # FIRE's learned threshold L, initial value (512)
-    "max_len": None,  # learned tables: always sized to the training length (see encoding_overrides)
-}
 
 #: Architecture-variant keys: ``key -> (spec part, field, parse value)``.
 VARIANT_KEYS: dict[str, tuple[str, str, Any]] = {
@@ -68,7 +60,7 @@ class Profile:
     eval: EvalSpec
     randomized: tuple[str, ...] = ()  # encodings also trained with randomized positions ("*" = all)
     randomized_max_len: tuple[str, ...] = ("scaled",)  # "scaled" and/or "paper"
-    scaled_variants: bool = False  # also run "@scaled" variants of LENGTH_PARAMETERS
+    scaled_variants: bool = False  # also run "@scaled" variants of the paper-length Config fields
     scalings: tuple[str, ...] = ()  # RoPE scalings evaluated on rotary models, "type:factor"
     variants: tuple[str, ...] = ()  # architecture variants of additive encodings, "combine=concat"
     workers: int = 1  # default --workers
@@ -200,27 +192,28 @@ def eval_length(task: str, train: TrainSpec, ev: EvalSpec) -> int:
 def encoding_overrides(
     name: str, *, train_len: int, eval_len: int, randomized_max_len: int | None, scaled: bool
 ) -> dict[str, Any]:
-    """Config overrides making ``name`` fit a run (by Config field name, never by encoding name).
+    """Config overrides making ``name`` fit a run (by the meaning of Config fields, never by name).
 
-    * Learned tables (``max_len``/``extra_rows``): ``max_len`` rows cover the trained
-      positions (``L_max`` when positions are randomized); untrained ``extra_rows``
-      cover the rest, so the failure past the trained length is real, never clamped.
-    * RoPE's ``max_position_embeddings`` (read only by scalings) = training length.
-    * ``scaled``: every :data:`LENGTH_PARAMETERS` field the Config has, scaled.
+    * Learned tables (``trained_rows``/``extra_rows``, e.g. ``max_len``/``extra_rows``): the
+      trained rows cover the trained positions (``L_max`` when positions are randomized);
+      untrained extra rows cover the rest, so the failure past the trained length is real.
+    * The training ``context`` (RoPE's ``max_position_embeddings``, read only by scalings)
+      = training length.
+    * ``scaled``: every ``paper_length`` field = the training length (in the field's type).
     """
-    fields = set(ENCODINGS[name].Config.field_names())
+    config = ENCODINGS[name].Config
+    defaults = config.parameters()
     out: dict[str, Any] = {}
-    if "max_len" in fields:
-        trained = randomized_max_len or train_len
-        out["max_len"] = trained
-        if "extra_rows" in fields:
-            out["extra_rows"] = max(0, max(eval_len, randomized_max_len or 0) - trained)
-    if "max_position_embeddings" in fields:
-        out["max_position_embeddings"] = train_len
-    if scaled:
-        for key, fn in LENGTH_PARAMETERS.items():
-            if key in fields and fn is not None:
-                out[key] = fn(train_len)
+    trained = randomized_max_len or train_len
+    for key, meaning in config.meanings("length").items():
+        if meaning == "trained_rows":
+            out[key] = trained
+        elif meaning == "extra_rows":
+            out[key] = max(0, max(eval_len, randomized_max_len or 0) - trained)
+        elif meaning == "context":
+            out[key] = train_len
+        elif meaning == "paper_length" and scaled:
+            out[key] = type(defaults[key])(train_len)  # 512.0 -> float, 128 -> int
     return out
 
 
@@ -265,8 +258,8 @@ def parse_variants(text: str | None) -> tuple[str, ...]:
 
 
 def has_length_parameters(name: str) -> bool:
-    fields = set(ENCODINGS[name].Config.field_names())
-    return any(fn is not None and key in fields for key, fn in LENGTH_PARAMETERS.items())
+    """True when ``name``'s Config has a ``paper_length`` field (a ``@scaled`` variant differs)."""
+    return "paper_length" in ENCODINGS[name].Config.meanings("length").values()
 
 
 # ---------------------------------------------------------------------------
