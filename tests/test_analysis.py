@@ -161,14 +161,14 @@ def test_distance_decay_starts_at_the_norm():
 
 @needs("sinusoidal")
 def test_seed_similarity_table_recomputed():
-    check = analysis.seed_similarity_check(dims=(128, 512))
+    check = analysis.tutorial_similarity_check(dims=(128, 512))
     true = check.computed[128]
     w = 10000.0 ** (-np.arange(0, 128, 2) / 128)
     k = np.arange(8)
     closed = np.cos((k[:, None, None] - k[None, :, None]) * w).mean(-1)  # mean_i cos((m-n) w_i)
     np.testing.assert_allclose(true, closed, rtol=0, atol=1e-12)
     assert true.min() > 0.7  # all positive for d_model 128...
-    assert check.seed_matrix.min() == pytest.approx(-0.73)  # ...while the seed prints -0.73
+    assert check.printed.min() == pytest.approx(-0.73)  # ...while the seed prints -0.73
     assert check.max_abs_difference[128] > 1.4
     assert check.closest_difference > 0.5  # no d_model reproduces the seed's numbers
 

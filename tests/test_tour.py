@@ -39,7 +39,7 @@ def test_python_m_posenc_runs_the_tour(tmp_path):
         assert title in text, title
     assert "Step 3: PE = sin at even dims, cos at odd dims" in text  # the `posenc show` worked example
     assert "0.841" in text  # sin(1): PE(1, 0)
-    assert "Position saturation (seed 003)" in text and "no row past 1023" in text
+    assert "Position saturation: nearest pair of positions" in text and "no row past 1023" in text
     assert "max |f(x[perm]) - f(x)[perm]|" in text  # the equivariance table's title, markup escaped
     gaps = {
         cells[0]: [float(c) for c in cells[1:]]

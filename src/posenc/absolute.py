@@ -252,7 +252,7 @@ class Hybrid(_TableMixin, Sinusoidal):
 
     The residual ``R`` starts at zero, so the model starts as Vaswani et al.'s
     sinusoidal encoding and learns per-position corrections (the "hybrid of
-    fixed and learned" that the seed notes list; Vaswani et al. 2017, sec. 3.5,
+    fixed and learned" that introductions to positional encoding list; Vaswani et al. 2017, sec. 3.5,
     report the two perform nearly identically). The table follows the same
     ``max_len`` / ``extra_rows`` rule as ``learned``; untrained extra rows stay 0,
     so past the trained range hybrid falls back to the pure sinusoid.
@@ -365,7 +365,7 @@ class IntegerIndex(_Absolute):
 
     .. math:: PE(pos)_k = pos \quad \text{for every } k
 
-    The seed notes argue against it: values are unbounded (position 1000 swamps
+    Introductions to positional encoding argue against it: values are unbounded (position 1000 swamps
     embeddings of size ~1), and nothing ties ``PE(pos + k)`` to ``PE(pos)`` by a
     fixed map that a model could use for relative offsets. It is here so the
     benchmark and the plots can show the failure. (Vaswani et al. 2017 motivate
@@ -373,7 +373,9 @@ class IntegerIndex(_Absolute):
     """
 
     Config = IntegerIndexConfig
-    paper = "Naive baseline (argued against in Vaswani et al. 2017 and the seed notes), https://arxiv.org/abs/1706.03762"
+    paper = (
+        "Naive baseline (argued against in Vaswani et al. 2017, sec. 3.5), https://arxiv.org/abs/1706.03762"
+    )
     equation = "PE(pos)_k = pos for every dimension k"
     share_across_layers = True
 

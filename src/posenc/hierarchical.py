@@ -2,9 +2,10 @@
 
 Axis legend: b batch, n sequence, d d_model (d_s segment part, d_o offset part).
 
-Seed 003 lists *position saturation* among the practical problems ("very long
-sequences may have similar position encodings"; most concretely, a learned table
-runs out of rows) and suggests hierarchical position encodings. This is the
+A widely shared interview answer on positional encodings lists *position saturation*
+among the practical problems ("very long sequences may have similar position
+encodings"; most concretely, a learned table runs out of rows) and suggests
+hierarchical position encodings. This is the
 simplest one: split the position into a coarse and a fine coordinate and encode
 each with an ordinary absolute encoding, so a table of ``max_len`` rows covers
 ``max_len * segment_len`` positions::
@@ -117,7 +118,7 @@ class Hierarchical(_Absolute):
     Config = HierarchicalConfig
     paper = (
         "Zhang et al. 2019, HIBERT (sentence- and word-level positions), https://arxiv.org/abs/1905.06566; "
-        "seed 003's remedy for position saturation, here with fixed-size segments"
+        "a common remedy for position saturation, here with fixed-size segments"
     )
     equation = "s = pos // L, o = pos % L; PE(pos) = [E(s) | E(o)] (concat) or E(s) + E(o) (sum)"
 

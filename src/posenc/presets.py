@@ -1,7 +1,8 @@
 """Real-model presets: the positional encoding of well-known checkpoints, as posenc configs.
 
-Seed 001 ends with a table "position encoding in practice" (BERT learned 512,
-GPT-2 learned 1024, LLaMA RoPE, ...). ``PRESETS`` is that table made exact: each
+Introductions to positional encoding often end with a table "position encoding in
+practice" (BERT learned 512, GPT-2 learned 1024, LLaMA RoPE, ...). ``PRESETS`` is that
+table made exact: each
 entry names a registered encoding, its config, the model dimensions it is built
 for and the Hugging Face ``config.json`` the numbers were read from::
 

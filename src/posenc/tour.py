@@ -1,13 +1,13 @@
-"""``python -m posenc``: a guided tour of the seeds' story, in the terminal, in under a minute.
+"""``python -m posenc``: a guided tour of positional encodings, in the terminal, in under a minute.
 
-The seed tutorial ends with ``python -m src.layers`` printing its encodings; this
-is posenc's version, and every number it prints comes from the library:
+Tutorials on positional encoding often end with a script that prints its encodings;
+this is posenc's version, and every number it prints comes from the library:
 
 1. the order problem: attention alone is permutation-equivariant
    (:func:`posenc.analysis.permutation_equivariance_gap`);
 2. the sinusoidal worked example (what ``posenc show sinusoidal`` prints);
-3. the properties the seeds claim: bounded, unique, ``PE(p+k) = M_k PE(p)``
-   (:mod:`posenc.analysis`), including seed 003's position saturation;
+3. the properties textbooks claim: bounded, unique, ``PE(p+k) = M_k PE(p)``
+   (:mod:`posenc.analysis`), including position saturation;
 4. one picture per family, written to ``--out`` (:mod:`posenc.viz`);
 5. where to go next: the commands.
 
@@ -63,7 +63,7 @@ def order_problem(console: Console, out: Path) -> None:
     console.print(
         "Self-attention mixes tokens by content only. Feed it [italic]dog bites man[/] and "
         "[italic]man bites dog[/]: without positions every word comes out with the same vector "
-        "in both sentences, just reordered (permutation equivariance, seed 001)."
+        "in both sentences, just reordered (permutation equivariance)."
     )
     g = torch.Generator().manual_seed(0)
     words = torch.randn(1, 3, 16, dtype=torch.float64, generator=g)  # "dog", "bites", "man"
@@ -137,7 +137,8 @@ def properties(console: Console, out: Path) -> None:
     saturation(console)
 
 
-# Seed 003's "position saturation": (label, registry name, config) measured at d_model = 64.
+# "Position saturation" (very long sequences get similar encodings, a common interview answer
+# says): (label, registry name, config) measured at d_model = 64.
 SATURATION_ENCODINGS = (
     ("sinusoidal", "sinusoidal", {}),
     ("learned (max_len 1024)", "learned", {}),
@@ -147,7 +148,7 @@ SATURATION_ENCODINGS = (
 
 
 def saturation(console: Console) -> None:
-    table = Table(title="Position saturation (seed 003): nearest pair of positions, d_model = 64")
+    table = Table(title="Position saturation: nearest pair of positions, d_model = 64")
     table.add_column("encoding")
     for n in (128, 4096):
         table.add_column(f"first {n:,} positions", justify="right")

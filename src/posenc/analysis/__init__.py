@@ -1,4 +1,4 @@
-"""Numeric checks of what the seeds claim, for every registered encoding.
+"""Numeric checks of what textbooks and tutorials claim, for every registered encoding.
 
 Functions return data (NumPy arrays, dataclasses); figures live in :mod:`posenc.viz`.
 """
@@ -14,8 +14,8 @@ from posenc.analysis.probes import (
 from posenc.analysis.properties import (
     IntegerIndexGrowth,
     LinearMap,
-    SeedSimilarityCheck,
     TranslationResidual,
+    TutorialSimilarityCheck,
     Uniqueness,
     ValueRange,
     cosine_similarity,
@@ -24,11 +24,11 @@ from posenc.analysis.properties import (
     integer_index_growth,
     linear_relative_map,
     rope_decay_bound,
-    seed_similarity_check,
     similarity_matrix,
     sinusoidal_shift_matrix,
     sinusoidal_table,
     translation_residual,
+    tutorial_similarity_check,
     uniqueness,
     value_range,
 )
@@ -40,7 +40,7 @@ __all__ = [
     "EncodingProperties",
     "IntegerIndexGrowth",
     "LinearMap",
-    "SeedSimilarityCheck",
+    "TutorialSimilarityCheck",
     "Sensitivity",
     "TranslationResidual",
     "Uniqueness",
@@ -59,7 +59,7 @@ __all__ = [
     "position_sensitivity",
     "position_signal",
     "rope_decay_bound",
-    "seed_similarity_check",
+    "tutorial_similarity_check",
     "similarity_matrix",
     "sinusoidal_shift_matrix",
     "sinusoidal_table",

@@ -2,8 +2,9 @@
 
 Axis legend: b batch, n sequence, L layers, h heads, i/j query/key positions, V vocab.
 
-* :func:`position_sensitivity` -- seed 003's probing task: feed "The quick brown fox
-  jumps" and "brown quick The fox jumps" and measure how much the output changes.
+* :func:`position_sensitivity` -- a probing task from a widely shared interview answer on
+  positional encodings: feed "The quick brown fox jumps" and "brown quick The fox jumps"
+  and measure how much the output changes.
 * :func:`permutation_equivariance_gap` -- one attention layer's distance from
   permutation equivariance (:func:`equivariance_gap` for a registry name).
 * :func:`attention_maps` -- attention probabilities of every layer and head.
@@ -23,9 +24,9 @@ from posenc.errors import PosencError
 from posenc.model import Transformer, TransformerConfig
 from posenc.registry import build_for_model
 
-# Seed 003: original = "The quick brown fox jumps", permuted = "brown quick The fox jumps".
-SEED_003_ORIGINAL = ("The", "quick", "brown", "fox", "jumps")
-SEED_003_PERMUTED = ("brown", "quick", "The", "fox", "jumps")
+# The probing task's sentences: "The quick brown fox jumps" and a permutation of it.
+PROBE_ORIGINAL = ("The", "quick", "brown", "fox", "jumps")
+PROBE_PERMUTED = ("brown", "quick", "The", "fox", "jumps")
 
 
 def small_model(
@@ -67,15 +68,15 @@ class Sensitivity:
 def position_sensitivity(
     name: str,
     *,
-    original=SEED_003_ORIGINAL,
-    permuted=SEED_003_PERMUTED,
+    original=PROBE_ORIGINAL,
+    permuted=PROBE_PERMUTED,
     causal: bool = False,
     seed: int = 0,
     **model_kwargs,
 ) -> Sensitivity:
     """How much a model's output changes when the words of a sentence are permuted.
 
-    Seed 003's ``model_difference(original, permuted)``: both sentences are mapped to
+    The probe's ``model_difference(original, permuted)``: both sentences are mapped to
     token ids (one id per distinct word), run through the same untrained model, and
     the logits compared. Word-aligned change is 0 for a permutation-equivariant model
     (no encoding, bidirectional); causal masks alone already break equivariance.

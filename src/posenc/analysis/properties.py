@@ -1,4 +1,4 @@
-"""Numeric checks of what the seeds claim about positional encodings.
+"""Numeric checks of what textbooks and tutorials claim about positional encodings.
 
 Axis legend: n positions, d feature dim, h heads, i/j query/key positions, k shift.
 
@@ -10,7 +10,7 @@ Every function returns data (NumPy arrays or frozen dataclasses), never prints:
   :func:`sinusoidal_shift_matrix` is its closed form (block-diagonal rotations);
 * :func:`translation_residual` -- ``K(m, n) - K(m+t, n+t)`` (RoPE's offset invariance);
 * :func:`distance_decay` and :func:`rope_decay_bound` (RoFormer sec. 3.4.3);
-* :func:`similarity_matrix`, :func:`seed_similarity_check` (seed 004's printed table);
+* :func:`similarity_matrix`, :func:`tutorial_similarity_check` (a tutorial's printed table);
 * :func:`integer_index_growth` -- why raw integer indices make a poor encoding.
 """
 
@@ -61,7 +61,7 @@ def min_pairwise_distance(rows: np.ndarray) -> tuple[float, tuple[int, int]]:
 
 
 def uniqueness(enc: PositionalEncoding, num_positions: int = 128, *, num_heads: int = 1) -> Uniqueness:
-    """Do ``num_positions`` positions get distinct signatures? (seed: "each position is unique").
+    """Do ``num_positions`` positions get distinct signatures? (the textbook claim: "each position is unique").
 
     Signature of a position: its added vector (additive), its rotated unit vector
     (rotary), or its row of the score term over all keys (bias / relative / contextual).
@@ -116,7 +116,7 @@ class LinearMap:
 
 
 def sinusoidal_table(positions, dim: int, base: float = 10000.0) -> np.ndarray:
-    """Seed formula in float64: ``PE[p, 2i] = sin(p w_i)``, ``PE[p, 2i+1] = cos(p w_i)``, ``(n, d)``."""
+    """The textbook formula in float64: ``PE[p, 2i] = sin(p w_i)``, ``PE[p, 2i+1] = cos(p w_i)``, ``(n, d)``."""
     w = rope_inv_freq(dim, base)  # (d/2,)
     angles = np.asarray(positions, dtype=np.float64)[:, None] * w  # (n, d/2)
     out = np.empty((angles.shape[0], dim))
@@ -125,7 +125,7 @@ def sinusoidal_table(positions, dim: int, base: float = 10000.0) -> np.ndarray:
 
 
 def sinusoidal_shift_matrix(dim: int, shift: int, base: float = 10000.0) -> np.ndarray:
-    """Closed-form ``M_k`` (seed 004): one 2x2 rotation per (sin, cos) pair, ``(d, d)``.
+    """Closed-form ``M_k``: one 2x2 rotation per (sin, cos) pair, ``(d, d)``.
 
     ``sin(a + b) = sin a cos b + cos a sin b``, ``cos(a + b) = cos a cos b - sin a sin b``
     with ``b = k w_i``: ``[s', c'] = [[cos b, sin b], [-sin b, cos b]] [s, c]``.
@@ -162,7 +162,7 @@ def fit_shift_map(table: np.ndarray, shifted: np.ndarray, shift: int = 0) -> Lin
 def linear_relative_map(
     enc: PositionalEncoding, shift: int = 1, *, positions=None, seed: int = 0
 ) -> LinearMap:
-    """Fit ``M_k`` for an additive encoding (seed: "PE(pos+k) is a linear function of PE(pos)").
+    """Fit ``M_k`` for an additive encoding (the textbook claim: "PE(pos+k) is a linear function of PE(pos)").
 
     ``positions`` default: ``4 d`` random integers spread over ``[0, 2^18)`` .. ``[0, 2^22)``,
     the first span whose table is well conditioned (the slowest sinusoid must turn
@@ -308,38 +308,41 @@ def similarity_matrix(enc: PositionalEncoding, positions=range(8)) -> np.ndarray
     return cosine_similarity(position_signal(enc, np.asarray(list(positions))))
 
 
-# Seed 004 ("Position Similarity Matrix", printed for positions 0..7 after building the
-# encoding with embedding_dimension=128). Its matrix is Toeplitz; these are its rows 0.
-SEED_004_SIMILARITY_ROW = (1.00, 0.76, 0.41, 0.04, -0.28, -0.52, -0.67, -0.73)
-SEED_004_DIM = 128
+# The "Position Similarity Matrix" of a widely shared tutorial ('Positional Encoding: Teaching the Model Word Order'),
+# printed for positions 0..7 after building the encoding with embedding_dimension=128.
+# Its matrix is Toeplitz; these are its row 0.
+TUTORIAL_SIMILARITY_ROW = (1.00, 0.76, 0.41, 0.04, -0.28, -0.52, -0.67, -0.73)
+TUTORIAL_DIM = 128
 
 
 @dataclass(frozen=True)
-class SeedSimilarityCheck:
-    seed_matrix: np.ndarray = field(repr=False)  # (8, 8) as printed in seed 004
+class TutorialSimilarityCheck:
+    printed: np.ndarray = field(repr=False)  # (8, 8) as the tutorial prints it
     computed: dict[int, np.ndarray] = field(repr=False)  # d_model -> (8, 8) true cosine similarity
-    max_abs_difference: dict[int, float]  # d_model -> max |seed - true|
+    max_abs_difference: dict[int, float]  # d_model -> max |printed - true|
     sign_mismatches: dict[int, int]  # d_model -> entries whose sign differs
-    closest_dim: int  # the even d_model in [2, 1024] closest to the seed's numbers
-    closest_difference: float  # its max |seed - true|
+    closest_dim: int  # the even d_model in [2, 1024] closest to the printed numbers
+    closest_difference: float  # its max |printed - true|
 
 
-def seed_similarity_check(dims=(SEED_004_DIM, 8, 64, 512), *, base: float = 10000.0) -> SeedSimilarityCheck:
-    """Recompute seed 004's similarity table truthfully and measure where it differs.
+def tutorial_similarity_check(
+    dims=(TUTORIAL_DIM, 8, 64, 512), *, base: float = 10000.0
+) -> TutorialSimilarityCheck:
+    """Recompute a widely shared tutorial's similarity table truthfully and measure where it differs.
 
     The true cosine similarity of sinusoidal PEs is ``mean_i cos((m - n) w_i)``; for
     ``d_model = 128`` it stays above 0.73 for positions 0..7 (slow dimensions dominate),
-    while the seed prints values down to -0.73.
+    while the tutorial prints values down to -0.73.
     """
-    row = np.asarray(SEED_004_SIMILARITY_ROW)
+    row = np.asarray(TUTORIAL_SIMILARITY_ROW)
     k = np.arange(len(row))
-    seed = row[np.abs(k[:, None] - k[None, :])]  # Toeplitz (8, 8)
+    printed = row[np.abs(k[:, None] - k[None, :])]  # Toeplitz (8, 8)
     computed, diff, signs = {}, {}, {}
     for d in dims:
         true = similarity_matrix(build("sinusoidal", dim=int(d), base=base), k)
         computed[int(d)] = true
-        diff[int(d)] = float(np.abs(true - seed).max())
-        signs[int(d)] = int((np.sign(np.round(true, 2)) != np.sign(seed)).sum())
+        diff[int(d)] = float(np.abs(true - printed).max())
+        signs[int(d)] = int((np.sign(np.round(true, 2)) != np.sign(printed)).sum())
 
     def closed_form(d: int) -> np.ndarray:
         w = rope_inv_freq(d, base)
@@ -347,7 +350,7 @@ def seed_similarity_check(dims=(SEED_004_DIM, 8, 64, 512), *, base: float = 1000
 
     errors = {d: float(np.abs(closed_form(d) - row).max()) for d in range(2, 1025, 2)}
     best = min(errors, key=errors.get)
-    return SeedSimilarityCheck(seed, computed, diff, signs, best, errors[best])
+    return TutorialSimilarityCheck(printed, computed, diff, signs, best, errors[best])
 
 
 # ---------------------------------------------------------------------------

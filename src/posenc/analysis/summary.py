@@ -25,7 +25,7 @@ PROPERTY_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("growth", "growth at 8x length", "max |signal| over 512 positions / over 64 (1 = bounded)"),
     ("translation", "translation residual", "max |K(m,n) - K(m+t,n+t)| / max |K|, t up to 1000"),
     ("linear_map", "linear map residual", "least-squares PE(p+1) = M PE(p), relative (additive only)"),
-    ("sensitivity", "order sensitivity", "seed 003 probe: word-aligned output change, encoder"),
+    ("sensitivity", "order sensitivity", "permuted-sentence probe: word-aligned output change, encoder"),
     ("equivariance", "equivariance gap", "one bidirectional attention layer, max abs"),
 )
 

@@ -1,4 +1,4 @@
-"""The train-short / test-long benchmark (``posenc compare``), see /work/shared/BENCHMARK.md.
+"""The train-short / test-long benchmark (``posenc compare``); protocol and results in docs/benchmark.md.
 
 Pieces, each usable alone:
 

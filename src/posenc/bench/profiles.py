@@ -9,13 +9,13 @@
 
 Encodings always come from the registry (:data:`posenc.ENCODINGS`); a profile
 may only *name a subset* of it. Parameters whose paper default assumes long
-training run twice in ``full`` (BENCHMARK.md fairness rules): the paper default
+training run twice in ``full`` (the protocol's fairness rule): the paper default
 and ``@scaled`` to the training length. Which Config fields count as such is
 their own metadata (``length_field("paper_length", ...)`` in the Config, see
 :func:`posenc.base.length_field`), so a new encoding declares it where the field is
 defined and is scaled without being listed anywhere.
 
-Architecture variants (issue 10: *how* position is added, for additive encodings
+Architecture variants (*how* position is added, for additive encodings
 only) are written ``key=value`` with ``+`` joining settings of one variant:
 ``combine=concat``, ``inject=every_layer``, ``position_warmup=200`` (the additive
 signal ramps from 0 to 1 over 200 steps), ``inject=every_layer+position_warmup=200``.
@@ -50,7 +50,7 @@ RANDOMIZED_PAPER_MAX_LEN = 2048
 class Profile:
     name: str
     description: str
-    why: str  # why these numbers (what was scaled down from BENCHMARK.md, and why)
+    why: str  # why these numbers (what was scaled down from the full protocol, and why)
     encodings: tuple[str, ...] | None  # None = every registered encoding
     tasks: tuple[str, ...]
     seeds: tuple[int, ...]
@@ -99,7 +99,7 @@ PROFILES: dict[str, Profile] = {
         name="quick",
         description="<= 10 min on 2 CPU cores including everything: 9 variants x (copy + LM), 1 seed",
         why=(
-            "BENCHMARK.md's 1500 task steps at batch 64 (n <= 16) and 2000 LM steps at L_train = 128 take "
+            "The full protocol's 1500 task steps at batch 64 (n <= 16) and 2000 LM steps at L_train = 128 take "
             "well over an hour for 18 runs on 2 cores. Measured here (d_model 64, 3 layers, batch 32, lr "
             "2e-3): copy on n <= 6 for 1000 steps converged in-distribution for 8 of 9 variants and the "
             "whole profile took 181 s on an idle machine, so the budget was spent on n <= 8 (tests up to "
@@ -131,7 +131,7 @@ PROFILES: dict[str, Profile] = {
     "standard": Profile(
         name="standard",
         description="every task and every registered encoding, 1 seed (estimated 1-2 h on 2 cores; not timed)",
-        why="BENCHMARK.md's model and evaluation; 1000 task steps and 1500 LM steps to fit an hour.",
+        why="The full protocol's model and evaluation; 1000 task steps and 1500 LM steps to fit an hour.",
         encodings=None,
         tasks=ALL_TASKS,
         seeds=(0,),
@@ -146,7 +146,7 @@ PROFILES: dict[str, Profile] = {
     "full": Profile(
         name="full",
         description=(
-            "BENCHMARK.md in full: 3 seeds, every task and encoding, default and scaled variants, "
+            "The protocol in full: 3 seeds, every task and encoding, default and scaled variants, "
             "architecture variants of additive encodings"
         ),
         why="The protocol as written (1500 task steps, 2000 LM steps, 256 examples per length).",

@@ -4,7 +4,7 @@
 images inline as base64 PNG) that ``posenc report --results DIR`` embeds;
 :func:`write_page` wraps it into a standalone page for ``posenc compare``.
 
-Each published claim (BENCHMARK.md, "What the papers report") sits next to
+Each published claim (what the papers report, see docs/benchmark.md) sits next to
 what we measured and a verdict: ``agrees``, ``partly``, ``disagrees`` or
 ``not measured`` (the runs needed are missing). The verdict rules are written
 next to each claim; they compare *directions and orderings*, never absolute

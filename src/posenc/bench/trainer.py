@@ -4,7 +4,7 @@ Axis legend: b batch, t tokens, V vocab, L_train training length (tokens).
 
 :func:`execute` is the single function every executor runs: ``RunSpec -> payload``
 (a JSON-ready dict; the store adds provenance and a checksum). Fairness
-(BENCHMARK.md): for a given seed every encoding gets the same initialisation
+(the benchmark protocol): for a given seed every encoding gets the same initialisation
 seed, the same optimiser and schedule, and the same training stream (the data
 generator is separate from the model's and from the randomized-positions one),
 and every evaluation length scores the same examples / bytes for everyone.

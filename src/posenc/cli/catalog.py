@@ -71,7 +71,7 @@ def print_text_table(title: str, columns: list[str], rows: list[list[str]]) -> N
 def show_command(name: str, num_positions: int, dim: int, heads: int, fmt: str) -> None:
     """Show what encoding NAME does at the first few positions.
 
-    sinusoidal prints the seed tutorial's worked example (divisors, angles,
+    sinusoidal prints the textbook worked example (divisors, angles,
     values); other encodings print the output of their kind's hook. Values are
     shown with 3 decimals; --format json gives full precision.
 

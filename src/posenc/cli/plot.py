@@ -41,7 +41,7 @@ def plot_command(
 
     \b
     Kinds:
-      heatmap     positions x dimensions (seed 004's 20 x 512 view)
+      heatmap     positions x dimensions (the common tutorial 20 x 512 view)
       waves       selected dimensions across positions
       similarity  cosine similarity between positions
       rotation    one rotated 2-D pair of a rotary encoding (-o x.gif animates)

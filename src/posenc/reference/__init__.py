@@ -4,7 +4,7 @@ Written to be read next to the papers; every fast PyTorch path in posenc is
 tested against these on full tensors. Family modules are re-exported here.
 """
 
-from posenc.reference import tutorial  # noqa: F401  (the seed tutorial's classes)
+from posenc.reference import tutorial  # noqa: F401  (a widely shared tutorial's classes)
 from posenc.reference.absolute import *  # noqa: F401,F403
 
 # --- bias ---

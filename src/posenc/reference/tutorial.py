@@ -1,4 +1,4 @@
-"""The seed tutorial's NumPy classes, runnable as written there.
+"""A widely shared tutorial's NumPy classes, runnable as written there.
 
 The tutorial "Positional Encoding: Teaching the Model Word Order" uses
 ``from src.layers import Embedding, PositionalEncoding``; here the same usage

@@ -5,7 +5,7 @@ Everything is inline: figures are base64 ``data:`` URIs, the CSS sits in a
 references are plain text). The page has
 
 1. comparison tables across every registered encoding (properties, figure kinds);
-2. numeric checks of the seeds' claims (seed 004's similarity table, the linear
+2. numeric checks of textbook and tutorial claims (a tutorial's similarity table, the linear
    relative map, RoPE's offset invariance and decay bound, integer indices);
 3. one section per registered encoding: equation, paper, parameters, property table
    and every figure that applies to its kind;
@@ -41,7 +41,7 @@ from posenc.viz import FIGURE_KINDS, figures
 
 # Figure options used in the report (small sizes keep `posenc report` well under 2 min).
 REPORT_FIGURES: dict[str, dict] = {
-    "heatmap": dict(num_positions=20, d_model=512, num_heads=8),  # seed 004's 20 x 512 view
+    "heatmap": dict(num_positions=20, d_model=512, num_heads=8),  # the common tutorial 20 x 512 view
     "waves": dict(num_positions=100),
     "similarity": dict(num_positions=32),
     "rotation": dict(num_positions=24),
@@ -193,18 +193,24 @@ def comparison_section(sections: list[EncodingSection]) -> str:
     )
 
 
-def seed_checks_section(*, dpi: int = DPI) -> str:
-    """Numeric checks of the seeds' claims, as tables and figures."""
-    parts = ['<section id="seed-checks"><h2>Checks of the seeds\' claims</h2>']
+def claims_section(*, dpi: int = DPI) -> str:
+    """Numeric checks of what textbooks and tutorials claim, as tables and figures."""
+    parts = ['<section id="claims"><h2>Checks of textbook and tutorial claims</h2>']
 
-    # Seed 004: the printed similarity matrix.
-    check = properties.seed_similarity_check()
+    # A widely shared tutorial's printed similarity matrix.
+    check = properties.tutorial_similarity_check()
     parts += [
-        "<h3>Similarity between positions 0..7 (seed 004)</h3>",
-        "<p>Seed 004 prints a cosine-similarity table for sinusoidal encodings built with "
+        "<h3>Similarity between positions 0..7 (a widely shared tutorial's table)</h3>",
+        "<p>A widely shared tutorial (&ldquo;Positional Encoding: Teaching the Model Word Order&rdquo;) "
+        "prints a cosine-similarity table for sinusoidal encodings built with "
         "<code>embedding_dimension=128</code>. Recomputed truthfully it differs:</p>",
         table(
-            ("d_model", "max |seed - true|", "entries with a different sign", "true row 0 (positions 0..7)"),
+            (
+                "d_model",
+                "max |printed - true|",
+                "entries with a different sign",
+                "true row 0 (positions 0..7)",
+            ),
             (
                 (
                     d,
@@ -215,10 +221,14 @@ def seed_checks_section(*, dpi: int = DPI) -> str:
                 for d, m in check.computed.items()
             ),
         ),
-        f"<p>Seed's row 0: {' '.join(f'{v:.2f}' for v in properties.SEED_004_SIMILARITY_ROW)}. No even d_model in "
+        f"<p>The tutorial's row 0: {' '.join(f'{v:.2f}' for v in properties.TUTORIAL_SIMILARITY_ROW)}. No even d_model in "
         f"[2, 1024] reproduces it: the closest, d_model={check.closest_dim}, is still off by "
         f"{check.closest_difference:.3f}.</p>",
-        img(figures.seed_similarity(check), "seed 004's similarity table vs the recomputed one", dpi=dpi),
+        img(
+            figures.tutorial_similarity(check),
+            "the tutorial's similarity table vs the recomputed one",
+            dpi=dpi,
+        ),
     ]
 
     # The linear relative map and its closed form.
@@ -353,15 +363,15 @@ def build_report(
                 encoding_section(name, dpi=dpi, probes_enabled=probes_enabled, figure_kinds=figure_kinds)
             )
             bar.advance(task)
-        bar.update(task, description="report: seed checks")
-        seeds = seed_checks_section(dpi=dpi)
+        bar.update(task, description="report: claims checked")
+        checks = claims_section(dpi=dpi)
         bar.advance(task)
 
-    nav = ['<a href="#comparison">comparison</a>', '<a href="#seed-checks">seed checks</a>']
+    nav = ['<a href="#comparison">comparison</a>', '<a href="#claims">claims checked</a>']
     if extrapolation:
         nav.append('<a href="#extrapolation">train short, test long</a>')
     nav += [f'<a href="#enc-{esc(s.name)}">{esc(s.name)}</a>' for s in sections]
-    body = [comparison_section(sections), seeds, extrapolation] + [s.html for s in sections]
+    body = [comparison_section(sections), checks, extrapolation] + [s.html for s in sections]
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     subtitle = (
         f"<p>posenc {esc(posenc.__version__)} - {len(sections)} encodings - generated {stamp} "

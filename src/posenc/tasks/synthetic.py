@@ -2,7 +2,7 @@
 
 Axis legend: b batch, t tokens of the (shifted) sequence, n input length, m output length.
 
-Every example is one causal-LM sequence (BENCHMARK.md)::
+Every example is one causal-LM sequence (the benchmark protocol, docs/benchmark.md)::
 
     [BOS] x_1 .. x_n [SEP] y_1 .. y_m [EOS]
 

@@ -77,7 +77,7 @@ def _symmetric_limits(values: np.ndarray) -> tuple[float, float]:
 
 
 def heatmap(enc: PositionalEncoding, *, num_positions: int = 20) -> Figure:
-    """Positions x dimensions (seed 004's view: 20 positions x 512 dims for sinusoidal)."""
+    """Positions x dimensions (the common tutorial view: 20 positions x 512 dims for sinusoidal)."""
     n = check_int("num_positions", num_positions, minimum=1)
     values = position_signal(enc, np.arange(n))  # (n, d)
     fig = new_figure(8.0, 3.6)
@@ -426,16 +426,16 @@ def integer_index(dim: int = 512) -> Figure:
     return fig
 
 
-def seed_similarity(check=None) -> Figure:
-    """Seed 004's printed similarity table next to the true one for d_model=128."""
-    check = check or properties.seed_similarity_check()
-    true = check.computed[properties.SEED_004_DIM]
+def tutorial_similarity(check=None) -> Figure:
+    """A widely shared tutorial's printed similarity table next to the true one for d_model=128."""
+    check = check or properties.tutorial_similarity_check()
+    true = check.computed[properties.TUTORIAL_DIM]
     fig = new_figure(10.0, 3.6, margins=(0.6, 0.2, 0.6, 0.7))
     axes = fig.subplots(1, 3)
     panels = (
-        (check.seed_matrix, "as printed in seed 004"),
-        (true, f"true, sinusoidal d_model={properties.SEED_004_DIM}"),
-        (true - check.seed_matrix, "true - seed"),
+        (check.printed, "as printed in the tutorial"),
+        (true, f"true, sinusoidal d_model={properties.TUTORIAL_DIM}"),
+        (true - check.printed, "true - printed"),
     )
     im = None
     for ax, (m, title) in zip(axes, panels):
@@ -444,5 +444,5 @@ def seed_similarity(check=None) -> Figure:
         ax.set_xlabel("position j")
         ax.set_ylabel("position i")
     fig.colorbar(im, ax=list(axes), label="cosine similarity / difference (dimensionless)")
-    fig.suptitle("Similarity between positions 0..7: seed 004 vs recomputed")
+    fig.suptitle("Similarity between positions 0..7: a tutorial's table vs recomputed")
     return fig
