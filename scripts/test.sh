@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install posenc with its test extras (and headless chromium for the report's browser
-# test), then lint and run the whole test suite. This is the README's test command
-# and exactly what CI runs.
+# test), then lint, type-check src/ (mypy, configured in pyproject.toml) and run the whole
+# test suite. This is the README's test command and exactly what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 POSENC_EXTRAS="${POSENC_EXTRAS:-test,peers,ray}" bash scripts/setup.sh
@@ -11,6 +11,7 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
 fi
 .venv/bin/ruff check src tests
 .venv/bin/ruff format --check src tests
+.venv/bin/mypy  # files = ["src"] and the checks are in pyproject.toml's [tool.mypy]
 set +e
 .venv/bin/python -m pytest -q "$@"
 rc=$?

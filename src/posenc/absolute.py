@@ -21,6 +21,7 @@ gives the paper and the equation; the float64 NumPy reference for each lives in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 import torch
 from torch import nn
@@ -42,11 +43,30 @@ from posenc.base import (
 from posenc.errors import PosencError, PosencTypeError
 
 
+class _HasDim(Protocol):
+    @property
+    def dim(self) -> int: ...
+
+
+class _SinusoidConfig(_HasDim, Protocol):
+    @property
+    def base(self) -> float: ...
+
+
+class _TableConfig(Protocol):
+    @property
+    def max_len(self) -> int: ...
+    @property
+    def extra_rows(self) -> int: ...
+
+
 class _Absolute(AdditiveEncoding):
     """Shared plumbing: validate ``x`` and ``positions``, then add ``self._pe(positions)``.
 
     Subclasses implement ``_pe(positions (b|1, n), dtype) -> (b|1, n, d)``.
     """
+
+    config: _HasDim  # every Config of the family has ``dim``; subclasses narrow the type
 
     def _pe(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
@@ -98,7 +118,8 @@ class Sinusoidal(_Absolute):
     as position 1. Shapes: ``x (b, n, d)``, ``positions (b|1, n)``.
     """
 
-    Config = SinusoidalConfig
+    Config: ClassVar[type[EncodingConfig]] = SinusoidalConfig
+    config: _SinusoidConfig  # SinusoidalConfig, or a subclass's config with dim and base
     paper = "Vaswani et al. 2017, Attention Is All You Need, https://arxiv.org/abs/1706.03762"
     equation = "PE(pos, 2i) = sin(pos / base^(2i/d)); PE(pos, 2i+1) = cos(pos / base^(2i/d))"
     share_across_layers = True
@@ -140,6 +161,7 @@ class ScaledSinusoidal(Sinusoidal):
     """
 
     Config = ScaledSinusoidalConfig
+    config: ScaledSinusoidalConfig
     paper = "Hua et al. 2022, Transformer Quality in Linear Time, https://arxiv.org/abs/2202.10447"
     equation = "PE(pos) = g * sinusoidal(pos), g a learned scalar initialised to 1/sqrt(d)"
     share_across_layers = False
@@ -179,7 +201,7 @@ class LearnedConfig(EncodingConfig):
 class _TableMixin:
     """Row lookup with the max_len / extra_rows rule shared by learned and hybrid."""
 
-    config: LearnedConfig
+    config: _TableConfig
     table: nn.Parameter
 
     def _rows(self, positions: torch.Tensor) -> torch.Tensor:
@@ -211,6 +233,7 @@ class Learned(_TableMixin, _Absolute):
     """
 
     Config = LearnedConfig
+    config: LearnedConfig
     paper = (
         "Gehring et al. 2017, Convolutional Sequence to Sequence Learning, https://arxiv.org/abs/1705.03122"
     )
@@ -259,6 +282,7 @@ class Hybrid(_TableMixin, Sinusoidal):
     """
 
     Config = HybridConfig
+    config: HybridConfig
     paper = (
         "Vaswani et al. 2017 (sinusoid) + Gehring et al. 2017 (learned table), "
         "https://arxiv.org/abs/1706.03762, https://arxiv.org/abs/1705.03122"
@@ -315,6 +339,7 @@ class ComplexOrder(_Absolute):
     """
 
     Config = ComplexOrderConfig
+    config: ComplexOrderConfig
     paper = (
         "Wang et al. 2020, Encoding Word Order in Complex Embeddings (ICLR), https://arxiv.org/abs/1912.12333"
     )
@@ -373,6 +398,7 @@ class IntegerIndex(_Absolute):
     """
 
     Config = IntegerIndexConfig
+    config: IntegerIndexConfig
     paper = (
         "Naive baseline (argued against in Vaswani et al. 2017, sec. 3.5), https://arxiv.org/abs/1706.03762"
     )
@@ -412,6 +438,7 @@ class NoPE(NoEncoding):
     """
 
     Config = NoPEConfig
+    config: NoPEConfig
     paper = "Kazemnejad et al. 2023, The Impact of Positional Encoding on Length Generalization, https://arxiv.org/abs/2305.19466"
     equation = "attention(X) with no positional term"
     share_across_layers = True

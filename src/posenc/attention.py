@@ -37,13 +37,18 @@ rotated with the current positions at every step.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import (
+    BiasEncoding,
+    ContextualEncoding,
     PositionalEncoding,
+    RelativeEncoding,
+    RotaryEncoding,
     check_choice,
     check_float,
     check_int,
@@ -184,7 +189,7 @@ class KVCache:
         key_mask: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Add a chunk ``(b, h, n, d)`` and return everything cached so far."""
-        if self.keys is None:
+        if self.keys is None or self.values is None or self.positions is None:
             self.keys, self.values, self.positions, self.key_mask = keys, values, positions, key_mask
             return keys, values, positions, key_mask
         if keys.shape[0] != self.keys.shape[0] or keys.shape[1::2] != self.keys.shape[1::2]:
@@ -268,24 +273,25 @@ def plain_attention(
     kind = "none" if encoding is None else encoding.kind
     scale = 1.0 / math.sqrt(q.shape[-1])
     scores = q @ k.transpose(-2, -1)  # (b, h, i, j)
-    if kind == "relative":  # Shaw / Transformer-XL: content-position terms, unscaled
-        scores = scores + encoding.scores(q, k, q_positions=q_positions, k_positions=k_positions)
+    relative = cast(RelativeEncoding, encoding) if kind == "relative" else None
+    if relative is not None:  # Shaw / Transformer-XL: content-position terms, unscaled
+        scores = scores + relative.scores(q, k, q_positions=q_positions, k_positions=k_positions)
     logits = scores * scale
     if kind == "bias":  # ALiBi / T5 / KERPLE / FIRE: content-free, added after scaling
-        bias = encoding.bias(
+        bias = cast(BiasEncoding, encoding).bias(
             q.shape[2], k.shape[2], q_positions=q_positions, k_positions=k_positions, device=q.device
         )
         logits = logits + bias.to(logits.dtype)
     if allowed is not None:
         logits = logits.masked_fill(~allowed, float("-inf"))
     if kind == "contextual":  # CoPE: positions from gated content, on masked scaled logits
-        logits = encoding.scores(q, k, logits)
+        logits = cast(ContextualEncoding, encoding).scores(q, k, logits)
     wide = compute_dtype(logits.dtype)  # softmax in float32 at least
     probs = torch.softmax(logits.to(wide), dim=-1).to(q.dtype)  # (b, h, i, j)
     probs = F.dropout(probs, p=dropout, training=training)
     out = probs @ v  # (b, h, i, d)
-    if kind == "relative" and encoding.has_values:
-        extra = encoding.values(probs, q_positions=q_positions, k_positions=k_positions)
+    if relative is not None and relative.has_values:
+        extra = relative.values(probs, q_positions=q_positions, k_positions=k_positions)
         if extra is not None:
             out = out + extra.to(out.dtype)
     return out, probs
@@ -451,14 +457,14 @@ class MultiHeadAttention(nn.Module):
 
         # Rotary: rotate before caching (cache holds rotated keys) unless the encoding asks
         # for raw keys to be cached, in which case the whole key set is rotated below.
-        rotary = self.kind == "rotary"
-        rotate_early = rotary and not enc.cache_unrotated_keys
-        if rotate_early:
-            q, k = enc.rotate(q, k, q_positions=q_pos, k_positions=k_pos)
+        rotary = cast(RotaryEncoding, enc) if self.kind == "rotary" else None
+        rotate_early = rotary is not None and not rotary.cache_unrotated_keys
+        if rotary is not None and rotate_early:
+            q, k = rotary.rotate(q, k, q_positions=q_pos, k_positions=k_pos)
         if cache is not None:
             k, v, k_pos, key_mask = cache.append(k, v, k_pos, key_mask)
-        if rotary and not rotate_early:
-            q, k = enc.rotate(q, k, q_positions=q_pos, k_positions=k_pos)
+        if rotary is not None and not rotate_early:
+            q, k = rotary.rotate(q, k, q_positions=q_pos, k_positions=k_pos)
 
         causal = self.causal and context is None
         allowed = attention_mask(
@@ -477,20 +483,26 @@ class MultiHeadAttention(nn.Module):
             allowed = allowed | ~row_ok  # empty rows attend everywhere; zeroed below
 
         path = choose_path(self.kind, self.path, need_weights=return_weights)
-        kwargs = dict(encoding=enc, allowed=allowed, q_positions=q_pos, k_positions=k_pos)
-        weights = None
+        weights: torch.Tensor | None = None
         if path == "sdpa":
             is_causal = pure_causal and n == k.shape[2]
             out = sdpa_attention(
-                q, k, v, **kwargs, is_causal=is_causal, dropout=self.dropout, training=self.training
-            )
+                q, k, v, encoding=enc, allowed=allowed, q_positions=q_pos, k_positions=k_pos,
+                is_causal=is_causal, dropout=self.dropout, training=self.training,
+            )  # fmt: skip
         else:
-            out, weights = plain_attention(q, k, v, **kwargs, dropout=self.dropout, training=self.training)
+            out, weights = plain_attention(
+                q, k, v, encoding=enc, allowed=allowed, q_positions=q_pos, k_positions=k_pos,
+                dropout=self.dropout, training=self.training,
+            )  # fmt: skip
         if row_ok is not None:
             out = out * row_ok.to(out.dtype)
             weights = None if weights is None else weights * row_ok.to(weights.dtype)
         out = self.out_proj(out.transpose(1, 2).reshape(b, n, self.d_model))  # (b, n, D)
-        return (out, weights) if return_weights else out
+        if return_weights:
+            assert weights is not None  # return_weights forces the plain path
+            return out, weights
+        return out
 
     def _check_cache(self, cache, context, document_ids) -> None:
         if cache is None:

@@ -54,10 +54,11 @@ def check_int(
 ) -> int:
     """Return ``value`` as int or raise TypeError/ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int,)):
-        is_tensor = isinstance(value, torch.Tensor)
-        if is_tensor and value.numel() == 1 and not value.is_floating_point() and value.dtype != torch.bool:
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1 or value.is_floating_point() or value.dtype == torch.bool:
+                raise PosencTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
             value = int(value.item())
-        elif hasattr(value, "__index__") and not isinstance(value, (float, bool)) and not is_tensor:
+        elif hasattr(value, "__index__") and not isinstance(value, (float, bool)):
             value = int(value.__index__())
         else:
             raise PosencTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
@@ -393,7 +394,8 @@ class PositionalEncoding(nn.Module):
     """
 
     kind: ClassVar[str]
-    Config: ClassVar[type]  # a frozen dataclass that also inherits EncodingConfig
+    Config: ClassVar[type[EncodingConfig]]  # a frozen dataclass that also inherits EncodingConfig
+    config: Any  # an instance of Config; every concrete class narrows the type to its Config
     paper: ClassVar[str] = ""  # "Author et al. YEAR, Title, https://arxiv.org/abs/..."
     equation: ClassVar[str] = ""  # the defining equation, plain text / LaTeX
     supports_kv_cache: ClassVar[bool] = True  # decode with a cache == full recompute
@@ -443,6 +445,12 @@ class RotaryEncoding(PositionalEncoding):
     """Rotates queries and keys by position-dependent angles."""
 
     kind = "rotary"
+    #: True when :meth:`set_scaling` swaps a context-extension scaling in place (RoPE).
+    supports_scaling: ClassVar[bool] = False
+
+    def set_scaling(self, scaling: dict | None) -> None:
+        """Swap the context-extension scaling (a Hugging Face ``rope_scaling`` dict or None)."""
+        raise NotImplementedError(f"{type(self).__name__} has no context-extension scalings")
 
     @property
     def cache_unrotated_keys(self) -> bool:

@@ -65,6 +65,7 @@ class _BiasFamily(BiasEncoding):
 
     #: True for parameter-free encodings, whose dense bias for default positions is cached.
     cache_dense = False
+    _dense_cache: tuple[tuple[int, int, torch.device | None], torch.Tensor] | None = None
 
     def _prepare(self, device: torch.device) -> Params:
         """Float64 copies of the parameters/constants ``_compute`` needs, on ``device``."""
@@ -128,7 +129,7 @@ class _BiasFamily(BiasEncoding):
             device = self._default_device()
         key = (num_queries, num_keys, torch.device(device) if device is not None else None)
         use_cache = self.cache_dense and q_positions is None and k_positions is None
-        if use_cache and getattr(self, "_dense_cache", (None,))[0] == key:
+        if use_cache and self._dense_cache is not None and self._dense_cache[0] == key:
             return self._dense_cache[1]
         out = (
             super()
@@ -220,6 +221,7 @@ class ALiBi(_BiasFamily):
     """
 
     Config = ALiBiConfig
+    config: ALiBiConfig
     paper = (
         "Press et al. 2022, Train Short, Test Long: Attention with Linear Biases Enables "
         "Input Length Extrapolation, https://arxiv.org/abs/2108.12409"
@@ -307,6 +309,7 @@ class T5RelativeBias(_BiasFamily):
     """
 
     Config = T5Config
+    config: T5Config
     paper = (
         "Raffel et al. 2020, Exploring the Limits of Transfer Learning with a Unified "
         "Text-to-Text Transformer, https://arxiv.org/abs/1910.10683"
@@ -355,6 +358,7 @@ class _Kerple(_BiasFamily):
     """Learnable per-head ``r1, r2 > 0``; initialised and clamped as the official code."""
 
     Config = KerpleConfig
+    config: KerpleConfig
     paper = (
         "Chi et al. 2022, KERPLE: Kernelized Relative Positional Embedding for Length "
         "Extrapolation, https://arxiv.org/abs/2205.09921"
@@ -459,6 +463,7 @@ class FIRE(_BiasFamily):
     """
 
     Config = FIREConfig
+    config: FIREConfig
     paper = (
         "Li et al. 2023, Functional Interpolation for Relative Positions Improves Long "
         "Context Transformers, https://arxiv.org/abs/2310.04418"
@@ -542,6 +547,7 @@ class Sandwich(_BiasFamily):
     """
 
     Config = SandwichConfig
+    config: SandwichConfig
     paper = (
         "Chi et al. 2023, Dissecting Transformer Length Extrapolation via the Lens of "
         "Receptive Field Analysis, https://arxiv.org/abs/2212.10356"

@@ -68,6 +68,7 @@ class CoPE(ContextualEncoding):
     """
 
     Config = CoPEConfig
+    config: CoPEConfig
     paper = (
         "Golovneva et al. 2024, Contextual Position Encoding: Learning to Count What's Important, "
         "https://arxiv.org/abs/2405.18719"

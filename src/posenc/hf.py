@@ -56,7 +56,7 @@ def _as_dict(config: Any) -> dict[str, Any]:
     return copy.deepcopy(config)
 
 
-def _hf_original(rope_type: str) -> str | None:
+def _hf_original(rope_type: Any) -> str | None:
     """Where HF reads the original context of ``rope_type`` (its registry entry's ``hf_original``)."""
     spec = rope_scaling.ROPE_SCALINGS.get(rope_type)
     return None if spec is None else spec.hf_original
@@ -197,7 +197,7 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
     template = _as_dict(like) if like is not None else None
     out = template if template is not None else {}
     key = _rope_key(out) if template is not None else "rope_parameters"
-    old = (out.get(key) or {}) if template is not None else None  # the template's rope dict
+    old: dict[str, Any] = (out.get(key) or {}) if template is not None else {}  # the template's rope dict
 
     new: dict[str, Any] = {}  # the rope dict being written
 
@@ -209,14 +209,14 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
             if name != "partial_rotary_factor" or value != default:
                 new[name] = value
             return
-        if name in template:
+        if name in template:  # (template is not None here)
             out[name] = value
         if name in old:
             new[name] = value
         if name not in template and name not in old and value != default:
             (out if key == "rope_scaling" else new)[name] = value
 
-    type_keys = [k for k in ("rope_type", "type") if old is not None and k in old] or ["rope_type"]
+    type_keys = [k for k in ("rope_type", "type") if k in old] or ["rope_type"]
     for type_key in type_keys:
         new[type_key] = rope_type
     place("rope_theta", base, DEFAULT_THETA)
@@ -230,7 +230,7 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
                 "HF's dynamic scaling reads the original length from max_position_embeddings; got "
                 f"original_max_position_embeddings={original} != max_position_embeddings={max_positions}"
             )
-        if old is not None and ORIGINAL in old:
+        if ORIGINAL in old:
             new[ORIGINAL] = original
     if spec.hf_original == "rope" and ORIGINAL in params:
         original = params.pop(ORIGINAL)

@@ -116,6 +116,7 @@ class Hierarchical(_Absolute):
     """
 
     Config = HierarchicalConfig
+    config: HierarchicalConfig
     paper = (
         "Zhang et al. 2019, HIBERT (sentence- and word-level positions), https://arxiv.org/abs/1905.06566; "
         "a common remedy for position saturation, here with fixed-size segments"

@@ -38,13 +38,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 
 from posenc.attention import KVCache, MultiHeadAttention, check_padding_mask, step_positions
 from posenc.base import (
+    AdditiveEncoding,
     PositionalEncoding,
     check_bool,
     check_choice,
@@ -167,7 +168,7 @@ class Transformer(nn.Module):
             )
 
         self.tok_emb = nn.Embedding(config.vocab_size, d)
-        self.input_encoding = make() if cls.kind == "additive" else None
+        self.input_encoding = cast(AdditiveEncoding, make()) if cls.kind == "additive" else None
         self.concat_proj = nn.Linear(2 * d, d, bias=False) if config.combine == "concat" else None
         if cls.kind == "additive":
             layer_encodings: list[PositionalEncoding | None] = [None] * config.num_layers
@@ -198,7 +199,7 @@ class Transformer(nn.Module):
     def encodings(self) -> Iterator[PositionalEncoding]:
         """Each distinct encoding module once (input encoding first, then per layer)."""
         seen: set[int] = set()
-        candidates = [self.input_encoding] + [block.attn.encoding for block in self.blocks]
+        candidates = [self.input_encoding] + [cast(Block, block).attn.encoding for block in self.blocks]
         for enc in candidates:
             if enc is not None and id(enc) not in seen:
                 seen.add(id(enc))
@@ -206,6 +207,7 @@ class Transformer(nn.Module):
 
     def _position_signal(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """``encoding.embed(x) - x`` times ``position_scale``: ``(b, n, D)``."""
+        assert self.input_encoding is not None  # only called for additive encodings
         return (self.input_encoding.embed(x, positions=positions) - x) * self._position_scale
 
     def token_embeddings(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -292,6 +294,6 @@ def _init_weights(module: nn.Module) -> None:
             continue
         if isinstance(child, (nn.Linear, nn.Embedding)):
             nn.init.normal_(child.weight, mean=0.0, std=0.02)
-            if getattr(child, "bias", None) is not None:
+            if isinstance(child, nn.Linear) and child.bias is not None:
                 nn.init.zeros_(child.bias)
         _init_weights(child)

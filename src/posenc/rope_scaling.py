@@ -545,7 +545,7 @@ def apply_to_model(model: nn.Module, scaling: Params | None) -> int:
     split(scaling)  # fail fast on a bad rope_type, before touching any module
     count = 0
     for module in model.modules():
-        if isinstance(module, RotaryEncoding) and hasattr(module, "set_scaling"):
+        if isinstance(module, RotaryEncoding) and module.supports_scaling:
             module.set_scaling(scaling)
             count += 1
     return count
@@ -569,7 +569,8 @@ def describe(
     scaling = resolve(scaling, max_position_embeddings=max_position_embeddings)
     inv_freq, attention = compute(scaling, dim=dim, base=base, seq_len=seq_len)
     plain = inverse_frequencies(dim, float(base))
-    bands = frequency_bands(scaling, dim=dim, base=base) or [None] * (dim // 2)
+    bands: list[str | None] = [None] * (dim // 2)
+    bands = list(frequency_bands(scaling, dim=dim, base=base) or bands)
     pairs = [
         {
             "pair": i,

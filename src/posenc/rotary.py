@@ -206,6 +206,8 @@ class RoPE(RotaryEncoding):
     """
 
     Config = RoPEConfig
+    config: RoPEConfig
+    supports_scaling = True
     paper = "Su et al. 2021, RoFormer: Enhanced Transformer with Rotary Position Embedding, https://arxiv.org/abs/2104.09864"
     equation = "f(x, m) = R(m Theta) x; theta_i = base^(-2i/d); <f(q,m), f(k,n)> = g(q, k, m - n)"
     share_across_layers = True
@@ -370,6 +372,7 @@ class XPos(RotaryEncoding):
     """
 
     Config = XPosConfig
+    config: XPosConfig
     paper = "Sun et al. 2022, A Length-Extrapolatable Transformer, https://arxiv.org/abs/2212.10554"
     equation = (
         "q~_m = zeta^((m-c)/B) R_m q; k~_n = zeta^(-(n-c)/B) R_n k; zeta_i = (2i/d + gamma)/(1 + gamma)"

@@ -20,6 +20,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from rich.console import Console
@@ -139,7 +140,7 @@ def properties(console: Console, out: Path) -> None:
 
 # "Position saturation" (very long sequences get similar encodings, a common interview answer
 # says): (label, registry name, config) measured at d_model = 64.
-SATURATION_ENCODINGS = (
+SATURATION_ENCODINGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("sinusoidal", "sinusoidal", {}),
     ("learned (max_len 1024)", "learned", {}),
     ("hierarchical", "hierarchical", {}),

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
 
 from posenc.attention import MultiHeadAttention
-from posenc.base import PositionalEncoding, check_float, check_int, check_tensor
+from posenc.base import AdditiveEncoding, PositionalEncoding, check_float, check_int, check_tensor
 from posenc.errors import PosencError
 from posenc.model import Transformer, TransformerConfig
 from posenc.registry import build_for_model
@@ -154,7 +155,7 @@ def permutation_equivariance_gap(
 
     def run(tokens: torch.Tensor) -> torch.Tensor:
         if encoding is not None and encoding.kind == "additive":
-            tokens = encoding.embed(tokens)
+            tokens = cast(AdditiveEncoding, encoding).embed(tokens)
         return layer(tokens)
 
     with torch.no_grad():

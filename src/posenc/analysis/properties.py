@@ -192,6 +192,7 @@ def linear_relative_map(
                 best = (cond, table, additive_vectors(enc, positions + shift))
             if cond < 1e3:
                 break
+        assert best is not None  # the loop ran at least once
         _, table, shifted = best
     except (ValueError, IndexError):  # positions past what the encoding supports
         positions = np.arange(4 * d)
@@ -234,19 +235,19 @@ def translation_residual(
     base = position_kernel(enc, np.arange(n), num_heads=num_heads, seed=seed)
     ok = np.isfinite(base)
     scale = float(np.abs(base[ok]).max()) if ok.any() else 0.0
-    absolute = []
+    found: list[float] = []
     for t in shifts:
         try:
             moved = position_kernel(enc, np.arange(n) + int(t), num_heads=num_heads, seed=seed)
         except (ValueError, IndexError):
-            absolute.append(np.nan)
+            found.append(np.nan)
             continue
         both = ok & np.isfinite(moved)
         same_mask = bool((ok == np.isfinite(moved)).all())
         diff = float(np.abs(base[both] - moved[both]).max()) if both.any() else 0.0
-        absolute.append(diff if same_mask else np.inf)
-    absolute = np.asarray(absolute, dtype=np.float64)
-    relative = absolute / scale if scale > 0 else np.where(absolute > 0, np.inf, 0.0)
+        found.append(diff if same_mask else np.inf)
+    absolute = np.asarray(found, dtype=np.float64)
+    relative = absolute / scale if scale > 0 else np.where(absolute > 0, np.inf, 0.0).astype(np.float64)
     return TranslationResidual(tuple(int(t) for t in shifts), absolute, relative)
 
 
@@ -349,7 +350,7 @@ def tutorial_similarity_check(
         return np.cos(k[:, None] * w).mean(1)
 
     errors = {d: float(np.abs(closed_form(d) - row).max()) for d in range(2, 1025, 2)}
-    best = min(errors, key=errors.get)
+    best = min(errors, key=lambda d: errors[d])
     return TutorialSimilarityCheck(printed, computed, diff, signs, best, errors[best])
 
 

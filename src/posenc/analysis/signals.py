@@ -18,12 +18,20 @@ Everything is computed in float64 where the hook allows it and returned as NumPy
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 import torch
 
 import posenc
-from posenc.base import PositionalEncoding
+from posenc.base import (
+    AdditiveEncoding,
+    BiasEncoding,
+    ContextualEncoding,
+    PositionalEncoding,
+    RelativeEncoding,
+    RotaryEncoding,
+)
 from posenc.errors import PosencError
 
 # Kinds whose position signal is one vector per position, (n, d).
@@ -85,11 +93,11 @@ def additive_vectors(enc: PositionalEncoding, positions) -> np.ndarray:
     d = feature_dim_of(enc, 0)
     with torch.no_grad():
         x = torch.zeros(1, p.shape[1], d, dtype=torch.float64)
-        out = enc.embed(x, positions=p)[0]
+        out = cast(AdditiveEncoding, enc).embed(x, positions=p)[0]
         if not bool(out.abs().max() > 0):
             g = torch.Generator().manual_seed(1)
             c = torch.randn(1, p.shape[1], d, generator=g, dtype=torch.float64)
-            out = (enc.embed(c, positions=p) - c)[0]
+            out = (cast(AdditiveEncoding, enc).embed(c, positions=p) - c)[0]
     return out.to(torch.float64).numpy()
 
 
@@ -99,7 +107,7 @@ def rotated_vectors(enc: PositionalEncoding, positions, *, seed: int = 0, ones: 
     n, d = p.shape[1], feature_dim_of(enc, 0)
     q = _content((1, n, d), seed, ones=ones)
     with torch.no_grad():
-        q_rot, _ = enc.rotate(q, q, q_positions=p, k_positions=p)
+        q_rot, _ = cast(RotaryEncoding, enc).rotate(q, q, q_positions=p, k_positions=p)
     return q_rot[0, 0].to(torch.float64).numpy()
 
 
@@ -141,23 +149,23 @@ def position_kernel(
         return np.zeros((1, n, n))
     with torch.no_grad():
         if enc.kind == "bias":
-            b = enc.bias(n, n, q_positions=p, k_positions=p)  # (1, h, i, j)
+            b = cast(BiasEncoding, enc).bias(n, n, q_positions=p, k_positions=p)  # (1, h, i, j)
             return b[0].to(torch.float64).numpy()
         d = feature_dim_of(enc, 0)
         q = _content((h, n, d), seed, ones=ones)
         k = _content((h, n, d), seed + 1, ones=ones)
         if enc.kind == "rotary":
-            q, k = enc.rotate(q, k, q_positions=p, k_positions=p)
+            q, k = cast(RotaryEncoding, enc).rotate(q, k, q_positions=p, k_positions=p)
             return (q @ k.transpose(-1, -2))[0].to(torch.float64).numpy()
         if enc.kind == "relative":
-            s = enc.scores(q, k, q_positions=p, k_positions=p)
+            s = cast(RelativeEncoding, enc).scores(q, k, q_positions=p, k_positions=p)
             return s[0].to(torch.float64).numpy()
         if enc.kind == "contextual":
             logits = (q @ k.transpose(-1, -2)) / math.sqrt(d)
             if causal:
                 mask = torch.ones(n, n, dtype=torch.bool).tril()
                 logits = logits.masked_fill(~mask, float("-inf"))
-            return enc.scores(q, k, logits)[0].to(torch.float64).numpy()
+            return cast(ContextualEncoding, enc).scores(q, k, logits)[0].to(torch.float64).numpy()
     raise PosencError(f"unknown encoding kind {enc.kind!r}")
 
 

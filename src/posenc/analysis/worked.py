@@ -8,12 +8,20 @@ of its kind's hook, in float64.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from posenc.analysis.signals import make
-from posenc.base import PositionalEncoding, check_int
+from posenc.base import (
+    AdditiveEncoding,
+    BiasEncoding,
+    ContextualEncoding,
+    PositionalEncoding,
+    RelativeEncoding,
+    RotaryEncoding,
+    check_int,
+)
 
 Table = tuple[str, list[str], list[list[str]]]  # (title, column labels, rows of cell text)
 
@@ -42,7 +50,9 @@ def sinusoidal_steps(enc: PositionalEncoding, num_positions: int) -> dict[str, A
     angles = [[p / div for div in divisors] for p in range(num_positions)]
     with torch.no_grad():
         zeros = torch.zeros(1, num_positions, dim, dtype=torch.float64)
-        values = enc.embed(zeros, positions=positions)[0]  # (n, d) float64: PE itself, full precision
+        values = cast(AdditiveEncoding, enc).embed(zeros, positions=positions)[
+            0
+        ]  # (n, d) float64: PE itself, full precision
     return {"divisors": divisors, "angles": angles, "values": values.tolist()}
 
 
@@ -58,22 +68,24 @@ def hook_table(
     with torch.no_grad():
         if enc.kind == "additive":
             try:
-                enc.encode(positions)  # content-free encodings define encode(); others raise
+                cast(AdditiveEncoding, enc).encode(
+                    positions
+                )  # content-free encodings define encode(); others raise
                 x = torch.zeros(1, n, dim, dtype=f64)
                 title = "PE(pos): the vector added at each position"
             except NotImplementedError:
                 x = torch.randn(1, n, dim, generator=g, dtype=f64)  # content-dependent: fixed tokens
                 title = "embed(x) for x ~ N(0, 1) (seed 0): this encoding depends on content"
-            pe = enc.embed(x, positions=positions)[0]  # (n, d)
+            pe = cast(AdditiveEncoding, enc).embed(x, positions=positions)[0]  # (n, d)
             return title, [f"d{k}" for k in range(pe.shape[-1])], pe.tolist()
         if enc.kind == "bias":
-            b = enc.bias(n, n)[0, 0]  # (i, j) for head 0
+            b = cast(BiasEncoding, enc).bias(n, n)[0, 0]  # (i, j) for head 0
             return "bias(q_pos=i, k_pos=j) for head 0", [f"j={j}" for j in range(n)], b.double().tolist()
         if enc.kind == "rotary":
             e = (
                 torch.eye(dim, dtype=f64)[:, None, None, :].expand(dim, 1, n, dim).contiguous()
             )  # (d, 1, n, d)
-            q, _ = enc.rotate(e, e, q_positions=positions, k_positions=positions)
+            q, _ = cast(RotaryEncoding, enc).rotate(e, e, q_positions=positions, k_positions=positions)
             diag = torch.diagonal(q[:, 0], dim1=0, dim2=2)  # (n, d): component a of rotate(e_a)
             cos = diag / q[:, 0].norm(dim=-1).T  # (n, d) cos of the angle dimension a turns by
             title = "cos(angle) by which rotate() turns basis vector e_d at each position"
@@ -82,12 +94,12 @@ def hook_table(
             q = torch.randn(1, heads, n, dim, generator=g, dtype=f64)  # (1, h, i, d)
             k = torch.randn(1, heads, n, dim, generator=g, dtype=f64)  # (1, h, j, d)
             if enc.kind == "relative":
-                s = enc.scores(q, k)[0, 0]
+                s = cast(RelativeEncoding, enc).scores(q, k)[0, 0]
                 title = "scores(q, k): the relative term added to q.k, head 0, q, k ~ N(0, 1) (seed 0)"
             else:
                 logits = (q @ k.transpose(-1, -2)) / dim**0.5
                 logits = logits.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
-                s = enc.scores(q, k, logits)[0, 0]
+                s = cast(ContextualEncoding, enc).scores(q, k, logits)[0, 0]
                 title = "scores(q, k, causal logits), head 0, q, k ~ N(0, 1) (seed 0)"
             return title, [f"j={j}" for j in range(n)], s.tolist()
     return "no positional term", [], []

@@ -15,6 +15,7 @@ once per finished run).
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import os
 import queue
@@ -53,7 +54,7 @@ class LocalExecutor:
     def _serial(fn: WorkFn, specs: Sequence[RunSpec], progress: ProgressFn) -> Iterator[Outcome]:
         for spec in specs:
             try:
-                result: dict[str, Any] | BaseException = fn(spec, lambda units, s=spec: progress(s, units))
+                result: dict[str, Any] | BaseException = fn(spec, functools.partial(progress, spec))
             except Exception as exc:  # a failed run is reported, the grid goes on
                 result = exc
             yield spec, result

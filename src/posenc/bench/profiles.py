@@ -313,8 +313,8 @@ def build_grid(
                     variants.append(("scaled", None))
                 if "*" in profile.randomized or name in profile.randomized:
                     for which in profile.randomized_max_len:
-                        l_max = e_len if which == "scaled" else max(RANDOMIZED_PAPER_MAX_LEN, e_len)
-                        variants.append(("default" if which == "scaled" else "paper-L", l_max))
+                        longest = e_len if which == "scaled" else max(RANDOMIZED_PAPER_MAX_LEN, e_len)
+                        variants.append(("default" if which == "scaled" else "paper-L", longest))
                 first = len(specs)  # the default run of (seed, task, name) is specs[first]
                 for variant, l_max in variants:
                     overrides = encoding_overrides(

@@ -42,7 +42,7 @@ class TrainSpec:
 
 #: Fields added after records existed, with the value that means "as before": left
 #: out of the identity at that value, so older records keep their run ids.
-_NEW_DEFAULTS = {
+_NEW_DEFAULTS: dict[str, dict[str, Any]] = {
     "model": {"combine": "add", "inject": "input"},
     "train": {"position_warmup_steps": 0},
 }
@@ -125,7 +125,10 @@ class RunSpec:
         data = dict(data)
         model = ModelSpec(**data.pop("model"))
         train = TrainSpec(**_train(data))
-        ev = EvalSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.pop("eval").items()})
+        eval_fields: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in data.pop("eval").items()
+        }
+        ev = EvalSpec(**eval_fields)
         data["scalings"] = tuple(data.get("scalings", ()))
         return cls(model=model, train=train, eval=ev, **data)
 

@@ -134,7 +134,10 @@ def _peak_extra_mb(fn: Callable[[], object]) -> tuple[float, str]:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # reset VmHWM (the peak RSS) to the current RSS
         fn()
-        return max(0.0, (_status_kb("VmHWM") - base) / 1024), "VmHWM"
+        peak = _status_kb("VmHWM")
+        if peak is None or base is None:
+            raise OSError("no VmRSS/VmHWM in /proc/self/status")
+        return max(0.0, (peak - base) / 1024), "VmHWM"
     except OSError:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         fn()
@@ -145,8 +148,10 @@ def _peak_extra_mb(fn: Callable[[], object]) -> tuple[float, str]:
 def _memory_child(spec: dict[str, Any]) -> None:
     """Subprocess entry: build one bias case, print ``{"mb": ..., "method": ...}``."""
     torch.set_num_threads(spec["threads"])
-    cases = cases_mod.bias_cases(spec["encoding"], *spec["shape"], DTYPES[spec["dtype"]], flex=spec["flex"])
+    b, h, n, d = spec["shape"]
+    cases = cases_mod.bias_cases(spec["encoding"], b, h, n, d, DTYPES[spec["dtype"]], flex=spec["flex"])
     fn = cases[spec["contender"]]
+    assert callable(fn), fn  # the parent only asks for contenders that ran
     if spec["contender"] == "posenc flex":
         fn()  # compile outside the measured call
     with torch.no_grad():
@@ -219,7 +224,8 @@ def run_bias(plan: dict[str, Any], progress, *, memory: bool) -> list[dict[str, 
                 and shape[2] in plan.get("flex_lengths", [shape[2]])
                 and name in plan.get("flex_encodings", [name])
             )
-            cases = cases_mod.bias_cases(name, *shape, torch.float32, flex=flex)
+            b, h, n, d = shape
+            cases = cases_mod.bias_cases(name, b, h, n, d, torch.float32, flex=flex)
             skip_dense = (
                 shape[2] > 4096
             )  # the dense and x-transformers paths need h*n*n*4 bytes, several times
@@ -282,7 +288,7 @@ def machine_info() -> dict[str, Any]:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     except OSError:
         pass
-    versions = {}
+    versions: dict[str, str | None] = {}
     for package in (
         "posenc",
         "torch",

@@ -21,15 +21,17 @@ unbiased causal SDPA.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 
 import posenc
+from posenc.base import BiasEncoding, compute_dtype
 from posenc.kernels.bias_attention import bias_attention
 from posenc.kernels.rope import apply_rotary_fused
 from posenc.model import Transformer, TransformerConfig
-from posenc.rotary import apply_rotary
+from posenc.rotary import RoPE, apply_rotary
 
 Case = Callable[[], object] | str
 
@@ -76,9 +78,9 @@ def rope_cases(b: int, h: int, n: int, d: int, dtype: torch.dtype, *, backward: 
     else:
         cases["roofline (copy)"] = lambda: (q.clone(), k.clone())
 
-    enc = posenc.build("rope", head_dim=d)
+    enc = cast(RoPE, posenc.build("rope", head_dim=d))
     cases["posenc rotate"] = wrap(lambda x, y: enc.rotate(x, y))
-    wide = torch.promote_types(dtype, torch.float32)
+    wide = compute_dtype(dtype)
     cos, sin = enc.cos_sin(torch.arange(n)[None], wide)  # (1, n, d/2), as a model computes once
     cos, sin = cos[:, None], sin[:, None]  # (1, 1, n, d/2)
 
@@ -155,7 +157,9 @@ def bias_cases(
     }
 
     def dense():
-        bias = enc.bias(n, n, device=q.device).to(dtype)  # (1, h, i, j), as the dense path
+        bias = (
+            cast(BiasEncoding, enc).bias(n, n, device=q.device).to(dtype)
+        )  # (1, h, i, j), as the dense path
         future = torch.ones(n, n, dtype=torch.bool).triu(1)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(future, float("-inf")))
 

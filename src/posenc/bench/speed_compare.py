@@ -40,7 +40,9 @@ def metrics(record: dict[str, Any]) -> dict[str, tuple[float, bool]]:
 def compare(old: dict[str, Any], new: dict[str, Any], *, threshold: float = THRESHOLD) -> dict[str, Any]:
     """Changes from ``old`` to ``new``; ``worse`` lists ratios more than ``threshold`` worse."""
     a, b = metrics(old), metrics(new)
-    worse, better, same = [], [], []
+    worse: list[dict[str, Any]] = []
+    better: list[dict[str, Any]] = []
+    same: list[dict[str, Any]] = []
     for key in sorted(a.keys() & b.keys()):
         (before, higher), (after, _) = a[key], b[key]
         if before <= 0:

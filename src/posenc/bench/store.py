@@ -149,7 +149,7 @@ class ResultStore:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            reason = f"unreadable JSON ({type(exc).__name__})"
+            reason: str | None = f"unreadable JSON ({type(exc).__name__})"
         else:
             reason = validate_record(data, spec.run_id)
             if reason is None:

@@ -85,7 +85,8 @@ def position_scale(step: int, spec: RunSpec) -> float:
 def make_optimizer(model: torch.nn.Module, spec: RunSpec) -> torch.optim.AdamW:
     """AdamW; weight decay on matrices only (not on norms, biases or embedding tables)."""
     embeddings = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for p in model.parameters():
         if p.requires_grad:
             (decay if p.ndim >= 2 and id(p) not in embeddings else no_decay).append(p)
@@ -93,7 +94,8 @@ def make_optimizer(model: torch.nn.Module, spec: RunSpec) -> torch.optim.AdamW:
         {"params": decay, "weight_decay": spec.train.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=spec.train.lr, betas=tuple(spec.train.betas))
+    beta1, beta2 = spec.train.betas
+    return torch.optim.AdamW(groups, lr=spec.train.lr, betas=(beta1, beta2))
 
 
 def _positions(spec: RunSpec, batch: int, seq_len: int, generator: torch.Generator) -> torch.Tensor | None:

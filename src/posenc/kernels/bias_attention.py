@@ -193,8 +193,12 @@ def chunked_bias_attention(
         elif needs_grad:  # backward recomputes the block (and its bias) instead of storing it
             outs.append(checkpoint(block, start, stop, keys, *args, use_reentrant=False))
         else:
+            assert out is not None  # allocated above when no gradient is needed
             out[:, :, start:stop] = block(start, stop, keys, *args)
-    return torch.cat(outs, dim=2) if needs_grad else out
+    if needs_grad:
+        return torch.cat(outs, dim=2)
+    assert out is not None
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def img(fig, caption: str, *, dpi: int = DPI) -> str:
 
 def table(
     header: Iterable[str],
-    rows: Iterable[Iterable[str]],
+    rows: Iterable[Iterable[object]],
     *,
     numeric_from: int = 1,
     numeric_to: int | None = None,
@@ -261,17 +261,17 @@ def claims_section(*, dpi: int = DPI) -> str:
     rotary = [n for n, c in posenc.ENCODINGS.items() if c.kind == "rotary"]
     if rotary:
         shifts = (1, 7, 100, 1000)
-        rows = []
+        residual_rows = []
         for name in rotary:
             res = properties.translation_residual(
                 make(name, d_model=D_MODEL, num_heads=NUM_HEADS), 16, shifts
             )
-            rows.append([name] + [fmt(v) for v in res.absolute])
+            residual_rows.append([name] + [fmt(v) for v in res.absolute])
         distances = (0, 10, 50, 100, 250)
         bound = properties.rope_decay_bound(64, distances)
         parts += [
             "<h3>Rotary offset invariance: max |score(m, n) - score(m + t, n + t)|</h3>",
-            table(["encoding"] + [f"t = {t}" for t in shifts], rows),
+            table(["encoding"] + [f"t = {t}" for t in shifts], residual_rows),
             "<h3>RoFormer sec. 3.4.3 long-range decay bound (head_dim 64, base 10000)</h3>",
             table(
                 ("relative distance", "bound (1/(d/2)) sum_j |S_j|"),

@@ -61,7 +61,7 @@ def _plot(ax, curves, *, log_y: bool = False) -> None:
         ax.set_yscale("log")
 
 
-def _finish(fig: Figure, ax, train_len: int | None, *, train_label: str) -> Figure:
+def _finish(fig: Figure, ax, train_len: float | None, *, train_label: str) -> Figure:
     if train_len:
         ax.axvline(train_len, color="grey", linestyle=":", linewidth=1)
         ax.annotate(train_label, (train_len, 1.0), xycoords=("data", "axes fraction"), fontsize=8, color="grey",

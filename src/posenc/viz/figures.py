@@ -23,7 +23,7 @@ from posenc import rope_scaling
 from posenc.analysis import properties
 from posenc.analysis.probes import attention_maps
 from posenc.analysis.signals import feature_dim_of, position_kernel, position_signal
-from posenc.base import PositionalEncoding, check_int
+from posenc.base import PositionalEncoding, RotaryEncoding, check_int
 from posenc.errors import PosencError
 from posenc.registry import ENCODINGS
 
@@ -132,7 +132,7 @@ def similarity(enc: PositionalEncoding, *, num_positions: int = 32) -> Figure:
 # ---------------------------------------------------------------------------
 
 
-def rotation_pair(enc: PositionalEncoding, component: int = 0) -> tuple[int, int]:
+def rotation_pair(enc: RotaryEncoding, component: int = 0) -> tuple[int, int]:
     """The two components one rotary pair mixes, found through the hook (any layout)."""
     d = feature_dim_of(enc, 0)
     a = check_int("component", component, minimum=0, maximum=d - 1)
@@ -148,7 +148,7 @@ def rotation_pair(enc: PositionalEncoding, component: int = 0) -> tuple[int, int
     return a, b
 
 
-def rotation_track(enc: PositionalEncoding, *, num_positions: int = 32, component: int = 0) -> np.ndarray:
+def rotation_track(enc: RotaryEncoding, *, num_positions: int = 32, component: int = 0) -> np.ndarray:
     """Where the unit vector ``e_a`` goes in its pair's plane at each position: ``(n, 2)``."""
     a, b = rotation_pair(enc, component)
     d = feature_dim_of(enc, 0)
@@ -182,7 +182,7 @@ def _rotation_axes(fig: Figure, enc, track: np.ndarray, pair: tuple[int, int]):
 
 def rotation(enc: PositionalEncoding, *, num_positions: int = 32, component: int = 0) -> Figure:
     """RoPE rotation of one 2-D pair: the image of ``e_a`` at positions ``0..n-1``."""
-    if enc.kind != "rotary":
+    if not isinstance(enc, RotaryEncoding):
         raise PosencError(f"rotation figures need a rotary encoding, got kind {enc.kind!r}")
     pair = rotation_pair(enc, component)
     track = rotation_track(enc, num_positions=num_positions, component=component)  # (n, 2)
@@ -200,7 +200,7 @@ def rotation_animation(
     """Animated GIF of :func:`rotation` (one frame per position), via PillowWriter."""
     from matplotlib.animation import FuncAnimation, PillowWriter
 
-    if enc.kind != "rotary":
+    if not isinstance(enc, RotaryEncoding):
         raise PosencError(f"rotation figures need a rotary encoding, got kind {enc.kind!r}")
     pair = rotation_pair(enc, component)
     track = rotation_track(enc, num_positions=num_positions, component=component)
@@ -324,6 +324,7 @@ def _head_grid(fig: Figure, maps: np.ndarray, *, titles, cmap, vmin, vmax, label
         hspace=0.45,
     )
     cax = fig.add_axes((1 - 1.1 / width, 0.6 / height, 0.15 / width, 1 - 1.35 / height))
+    assert im is not None  # count >= 1: at least one panel was drawn
     fig.colorbar(im, cax=cax, label=label)
     return axes
 
@@ -443,6 +444,7 @@ def tutorial_similarity(check=None) -> Figure:
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("position j")
         ax.set_ylabel("position i")
+    assert im is not None
     fig.colorbar(im, ax=list(axes), label="cosine similarity / difference (dimensionless)")
     fig.suptitle("Similarity between positions 0..7: a tutorial's table vs recomputed")
     return fig
