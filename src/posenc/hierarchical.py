@@ -5,10 +5,9 @@ Axis legend: b batch, n sequence, d d_model (d_s segment part, d_o offset part).
 A widely shared interview answer on positional encodings lists *position saturation*
 among the practical problems ("very long sequences may have similar position
 encodings"; most concretely, a learned table runs out of rows) and suggests
-hierarchical position encodings. This is the
-simplest one: split the position into a coarse and a fine coordinate and encode
-each with an ordinary absolute encoding, so a table of ``max_len`` rows covers
-``max_len * segment_len`` positions::
+hierarchical position encodings. This is the simplest one: split the position into
+a coarse and a fine coordinate and encode each with an ordinary absolute encoding,
+so a table of ``max_len`` rows covers ``max_len * segment_len`` positions::
 
     segment = pos // segment_len                  # which block of segment_len tokens
     offset  = pos %  segment_len                  # where inside that block
