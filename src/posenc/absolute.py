@@ -145,8 +145,8 @@ class ScaledSinusoidalConfig(EncodingConfig):
     def validate(self) -> None:
         check_int("dim", self.dim, minimum=2, even=True)
         check_float("base", self.base, minimum=1.0, exclusive_minimum=True)
-        if self.init_scale is not None:
-            check_float("init_scale", self.init_scale)
+        if self.init_scale is not None:  # bounded like init_std: larger ones overflow float32 to inf
+            check_float("init_scale", self.init_scale, minimum=-1e6, maximum=1e6)
 
 
 class ScaledSinusoidal(Sinusoidal):

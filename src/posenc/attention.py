@@ -192,6 +192,12 @@ class KVCache:
         if self.keys is None or self.values is None or self.positions is None:
             self.keys, self.values, self.positions, self.key_mask = keys, values, positions, key_mask
             return keys, values, positions, key_mask
+        if keys.dtype != self.keys.dtype or keys.device != self.keys.device:
+            raise PosencError(
+                f"cache holds keys of dtype {self.keys.dtype} on {self.keys.device} but the new chunk is "
+                f"{keys.dtype} on {keys.device}; a cache keeps one dtype and device (call cache.reset() "
+                "after model.to(...), or convert before the first step)"
+            )
         if keys.shape[0] != self.keys.shape[0] or keys.shape[1::2] != self.keys.shape[1::2]:
             raise PosencError(
                 f"cache holds keys of shape (b, h, j, d) = {tuple(self.keys.shape)} but the new "

@@ -30,6 +30,7 @@ import math
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -55,6 +56,10 @@ def check_int(
     """Return ``value`` as int or raise TypeError/ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int,)):
         if isinstance(value, torch.Tensor):
+            if value.device.type == "meta":
+                raise PosencTypeError(
+                    f"{name} must be an integer, got a tensor on the meta device (it has no value)"
+                )
             if value.numel() != 1 or value.is_floating_point() or value.dtype == torch.bool:
                 raise PosencTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
             value = int(value.item())
@@ -62,11 +67,12 @@ def check_int(
             value = int(value.__index__())
         else:
             raise PosencTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-    valid = _range_text(minimum, maximum) + (", even" if even else "")
+    valid = _range_text(minimum, maximum)
+    kind = "an even integer" if even else "an integer"
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise PosencError(f"{name} must be an integer {valid}, got {value}")
+        raise PosencError(f"{name} must be {kind} {valid}, got {value}")
     if even and value % 2:
-        raise PosencError(f"{name} must be an even integer {valid}, got {value}")
+        raise PosencError(f"{name} must be {kind} {valid}, got {value}")
     return int(value)
 
 
@@ -159,6 +165,16 @@ def _range_text(minimum: int | None, maximum: int | None) -> str:
     return ""
 
 
+def check_not_meta(name: str, device: torch.device | str | None) -> None:
+    """Meta tensors have shapes but no values; posenc checks values (positions, token ids)
+    and builds tables from them, so it refuses them by name instead of failing in torch."""
+    if device is not None and torch.device(device).type == "meta":
+        raise PosencError(
+            f"{name} is on the meta device (shapes without values); posenc needs real tensors: "
+            "move the module and inputs to a real device (e.g. .to_empty(device='cpu')) first"
+        )
+
+
 def check_tensor(
     name: str,
     value: Any,
@@ -169,6 +185,7 @@ def check_tensor(
     """Check a tensor argument's type, rank and dtype family."""
     if not isinstance(value, torch.Tensor):
         raise PosencTypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    check_not_meta(name, value.device)
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else ndim
         if value.ndim not in allowed:
@@ -186,6 +203,35 @@ def check_tensor(
 # ---------------------------------------------------------------------------
 
 
+MAX_CONFIG_INT = 2**53  # no size or count past this can be allocated (nor is a float64 integer)
+
+
+def plain_value(value: Any) -> Any:
+    """NumPy scalars and 0-d integer tensors as the Python bool/int/float they hold (inside
+    dicts, lists and tuples too), so that configs compare, hash and round-trip to JSON."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if (
+        isinstance(value, torch.Tensor)
+        and value.ndim == 0
+        and value.device.type != "meta"
+        and is_integer_dtype(value.dtype)
+    ):
+        return int(value.item())
+    if isinstance(value, dict):
+        return {plain_value(k): plain_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain_value(v) for v in value)
+    return value
+
+
+def _annotated(field: dataclasses.Field, name: str) -> bool:
+    """Whether the field's annotation (a string under ``from __future__ import annotations``)
+    is ``name`` or ``name | None`` (``float`` fields accept ints and keep them as floats)."""
+    text = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", str(field.type))
+    return text.replace(" ", "") in (name, f"{name}|None", f"None|{name}", f"Optional[{name}]")
+
+
 class EncodingConfig:
     """Mixin for every encoding's ``@dataclass(frozen=True)`` config.
 
@@ -194,6 +240,14 @@ class EncodingConfig:
     """
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = plain_value(getattr(self, f.name))
+            if isinstance(value, int) and not isinstance(value, bool):
+                if _annotated(f, "float"):  # base=10**30 given as an int: keep the float
+                    value = float(value) if abs(value) < 2**1023 else value
+                elif abs(value) > MAX_CONFIG_INT:  # sizes past 2**53 only overflow inside torch
+                    raise PosencError(f"{f.name} must be an integer with |{f.name}| <= 2**53, got {value}")
+            object.__setattr__(self, f.name, value)
         self.validate()
 
     def validate(self) -> None:  # pragma: no cover - overridden
@@ -299,10 +353,12 @@ def resolve_positions(
     Raises TypeError for non-integer dtypes and ValueError for the wrong shape or
     negative values, naming ``name``.
     """
+    check_not_meta("device" if positions is None else name, device)
     if positions is None:
         return torch.arange(seq_len, device=device, dtype=torch.long).unsqueeze(0)
     if not isinstance(positions, torch.Tensor):
         raise PosencTypeError(f"{name} must be an integer torch.Tensor of shape (batch, seq) or None")
+    check_not_meta(name, positions.device)
     if not is_integer_dtype(positions.dtype):
         raise PosencTypeError(f"{name} must have an integer dtype (int32/int64), got {positions.dtype}")
     if positions.ndim == 1:

@@ -39,14 +39,32 @@ DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_thet
 _NOT_PARAMS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
 
 
+MAX_CONFIG_BYTES = 16 << 20  # a model's config.json is a few KB; never read an endless file whole
+
+
+def read_config_file(path: str | os.PathLike) -> Any:
+    """The JSON in file ``path``, read at most :data:`MAX_CONFIG_BYTES` (``/dev/zero`` fails fast).
+
+    Raises OSError (missing, a directory, unreadable) or PosencError naming the file
+    (too large, not UTF-8, not JSON).
+    """
+    with open(path, "rb") as handle:
+        raw = handle.read(MAX_CONFIG_BYTES + 1)
+    name = os.fsdecode(path)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise PosencError(f"{name!r} is larger than {MAX_CONFIG_BYTES >> 20} MiB; not a model config.json")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise PosencError(f"{name!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise PosencError(f"{name!r} is not valid JSON: {exc}") from None
+
+
 def _as_dict(config: Any) -> dict[str, Any]:
     """A dict, a path to config.json, or a transformers config object -> a plain dict copy."""
     if isinstance(config, (str, os.PathLike)):
-        with open(config, encoding="utf-8") as handle:
-            try:
-                config = json.load(handle)
-            except json.JSONDecodeError as exc:
-                raise PosencError(f"{os.fspath(config)} is not valid JSON: {exc}") from None
+        config = read_config_file(config)
     elif not isinstance(config, dict) and hasattr(config, "to_dict"):
         config = config.to_dict()
     if not isinstance(config, dict):
@@ -123,6 +141,16 @@ def from_hf(config: Any) -> dict[str, Any]:
         "partial_rotary_factor", 1.0 if partial is None else partial, minimum=0.0, maximum=1.0
     )
     max_positions = cfg.get("max_position_embeddings")
+    rotary_dim = int(head_dim * partial)  # HF: dim = int(head_dim * partial_rotary_factor)
+    if rotary_dim < 2 or rotary_dim % 2:
+        where = (
+            "head_dim"
+            if partial == 1.0
+            else f"int(head_dim * partial_rotary_factor) = int({head_dim} * {partial})"
+        )
+        raise PosencError(
+            f"{where} must be an even integer >= 2 (RoPE rotates pairs of dimensions), got {rotary_dim}"
+        )
 
     params = {key: value for key, value in rope.items() if key not in _NOT_PARAMS}
     if hf_original == "max_position_embeddings" and params.get(ORIGINAL) not in (None, max_positions):
@@ -175,6 +203,10 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
         "max_position_embeddings",
         "layout",
     )
+    if not isinstance(rope, dict):
+        raise PosencTypeError(
+            f"rope must be a dict of posenc RoPE keyword arguments, got {type(rope).__name__}"
+        )
     for key in rope:
         if key not in known:
             raise PosencError(f"unknown RoPE key {key!r}; valid keys: {list(known)}")

@@ -54,6 +54,7 @@ from posenc.base import (
     check_tensor,
     did_you_mean,
     is_integer_dtype,
+    plain_value,
 )
 from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import build_for_model, get_encoding_class
@@ -84,6 +85,8 @@ class TransformerConfig:
     scale_embeddings: bool = False
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # NumPy scalars -> Python values, so to_dict() is JSON
+            object.__setattr__(self, f.name, plain_value(getattr(self, f.name)))
         check_int("vocab_size", self.vocab_size, minimum=1)
         check_int("d_model", self.d_model, minimum=1)
         check_int("num_heads", self.num_heads, minimum=1)
@@ -258,6 +261,11 @@ class Transformer(nn.Module):
         tokens = check_tensor("tokens", tokens, ndim=2)
         if not is_integer_dtype(tokens.dtype):
             raise PosencTypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+        if tokens.dtype not in (
+            torch.int32,
+            torch.int64,
+        ):  # int8/uint8/int16 ids: nn.Embedding takes int32/64
+            tokens = tokens.long()
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
             raise PosencError(
                 f"tokens must be in [0, {self.config.vocab_size - 1}] (vocab_size="

@@ -57,13 +57,19 @@ def sinusoidal_steps(enc: PositionalEncoding, num_positions: int) -> dict[str, A
 
 
 def hook_table(
-    enc: PositionalEncoding, num_positions: int, dim: int, heads: int
+    enc: PositionalEncoding, num_positions: int, dim: int, heads: int, *, rows: int | None = None
 ) -> tuple[str, list[str], list[list[float]]]:
-    """(title, column labels, rows) for any encoding, chosen by kind only; float64 throughout."""
+    """(title, column labels, rows) for any encoding, chosen by kind only; float64 throughout.
+
+    Random inputs are drawn for all ``num_positions`` positions; only the first ``rows``
+    positions (default all) are computed, so a table that shows the first rows of 2,048
+    positions costs what those rows cost, with the same numbers as the full table.
+    """
     n = num_positions
+    m = n if rows is None else min(rows, n)
     g = torch.Generator().manual_seed(0)
     f64 = torch.float64
-    positions = torch.arange(n)[None]  # (1, n)
+    positions = torch.arange(m)[None]  # (1, m)
     enc = enc.double()
     with torch.no_grad():
         if enc.kind == "additive":
@@ -71,60 +77,73 @@ def hook_table(
                 cast(AdditiveEncoding, enc).encode(
                     positions
                 )  # content-free encodings define encode(); others raise
-                x = torch.zeros(1, n, dim, dtype=f64)
+                x = torch.zeros(1, m, dim, dtype=f64)
                 title = "PE(pos): the vector added at each position"
             except NotImplementedError:
-                x = torch.randn(1, n, dim, generator=g, dtype=f64)  # content-dependent: fixed tokens
+                x = torch.randn(1, n, dim, generator=g, dtype=f64)[:, :m]  # content-dependent: fixed tokens
                 title = "embed(x) for x ~ N(0, 1) (seed 0): this encoding depends on content"
-            pe = cast(AdditiveEncoding, enc).embed(x, positions=positions)[0]  # (n, d)
+            pe = cast(AdditiveEncoding, enc).embed(x, positions=positions)[0]  # (m, d)
             return title, [f"d{k}" for k in range(pe.shape[-1])], pe.tolist()
         if enc.kind == "bias":
-            b = cast(BiasEncoding, enc).bias(n, n)[0, 0]  # (i, j) for head 0
+            b = cast(BiasEncoding, enc).bias(m, n)[0, 0]  # (i, j) for head 0
             return "bias(q_pos=i, k_pos=j) for head 0", [f"j={j}" for j in range(n)], b.double().tolist()
         if enc.kind == "rotary":
             e = (
-                torch.eye(dim, dtype=f64)[:, None, None, :].expand(dim, 1, n, dim).contiguous()
-            )  # (d, 1, n, d)
+                torch.eye(dim, dtype=f64)[:, None, None, :].expand(dim, 1, m, dim).contiguous()
+            )  # (d, 1, m, d)
             q, _ = cast(RotaryEncoding, enc).rotate(e, e, q_positions=positions, k_positions=positions)
-            diag = torch.diagonal(q[:, 0], dim1=0, dim2=2)  # (n, d): component a of rotate(e_a)
-            cos = diag / q[:, 0].norm(dim=-1).T  # (n, d) cos of the angle dimension a turns by
+            diag = torch.diagonal(q[:, 0], dim1=0, dim2=2)  # (m, d): component a of rotate(e_a)
+            cos = diag / q[:, 0].norm(dim=-1).T  # (m, d) cos of the angle dimension a turns by
             title = "cos(angle) by which rotate() turns basis vector e_d at each position"
             return title, [f"d{k}" for k in range(dim)], cos.tolist()
         if enc.kind in ("relative", "contextual"):
-            q = torch.randn(1, heads, n, dim, generator=g, dtype=f64)  # (1, h, i, d)
+            q = torch.randn(1, heads, n, dim, generator=g, dtype=f64)[:, :, :m]  # (1, h, i, d)
             k = torch.randn(1, heads, n, dim, generator=g, dtype=f64)  # (1, h, j, d)
             if enc.kind == "relative":
-                s = cast(RelativeEncoding, enc).scores(q, k)[0, 0]
+                s = cast(RelativeEncoding, enc).scores(
+                    q, k, q_positions=positions, k_positions=torch.arange(n)[None]
+                )[0, 0]
                 title = "scores(q, k): the relative term added to q.k, head 0, q, k ~ N(0, 1) (seed 0)"
             else:
+                k = k[:, :, :m]  # causal: rows i < m see keys j <= i < m only
                 logits = (q @ k.transpose(-1, -2)) / dim**0.5
-                logits = logits.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+                logits = logits.masked_fill(~torch.ones(m, m, dtype=torch.bool).tril(), float("-inf"))
                 s = cast(ContextualEncoding, enc).scores(q, k, logits)[0, 0]
+                s = torch.cat([s, torch.full((m, n - m), float("-inf"), dtype=f64)], dim=1)  # masked keys
                 title = "scores(q, k, causal logits), head 0, q, k ~ N(0, 1) (seed 0)"
             return title, [f"j={j}" for j in range(n)], s.tolist()
     return "no positional term", [], []
 
 
-def worked_example(name: str, *, num_positions: int = 4, dim: int = 8, heads: int = 8) -> dict[str, Any]:
+def worked_example(
+    name: str, *, num_positions: int = 4, dim: int = 8, heads: int = 8, max_rows: int | None = None
+) -> dict[str, Any]:
     """What encoding ``name`` does at positions ``0 .. num_positions - 1``, JSON-ready.
 
     Built at ``d_model = head_dim = dim`` with ``heads`` heads, parameters from seed 0
     (the global RNG is left alone). ``sinusoidal`` gets ``divisors``, ``angles`` and
     ``values`` (the textbook's steps); every other encoding ``title``, ``columns`` and
-    ``values`` of its kind's hook (see :func:`jsonable` for JSON).
+    ``values`` of its kind's hook (see :func:`jsonable` for JSON). ``max_rows`` computes
+    only the first rows (what a terminal shows; ``positions`` lists them), with the
+    numbers the full example has there; ``num_positions`` is always the full count.
     """
     num_positions = check_int("num_positions", num_positions, minimum=1)
     dim = check_int("dim", dim, minimum=1)
     heads = check_int("heads", heads, minimum=1)
+    shown = (
+        num_positions if max_rows is None else min(num_positions, check_int("max_rows", max_rows, minimum=1))
+    )
     enc = make(name, d_model=dim, num_heads=heads, head_dim=dim, seed=0)
     out: dict[str, Any] = {"name": name, "kind": enc.kind, "config": enc.config.to_dict()}
+    if max_rows is not None:
+        out["num_positions"] = num_positions
     if name == "sinusoidal":
-        out["positions"] = list(range(num_positions))
-        out.update(sinusoidal_steps(enc, num_positions))
+        out["positions"] = list(range(shown))
+        out.update(sinusoidal_steps(enc, shown))
         return out
-    title, columns, rows = hook_table(enc, num_positions, dim, heads)
+    title, columns, rows = hook_table(enc, num_positions, dim, heads, rows=shown)
     out["title"] = title
-    out.update({"positions": list(range(num_positions)), "columns": columns, "values": rows})
+    out.update({"positions": list(range(shown)), "columns": columns, "values": rows})
     return out
 
 

@@ -95,24 +95,42 @@ def default_threads(workers: int) -> int:
     return max(1, cores // max(1, workers)) if cores > 2 * workers else 1
 
 
-def write_outputs(out: Path, *, report: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
-    """Summary CSV/JSON, figures and this benchmark's HTML page from every valid record under ``out``.
+def write_outputs(
+    out: Path,
+    *,
+    report: bool = True,
+    run_ids: list[str] | None = None,
+    profile: str = "",
+    log: Callable[[str], None] | None = None,
+    extra_outputs: Callable[[Path], dict[str, str]] | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Summary CSV/JSON, figures and this benchmark's HTML page of one grid's records under ``out``.
 
-    The page (``out/report.html``) holds the benchmark's section alone; the full report
-    with every benchmarked encoding's section is :func:`posenc.report.benchmark_report`
-    (``posenc compare`` writes both).
+    ``run_ids``: the grid (what one ``posenc compare`` ran), recorded as ``grid.json``
+    first so that the page reads the same grid; None: the grid already named by
+    ``grid.json`` (every record if there is none). The page (``out/report.html``) holds
+    the benchmark's section alone; ``extra_outputs(out)`` (with ``report``) writes more
+    from the same grid, e.g. the full report (:func:`posenc.report.benchmark_report`,
+    which ``posenc compare`` passes). The whole set of files is written under the
+    directory's lock, so concurrent invocations never interleave them.
     """
-    records = ResultStore(out).records()
-    summary = summarize(records)
-    files = {}
-    atomic_write_text(out / "summary.json", to_json(summary))
-    atomic_write_text(out / "summary.csv", to_csv(records))
-    files["summary"] = str(out / "summary.json")
-    files["csv"] = str(out / "summary.csv")
-    if report and records:
-        save_all(records, out / "figures")
-        files["figures"] = str(out / "figures")
-        files["report"] = str(write_page(out, out / "report.html"))
+    store = ResultStore(out)
+    with store.lock():
+        if run_ids is not None:
+            store.write_grid(list(run_ids), profile)
+        records = store.records(run_ids=run_ids, warn=log)
+        summary = summarize(records)
+        files = {}
+        atomic_write_text(out / "summary.json", to_json(summary))
+        atomic_write_text(out / "summary.csv", to_csv(records))
+        files["summary"] = str(out / "summary.json")
+        files["csv"] = str(out / "summary.csv")
+        if report and records:
+            save_all(records, out / "figures")
+            files["figures"] = str(out / "figures")
+            files["report"] = str(write_page(out, out / "report.html"))
+            if extra_outputs is not None:
+                files.update(extra_outputs(out))
     return summary, files
 
 
@@ -129,20 +147,29 @@ def compare(
     report: bool = True,
     show_progress: bool = True,
     log: Callable[[str], None] = print,
+    extra_outputs: Callable[[Path], dict[str, str]] | None = None,
 ) -> CompareResult:
-    """Run (or resume) a profile's grid into ``out``; write summaries, figures and the benchmark page."""
+    """Run (or resume) a profile's grid into ``out``; write summaries, figures and the benchmark page
+    (and ``extra_outputs``, see :func:`write_outputs`) from this invocation's own grid."""
     prof = get_profile(profile) if isinstance(profile, str) else profile
     workers = prof.workers if workers is None else workers
     threads = default_threads(workers) if threads is None else threads
     grid = build_grid(prof, encodings=encodings, tasks=tasks, seeds=seeds, threads=threads)
     out = Path(out)
     store = ResultStore(out)
-    store.write_grid([spec.run_id for spec in grid.specs], prof.name)  # what summaries and reports show
+    runner = make_executor(executor, workers=min(workers, max(1, len(grid.specs))))
+    store.check_writable()  # before any run: a directory that cannot take records fails now
     if grid.missing_encodings:
         log(f"not registered (skipped): {', '.join(grid.missing_encodings)}")
-    outcome = run_grid(
-        grid.specs, store, make_executor(executor, workers=min(workers, max(1, len(grid.specs)))),
-        show_progress=show_progress, log=log,
-    )  # fmt: skip
-    summary, files = write_outputs(out, report=report)
+    outcome = run_grid(grid.specs, store, runner, show_progress=show_progress, log=log)
+    # This invocation's own grid, never another one's that shares ``out`` (docs/guarantees.md).
+    run_ids = [spec.run_id for spec in grid.specs]
+    summary, files = write_outputs(
+        out, report=report, run_ids=run_ids, profile=prof.name, log=log, extra_outputs=extra_outputs
+    )
+    finished = set(outcome.done) | set(outcome.skipped)
+    missing = finished - {r["run_id"] for r in store.records(run_ids=run_ids, warn=log)}
+    if missing:
+        log(f"{len(missing)} run(s) of this grid have no valid record in {out} (removed by another "
+            "process?); rerun the same command to redo them")  # fmt: skip
     return CompareResult(prof, out, outcome, summary, files, grid.missing_encodings)

@@ -34,6 +34,12 @@ ProgressFn = Callable[[RunSpec, int], None]  # (spec, units advanced)
 Outcome = tuple[RunSpec, "dict[str, Any] | BaseException"]
 
 
+def max_threads() -> int:
+    """The most torch threads a run may ask for: 4 per core (more only oversubscribes the CPU;
+    ``--threads 10000`` made a run ~60x slower)."""
+    return 4 * (os.cpu_count() or 1)
+
+
 class Executor(Protocol):
     def map(self, fn: WorkFn, specs: Sequence[RunSpec], progress: ProgressFn) -> Iterator[Outcome]: ...
 

@@ -27,7 +27,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from posenc.base import check_choice
+from posenc.base import check_choice, check_int
+from posenc.bench.executor import max_threads
 from posenc.bench.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.errors import PosencError
 from posenc.model import COMBINES, INJECTS
@@ -280,6 +281,9 @@ def resolve_encodings(profile: Profile, requested: tuple[str, ...] | None) -> tu
     ]
 
 
+MAX_SEED = 2**32 - 1  # seeds (plus small offsets) go to torch.Generator.manual_seed
+
+
 @dataclass
 class Grid:
     specs: list[RunSpec]
@@ -300,6 +304,9 @@ def build_grid(
     task_list = tuple(tasks or profile.tasks)
     for task in task_list:
         check_choice("task", task, ALL_TASKS)
+    check_int("threads", threads, minimum=1, maximum=max_threads())
+    if seeds is not None:
+        seeds = tuple(check_int("seeds", seed, minimum=0, maximum=MAX_SEED) for seed in seeds)
     changes = [parse_variant(v) for v in profile.variants]  # architecture variants
     skipped = [n for n in names if ENCODINGS[n].kind != "additive"] if changes else []
     specs: list[RunSpec] = []

@@ -53,11 +53,12 @@ def plan(specs: Sequence[RunSpec], store: ResultStore) -> tuple[list[RunSpec], G
     store.clean_temp_files()
     for spec in specs:
         record, reason = store.load(spec)
+        if record is None and reason is not None and store.quarantine(spec) is None:
+            record, reason = store.load(spec)  # not moved: another process rewrote (or moved) it
         if record is not None:
             outcome.skipped.append(spec.run_id)
             continue
         if reason is not None:
-            store.quarantine(spec)
             outcome.redone.append((spec.run_id, reason))
         todo.append(spec)
     return todo, outcome

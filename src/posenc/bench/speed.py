@@ -46,6 +46,7 @@ from rich.table import Table
 
 from posenc.base import check_int
 from posenc.bench import speed_cases as cases_mod
+from posenc.bench.executor import max_threads
 from posenc.errors import PosencError
 from posenc.registry import ENCODINGS
 
@@ -336,7 +337,7 @@ def run(
     default: leave torch's setting.
     """
     if threads is not None:
-        torch.set_num_threads(check_int("threads", threads, minimum=1))
+        torch.set_num_threads(check_int("threads", threads, minimum=1, maximum=max_threads()))
     if mode not in PLANS:
         raise PosencError(f"mode must be one of {list(PLANS)}, got {mode!r}")
     for section in sections:

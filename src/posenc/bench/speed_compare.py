@@ -8,11 +8,11 @@ to x-transformers. A metric missing on either side is listed as "new" or "gone".
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from posenc.bench.speed import POSENC_BIAS, POSENC_ROPE, ROOFLINE, rows
+from posenc.bench.store import read_record_file
 from posenc.errors import PosencError
 
 THRESHOLD = 0.10
@@ -65,9 +65,12 @@ def compare(old: dict[str, Any], new: dict[str, Any], *, threshold: float = THRE
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    record = json.loads(Path(path).read_text())
-    if record.get("kind") != "posenc-speed":
-        raise PosencError(f"{path} is not a posenc bench record (kind={record.get('kind')!r})")
+    record, problem = read_record_file(Path(path))  # bounded: a huge file is refused, not read
+    if problem is not None:
+        raise PosencError(f"{path}: {problem}")
+    kind = record.get("kind") if isinstance(record, dict) else type(record).__name__
+    if kind != "posenc-speed":
+        raise PosencError(f"{path} is not a posenc bench record (kind={kind!r})")
     record["path"] = str(path)
     return record
 

@@ -11,18 +11,31 @@ then ``fsync`` of the directory. A crash or SIGKILL therefore leaves either the
 complete previous state or the complete new record, never half a file under
 the final name. Reading checks everything anyway: valid JSON, the schema tag
 and required keys, a SHA-256 checksum over the canonical JSON of the rest, and
-that the stored spec hashes to the run id we asked for. Anything else is
-reported as corrupt, moved aside (``*.corrupt``) and redone.
+that the stored spec hashes to the run id we asked for, and that the result has
+the shape every reader needs (:func:`result_problem`: a checksum-valid record
+from another posenc version must not crash a summary or silently lose a seed).
+Anything else is reported as corrupt, moved aside (``*.corrupt``) and redone.
+
+Several processes may share a results directory (see docs/guarantees.md):
+records are per run and written atomically; a temp file is named after the
+host and pid of its writer and removed only when that writer is gone (or the
+file is a day old); summaries are written under an exclusive lock
+(:meth:`ResultStore.lock`), each from its own invocation's grid.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import platform
+import socket
 import tempfile
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +48,11 @@ from posenc.bench.spec import RunSpec
 SCHEMA = "posenc.bench.run/1"
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read the process umask once (setting it back immediately)
-REQUIRED = ("schema", "run_id", "spec", "versions", "result", "checksum")
+REQUIRED = ("schema", "run_id", "label", "spec", "versions", "result", "checksum")
+MAX_RECORD_BYTES = 64 << 20  # a record is ~10-500 KB; anything this large is not one of ours
+STALE_TEMP_SECONDS = 24 * 3600  # a temp file this old is abandoned, whoever wrote it
+_HOST = socket.gethostname().replace("~", "-").replace("/", "-") or "host"
+log = logging.getLogger("posenc")
 
 
 def _finite(value: Any) -> Any:
@@ -82,9 +99,15 @@ def make_record(spec: RunSpec, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
+    """Write ``text`` to ``path`` so that readers see the old file or the whole new one.
+
+    The temp file ``.NAME~HOST~PID~RANDOM.tmp`` names its writer, so that cleaning up
+    after a killed writer never removes the file a live one is writing
+    (:func:`stale_temp_file`).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    prefix = f".{path.name}~{_HOST}~{os.getpid()}~"
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             if hasattr(os, "fchmod"):  # mkstemp makes 0600 files; results are meant to be shared
@@ -106,6 +129,129 @@ def atomic_write_text(path: Path, text: str) -> None:
         os.close(dir_fd)
 
 
+def stale_temp_file(path: Path, *, now: float | None = None) -> bool:
+    """True if the temp file ``path`` was left by a writer that is gone.
+
+    Its name says which host and pid wrote it: on this host, a pid that no longer
+    exists means the writer was killed mid-write. A file from another host (a shared
+    filesystem) or without a writer in its name is stale only once it is
+    :data:`STALE_TEMP_SECONDS` old (a write takes milliseconds).
+    """
+    try:
+        age = (time.time() if now is None else now) - path.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age > STALE_TEMP_SECONDS:
+        return True
+    parts = path.name[: -len(".tmp")].rsplit("~", 3)
+    if len(parts) != 4 or parts[1] != _HOST or not parts[2].isdigit():
+        return False
+    return not _pid_alive(int(parts[2]))
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):  # exists but is not ours, or we cannot tell: keep its file
+        return True
+    return True
+
+
+def _is_number(x: Any) -> bool:
+    """A stored float: a JSON number, or "inf"/"-inf"/"nan" (how records store non-finite values)."""
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)) or x in ("inf", "-inf", "nan")
+
+
+def _numbers_problem(where: str, value: Any, length: int | None = None) -> str | None:
+    if not isinstance(value, list) or not all(_is_number(x) for x in value):
+        return f"{where} is not a list of numbers"
+    if length is not None and len(value) != length:
+        return f"{where} has {len(value)} values, expected {length}"
+    return None
+
+
+def result_problem(result: Any, spec: RunSpec) -> str | None:
+    """None if ``result`` has everything the summaries, figures and report read, else what is wrong.
+
+    Checked beyond the checksum because a record can be checksum-valid and still not
+    readable by this version (written by another posenc version with the same run id).
+    """
+    if not isinstance(result, dict):
+        return "result is not a JSON object"
+    train, timing, evaluation = result.get("train"), result.get("timing"), result.get("eval")
+    if not isinstance(train, dict):
+        return "result.train is missing"
+    problem = _numbers_problem("result.train.loss", train.get("loss"))
+    if problem or not _is_number(train.get("final_loss")):
+        return problem or "result.train.final_loss is not a number"
+    if not isinstance(timing, dict):
+        return "result.timing is missing"
+    for key in ("steps_per_second", "train_wall_seconds"):
+        if timing.get(key) is not None and not _is_number(timing[key]):
+            return f"result.timing.{key} is not a number"
+    if not isinstance(evaluation, dict):
+        return "result.eval is missing or not a JSON object"
+    if not evaluation:
+        return "result has no evaluation (result.eval is empty)"
+    expected = {"default", *spec.scalings}
+    if set(evaluation) != expected:
+        return f"result.eval has variants {sorted(evaluation)}, expected {sorted(expected)}"
+    lm = spec.task == "lm"
+    lengths = list(spec.eval.lm_lengths if lm else spec.eval.lengths)
+    for variant, ev in evaluation.items():
+        where = f"result.eval.{variant}"
+        if not isinstance(ev, dict):
+            return f"{where} is not a JSON object"
+        if ev.get("lengths") != lengths:
+            return f"{where}.lengths differ from the spec's evaluation lengths"
+        for key in ("bits_per_byte",) if lm else ("exact_match", "token_accuracy"):
+            problem = _numbers_problem(f"{where}.{key}", ev.get(key), len(lengths))
+            if problem:
+                return problem
+        if not lm:
+            continue
+        if ev.get("ratio_to_train") is not None:
+            problem = _numbers_problem(f"{where}.ratio_to_train", ev["ratio_to_train"], len(lengths))
+            if problem:
+                return problem
+        lastk, by_position = ev.get("lastk"), ev.get("loss_by_position")
+        if not isinstance(lastk, dict) or not isinstance(lastk.get("contexts"), list):
+            return f"{where}.lastk is missing"
+        problem = _numbers_problem(f"{where}.lastk.contexts", lastk["contexts"]) or _numbers_problem(
+            f"{where}.lastk.nats_per_byte", lastk.get("nats_per_byte"), len(lastk["contexts"])
+        )
+        if problem:
+            return problem
+        if not isinstance(by_position, dict):
+            return f"{where}.loss_by_position is missing"
+        problem = _numbers_problem(
+            f"{where}.loss_by_position.nats_per_byte", by_position.get("nats_per_byte")
+        )
+        if problem:
+            return problem
+    return None
+
+
+def read_record_file(path: Path) -> tuple[Any, str | None]:
+    """``(parsed JSON, None)`` or ``(None, why it cannot be read)``; never reads more than
+    :data:`MAX_RECORD_BYTES` (a huge or endless file is refused, not loaded)."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_RECORD_BYTES + 1)
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror or type(exc).__name__})"
+    if len(raw) > MAX_RECORD_BYTES:
+        return None, f"larger than {MAX_RECORD_BYTES >> 20} MiB"
+    try:
+        return json.loads(raw.decode("utf-8")), None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, f"unreadable JSON ({type(exc).__name__})"
+
+
 def validate_record(data: Any, expected_run_id: str | None = None) -> str | None:
     """None if ``data`` is a trustworthy record, else the reason it is not."""
     if not isinstance(data, dict):
@@ -125,9 +271,9 @@ def validate_record(data: Any, expected_run_id: str | None = None) -> str | None
         return "spec does not hash to run_id"
     if expected_run_id is not None and data["run_id"] != expected_run_id:
         return f"run_id {data['run_id']} != expected {expected_run_id}"
-    if not isinstance(data["result"], dict) or "eval" not in data["result"]:
-        return "result has no evaluation"
-    return None
+    if not isinstance(data["label"], str):
+        return "label is not a string"
+    return result_problem(data["result"], spec)
 
 
 class ResultStore:
@@ -146,23 +292,29 @@ class ResultStore:
         path = self.path_for(spec)
         if not path.exists():
             return None, None
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            reason: str | None = f"unreadable JSON ({type(exc).__name__})"
-        else:
+        data, reason = read_record_file(path)
+        if reason is None:
             reason = validate_record(data, spec.run_id)
             if reason is None:
                 return data, None
         return None, reason
 
     def quarantine(self, spec: RunSpec) -> Path | None:
-        """Move a corrupt record aside (kept for inspection, never read again)."""
+        """Move a corrupt record aside (kept for inspection, never read again).
+
+        Checked again just before the move, so that a valid record another process has
+        written in the meantime is kept. None if there was nothing (left) to move.
+        An OSError (e.g. a read-only directory) propagates, naming the file.
+        """
         path = self.path_for(spec)
-        if not path.exists():
+        record, reason = self.load(spec)
+        if record is not None or reason is None:
             return None
         target = path.with_suffix(".json.corrupt")
-        os.replace(path, target)
+        try:
+            os.replace(path, target)
+        except FileNotFoundError:  # another process moved it first
+            return None
         return target
 
     def write(self, spec: RunSpec, payload: dict[str, Any]) -> Path:
@@ -173,38 +325,97 @@ class ResultStore:
         return path
 
     def current_grid(self) -> set[str] | None:
-        """Run ids of the last grid ``posenc compare`` ran here (``grid.json``), if any."""
+        """Run ids of the grid whose summaries are in this directory (``grid.json``), if any."""
         try:
-            return set(json.loads((self.root / "grid.json").read_text(encoding="utf-8"))["run_ids"])
-        except (OSError, ValueError, KeyError, TypeError):
+            data, reason = read_record_file(self.root / "grid.json")
+            return None if reason else set(data["run_ids"])
+        except (KeyError, TypeError):
             return None
 
     def write_grid(self, run_ids: list[str], profile: str) -> None:
         text = json.dumps({"profile": profile, "run_ids": sorted(run_ids)}, indent=1)
         atomic_write_text(self.root / "grid.json", text)
 
-    def records(self, *, latest_grid: bool = True) -> list[dict[str, Any]]:
-        """Every valid record under ``runs/`` (corrupt files are skipped, not trusted).
+    def check_writable(self) -> None:
+        """Create ``runs/`` and a probe file now, so a directory that cannot hold records
+        fails before any run instead of after the first one (OSError naming the path)."""
+        self.runs.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".probe~{_HOST}~{os.getpid()}~", suffix=".tmp", dir=self.runs)
+        os.close(fd)
+        os.unlink(probe)
 
-        With ``latest_grid`` (default) and a ``grid.json`` present, only the runs of
-        the last ``posenc compare`` grid: an output directory reused across profiles
-        must not average a smoke run into a quick one.
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Exclusive lock on this directory's summaries (``.lock``; POSIX ``flock``).
+
+        Held while one ``posenc compare`` writes ``grid.json``, the summaries, figures
+        and report, so that concurrent runs never interleave their files. Records need
+        no lock (one file per run, written atomically). Without ``fcntl`` (Windows) it
+        does nothing.
         """
-        wanted = self.current_grid() if latest_grid else None
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            yield
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "a") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def records(
+        self,
+        *,
+        latest_grid: bool = True,
+        run_ids: set[str] | list[str] | None = None,
+        warn: Callable[[str], None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every valid record under ``runs/``; a file that is not one is skipped with one
+        warning line (``warn``, default the ``posenc`` logger), never trusted.
+
+        ``run_ids`` selects exactly those runs (what one ``posenc compare`` invocation
+        ran). Otherwise, with ``latest_grid`` (default) and a ``grid.json`` present, only
+        the runs of the grid whose summaries are here: an output directory reused across
+        profiles must not average a smoke run into a quick one.
+        """
+        wanted = set(run_ids) if run_ids is not None else (self.current_grid() if latest_grid else None)
         out = []
         for path in sorted(self.runs.glob("*/*.json")):
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data, reason = read_record_file(path)
+            if reason is None:
+                reason = validate_record(data)
+            if reason is not None:
+                _warn_once(
+                    warn, path, f"posenc: skipping {path}: not a valid record ({reason}); "
+                    "rerun posenc compare to redo it"
+                )  # fmt: skip
                 continue
-            if validate_record(data) is None and (wanted is None or data["run_id"] in wanted):
+            if wanted is None or data["run_id"] in wanted:
                 out.append(data)
         return out
 
     def clean_temp_files(self) -> int:
-        """Remove temp files left by a writer that was killed mid-write."""
+        """Remove temp files whose writer is gone (killed mid-write); see :func:`stale_temp_file`."""
         count = 0
-        for path in self.runs.glob("*/.*.tmp"):
-            path.unlink(missing_ok=True)
-            count += 1
+        for path in [*self.runs.glob("*/.*.tmp"), *self.runs.glob(".*.tmp"), *self.root.glob(".*.tmp")]:
+            if stale_temp_file(path):
+                path.unlink(missing_ok=True)
+                count += 1
         return count
+
+
+_warned: set[tuple[str, float]] = set()
+
+
+def _warn_once(warn: Callable[[str], None] | None, path: Path, message: str) -> None:
+    """One warning per bad file (and version of it) per process: several readers list the same files."""
+    try:
+        key = (str(path), path.stat().st_mtime)
+    except OSError:
+        key = (str(path), 0.0)
+    if key not in _warned:
+        _warned.add(key)
+        (warn or log.warning)(message)

@@ -1,8 +1,10 @@
 """The ``posenc`` command line: thin wrappers over the library.
 
 Each command group lives in its own module and registers itself on ``main``.
-Invalid input (:class:`posenc.errors.PosencError`, click usage errors) prints one line and
-exits 2; any other exception is a bug and keeps its traceback.
+Invalid input (:class:`posenc.errors.PosencError`, click usage errors) and filesystem
+errors (OSError: a path that cannot be read or written, worded by
+:func:`posenc.cli.paths.os_error_message`) print one line and exit 2; any other
+exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 import click
 
 from posenc.cli import bench, catalog, compare, plot, presets, report, rope
+from posenc.cli.paths import os_error_message
 from posenc.errors import PosencError
 
 
@@ -25,7 +28,12 @@ class _OneLineUsageError(click.UsageError):
 
 
 def _one_line(exc: click.UsageError) -> click.UsageError:
-    return _OneLineUsageError(exc.format_message(), exc.ctx)
+    ctx = exc.ctx
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError) and ctx and isinstance(ctx.command, click.Group):
+        # a bare group (`posenc`, `posenc rope`): name the commands, not the whole help
+        names = ", ".join(sorted(ctx.command.commands))
+        return _OneLineUsageError(f"missing command: one of {names}", ctx)
+    return _OneLineUsageError(exc.format_message(), ctx)
 
 
 class _Group(click.Group):
@@ -40,8 +48,11 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:  # unknown command, bad option value, missing argument
             raise _one_line(exc) from None
-        except (PosencError, FileNotFoundError) as exc:
+        except PosencError as exc:
             click.echo(f"posenc: error: {exc}", err=True)
+            sys.exit(2)
+        except OSError as exc:  # a path that cannot be read or written, a Ray head not there, ...
+            click.echo(f"posenc: error: {os_error_message(exc)}", err=True)
             sys.exit(2)
 
 

@@ -12,7 +12,10 @@ import sys
 import click
 from rich.console import Console
 
+from posenc.base import check_int
 from posenc.bench import speed, speed_compare
+from posenc.bench.executor import max_threads
+from posenc.cli.paths import output_dir
 
 SECTION_CHOICES = ("rope", "bias", "train")
 
@@ -27,11 +30,14 @@ SECTION_CHOICES = ("rope", "bias", "train")
 )  # fmt: skip
 @click.option("--no-memory", is_flag=True, help="skip the peak-memory subprocesses of the bias section")
 @click.option(
-    "--out", "out_dir", default="benchmarks/results", show_default=True, type=click.Path(file_okay=False),
+    "--out", "out_dir", default="benchmarks/results", show_default=True,
+    type=click.Path(file_okay=False, writable=True),
     help="where the JSON record goes",
 )  # fmt: skip
 @click.option("--no-save", is_flag=True, help="do not write a JSON record")
-@click.option("--threads", type=int, default=None, help="torch threads for the run (default: torch's)")
+@click.option(
+    "--threads", type=int, default=None, help="torch threads for the run, 1 .. 4 x cores (default: torch's)"
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def bench_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> None:
     """Time RoPE application, bias attention and a training step against peers.
@@ -48,6 +54,10 @@ def bench_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> 
       posenc bench --quick --section rope --format json
       posenc bench --full --out benchmarks/results
     """
+    if threads is not None:
+        check_int("--threads", threads, minimum=1, maximum=max_threads())
+    if not no_save:
+        output_dir(out_dir, "--out")  # before minutes of timing, not after
     console = Console(stderr=True)
     sections = tuple(sections) or speed.SECTIONS
     with console.status("posenc bench") as status:

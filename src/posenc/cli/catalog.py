@@ -12,6 +12,7 @@ import posenc
 from posenc.analysis import worked
 from posenc.base import check_int
 from posenc.cli.presets import print_presets
+from posenc.errors import PosencError
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -51,15 +52,49 @@ def list_command(fmt: str, show_presets: bool) -> None:
 # ---------------------------------------------------------------------------
 
 
-def print_text_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    """One titled table of text cells, right-aligned (``posenc show``'s layout)."""
+# What a terminal table shows at most; the rest is summarised in one line (--format json has all).
+MAX_TABLE_ROWS = 32
+MAX_TABLE_COLUMNS = 16
+
+
+def print_text_table(
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+    *,
+    total_rows: int | None = None,
+    hint: str = "",
+) -> None:
+    """One titled table of text cells, right-aligned (``posenc show``'s layout), of at most
+    MAX_TABLE_ROWS x MAX_TABLE_COLUMNS cells besides the row labels; what is left out
+    (of ``total_rows``, default ``len(rows)``) is said in one line ending in ``hint``."""
+    total_rows = len(rows) if total_rows is None else total_rows
+    shown_columns = columns[: 1 + MAX_TABLE_COLUMNS]  # the first column labels the rows
+    shown_rows = [row[: len(shown_columns)] for row in rows[:MAX_TABLE_ROWS]]
     click.echo(title)
     table = Table()
-    for col in columns:
+    for col in shown_columns:
         table.add_column(col, justify="right")
-    for row in rows:
+    for row in shown_rows:
         table.add_row(*row)
     Console(width=200).print(table)
+    if len(shown_rows) < total_rows or len(shown_columns) < len(columns):
+        click.echo(
+            f"(showing {len(shown_rows)} of {total_rows} rows and {len(shown_columns) - 1} of "
+            f"{len(columns) - 1} columns{'; ' + hint if hint else ''})"
+        )
+
+
+def _table_rows(name: str) -> tuple[str, int] | None:
+    """``(field, rows)`` of the position table an encoding's default config has (learned
+    tables: trained rows plus opt-in extra rows), or None; read from the Config's metadata."""
+    config = posenc.get_encoding_class(name).Config
+    lengths, defaults = config.meanings("length"), config.parameters()
+    trained = [f for f, meaning in lengths.items() if meaning == "trained_rows"]
+    if not trained or not isinstance(defaults[trained[0]], int):
+        return None
+    extra = sum(defaults[f] for f, meaning in lengths.items() if meaning == "extra_rows")
+    return trained[0], defaults[trained[0]] + extra
 
 
 @click.command("show")
@@ -85,7 +120,20 @@ def show_command(name: str, num_positions: int, dim: int, heads: int, fmt: str) 
     check_int("--positions", num_positions, minimum=1, maximum=2048)
     check_int("--dim", dim, minimum=1, maximum=256)
     check_int("--heads", heads, minimum=1, maximum=64)
-    example = worked.worked_example(name, num_positions=num_positions, dim=dim, heads=heads)
+    table_rows = _table_rows(name)
+    if table_rows is not None and num_positions > table_rows[1]:
+        field, size = table_rows
+        raise PosencError(
+            f"--positions must be <= {size} for {name!r}: its table has {field}={size} rows "
+            "in the default config posenc show uses"
+        )
+    example = worked.worked_example(
+        name,
+        num_positions=num_positions,
+        dim=dim,
+        heads=heads,
+        max_rows=None if fmt == "json" else MAX_TABLE_ROWS,  # a terminal shows the first rows only
+    )
     if fmt == "json":
         click.echo(json.dumps(worked.jsonable(example), indent=2, default=str))
         return
@@ -94,8 +142,10 @@ def show_command(name: str, num_positions: int, dim: int, heads: int, fmt: str) 
         click.echo(f"{name} ({example['kind']}): {posenc.get_encoding_class(name).equation}")
         if not tables:
             click.echo("nothing to show: this encoding adds no positional term")
-    for table in tables:
-        print_text_table(*table)
+    hint = f"all of it: posenc show {name} --positions {num_positions} --dim {dim} --format json > FILE"
+    for index, (title, columns, rows) in enumerate(tables):
+        per_position = not ("divisors" in example and index == 0)  # step 1 has a row per pair
+        print_text_table(title, columns, rows, total_rows=num_positions if per_position else None, hint=hint)
 
 
 COMMANDS = [list_command, show_command]

@@ -11,8 +11,11 @@ import click
 from rich.console import Console
 
 from posenc import bench, report
-from posenc.bench.profiles import PROFILES, get_profile, parse_variants, resolve_encodings
+from posenc.base import check_int
+from posenc.bench.executor import max_threads
+from posenc.bench.profiles import MAX_SEED, PROFILES, get_profile, parse_variants, resolve_encodings
 from posenc.bench.ray_executor import RayNotInstalled, require_ray
+from posenc.cli.paths import output_dir
 from posenc.errors import PosencError
 from posenc.registry import ENCODINGS
 
@@ -32,9 +35,10 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     if parts is None:
         return None
     try:
-        return tuple(int(p) for p in parts)
+        seeds = tuple(int(p) for p in parts)
     except ValueError:
         raise PosencError(f"--seeds must be comma-separated integers, got {text!r}") from None
+    return tuple(check_int("--seeds", seed, minimum=0, maximum=MAX_SEED) for seed in seeds)
 
 
 @click.command("compare")
@@ -44,7 +48,13 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     "--tasks", default=None, help="comma-separated: copy, reverse, copy_binary, selective_copy, parity, lm"
 )
 @click.option("--seeds", default=None, help="comma-separated integers (default: the profile's)")
-@click.option("--out", "out", default="posenc-results", show_default=True, type=click.Path(file_okay=False))
+@click.option(
+    "--out",
+    "out",
+    default="posenc-results",
+    show_default=True,
+    type=click.Path(file_okay=False, writable=True),
+)
 @click.option(
     "--executor",
     default="local",
@@ -58,7 +68,12 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     help="with --executor ray: auto | HOST:PORT of a Ray head (default: $RAY_ADDRESS, else a private Ray here)",
 )
 @click.option("--workers", default=None, type=int, help="parallel worker processes (default: the profile's)")
-@click.option("--threads", default=None, type=int, help="torch threads per worker (default: cores / workers)")
+@click.option(
+    "--threads",
+    default=None,
+    type=int,
+    help="torch threads per worker, 1 .. 4 x cores (default: cores / workers)",
+)
 @click.option("--no-report", is_flag=True, help="skip figures and the HTML report")
 @click.option(
     "--variants",
@@ -115,27 +130,27 @@ def compare_command(
     prof = _with_variants(profile, variants, _split(encodings))
     if address and executor != "ray":
         raise click.UsageError("--address needs --executor ray")
+    if threads is not None:
+        check_int("--threads", threads, minimum=1, maximum=max_threads())  # 4 x this machine's cores
+    seed_list = _seeds(seeds)
     if executor == "ray":
         _use_ray(address)
-    try:
-        result = bench.compare(
-            prof,
-            encodings=_split(encodings),
-            tasks=_split(tasks),
-            seeds=_seeds(seeds),
-            out=Path(out),
-            executor=executor,
-            workers=workers,
-            threads=threads,
-            report=not no_report,
-            show_progress=fmt == "table",
-            log=(lambda msg: click.echo(msg, err=True)),
-        )
-    except ConnectionError as exc:  # --executor ray: no cluster at --address
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(2) from None
-    if "report" in result.files:  # the full report next to the benchmark's own page
-        result.files["full_report"] = str(report.benchmark_report(Path(out)))
+    output_dir(out, "--out")  # before any run: a directory that cannot take records fails now
+    # a Ray head that is not there raises ConnectionError: one line, exit 2 (posenc.cli)
+    result = bench.compare(
+        prof,
+        encodings=_split(encodings),
+        tasks=_split(tasks),
+        seeds=seed_list,
+        out=Path(out),
+        executor=executor,
+        workers=workers,
+        threads=threads,
+        report=not no_report,
+        show_progress=fmt == "table",
+        log=(lambda msg: click.echo(msg, err=True)),
+        extra_outputs=_full_report,  # written with the summaries, from the same grid, under one lock
+    )
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2, default=str))
     else:
@@ -165,13 +180,17 @@ def _with_variants(profile: str, text: str | None, encodings: tuple[str, ...] | 
     return prof
 
 
+def _full_report(out: Path) -> dict[str, str]:
+    """The full report next to the benchmark's own page (``posenc.report.benchmark_report``)."""
+    return {"full_report": str(report.benchmark_report(out))}
+
+
 def _use_ray(address: str | None) -> None:
     """Check Ray is installed (else one line and exit 2); hand ``--address`` to Ray as $RAY_ADDRESS."""
     try:
         require_ray()
     except RayNotInstalled as exc:
-        click.echo(str(exc), err=True)
-        raise SystemExit(2) from None
+        raise click.UsageError(str(exc)) from None
     if address:
         os.environ["RAY_ADDRESS"] = address
 

@@ -6,6 +6,7 @@ import click
 
 from posenc import viz
 from posenc.base import check_int
+from posenc.cli.paths import output_file
 from posenc.errors import PosencError
 from posenc.viz import FIGURE_KINDS, FIGURES
 
@@ -17,7 +18,7 @@ from posenc.viz import FIGURE_KINDS, FIGURES
     "-o",
     "--output",
     "output",
-    type=click.Path(dir_okay=False),
+    type=click.Path(dir_okay=False, writable=True),
     required=True,
     help=".png, .svg (.gif: rotation)",
 )
@@ -68,7 +69,13 @@ def plot_command(
         if option is None:
             raise PosencError(f"--positions does not apply to figure kind {kind!r}")
         options[option] = positions
-    path = viz.render(name, kind, output, d_model=d_model, num_heads=num_heads, dpi=dpi, **options)
+    output_file(output, "-o/--output")  # before drawing: a path that cannot be written fails now
+    try:
+        path = viz.render(name, kind, output, d_model=d_model, num_heads=num_heads, dpi=dpi, **options)
+    except PosencError as exc:  # the figure's own name for the size is --positions here
+        if option is None or not str(exc).startswith(f"{option} "):
+            raise
+        raise PosencError(f"--positions{str(exc)[len(option) :]}") from None
     click.echo(f"wrote {path}")
 
 

@@ -8,16 +8,22 @@ import click
 
 from posenc import report
 from posenc.base import check_int
+from posenc.cli.paths import input_dir, output_dir
 
 
 @click.command("report")
 @click.option(
-    "-o", "--output", "output", type=click.Path(file_okay=False), required=True, help="directory to write"
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(file_okay=False, writable=True),
+    required=True,
+    help="directory to write",
 )
 @click.option(
     "--results",
     "results",
-    type=click.Path(file_okay=False),
+    type=click.Path(exists=True, file_okay=False),
     default=None,
     help="benchmark results directory: adds the train-short / test-long section",
 )
@@ -48,6 +54,9 @@ def report_command(
       posenc report -o /tmp/r --encoding rope --encoding alibi
     """
     check_int("--dpi", dpi, minimum=1, maximum=1000)  # before minutes of work, not after
+    if results is not None:
+        input_dir(results, "--results")
+    output_dir(output, "-o/--output")
     start = time.perf_counter()
     path = report.build_report(
         output,

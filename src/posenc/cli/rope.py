@@ -7,6 +7,7 @@ Thin: parse options into a scaling dict (or read a Hugging Face config), call
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import click
@@ -15,6 +16,7 @@ from rich.table import Table
 
 from posenc import hf, rope_scaling
 from posenc.base import check_float, check_int
+from posenc.cli.paths import output_file
 from posenc.errors import PosencError
 
 FORMAT = click.option(
@@ -67,9 +69,18 @@ def rope_group() -> None:
 @click.option("--partial-rotary-factor", type=float, default=None, help="rotate int(head_dim * f) dims")
 @click.option("--max-position-embeddings", type=int, default=None, help="model context (fills L0 as HF)")
 @click.option("--seq-len", type=int, default=None, help="current length, for dynamic and longrope")
-@click.option("--hf-config", type=str, default=None, help="read everything from a HF config.json")
 @click.option(
-    "--plot", "plot_path", type=str, default=None, help="save the wavelength spectrum (PNG/PDF/SVG)"
+    "--hf-config",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="read everything from a HF config.json",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="save the wavelength spectrum (.png, .pdf or .svg; no suffix: .png)",
 )
 @FORMAT
 def inspect_command(
@@ -99,7 +110,15 @@ def inspect_command(
       posenc rope inspect --hf-config config.json --format json
     """
     given = {_FLAGS[k]: v for k, v in flags.items() if v is not None}
-    given.update(parse_param(p) for p in params)
+    for key, value in map(parse_param, params):
+        if key in given:  # --factor 4 --param factor=2, or the same --param twice
+            option = f"--{key.replace('_', '-')}" if flags.get(key) is not None else "--param"
+            raise PosencError(
+                f"scaling key {key!r} is given twice ({option} and --param {key}=...); give it once"
+            )
+        given[key] = value
+    if plot_path is not None:
+        plot_path = str(output_file(_plot_file(plot_path), "--plot"))  # before the work, not after
     if hf_config is not None:
         clash = [
             k
@@ -130,6 +149,11 @@ def inspect_command(
     check_int("--head-dim", rope["head_dim"], minimum=2, maximum=1 << 16)  # one table row per pair
     check_float("--partial-rotary-factor", rope["partial_rotary_factor"], minimum=0.0, maximum=1.0)
     dim = int(rope["head_dim"] * rope["partial_rotary_factor"])
+    if dim < 2 or dim % 2:  # RoPE rotates pairs; --hf-config input was checked by hf.from_hf
+        where = "--head-dim" if dim == rope["head_dim"] else "int(--head-dim x --partial-rotary-factor)"
+        raise PosencError(
+            f"{where} must be an even integer >= 2 (RoPE rotates pairs of dimensions), got {dim}"
+        )
     report = rope_scaling.describe(
         rope["scaling"],
         dim=dim,
@@ -143,6 +167,21 @@ def inspect_command(
         click.echo(json.dumps(report, indent=2))
         return
     _print_table(report, plot_path)
+
+
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+def _plot_file(path: str) -> str:
+    """The file ``--plot`` writes: a known suffix, or ``.png`` added (as matplotlib would)."""
+    suffix = os.path.splitext(path)[1].lower()
+    if not suffix:
+        return path + ".png" if os.path.basename(path) else path
+    if suffix not in PLOT_FORMATS:
+        raise PosencError(
+            f"--plot must end in {', '.join(PLOT_FORMATS)} (or have no suffix: .png), got {path!r}"
+        )
+    return path
 
 
 def _print_table(report: dict[str, Any], plot_path: str | None) -> None:
