@@ -147,7 +147,7 @@ def test_plot_has_log_axis_labels_and_legend(monkeypatch):
         (["--scaling", "linear", "--factor", "2", "--param", "fctor=3"], "did you mean 'factor'"),
         (["--factor", "2"], "without --scaling"),
         (["--scaling", "linear", "--factor", "2", "--head-dim", "7"], "even"),
-        (["--hf-config", "/nonexistent/config.json"], "No such file"),
+        (["--hf-config", "/nonexistent/config.json"], "/nonexistent/config.json' does not exist"),
         (["--hf-config", "/nonexistent/config.json", "--factor", "2"], "--hf-config"),
         (
             [

@@ -436,7 +436,8 @@ def _values_for(param: click.Parameter) -> list[str]:
     if isinstance(param.type, click.types.FloatParamType):
         values += ["2.0", "4", "1e308"]
     if isinstance(param.type, click.Path):
-        values += ["/nonexistent/dir/out.png", "{tmp}/out.png", "{tmp}/out.xyz", "{tmp}"]
+        values += ["/nonexistent/dir/out.png", "{tmp}/out.png", "{tmp}/out.xyz", "{tmp}", "/dev/zero"]
+        values += ["{tmp}/" + "n" * 300, "{tmp}/out.png/x.png", "/sys/posenc/out"]  # too long; under a file
     if param.name in ("name", "encodings", "encoding"):
         values += NAMES[:4] + ["rope", "ropee", "alibi,zzz"]
     if param.name in ("profile",):
@@ -507,6 +508,120 @@ def test_cli_random_arguments(args, tmp_path_factory):
         lines = [line for line in stderr.splitlines() if line.strip()]
         assert len(lines) == 1, (args, stderr)
         assert lines[0].startswith(("posenc: error:", "Error:", "posenc")), (args, stderr)
+
+
+# ---------------------------------------------------------------------------
+# 4b. Every path option of every command with filesystem faults.
+# ---------------------------------------------------------------------------
+#
+# Every option whose type is click.Path is found from the commands themselves; its role
+# comes from the type: ``writable=True`` marks paths the command writes, ``file_okay=False``
+# directories. Each role gets the faults that apply to it (a missing output directory is
+# simply created; a huge file only matters to a reader). Every fault must give exit
+# status 2 and one line ``posenc: error: ...`` naming the path, before any slow work.
+
+FAULTS = {
+    "read file": ("missing", "directory", "under a file", "too long", "huge"),
+    "read directory": ("missing", "regular file", "under a file", "too long", "device"),
+    "write directory": ("regular file", "under a file", "unwritable", "too long", "device"),
+    "write file": ("directory", "under a file", "unwritable", "too long"),
+}
+# Arguments a command needs besides the path under test (its required ones, valid).
+REQUIRED_ARGS = {
+    ("plot",): ["rope", "--kind", "heatmap", "-o", "{tmp}/ok.png"],
+    ("report",): ["-o", "{tmp}/ok-report"],
+}
+LONG_NAME = "n" * 300  # past NAME_MAX (255 bytes) of every common file system
+
+
+def _path_options() -> list[tuple[tuple[str, ...], click.Parameter]]:
+    return [
+        (path, param)
+        for path, command in sorted(COMMANDS.items())
+        for param in command.params
+        if isinstance(param.type, click.Path)
+    ]
+
+
+PATH_OPTIONS = _path_options()
+
+
+def _role(param: click.Parameter) -> str:
+    kind = "directory" if not param.type.file_okay else "file"
+    return f"{'write' if param.type.writable else 'read'} {kind}"
+
+
+def _fault_path(fault: str, role: str, tmp, unwritable) -> str:
+    suffix = ".png" if role == "write file" else ".json" if role == "read file" else ""
+    regular = tmp / "a-regular-file"
+    regular.write_text("{}")
+    return str(
+        {
+            "missing": tmp / "no-such-directory" / f"x{suffix}",
+            "directory": tmp,
+            "regular file": regular,
+            "under a file": regular / f"x{suffix}",
+            "unwritable": unwritable if role == "write directory" else unwritable / f"x{suffix}",
+            "too long": tmp / f"{LONG_NAME}{suffix}",
+            "huge": "/dev/zero",  # endless: a reader without a size cap never returns
+            "device": "/dev/zero",
+        }[fault]
+    )
+
+
+def test_path_options_are_all_classified():
+    """Every command that takes a path is in the fault suite, with a role it can be faulted in."""
+    found = {(" ".join(path), param.opts[0]): _role(param) for path, param in PATH_OPTIONS}
+    assert found == {
+        ("bench", "--out"): "write directory",
+        ("compare", "--out"): "write directory",
+        ("plot", "-o"): "write file",
+        ("report", "-o"): "write directory",
+        ("report", "--results"): "read directory",
+        ("rope inspect", "--hf-config"): "read file",
+        ("rope inspect", "--plot"): "write file",
+    }, "a new path option: check it gets its faults (and update this list)"
+    for path, command in COMMANDS.items():
+        required = [p for p in command.params if p.required and not isinstance(p.type, click.Path)]
+        if any(isinstance(p.type, click.Path) for p in command.params) and required:
+            assert path in REQUIRED_ARGS, f"{path}: give REQUIRED_ARGS for {[p.name for p in required]}"
+
+
+@pytest.fixture(scope="module")
+def unwritable(tmp_path_factory):
+    from tests.faults import unwritable_directory
+
+    directory = tmp_path_factory.mktemp("unwritable")
+    with unwritable_directory(directory) as path:
+        yield path
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "fault"),
+    [(path, param.opts[0], fault) for path, param in PATH_OPTIONS for fault in FAULTS[_role(param)]],
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else v,
+)
+def test_cli_filesystem_faults_are_one_line_exit_2(command, option, fault, tmp_path, unwritable):
+    """Found: tracebacks for --hf-config DIR, outputs under a regular file, unwritable or
+    immutable output directories, 300-character names; --hf-config /dev/zero read until OOM."""
+    param = next(p for p in COMMANDS[command].params if p.opts[0] == option)
+    bad = _fault_path(fault, _role(param), tmp_path, unwritable)
+    base = [a.replace("{tmp}", str(tmp_path)) for a in REQUIRED_ARGS.get(command, [])]
+    args = [*command, *base, option, bad]  # the last value of an option wins
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.chdir(tmp_path)
+            _stub_slow_backends(mp)
+            result = CliRunner().invoke(cli_main, args, catch_exceptions=True)
+    except _Reached:
+        raise AssertionError(f"{args}: the fault was not noticed before the slow work") from None
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        f"{type(result.exception).__name__}: {result.exception}"
+    )
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, (args, result.exit_code, result.stderr)
+    assert lines[0].startswith("posenc: error:"), lines[0]
+    assert bad[:60] in lines[0], f"the message does not name the path: {lines[0]}"
 
 
 # ---------------------------------------------------------------------------
@@ -631,3 +746,301 @@ def test_rope_ntk_huge_factor_is_a_value_error():
     """Found: ntk with factor=1e300 raised OverflowError (fixed in rope_scaling.compute)."""
     with pytest.raises(ValueError, match="factor"):
         posenc.build("rope", head_dim=8, scaling={"rope_type": "ntk", "factor": 1e300})
+
+
+# ---------------------------------------------------------------------------
+# 6. Regression tests for what a hostile user found (see docs/guarantees.md).
+# ---------------------------------------------------------------------------
+
+
+def test_scaled_sinusoidal_init_scale_is_bounded():
+    """Found: init_scale=1e300 gave inf and NaN from finite input (init_std was bounded, this was not)."""
+    for bad in (1e300, -1e300, 1e7):
+        with pytest.raises(ValueError, match="init_scale"):
+            posenc.build("scaled_sinusoidal", dim=8, init_scale=bad)
+    out = posenc.build("scaled_sinusoidal", dim=8, init_scale=1e6).embed(torch.randn(1, 4, 8))
+    assert torch.isfinite(out).all()
+
+
+def test_numpy_scalars_in_configs_become_python_values():
+    """Found: dim=np.int64(8) was accepted but config.to_json() raised "int64 is not JSON serializable"."""
+    import json
+
+    import numpy as np
+
+    from posenc.model import TransformerConfig
+
+    config = posenc.build("sinusoidal", dim=np.int64(8), base=np.float32(100.0)).config
+    assert type(config.dim) is int and type(config.base) is float
+    assert json.loads(config.to_json()) == {"dim": 8, "base": 100.0}
+    assert type(posenc.build("sinusoidal", dim=torch.tensor(8)).config.dim) is int
+    scaling = {"rope_type": "linear", "factor": np.float64(2.0)}
+    rope = posenc.build("rope", head_dim=np.int32(8), scaling=scaling).config
+    assert json.loads(rope.to_json())["scaling"] == {"rope_type": "linear", "factor": 2.0}
+    model = TransformerConfig(
+        vocab_size=np.int64(11), causal=np.bool_(True), encoding_config={"base": np.int64(100)}
+    )
+    assert json.loads(json.dumps(model.to_dict()))["vocab_size"] == 11
+    assert model.causal is True and type(model.encoding_config["base"]) is int
+    assert TransformerConfig.from_dict(model.to_dict()) == model
+    with pytest.raises(TypeError, match="dim"):
+        posenc.build("sinusoidal", dim=np.float64(8.5))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sizes_that_overflow_inside_torch_are_named(name):
+    """Found: shaw(max_relative_distance=2**62) raised torch's "Overflow when unpacking long long";
+    every integer config field past 2**53 did the same (or "int too big to convert")."""
+    cls = posenc.ENCODINGS[name]
+    for field in dataclasses.fields(cls.Config):
+        for value in (2**62, 2**64, -(2**63)):
+            config = {**_base_config(cls), field.name: value}
+            try:
+                posenc.build(name, **config)
+            except (ValueError, TypeError) as exc:
+                _assert_names(exc, [field.name])
+            except Exception as exc:  # noqa: BLE001
+                if not _allocation_failure(exc, {field.name: value}):
+                    raise AssertionError(f"{name}.{field.name}={value}: {type(exc).__name__}: {exc}") from exc
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_meta_device_inputs_are_refused_by_name(name):
+    """Found: meta tensors reached ".item() cannot be called on meta tensors" inside the hooks."""
+    enc = posenc.build_for_model(name, d_model=MODEL_DIMS["dim"], num_heads=MODEL_DIMS["num_heads"])
+    d, heads = _model_dim(enc), getattr(enc.config, "num_heads", 2)
+    calls = {
+        "additive": lambda: enc.embed(torch.zeros(1, 3, d, device="meta")),
+        "rotary": lambda: enc.rotate(torch.zeros(1, heads, 3, d, device="meta"), torch.zeros(1, heads, 3, d)),
+        "bias": lambda: enc.bias(3, 3, device="meta"),
+        "relative": lambda: enc.scores(
+            torch.zeros(1, heads, 3, d, device="meta"), torch.zeros(1, heads, 3, d)
+        ),
+        "contextual": lambda: enc.scores(
+            torch.zeros(1, heads, 3, d, device="meta"),
+            torch.zeros(1, heads, 3, d),
+            torch.zeros(1, heads, 3, 3),
+        ),
+    }
+    if enc.kind in calls:
+        with pytest.raises(ValueError, match="meta device") as info:
+            calls[enc.kind]()
+        _assert_names(info.value, ["x", "q", "device"])
+    if enc.kind not in ("none", "contextual"):
+        positions = torch.arange(3, device="meta")[None]
+        with pytest.raises(ValueError, match="meta device"):
+            _call_hook(enc, batch=1, seq=3, dtype=torch.float32, positions=positions, dim_offset=0)
+    with pytest.raises(ValueError, match="tokens is on the meta device"):
+        _model(name)(torch.zeros(1, 3, dtype=torch.long, device="meta"))
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32])
+def test_small_integer_token_ids_are_accepted(dtype):
+    """Found: int8/uint8 token ids failed inside nn.Embedding ("Expected ... Long, Int")."""
+    model = _model("rope")
+    tokens = torch.tensor([[1, 2, 3, 10]])
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens.to(dtype)), model(tokens), rtol=0, atol=0)
+
+
+def test_kv_cache_refuses_a_dtype_change():
+    """Found: a float32 step after float64 ones (model.float() mid-decoding) failed inside SDPA."""
+    for name in ("rope", "alibi", "shaw", "cope"):
+        model = _model(name)
+        cache = model.new_cache()
+        with torch.no_grad():
+            model.double()(torch.tensor([[1, 2]]), cache=cache)
+            with pytest.raises(ValueError, match="cache holds keys of dtype torch.float64"):
+                model.float()(torch.tensor([[3]]), cache=cache)
+            for layer in cache:
+                layer.reset()
+            model(torch.tensor([[3]]), cache=cache)  # after reset(): fine
+
+
+def test_to_hf_of_a_non_dict_is_a_named_type_error():
+    """Found: hf.to_hf(None) raised "'NoneType' object is not iterable"."""
+    from posenc import hf
+
+    for bad in (None, [("head_dim", 8)], "rope"):
+        with pytest.raises(TypeError, match="rope must be a dict"):
+            hf.to_hf(bad)
+
+
+def test_from_hf_odd_head_dim_names_head_dim():
+    """Found: an odd head_dim was reported as "dim (rotary_dim) must be an even integer >= 2, even"."""
+    from posenc import hf
+
+    with pytest.raises(ValueError, match=r"^head_dim must be an even integer >= 2") as info:
+        hf.from_hf({"head_dim": 7})
+    assert "even, got" not in str(info.value)
+    with pytest.raises(ValueError, match="partial_rotary_factor"):
+        hf.from_hf({"head_dim": 10, "partial_rotary_factor": 0.5})
+    with pytest.raises(ValueError, match=r"^dim must be an even integer >= 2, got 7$"):
+        posenc.build("sinusoidal", dim=7)  # check_int said "even integer >= 2, even"
+
+
+def _cli(*args, stubbed: bool = True):
+    with pytest.MonkeyPatch.context() as mp:
+        if stubbed:
+            _stub_slow_backends(mp)
+        return CliRunner().invoke(cli_main, [str(a) for a in args])
+
+
+def _one_line_error(result) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, (result.exit_code, result.stderr)
+    assert lines[0].startswith("posenc: error:"), lines[0]
+    return lines[0]
+
+
+def test_cli_huge_seeds_and_threads_are_refused_before_any_run(tmp_path):
+    """Found: --seeds 99999999999999999999999 failed in every run (rc 1) without naming --seeds;
+    --threads 10000 ran ~60x slower and --threads -1 was stored in the run spec."""
+    from posenc.bench import compare
+    from posenc.bench.executor import max_threads
+    from posenc.bench.profiles import build_grid, get_profile
+
+    out = tmp_path / "r"
+    for args, word in (
+        (["--seeds", "99999999999999999999999"], "--seeds"),
+        (["--seeds", "-1"], "--seeds"),
+        (["--threads", "10000"], "--threads"),
+        (["--threads", "-1"], "--threads"),
+        (["--threads", "0"], "--threads"),
+    ):
+        line = _one_line_error(_cli("compare", "--profile", "smoke", "--out", out, *args))
+        assert word in line, line
+    line = _one_line_error(_cli("compare", "--profile", "smoke", "--threads", "10000", "--out", out))
+    assert f"[1, {max_threads()}]" in line
+    assert "--threads" in _one_line_error(_cli("bench", "--smoke", "--no-save", "--threads", "-1"))
+    for bad in (-1, 0, max_threads() + 1):
+        with pytest.raises(ValueError, match="threads"):
+            build_grid(get_profile("smoke"), threads=bad)
+        with pytest.raises(ValueError, match="threads"):
+            compare("smoke", threads=bad, out=out, report=False, show_progress=False, log=lambda _: None)
+    with pytest.raises(ValueError, match="seeds"):
+        build_grid(get_profile("smoke"), seeds=(2**64,))
+    assert not (out / "runs").exists() or not list((out / "runs").rglob("*.json"))
+
+
+def test_cli_bare_group_is_one_line_naming_the_commands():
+    """Found: bare `posenc` printed the whole help as one error line."""
+    line = _one_line_error(_cli())
+    assert "missing command" in line and "compare" in line and "Usage" not in line
+    assert "inspect" in _one_line_error(_cli("rope"))
+
+
+def test_cli_rope_plot_says_the_file_it_wrote(tmp_path):
+    """Found: `--plot ro` wrote ro.png but printed "wrote ro"; `--plot ''` wrote ".png"."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path)
+        result = CliRunner().invoke(cli_main, ["rope", "inspect", "--head-dim", "8", "--plot", "ro"])
+        assert result.exit_code == 0, result.output
+        assert "wrote ro.png" in result.output and (tmp_path / "ro.png").exists()
+        assert not (tmp_path / "ro").exists()
+        assert "--plot" in _one_line_error(CliRunner().invoke(cli_main, ["rope", "inspect", "--plot", ""]))
+        assert not (tmp_path / ".png").exists()
+        assert ".xyz" in _one_line_error(CliRunner().invoke(cli_main, ["rope", "inspect", "--plot", "a.xyz"]))
+
+
+def test_cli_rope_a_key_given_twice_is_an_error():
+    """Found: `--factor 4 --param factor=2` silently used 2."""
+    line = _one_line_error(
+        _cli("rope", "inspect", "--scaling", "linear", "--factor", "4", "--param", "factor=2")
+    )
+    assert "'factor'" in line and "--factor" in line and "twice" in line
+    line = _one_line_error(
+        _cli("rope", "inspect", "--scaling", "linear", "--param", "factor=4", "--param", "factor=2")
+    )
+    assert "twice" in line
+
+
+def test_cli_hf_config_errors_name_the_file(tmp_path):
+    """Found: JSON and UTF-8 errors of --hf-config did not say which file; /dev/zero was read until OOM."""
+    bad_json, bad_utf8 = tmp_path / "bad.json", tmp_path / "latin1.json"
+    bad_json.write_text('{"head_dim": 8,')
+    bad_utf8.write_bytes(b'{"name": "\xe9"}')
+    for path, word in ((bad_json, "not valid JSON"), (bad_utf8, "not UTF-8"), ("/dev/zero", "larger than")):
+        line = _one_line_error(_cli("rope", "inspect", "--hf-config", path))
+        assert str(path) in line and word in line, line
+
+
+def test_cli_show_and_plot_name_their_own_options(tmp_path):
+    """Found: `show learned --positions 2000` advised "Raise max_len" (no CLI option does);
+    `plot --positions 1` named the library's num_positions."""
+    line = _one_line_error(_cli("show", "learned", "--positions", "2000"))
+    assert "--positions must be <= 1024" in line and "Raise" not in line
+    line = _one_line_error(
+        _cli(
+            "plot",
+            "sinusoidal",
+            "--kind",
+            "similarity",
+            "--positions",
+            "1",
+            "-o",
+            tmp_path / "x.png",
+            stubbed=False,
+        )
+    )
+    assert "--positions" in line and "num_positions" not in line
+
+
+def test_cli_show_caps_the_terminal_table_and_says_where_the_rest_is():
+    """Found: `show cope --positions 2048 --dim 256` (within bounds) took 88 s and printed 1.2 MB."""
+    import json
+
+    from posenc.cli.catalog import MAX_TABLE_COLUMNS, MAX_TABLE_ROWS
+
+    result = _cli("show", "cope", "--positions", "2048", "--dim", "256")
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout) < 20_000, len(result.stdout)
+    assert (
+        "showing 32 of 2048 rows and 16 of 2048 columns" in result.stdout and "--format json" in result.stdout
+    )
+    # the rows shown are the first rows of the full data (--format json), same numbers
+    for name in ("cope", "shaw", "alibi", "rope", "complex_order", "sinusoidal"):
+        args = ["show", name, "--positions", "40", "--dim", "20", "--heads", "2"]
+        table = _cli(*args).stdout
+        full = json.loads(_cli(*args, "--format", "json").stdout)["values"]
+        cells = [
+            [c.strip() for c in line.split("│")[1:-1]] for line in table.splitlines() if line.startswith("│")
+        ]
+        rows = [c for c in cells if len(c) == 1 + min(MAX_TABLE_COLUMNS, len(full[0])) and c[0].isdigit()]
+        rows = rows[-MAX_TABLE_ROWS:]  # sinusoidal: the values table is the last one
+        assert len(rows) == MAX_TABLE_ROWS, name
+        for i, row in enumerate(rows):
+            want = [
+                "-inf" if v is None else f"{v:.3f}".replace("-0.000", "0.000")
+                for v in full[i][: len(row) - 1]
+            ]
+            assert row[1:] == want, (name, i)
+
+
+def test_cli_a_corrupt_record_that_cannot_be_moved_aside_is_one_line(tmp_path):
+    """Found: quarantining a corrupt record in a directory that refuses renames printed a traceback."""
+    from tests.faults import unwritable_directory
+
+    from posenc.bench import profiles
+    from posenc.bench.store import ResultStore
+
+    out = tmp_path / "r"
+    spec = profiles.build_grid(
+        profiles.get_profile("smoke"), encodings=("nope",), tasks=("copy",), seeds=(0,)
+    )
+    path = ResultStore(out).path_for(spec.specs[0])
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    args = ["compare", "--profile", "smoke", "--encodings", "nope", "--tasks", "copy", "--seeds", "0"]
+    with unwritable_directory(path.parent) as locked, pytest.MonkeyPatch.context() as mp:
+        if locked != path.parent:  # no way to lock a real directory here: refuse the rename instead
+            mp.setattr("os.replace", _refuse_rename)
+        line = _one_line_error(_cli(*args, "--no-report", "--out", out, stubbed=False))
+    assert str(path) in line, line
+
+
+def _refuse_rename(src, dst):
+    import errno
+    import os
+
+    raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(src), None, str(dst))

@@ -7,7 +7,8 @@ half-written temp file is planted. Checked:
 
 * after every kill, every file under a final record name is a complete, valid
   record (nothing partial is ever read as a result);
-* the truncated record is moved aside (``*.corrupt``) and redone, the temp file removed;
+* the truncated record is moved aside (``*.corrupt``) and redone, the temp file (named,
+  as every temp file is, after its writer's host and pid, here a process that is gone) removed;
 * the final records equal an uninterrupted run's: same run ids, specs, per-length
   evaluation arrays and loss curves, bit for bit (timing/host fields ignored, as
   named in tests/test_determinism.py).
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from tests.test_determinism import deterministic_part
 
+from posenc.bench import store as store_module
 from posenc.bench.store import ResultStore
 
 TOTAL = 4  # nope x {copy, lm} x seeds {0, 1}
@@ -89,7 +91,9 @@ def test_three_kills_and_a_truncated_record_still_match_an_uninterrupted_run(tmp
     victim_id = json.loads(victim.read_text())["run_id"]
     text = victim.read_text()
     victim.write_text(text[: len(text) // 2])
-    temp = victim.parent / f".{victim.name}.planted.tmp"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])  # a writer that is gone, as after SIGKILL
+    dead.wait()
+    temp = victim.parent / f".{victim.name}~{store_module._HOST}~{dead.pid}~planted.tmp"  # writer's name
     temp.write_text('{"schema": "posenc.bench.run/1", "run_id"')
     assert victim_id not in _valid(killed)  # a truncated record is never read as a result
 

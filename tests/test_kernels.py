@@ -11,6 +11,9 @@ Shapes stay tiny: the kernels are built once per machine (about a second) and ca
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -200,6 +203,83 @@ def test_failed_build_degrades_to_none_with_one_line(monkeypatch, tmp_path, capl
     monkeypatch.setattr(_build, "_loaded", {})
     monkeypatch.setenv("POSENC_DISABLE_KERNELS", "1")
     assert _build.load("_rope") is None
+
+
+USE_KERNEL = """
+import torch
+from posenc.kernels import _build
+from posenc.kernels.rope import apply_rotary_fused
+from posenc.rotary import apply_rotary
+
+assert _build.load("_rope") is not None, "no kernel"
+g = torch.Generator().manual_seed(0)
+x = torch.randn(2, 3, 5, 8, generator=g)
+angles = torch.randn(5, 4, generator=g)
+cos, sin = angles.cos(), angles.sin()
+torch.testing.assert_close(apply_rotary_fused(x, cos, sin, layout="half", rotary_dim=8), apply_rotary(x, cos, sin, layout="half", rotary_dim=8))
+print("ok")
+"""
+
+
+@needs_kernel
+@pytest.mark.parametrize("damage", ["truncate", "zero_stamp", "remove_stamp"])
+def test_a_damaged_cached_library_is_rebuilt_never_mapped(tmp_path, damage):
+    """Found: a truncated cached ``.so`` killed the process with SIGBUS (no message) on load.
+
+    A fresh process builds the library into an empty cache; then the file is damaged as a
+    crash before its bytes reached the disk would leave it; the next process must rebuild it
+    (and give the same numbers as the plain path), not die.
+    """
+    env = {**os.environ, "POSENC_CACHE_DIR": str(tmp_path)}
+    env.pop("POSENC_DISABLE_KERNELS", None)
+    first = subprocess.run(
+        [sys.executable, "-c", USE_KERNEL], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert first.returncode == 0, first.stderr
+    (library,) = (tmp_path / "kernels").glob("_rope-*.so")
+    size = library.stat().st_size
+    stamp = library.with_name(library.name + ".sha256")
+    if damage == "truncate":
+        with open(library, "r+b") as handle:
+            handle.truncate(size // 3)
+    elif damage == "zero_stamp":  # right size, wrong bytes
+        library.write_bytes(bytes(size))
+    else:  # a library from before stamps existed, or a stamp lost: rebuilt rather than trusted
+        stamp.unlink(missing_ok=True)
+    second = subprocess.run(
+        [sys.executable, "-c", USE_KERNEL], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert second.returncode == 0, (second.returncode, second.stderr)  # was -7 (SIGBUS) for a truncated file
+    assert second.stdout.strip() == "ok"
+    assert library.stat().st_size == size and _build.verified(library)
+
+
+@needs_kernel
+def test_the_library_is_fsynced_before_it_is_renamed(monkeypatch, tmp_path):
+    """Found: the compile step renamed the new library into place without fsync, so a crash
+    could leave a name pointing at a file whose bytes never reached the disk."""
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(
+            ("fsync", os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else str(fd))
+        )
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", str(dst)))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    target = tmp_path / "lib.so"
+    _build._compile("_rope", _build._compiler(), target)
+    renamed = [i for i, (kind, path) in enumerate(events) if kind == "replace" and path == str(target)]
+    assert renamed, events
+    synced_before = [kind for kind, _ in events[: renamed[0]]]
+    assert "fsync" in synced_before, events
+    assert _build.verified(target)
 
 
 # ---------------------------------------------------------------------------

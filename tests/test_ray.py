@@ -59,6 +59,7 @@ def test_without_ray_the_cli_says_how_to_install_it_and_exits_2(tmp_path, monkey
     assert result.exception is None or isinstance(result.exception, SystemExit)
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "pip install 'posenc[ray]'" in lines[0]
+    assert lines[0].startswith("posenc: error:")  # found: the Ray errors lacked the CLI's prefix
     assert "Traceback" not in result.output
     assert not (tmp_path / "r" / "runs").exists()  # nothing ran
 
@@ -72,6 +73,8 @@ def test_no_head_at_the_address_is_one_line_and_exit_2_not_a_hang(tmp_path, monk
     args = ["compare", "--profile", "smoke", "--executor", "ray", "--address", f"127.0.0.1:{port}"]
     result = CliRunner().invoke(main, [*args, "--no-report", "--out", str(tmp_path / "r")])
     assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("posenc: error:"), result.output
     assert f"no Ray head at --address 127.0.0.1:{port}" in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "r" / "runs").exists()
