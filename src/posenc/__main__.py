@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-import click
+try:
+    import click
+except ImportError:  # the bare library install has no command-line dependencies
+    raise SystemExit("posenc: the guided tour needs the 'cli' extra: pip install 'posenc[cli]'") from None
 
 from posenc.tour import run as tour_run
 

@@ -17,6 +17,12 @@ the embeddings, every other kind is handed to each layer's
 :class:`~posenc.attention.MultiHeadAttention` (one shared instance, or one per
 layer: ``share_encoding``, default the encoding class's ``share_across_layers``).
 
+Per-layer encodings: ``encoding`` may also be a :class:`~posenc.schedules.Schedule`, one
+entry per layer (Llama 4's NoPE every 4th layer, Gemma 3's local/global RoPE bases, a
+scaling on global layers only; see :mod:`posenc.schedules`). ``encoding_config`` then maps
+registry names to config defaults for every layer using that encoding
+(``{"rope": {"max_position_embeddings": 64}}``); each layer's own config wins.
+
 Options for additive encodings (the "how do we add position?" questions):
 
 - ``combine="add"`` (the usual ``tok + PE``) or ``"concat"``: ``W [tok ; PE]`` with a
@@ -58,6 +64,7 @@ from posenc.base import (
 )
 from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import build_for_model, get_encoding_class
+from posenc.schedules import Schedule
 
 COMBINES = ("add", "concat")
 INJECTS = ("input", "every_layer")
@@ -71,8 +78,9 @@ class TransformerConfig:
     num_layers: int = 3  # L, number of pre-LN blocks
     ffn_dim: int = 256  # hidden width of the GELU feed-forward
     causal: bool = True  # True: decoder-only LM; False: bidirectional encoder
-    encoding: str = "rope"  # a name in posenc.ENCODINGS
-    encoding_config: dict = field(default_factory=dict)  # extra Config fields for the encoding
+    encoding: str | Schedule = "rope"  # a name in posenc.ENCODINGS, or a per-layer Schedule
+    # extra Config fields for the encoding; with a Schedule: {registry name: config defaults}
+    encoding_config: dict = field(default_factory=dict)
     tie_embeddings: bool = True  # output head shares the token embedding matrix
     dropout: float = 0.0  # on attention probabilities, attention output and FFN output
     share_encoding: bool | None = None  # one encoding for all layers; None = the class's default
@@ -107,7 +115,22 @@ class TransformerConfig:
                 f"encoding_config must be a dict, got {type(self.encoding_config).__name__}"
             )
         object.__setattr__(self, "encoding_config", dict(self.encoding_config))  # private copy
-        kind = get_encoding_class(self.encoding).kind  # unknown names raise ValueError
+        if isinstance(self.encoding, dict):  # from to_dict() / JSON
+            object.__setattr__(self, "encoding", Schedule.from_dict(self.encoding))
+        if isinstance(self.encoding, Schedule):
+            kind = "per-layer"
+            if self.encoding.num_layers != self.num_layers:
+                raise PosencError(
+                    f"the schedule has {self.encoding.num_layers} layers but num_layers={self.num_layers}"
+                )
+            for name, config in self.encoding_config.items():
+                if name not in self.encoding.encodings or not isinstance(config, dict):
+                    raise PosencError(
+                        f"with a schedule, encoding_config maps the schedule's encodings "
+                        f"{list(self.encoding.encodings)} to config dicts; got {name!r}: {config!r}"
+                    )
+        else:
+            kind = get_encoding_class(self.encoding).kind  # unknown names raise ValueError
         check_choice("combine", self.combine, COMBINES)
         check_choice("inject", self.inject, INJECTS)
         if kind != "additive" and (self.combine, self.inject) != ("add", "input"):
@@ -158,27 +181,41 @@ class Transformer(nn.Module):
             raise PosencTypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
         self.config = config
         d = config.d_model
-        cls = get_encoding_class(config.encoding)
-        share = cls.share_across_layers if config.share_encoding is None else config.share_encoding
-
-        def make() -> PositionalEncoding:
-            return build_for_model(
-                config.encoding,
-                d_model=d,
-                num_heads=config.num_heads,
-                causal=config.causal,
-                **config.encoding_config,
-            )
-
         self.tok_emb = nn.Embedding(config.vocab_size, d)
-        self.input_encoding = cast(AdditiveEncoding, make()) if cls.kind == "additive" else None
+        self.input_encoding: AdditiveEncoding | None = None
         self.concat_proj = nn.Linear(2 * d, d, bias=False) if config.combine == "concat" else None
-        if cls.kind == "additive":
-            layer_encodings: list[PositionalEncoding | None] = [None] * config.num_layers
-        elif share:
-            layer_encodings = [make()] * config.num_layers  # one instance, seen by every layer
+        layer_encodings: list[PositionalEncoding | None]
+        if isinstance(config.encoding, Schedule):  # one entry per layer
+            layer_encodings = list(
+                config.encoding.build(
+                    d_model=d,
+                    num_heads=config.num_heads,
+                    causal=config.causal,
+                    share=config.share_encoding,
+                    defaults=config.encoding_config,
+                )
+            )
         else:
-            layer_encodings = [make() for _ in range(config.num_layers)]
+            name = config.encoding
+            cls = get_encoding_class(name)
+            share = cls.share_across_layers if config.share_encoding is None else config.share_encoding
+
+            def make() -> PositionalEncoding:
+                return build_for_model(
+                    name,
+                    d_model=d,
+                    num_heads=config.num_heads,
+                    causal=config.causal,
+                    **config.encoding_config,
+                )
+
+            if cls.kind == "additive":
+                self.input_encoding = cast(AdditiveEncoding, make())
+                layer_encodings = [None] * config.num_layers
+            elif share:
+                layer_encodings = [make()] * config.num_layers  # one instance, seen by every layer
+            else:
+                layer_encodings = [make() for _ in range(config.num_layers)]
         self.blocks = nn.ModuleList(Block(config, enc) for enc in layer_encodings)
         self.ln_final = nn.LayerNorm(d)
         self.lm_head = nn.Linear(d, config.vocab_size, bias=False)
@@ -238,7 +275,7 @@ class Transformer(nn.Module):
         for enc in self.encodings():
             if not enc.supports_kv_cache:
                 raise PosencError(
-                    f"encoding {self.config.encoding!r} does not support a KV cache (supports_kv_cache=False)"
+                    f"encoding {type(enc).__name__} does not support a KV cache (supports_kv_cache=False)"
                 )
         return [KVCache() for _ in self.blocks]
 

@@ -204,9 +204,6 @@ def pictures(console: Console, out: Path) -> None:
                 name, figure, out / f"{kind}-{name}-{figure}.png", d_model=64, num_heads=4, dpi=80
             )
             table.add_row(kind, name, figure, str(path))
-    import matplotlib.pyplot as plt
-
-    plt.close("all")
     console.print(table)
 
 

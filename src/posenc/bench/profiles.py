@@ -27,6 +27,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from posenc import schedules
 from posenc.base import check_choice, check_int
 from posenc.bench.executor import max_threads
 from posenc.bench.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
@@ -64,6 +65,7 @@ class Profile:
     scaled_variants: bool = False  # also run "@scaled" variants of the paper-length Config fields
     scalings: tuple[str, ...] = ()  # RoPE scalings evaluated on rotary models, "type:factor"
     variants: tuple[str, ...] = ()  # architecture variants of additive encodings, "combine=concat"
+    schedules: tuple[str, ...] = ()  # per-layer schedules run as grid entries, "irope:2" (posenc.schedules)
     workers: int = 1  # default --workers
 
     def to_dict(self) -> dict[str, Any]:
@@ -360,4 +362,32 @@ def build_grid(
                         )
                         if spec not in specs[first:]:  # "combine=add" is the default run itself
                             specs.append(spec)
+            for text in profile.schedules:  # per-layer schedules: one run each, labelled by the schedule
+                specs.append(schedule_spec(text, profile, seed=seed, task=task, threads=threads))
     return Grid(specs, missing, skipped)
+
+
+def schedule_spec(text: str, profile: Profile, *, seed: int, task: str, threads: int) -> RunSpec:
+    """The run of per-layer schedule ``text`` (e.g. ``"irope:2"``): each encoding it uses gets the
+    length overrides of a default run (:func:`encoding_overrides`), keyed by its registry name."""
+    schedule = schedules.parse(text, profile.model.num_layers)
+    train = profile.lm_train if task == "lm" else profile.task_train
+    t_len, e_len = train_length(task, train), eval_length(task, train, profile.eval)
+    overrides = {
+        name: encoding_overrides(name, train_len=t_len, eval_len=e_len, randomized_max_len=None, scaled=False)
+        for name in schedule.encodings
+    }
+    rotary = any("scaling" in ENCODINGS[name].Config.field_names() for name in schedule.encodings)
+    return RunSpec(
+        task=task,
+        encoding=schedule.layers[0].encoding,
+        seed=seed,
+        encoding_config={name: config for name, config in overrides.items() if config},
+        model=profile.model,
+        train=train,
+        eval=profile.eval,
+        scalings=profile.scalings if rotary else (),
+        schedule=text,
+        profile=profile.name,
+        threads=threads,
+    )

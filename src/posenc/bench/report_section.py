@@ -19,8 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matplotlib import pyplot as plt
-
 from posenc.bench.store import ResultStore, atomic_write_text
 from posenc.bench.tables import BUCKETS, _fmt, summarize, table_columns
 from posenc.viz.extrapolation import figure_base64, figures
@@ -393,7 +391,6 @@ def render(results_dir: str | Path) -> str:
             f'<figure><img alt="{html.escape(stem)}" src="data:image/png;base64,{figure_base64(fig)}">'
             f"<figcaption>{html.escape(caption)}</figcaption></figure>"
         )
-        plt.close(fig)
     parts.append("</section>")
     return "\n".join(parts)
 

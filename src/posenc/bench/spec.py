@@ -78,14 +78,18 @@ class RunSpec:
     train: TrainSpec = TrainSpec()
     eval: EvalSpec = EvalSpec()
     scalings: tuple[str, ...] = ()  # RoPE scalings evaluated without retraining, e.g. "yarn:4"
+    # a per-layer schedule (posenc.schedules.parse), e.g. "irope:2"; "" = `encoding` in every layer.
+    # With a schedule, `encoding` is its first layer's and encoding_config maps names to overrides.
+    schedule: str = ""
     profile: str = ""  # name of the profile that made it (provenance only, not identity)
     threads: int = 1  # torch intra-op threads (execution only, not identity)
 
     @property
     def label(self) -> str:
-        """Human name of the encoding variant: ``rope``, ``t5@scaled``, ``rope+rand``,
+        """Human name of the encoding variant: ``rope``, ``t5@scaled``, ``rope+rand``, ``irope:2``,
         ``sinusoidal[concat]``, ``sinusoidal[every_layer]``, ``sinusoidal[pe-warmup:200]``."""
-        name = self.encoding if self.variant == "default" else f"{self.encoding}@{self.variant}"
+        base = self.schedule or self.encoding
+        name = base if self.variant == "default" else f"{base}@{self.variant}"
         tags = self.architecture_tags()
         name += f"[{','.join(tags)}]" if tags else ""
         return name + ("+rand" if self.randomized_max_len else "")
@@ -106,6 +110,8 @@ class RunSpec:
         data = dataclasses.asdict(self)
         data.pop("profile")
         data.pop("threads")
+        if not data["schedule"]:  # added after records existed: "" keeps older run ids
+            del data["schedule"]
         for part, defaults in _NEW_DEFAULTS.items():
             for key, value in defaults.items():
                 if data[part][key] == value:

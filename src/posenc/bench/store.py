@@ -26,6 +26,7 @@ file is a day old); summaries are written under an exclusive lock
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -46,13 +47,30 @@ import posenc
 from posenc.bench.spec import RunSpec
 
 SCHEMA = "posenc.bench.run/1"
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)  # read the process umask once (setting it back immediately)
 REQUIRED = ("schema", "run_id", "label", "spec", "versions", "result", "checksum")
 MAX_RECORD_BYTES = 64 << 20  # a record is ~10-500 KB; anything this large is not one of ours
 STALE_TEMP_SECONDS = 24 * 3600  # a temp file this old is abandoned, whoever wrote it
 _HOST = socket.gethostname().replace("~", "-").replace("/", "-") or "host"
 log = logging.getLogger("posenc")
+
+
+@functools.cache
+def _umask() -> int:
+    """The process umask, read on first use (never at import: importing changes no global state).
+
+    Linux reports it in /proc/self/status; elsewhere the only way to read it is to set it
+    and set it back, which is done once, here, when the first record is written.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _finite(value: Any) -> Any:
@@ -111,7 +129,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             if hasattr(os, "fchmod"):  # mkstemp makes 0600 files; results are meant to be shared
-                os.fchmod(handle.fileno(), 0o666 & ~_UMASK)
+                os.fchmod(handle.fileno(), 0o666 & ~_umask())
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

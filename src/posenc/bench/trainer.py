@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from posenc import schedules
 from posenc.bench.profiles import train_length
 from posenc.bench.spec import RunSpec
 from posenc.errors import PosencError
@@ -55,7 +56,7 @@ def build_model(spec: RunSpec) -> Transformer:
         combine=spec.model.combine,
         inject=spec.model.inject,
         causal=True,
-        encoding=spec.encoding,
+        encoding=schedules.parse(spec.schedule, spec.model.num_layers) if spec.schedule else spec.encoding,
         encoding_config=dict(spec.encoding_config),
         tie_embeddings=True,
         dropout=0.0,

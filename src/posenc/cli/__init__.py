@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import sys
 
-import click
+try:
+    import click
+    import rich  # noqa: F401  (every command prints with it)
+except ImportError as exc:  # the bare library install has no command-line dependencies
+    raise SystemExit(
+        f"posenc: the command line needs the 'cli' extra ({exc.name} is missing): pip install 'posenc[cli]'"
+    ) from None
 
 from posenc.cli import bench, catalog, compare, plot, presets, report, rope
 from posenc.cli.paths import os_error_message

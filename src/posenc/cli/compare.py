@@ -81,6 +81,12 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     help="extra runs of additive encodings, comma-separated key=value ('+' joins settings of one run): "
     "combine=concat, inject=every_layer, position_warmup=STEPS (see Examples)",
 )
+@click.option(
+    "--schedules",
+    default=None,
+    help="per-layer schedules run as extra grid entries, comma-separated: irope[:k] (NoPE every k-th layer, "
+    "Llama 4), local_global[:k] (RoPE base 1e6 every k-th layer, 1e4 elsewhere, Gemma 3)",
+)
 @click.option("--list-profiles", is_flag=True, help="print the profiles and exit")
 @FORMAT
 def compare_command(
@@ -95,6 +101,7 @@ def compare_command(
     threads,
     no_report,
     variants,
+    schedules,
     list_profiles,
     fmt,
 ):
@@ -114,10 +121,14 @@ def compare_command(
       posenc compare --executor ray --address HEAD:6379   # a Ray cluster
       posenc compare --encodings sinusoidal,rope --variants combine=concat,position_warmup=200
       posenc compare --variants combine=concat,inject=every_layer,position_warmup=200
+      posenc compare --encodings rope,nope --schedules irope:2,local_global:3
 
     --variants adds runs of each additive encoding that change how position is
     added (labels like sinusoidal[concat], sinusoidal[pe-warmup:200]); other
     kinds of encodings keep their default run only (a note says so).
+
+    --schedules adds one run per per-layer schedule (posenc.schedules) for each task and
+    seed, labelled by the schedule (irope:2); the model's layers count for the period.
     """
     if list_profiles:
         rows = {name: {"description": p.description, "why": p.why} for name, p in PROFILES.items()}
@@ -128,6 +139,10 @@ def compare_command(
                 click.echo(f"{name:9s} {row['description']}")
         return
     prof = _with_variants(profile, variants, _split(encodings))
+    if schedules:
+        prof = dataclasses.replace(
+            prof, schedules=tuple(dict.fromkeys(prof.schedules + (_split(schedules) or ())))
+        )
     if address and executor != "ray":
         raise click.UsageError("--address needs --executor ray")
     if threads is not None:

@@ -18,6 +18,7 @@ from posenc import hf, rope_scaling
 from posenc.base import check_float, check_int
 from posenc.cli.paths import output_file
 from posenc.errors import PosencError
+from posenc.viz.figures import new_figure
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -209,13 +210,9 @@ def _print_table(report: dict[str, Any], plot_path: str | None) -> None:
 
 def plot_spectrum(report: dict[str, Any], path: str) -> None:
     """Wavelength per pair before and after scaling, log scale, with L0 marked if known."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     pairs = [row["pair"] for row in report["pairs"]]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig = new_figure(8, 4.5, margins=None)  # Agg canvas: no pyplot, no backend switch
+    ax = fig.add_subplot()
     ax.plot(pairs, [r["default_wavelength"] for r in report["pairs"]], "o-", ms=3, label="default RoPE")
     ax.plot(
         pairs, [r["wavelength"] for r in report["pairs"]], "s-", ms=3, label=f"{report['rope_type']} scaled"
@@ -233,7 +230,6 @@ def plot_spectrum(report: dict[str, Any], path: str) -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
 
 
 COMMANDS = [rope_group]

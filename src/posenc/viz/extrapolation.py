@@ -14,11 +14,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from matplotlib import colormaps
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from posenc.viz.figures import new_figure
 
 
 def _num(x: Any) -> float:
@@ -47,7 +46,7 @@ def _curves(
 
 
 def _plot(ax, curves, *, log_y: bool = False) -> None:
-    cmap = plt.get_cmap("tab20")
+    cmap = colormaps["tab20"]
     for index, (label, (x, ys)) in enumerate(sorted(curves.items())):
         cols = list(zip(*ys))
         mean = [sum(c) / len(c) for c in cols]
@@ -75,7 +74,8 @@ def _finish(fig: Figure, ax, train_len: float | None, *, train_label: str) -> Fi
 def task_accuracy_figure(records: list[dict[str, Any]], task: str, *, metric: str = "exact_match") -> Figure:
     """Accuracy vs evaluation length n for one synthetic task (one line per encoding variant)."""
     curves, train_len = _curves(records, task, lambda ev, spec: (ev["lengths"], ev[metric]))
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig = new_figure(7, 4.2, margins=None)  # Agg canvas, no pyplot state
+    ax = fig.add_subplot()
     _plot(ax, curves)
     name = "sequence exact match" if metric == "exact_match" else "answer-token accuracy"
     ax.set_title(f"{task}: {name} vs length (trained on n <= {train_len})")
@@ -94,7 +94,8 @@ def lm_ratio_figure(records: list[dict[str, Any]]) -> Figure:
         return [n / spec["train"]["max_len"] for n in ev["lengths"]], ev["ratio_to_train"]
 
     curves, _ = _curves(records, "lm", get)
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig = new_figure(7, 4.2, margins=None)  # Agg canvas, no pyplot state
+    ax = fig.add_subplot()
     _plot(ax, curves, log_y=True)
     ax.set_xscale("log", base=2)
     ax.axhline(1.0, color="black", linewidth=0.8)
@@ -114,7 +115,8 @@ def lastk_figure(records: list[dict[str, Any]]) -> Figure:
         ]
 
     curves, _ = _curves(records, "lm", get)
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig = new_figure(7, 4.2, margins=None)  # Agg canvas, no pyplot state
+    ax = fig.add_subplot()
     _plot(ax, curves)
     ax.set_xscale("log", base=2)
     ax.set_title("byte LM: loss on the last k bytes vs context length")
@@ -135,7 +137,8 @@ def loss_by_position_figure(records: list[dict[str, Any]], *, smooth: int = 16) 
         return [i + width / 2 for i in range(0, len(values), width)], means
 
     curves, train_len = _curves(records, "lm", get)
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig = new_figure(7, 4.2, margins=None)  # Agg canvas, no pyplot state
+    ax = fig.add_subplot()
     _plot(ax, curves)
     ax.set_title(f"byte LM: loss by position (mean over windows, {smooth}-byte bins)")
     ax.set_xlabel("position in window (bytes)")
@@ -176,6 +179,5 @@ def save_all(records: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
     for stem, fig in figures(records).items():
         path = out / f"{stem}.png"
         path.write_bytes(figure_png(fig))
-        plt.close(fig)
         paths.append(path)
     return paths
