@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
 from click.testing import CliRunner
-from transformers import GPTNeoXConfig, LlamaConfig
+from transformers import (
+    DeepseekV3Config,
+    Gemma3TextConfig,
+    GPTNeoXConfig,
+    Llama4TextConfig,
+    LlamaConfig,
+    Phi3Config,
+    Qwen3Config,
+)
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding
 from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 import posenc
-from posenc import presets
+from posenc import hf, presets, rope_scaling
 from posenc.cli import main
 
 RTOL = 1e-6  # transformers computes inv_freq in float32, posenc in float64
+# Gemma 3's head_dim 256 is not d_model / heads; DeepSeek-V3 rotates 64 of each 192-dim head.
+HEADS_NOT_D_MODEL = ("gemma-3-12b", "deepseek-v3")
 
 
 @pytest.mark.parametrize("name", list(presets.PRESETS))
@@ -31,7 +44,11 @@ def test_every_preset_builds_a_registered_encoding(name):
     for key, value in dims.items():
         if key in enc.config.field_names():
             assert getattr(enc.config, key) == value, key
-    assert preset.head_dim * preset.num_heads == preset.d_model  # every preset model has no odd-sized heads
+    if name in HEADS_NOT_D_MODEL:  # the preset says why in its note
+        assert preset.head_dim * preset.num_heads != preset.d_model and "head" in preset.note
+    else:
+        assert preset.head_dim * preset.num_heads == preset.d_model
+    assert preset.num_kv_heads is None or preset.num_heads % preset.num_kv_heads == 0
     assert preset.source.startswith("https://huggingface.co/") and preset.source.endswith("config.json")
     assert preset.paper and preset.note and preset.layout
     json.dumps(preset.to_dict())
@@ -119,3 +136,108 @@ def test_cli_list_presets_and_build_preset():
     assert shown.exit_code == 0 and "T5RelativeBias" in shown.output and "num_buckets" in shown.output
     bad = run("build", "--preset", "gtp2")
     assert bad.exit_code == 2 and "did you mean 'gpt2'" in bad.output
+
+
+# ---------------------------------------------------------------------------
+# The presets of current models, against transformers' reading of the same numbers.
+# ---------------------------------------------------------------------------
+
+
+def hf_config_for(name: str, config_cls, **extra):
+    """The preset's numbers as a transformers config (the layout transformers 5 writes)."""
+    preset = presets.PRESETS[name]
+    rope = {k: v for k, v in preset.config.items() if k != "layout"}
+    written = hf.to_hf({"head_dim": preset.head_dim, **rope})
+    return config_cls(
+        hidden_size=preset.d_model,
+        num_attention_heads=preset.num_heads,
+        num_key_value_heads=preset.num_kv_heads or preset.num_heads,
+        num_hidden_layers=preset.num_layers or 1,
+        **{**written, **extra},
+    )
+
+
+@pytest.mark.parametrize(
+    "name,config_cls,lengths",
+    [
+        ("llama-3.2-1b", LlamaConfig, [None]),
+        ("qwen3-8b", Qwen3Config, [None]),
+        ("phi-3.5-mini", Phi3Config, [None, 4096, 4097, 131072]),  # short factors, then long ones
+        ("deepseek-v3", DeepseekV3Config, [None]),
+    ],
+)
+def test_current_model_presets_give_transformers_frequencies(name, config_cls, lengths):
+    extra = {"qk_rope_head_dim": 64, "qk_nope_head_dim": 128} if name == "deepseek-v3" else {}
+    hf_config = hf_config_for(name, config_cls, **extra)
+    rope_type = hf_config.rope_parameters["rope_type"]
+    enc = presets.build(name)
+    for seq_len in lengths:
+        if rope_type == "default":
+            want, want_scale = LlamaRotaryEmbedding.compute_default_rope_parameters(hf_config, device="cpu")
+        else:
+            want, want_scale = ROPE_INIT_FUNCTIONS[rope_type](hf_config, "cpu", seq_len=seq_len)
+        got, got_scale = enc.frequencies(0 if seq_len is None else seq_len - 1)
+        torch.testing.assert_close(got, want.double(), rtol=RTOL, atol=0)
+        assert got_scale == pytest.approx(float(want_scale), rel=RTOL)
+
+
+def test_phi35_longrope_attention_factor_is_the_published_formula():
+    enc = presets.build("phi-3.5-mini")
+    resolved = rope_scaling.resolve(enc.config.scaling, max_position_embeddings=131072)
+    assert resolved["factor"] == 32.0  # 131072 / 4096, inferred as transformers does
+    assert enc.attention_scaling == pytest.approx(math.sqrt(1 + math.log(32) / math.log(4096)))
+
+
+def test_llama4_scout_irope_layers_and_frequencies_match_transformers():
+    preset = presets.PRESETS["llama-4-scout"]
+    schedule = presets.schedule("llama-4-scout")
+    text = Llama4TextConfig(
+        hidden_size=preset.d_model, num_attention_heads=preset.num_heads, num_key_value_heads=preset.num_kv_heads,
+        head_dim=preset.head_dim, num_hidden_layers=preset.num_layers,
+        rope_parameters={**preset.config["scaling"], "rope_theta": preset.config["base"]},
+        max_position_embeddings=preset.config["max_position_embeddings"],
+    )  # fmt: skip
+    assert [int(layer.encoding == "rope") for layer in schedule.layers] == text.no_rope_layers
+    want, _ = ROPE_INIT_FUNCTIONS["llama3"](text, "cpu")
+    rope = presets.build("llama-4-scout")
+    assert torch.isfinite(want).all()  # low = high = 1: no pair sits exactly on the band edge
+    torch.testing.assert_close(rope.frequencies(0)[0], want.double(), rtol=RTOL, atol=0)
+    assert rope.config.layout == "interleaved"
+
+
+def test_gemma3_local_and_global_layers_match_transformers_per_layer_type():
+    preset = presets.PRESETS["gemma-3-12b"]
+    text = Gemma3TextConfig(
+        hidden_size=preset.d_model, num_attention_heads=preset.num_heads, num_key_value_heads=preset.num_kv_heads,
+        head_dim=preset.head_dim, num_hidden_layers=preset.num_layers, sliding_window_pattern=6,
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}},
+        max_position_embeddings=preset.max_positions,
+    )  # fmt: skip
+    rotary = Gemma3RotaryEmbedding(text)
+    encodings = presets.schedule("gemma-3-12b").build(
+        d_model=preset.d_model, num_heads=preset.num_heads, head_dim=preset.head_dim
+    )
+    for layer_type, enc in zip(text.layer_types, encodings):
+        want = getattr(rotary, f"{layer_type}_inv_freq")
+        torch.testing.assert_close(enc.frequencies(0)[0], want.double(), rtol=RTOL, atol=0)
+        assert enc.attention_scaling == getattr(rotary, f"{layer_type}_attention_scaling")
+    assert presets.build("gemma-3-12b").config.to_dict() == encodings[5].config.to_dict()  # a global layer
+
+
+@pytest.mark.parametrize("name", list(presets.PRESETS))
+def test_every_preset_has_a_schedule_of_its_layers(name):
+    preset = presets.PRESETS[name]
+    if posenc.ENCODINGS[preset.encoding].kind == "additive":  # acts on the embeddings, not per layer
+        with pytest.raises(ValueError, match="additive"):
+            presets.schedule(name, 12)
+        return
+    schedule = presets.schedule(name, 12)
+    assert schedule.num_layers == 12
+    if preset.layers is None:
+        assert {(layer.encoding, json.dumps(layer.config, sort_keys=True)) for layer in schedule.layers} == {
+            (preset.encoding, json.dumps(preset.config, sort_keys=True))
+        }
+    if preset.num_layers is None:
+        with pytest.raises(ValueError, match="num_layers"):
+            presets.schedule(name)

@@ -7,7 +7,7 @@ Quick start::
     x = enc.embed(token_embeddings)          # (b, n, d) -> (b, n, d)
 """
 
-from posenc import presets
+from posenc import hf, presets, schedules
 from posenc.base import KINDS, PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import ENCODINGS, build, build_for_model, get_encoding_class, list_encodings
@@ -24,6 +24,8 @@ __all__ = [
     "build",
     "build_for_model",
     "get_encoding_class",
+    "hf",
     "list_encodings",
     "presets",
+    "schedules",
 ]

@@ -170,11 +170,16 @@ def llama3_smooth(*, dim: int, base: float, params: Params) -> torch.Tensor:
     With wavelength lambda_i = 2 pi / theta_i: 0 when lambda_i < L0/high_freq_factor
     (high frequency, unchanged), 1 when lambda_i > L0/low_freq_factor (low frequency,
     divided by s), and (L0/lambda_i - low) / (high - low) subtracted from 1 between.
+    ``high == low`` (Llama 4 Scout: both 1) leaves no band between; a pair exactly at
+    lambda = L0/low then stays unchanged (Hugging Face divides 0 by 0 there).
     """
     original = params["original_max_position_embeddings"]
     low, high = params["low_freq_factor"], params["high_freq_factor"]
     wavelen = 2 * math.pi / inverse_frequencies(dim, base)
-    smooth = (original / wavelen - low) / (high - low)  # 1 at the high edge, 0 at the low edge
+    if high == low:
+        smooth = torch.ones_like(wavelen)  # only reached at lambda == L0/low exactly: unchanged
+    else:
+        smooth = (original / wavelen - low) / (high - low)  # 1 at the high edge, 0 at the low edge
     weight = 1 - smooth
     weight = torch.where(wavelen < original / high, torch.zeros_like(weight), weight)
     return torch.where(wavelen > original / low, torch.ones_like(weight), weight)
@@ -281,13 +286,13 @@ def _validate_yarn(params: Params, *, dim: int) -> None:
 
 
 def _validate_llama3(params: Params, *, dim: int) -> None:
-    """0 < low_freq_factor < high_freq_factor."""
+    """0 < low_freq_factor <= high_freq_factor (equal: no blended band, as Llama 4 Scout)."""
     low = _number("llama3", "low_freq_factor", params["low_freq_factor"], minimum=0.0, exclusive_minimum=True)
     high = _number("llama3", "high_freq_factor", params["high_freq_factor"], minimum=0.0)
-    if high <= low:
+    if high < low:
         raise PosencError(
-            "rope scaling 'llama3' key 'high_freq_factor' must be > low_freq_factor, "
-            f"got high_freq_factor={high} <= low_freq_factor={low}"
+            "rope scaling 'llama3' key 'high_freq_factor' must be >= low_freq_factor, "
+            f"got high_freq_factor={high} < low_freq_factor={low}"
         )
 
 

@@ -61,10 +61,6 @@ class LayerEncoding:
                 )
         object.__setattr__(self, "config", json.loads(json.dumps(dict(self.config))))  # a private copy
 
-    def key(self) -> str:
-        """Identity of the entry: layers with equal keys may share one encoding instance."""
-        return json.dumps([self.encoding, self.config], sort_keys=True)
-
     def to_dict(self) -> dict[str, Any]:
         return {"encoding": self.encoding, "config": dict(self.config), "role": self.role}
 
@@ -104,43 +100,54 @@ class Schedule:
         head_dim: int | None = None,
         causal: bool | None = None,
         share: bool | None = None,
-        defaults: Mapping[str, Mapping[str, Any]] | None = None,
+        defaults: Mapping[str, Mapping[str, Any]]
+        | Callable[[int, LayerEncoding], Mapping[str, Any]]
+        | None = None,
     ) -> list[PositionalEncoding]:
         """One encoding per layer, built with :func:`posenc.build_for_model`.
 
         Args:
             d_model, num_heads, head_dim, causal: the model's dims (filled into each config).
-            share: one instance for all layers with the same entry (None: the class's
-                ``share_across_layers``; False: one instance per layer).
-            defaults: per registry name, config fields under each layer's own (e.g. the
-                training context for every RoPE layer); the layer's config wins.
+            share: one instance for all layers whose configs (defaults included) are equal
+                (None: the class's ``share_across_layers``; False: one instance per layer).
+            defaults: config fields under each layer's own, which win: per registry name (e.g.
+                the training context for every RoPE layer), or ``fn(layer index, entry)``
+                (:func:`posenc.hf.apply`: the RoPE of the Hugging Face config, per layer type).
         """
-        defaults = {} if defaults is None else defaults
-        for name in defaults:
-            if name not in self.encodings:
-                raise PosencError(
-                    f"encoding_config names {name!r}, which no layer of the schedule uses "
-                    f"(it uses {list(self.encodings)}); with a schedule, encoding_config maps "
-                    "registry names to config defaults"
-                )
+        if defaults is None:
+            defaults = {}
+        if isinstance(defaults, Mapping):
+            for name in defaults:
+                if name not in self.encodings:
+                    raise PosencError(
+                        f"encoding_config names {name!r}, which no layer of the schedule uses "
+                        f"(it uses {list(self.encodings)}); with a schedule, encoding_config maps "
+                        "registry names to config defaults"
+                    )
+            by_name = defaults
+
+            def by_encoding(index: int, layer: LayerEncoding) -> Mapping[str, Any]:
+                return by_name.get(layer.encoding, {})
+
+            layer_defaults: Callable[[int, LayerEncoding], Mapping[str, Any]] = by_encoding
+        else:
+            layer_defaults = defaults
         built: dict[str, PositionalEncoding] = {}
         out = []
-        for layer in self.layers:
+        for index, layer in enumerate(self.layers):
+            config = {**dict(layer_defaults(index, layer)), **layer.config}
+            key = json.dumps([layer.encoding, config], sort_keys=True, default=repr)
             shared = get_encoding_class(layer.encoding).share_across_layers if share is None else share
-            if shared and layer.key() in built:
-                out.append(built[layer.key()])
-                continue
-            config = {**dict(defaults.get(layer.encoding, {})), **layer.config}
-            enc = build_for_model(
-                layer.encoding,
-                d_model=d_model,
-                num_heads=num_heads,
-                head_dim=head_dim,
-                causal=causal,
-                **config,
-            )
-            built[layer.key()] = enc
-            out.append(enc)
+            if not shared or key not in built:
+                built[key] = build_for_model(
+                    layer.encoding,
+                    d_model=d_model,
+                    num_heads=num_heads,
+                    head_dim=head_dim,
+                    causal=causal,
+                    **config,
+                )
+            out.append(built[key])
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -224,14 +231,22 @@ def local_global(
     return every(num_layers, global_every, on=global_, off=local, name=f"local_global:{global_every}")
 
 
-#: Named builders, ``fn(num_layers, period) -> Schedule``; the benchmark and :func:`parse` use them.
-SCHEDULES: dict[str, tuple[Callable[[int, int], Schedule], int, str]] = {
-    # name: (builder, default period, what the period means)
-    "irope": (lambda n, k: irope(n, nope_every=k), 4, "NoPE every k-th layer, RoPE elsewhere (Llama 4)"),
-    "local_global": (
-        lambda n, k: local_global(n, global_every=k),
-        6,
-        "RoPE base 1e6 every k-th layer, base 1e4 elsewhere (Gemma 3)",
+@dataclass(frozen=True)
+class Builder:
+    """A named schedule builder: ``fn(num_layers, **kwargs)``; ``period`` is the keyword the
+    short form ``name:k`` sets (default ``default_period``)."""
+
+    fn: Callable[..., Schedule]
+    period: str
+    default_period: int
+    description: str
+
+
+#: The named builders (the benchmark's ``--schedules``, :func:`parse`, the model presets).
+SCHEDULES: dict[str, Builder] = {
+    "irope": Builder(irope, "nope_every", 4, "NoPE every k-th layer, RoPE elsewhere (Llama 4)"),
+    "local_global": Builder(
+        local_global, "global_every", 6, "RoPE base 1e6 every k-th layer, base 1e4 elsewhere (Gemma 3)"
     ),
 }
 
@@ -246,14 +261,25 @@ def parse(text: str, num_layers: int) -> Schedule:
             f"unknown schedule {name!r}{did_you_mean(name, SCHEDULES)}; valid: {', '.join(SCHEDULES)} "
             "(optionally ':k', e.g. 'irope:4')"
         )
-    builder, default, _ = SCHEDULES[name]
+    builder = SCHEDULES[name]
     try:
-        period = int(period_text) if period_text else default
+        period = int(period_text) if period_text else builder.default_period
     except ValueError:
         raise PosencError(
             f"schedule {text!r}: the period after ':' must be an integer, e.g. {name}:4"
         ) from None
-    return builder(num_layers, check_int(f"schedule {name!r} period", period, minimum=1))
+    period = check_int(f"schedule {name!r} period", period, minimum=1)
+    return builder.fn(num_layers, **{builder.period: period})
 
 
-__all__ = ["SCHEDULES", "LayerEncoding", "Schedule", "every", "irope", "local_global", "parse", "uniform"]
+__all__ = [
+    "SCHEDULES",
+    "Builder",
+    "LayerEncoding",
+    "Schedule",
+    "every",
+    "irope",
+    "local_global",
+    "parse",
+    "uniform",
+]

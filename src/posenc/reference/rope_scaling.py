@@ -113,6 +113,7 @@ def rope_scaling_llama3(
 
     lambda_i < L0/high: theta_i unchanged; lambda_i > L0/low: theta_i / s; between:
     (1 - u) theta_i / s + u theta_i with u = (L0/lambda_i - low) / (high - low).
+    With high == low there is no "between" but the single wavelength L0/low: unchanged.
     """
     theta, _ = rope_scaling_default(dim, base)
     l0 = original_max_position_embeddings
@@ -123,6 +124,8 @@ def rope_scaling_llama3(
             out[i] = t
         elif wavelength > l0 / low_freq_factor:
             out[i] = t / factor
+        elif high_freq_factor == low_freq_factor:
+            out[i] = t
         else:
             u = (l0 / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
             out[i] = (1 - u) * t / factor + u * t

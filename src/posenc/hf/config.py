@@ -1,4 +1,4 @@
-"""Hugging Face configs <-> posenc RoPE configs.
+"""Hugging Face configs <-> posenc RoPE configs (``posenc.hf.from_hf`` / ``posenc.hf.to_hf``).
 
 A Hugging Face ``config.json`` spreads RoPE over several places, and two
 generations of transformers use different layouts:
@@ -89,12 +89,15 @@ def _rope_key(config: dict[str, Any]) -> str:
     return "rope_scaling"
 
 
-def from_hf(config: Any) -> dict[str, Any]:
+def from_hf(config: Any, *, layer_type: str | None = None) -> dict[str, Any]:
     """Read a Hugging Face model config into posenc RoPE keyword arguments.
 
     Args:
         config: a config dict (as in ``config.json``), a path to one, or a
             ``transformers.PretrainedConfig``.
+        layer_type: for configs with one rope dict per layer type (Gemma 3:
+            ``rope_parameters = {"sliding_attention": {...}, "full_attention": {...}}``),
+            which one to read.
 
     Returns:
         ``{"head_dim", "base", "partial_rotary_factor", "scaling", "max_position_embeddings"}``;
@@ -107,7 +110,7 @@ def from_hf(config: Any) -> dict[str, Any]:
 
     Raises:
         ValueError/TypeError naming the key: conflicting ``type``/``rope_type``, per-layer
-        (nested) rope dicts, no ``head_dim`` nor ``hidden_size``/``num_attention_heads``,
+        (nested) rope dicts without a ``layer_type``, no ``head_dim`` nor ``hidden_size``/``num_attention_heads``,
         any error of :func:`posenc.rope_scaling.validate`.
     """
     cfg = _as_dict(config)
@@ -116,8 +119,16 @@ def from_hf(config: Any) -> dict[str, Any]:
         raise PosencTypeError(
             f"rope_scaling / rope_parameters must be a dict or null, got {type(rope).__name__}"
         )
-    if any(isinstance(value, dict) for value in rope.values()):
-        raise PosencError("per-layer (nested) rope_parameters are not supported; pass one layer type's dict")
+    nested = [key for key, value in rope.items() if isinstance(value, dict)]
+    if nested:
+        if layer_type not in nested:
+            raise PosencError(
+                f"this config has one rope dict per layer type ({', '.join(nested)}); "
+                f"pass layer_type= one of them, got {layer_type!r}"
+            )
+        rope = rope[layer_type]
+    elif layer_type is not None:
+        raise PosencError(f"layer_type={layer_type!r} given but the config has one rope dict for all layers")
     if "type" in rope and "rope_type" in rope and rope["type"] != rope["rope_type"]:
         raise PosencError(
             f"rope dict has type={rope['type']!r} and rope_type={rope['rope_type']!r}; they must agree"
@@ -296,6 +307,6 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
     return out
 
 
-def rope_from_hf(config: Any):
+def rope_from_hf(config: Any, *, layer_type: str | None = None):
     """Build the posenc :class:`~posenc.rotary.RoPE` a Hugging Face config describes."""
-    return build("rope", **from_hf(config))
+    return build("rope", **from_hf(config, layer_type=layer_type))

@@ -1,0 +1,30 @@
+"""Hugging Face: configs <-> posenc RoPE configs, and posenc's encodings inside a loaded model.
+
+* :func:`from_hf` / :func:`to_hf` / :func:`rope_from_hf` (:mod:`posenc.hf.config`): read a
+  ``config.json`` (transformers 4 or 5 layout) into posenc RoPE arguments and back.
+* :func:`apply` / :func:`remove` (:mod:`posenc.hf.model`): give a loaded transformers model
+  posenc's RoPE (fused kernel, any scaling, changeable after loading), a bias encoding
+  through transformers' attention-function interface, or a per-layer schedule::
+
+      handle = posenc.hf.apply(model, scaling={"rope_type": "yarn", "factor": 4.0})
+      handle.set_scaling(None)          # later, without reloading
+      posenc.hf.apply(model, "alibi")   # ALiBi in every layer (grouped-query attention included)
+
+transformers is an optional peer: nothing here imports it until a model is given.
+"""
+
+from posenc.hf.config import DEFAULT_THETA, ORIGINAL, from_hf, rope_from_hf, to_hf
+from posenc.hf.model import ATTENTION, Applied, PositionIds, apply, remove
+
+__all__ = [
+    "ATTENTION",
+    "DEFAULT_THETA",
+    "ORIGINAL",
+    "Applied",
+    "PositionIds",
+    "apply",
+    "from_hf",
+    "remove",
+    "rope_from_hf",
+    "to_hf",
+]
