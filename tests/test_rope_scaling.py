@@ -495,3 +495,18 @@ def test_apply_to_model_on_a_transformer_changes_then_restores_its_output(share)
     assert len(ropes) == (1 if share else 3)
     for enc in ropes:
         torch.testing.assert_close(enc.frequencies(39)[0], default(enc.rotary_dim, 10000.0) / 4.0, **F64)
+
+
+@pytest.mark.parametrize("name", list(rope_scaling.ROPE_SCALINGS))
+def test_every_scaling_has_a_numpy_reference_and_an_example_and_they_agree(name):
+    """The registry entry's NumPy reference (what the conformance vectors use) == compute()."""
+    spec = rope_scaling.ROPE_SCALINGS[name]
+    assert spec.reference is not None and spec.example is not None
+    scaling = {"rope_type": name, **spec.example(64)}
+    for seq_len in (None, 100, 2048, 2049, 9000):  # across the examples' L0 = 2048
+        got, got_scale = compute(scaling, dim=64, base=10000.0, seq_len=seq_len, max_position_embeddings=8192)
+        want, want_scale = rope_scaling.reference(
+            scaling, dim=64, base=10000.0, seq_len=seq_len, max_position_embeddings=8192
+        )
+        torch.testing.assert_close(got, torch.from_numpy(want), rtol=1e-13, atol=0)
+        assert got_scale == pytest.approx(want_scale, rel=1e-13)

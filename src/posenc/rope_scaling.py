@@ -41,16 +41,19 @@ cached after rotation.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from posenc.base import RotaryEncoding, check_bool, check_float, check_int, did_you_mean, inverse_frequencies
 from posenc.errors import PosencError, PosencTypeError
+from posenc.reference import rope_scaling as ref
 
 Params = dict[str, Any]
 ScalingFn = Callable[..., tuple[torch.Tensor, float]]
@@ -351,6 +354,10 @@ class RopeScaling:
     # "max_position_embeddings" (that key only); None when the scaling has no L0.
     hf_original: str | None = None
     factor_from_context: bool = False  # a missing factor is max_position_embeddings / L0 (as HF)
+    # The NumPy float64 reference (posenc.reference.rope_scaling), fn(dim, base, **params[, seq_len]).
+    reference: Callable[..., tuple[np.ndarray, float]] | None = None
+    # A representative setting for rotated dim d with original context 2048 (conformance vectors).
+    example: Callable[[int], Params] | None = None
 
     def __call__(
         self, *, dim: int, base: float, seq_len: int | None, params: Params
@@ -359,15 +366,26 @@ class RopeScaling:
 
 
 ROPE_SCALINGS: dict[str, RopeScaling] = {
-    "default": RopeScaling(_default, "Su et al. 2021, RoFormer, https://arxiv.org/abs/2104.09864"),
+    "default": RopeScaling(
+        _default,
+        "Su et al. 2021, RoFormer, https://arxiv.org/abs/2104.09864",
+        reference=ref.rope_scaling_default,
+        example=lambda dim: {},
+    ),
     "linear": RopeScaling(
-        _linear, "Chen et al. 2023, Position Interpolation, https://arxiv.org/abs/2306.15595", ("factor",)
+        _linear,
+        "Chen et al. 2023, Position Interpolation, https://arxiv.org/abs/2306.15595",
+        ("factor",),
+        reference=ref.rope_scaling_linear,
+        example=lambda dim: {"factor": 4.0},
     ),
     "ntk": RopeScaling(
         _ntk,
         "bloc97 2023, NTK-aware scaled RoPE, https://www.reddit.com/r/LocalLLaMA/comments/14lz7j5/",
         ("factor",),
         validate=_validate_ntk,
+        reference=ref.rope_scaling_ntk,
+        example=lambda dim: {"factor": 4.0},
     ),
     "dynamic": RopeScaling(
         _dynamic,
@@ -376,6 +394,8 @@ ROPE_SCALINGS: dict[str, RopeScaling] = {
         validate=_validate_ntk,
         length_dependent=True,
         hf_original="max_position_embeddings",
+        reference=ref.rope_scaling_dynamic,
+        example=lambda dim: {"factor": 4.0, ORIGINAL: 2048},
     ),
     "yarn": RopeScaling(
         _yarn,
@@ -385,6 +405,8 @@ ROPE_SCALINGS: dict[str, RopeScaling] = {
         validate=_validate_yarn,
         bands=_yarn_bands,
         hf_original="rope",
+        reference=ref.rope_scaling_yarn,
+        example=lambda dim: {"factor": 4.0, ORIGINAL: 2048},
     ),
     "llama3": RopeScaling(
         _llama3,
@@ -393,6 +415,8 @@ ROPE_SCALINGS: dict[str, RopeScaling] = {
         validate=_validate_llama3,
         bands=_llama3_bands,
         hf_original="rope",
+        reference=ref.rope_scaling_llama3,
+        example=lambda dim: {"factor": 8.0, ORIGINAL: 2048, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
     ),
     "longrope": RopeScaling(
         _longrope,
@@ -403,6 +427,12 @@ ROPE_SCALINGS: dict[str, RopeScaling] = {
         length_dependent=True,
         hf_original="rope",
         factor_from_context=True,
+        reference=ref.rope_scaling_longrope,
+        example=lambda dim: {
+            "short_factor": [1.0 + 0.05 * i for i in range(dim // 2)],
+            "long_factor": [1.0 + 0.5 * i for i in range(dim // 2)],
+            ORIGINAL: 2048,
+        },
     ),
 }
 
@@ -512,6 +542,27 @@ def compute(
             "(frequencies or attention_factor out of range); use a smaller factor, base or attention_factor"
         )
     return inv_freq, attention_scaling
+
+
+def reference(
+    scaling: Params | None,
+    *,
+    dim: int,
+    base: float,
+    seq_len: int | None = None,
+    max_position_embeddings: int | None = None,
+) -> tuple[np.ndarray, float]:
+    """:func:`compute` by the NumPy float64 reference of the variant (``ROPE_SCALINGS[name].reference``):
+    ``(inv_freq (dim/2,) float64 ndarray, attention_scaling)``."""
+    scaling = validate(resolve(scaling, max_position_embeddings=max_position_embeddings), dim=dim)
+    name, params = split(scaling)
+    fn = ROPE_SCALINGS[name].reference
+    if fn is None:
+        raise PosencError(f"rope scaling {name!r} has no NumPy reference")
+    if "seq_len" in inspect.signature(fn).parameters:
+        params["seq_len"] = None if seq_len is None else int(seq_len)
+    inv_freq, attention_scaling = fn(dim, float(base), **params)
+    return np.asarray(inv_freq, dtype=np.float64), float(attention_scaling)
 
 
 def depends_on_seq_len(scaling: Params | None) -> bool:

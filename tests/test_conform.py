@@ -1,0 +1,209 @@
+"""The conformance suite: golden vectors from the float64 references, and the checker."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+import posenc
+from posenc import conform, rope_scaling
+from posenc.cli import main
+
+
+@pytest.fixture(scope="module")
+def vectors(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("vectors")
+    conform.export(directory)
+    return directory
+
+
+def test_the_export_covers_every_rope_scaling_and_every_preset_with_a_closed_form(vectors):
+    manifest, arrays_of = conform.load(vectors)
+    assert manifest["schema"] == conform.SCHEMA and manifest["tolerances"] == conform.TOLERANCES
+    sources = {case["source"].split(" (")[0] for case in manifest["cases"]}
+    assert {f"rope_type {name}" for name in rope_scaling.ROPE_SCALINGS} <= sources
+    for name, preset in posenc.presets.PRESETS.items():
+        learned = posenc.ENCODINGS[preset.encoding].kind == "additive"  # BERT, GPT-2: trained tables
+        assert (f"preset {name}" in sources) != learned, name
+    gemma = [case["name"] for case in manifest["cases"] if case["source"].startswith("preset gemma-3-12b")]
+    assert gemma == ["preset-gemma-3-12b-local", "preset-gemma-3-12b-global"]  # both bases of Gemma 3
+    for case in manifest["cases"]:
+        arrays = arrays_of(case["name"])
+        assert sorted(arrays) == case["arrays"]
+        as_json = json.loads((vectors / "cases" / f"{case['name']}.json").read_text())
+        for key, value in arrays.items():  # the JSON copy round-trips float64 exactly
+            np.testing.assert_array_equal(np.asarray(as_json[key], dtype=value.dtype), value)
+
+
+def test_rope_calls_straddle_the_original_context(vectors):
+    manifest, arrays_of = conform.load(vectors)
+    case = next(c for c in manifest["cases"] if c["name"] == "rope_type-longrope")
+    original = case["config"]["scaling"]["original_max_position_embeddings"]
+    lengths = [max(call) + 1 for call in case["calls"]]
+    assert original in lengths and original + 1 in lengths and max(lengths) > 2 * original
+    arrays = arrays_of("rope_type-longrope")
+    short = next(i for i, n in enumerate(lengths) if n == original)
+    long = next(i for i, n in enumerate(lengths) if n == original + 1)
+    factors = case["config"]["scaling"]
+    theta = 10000.0 ** (-np.arange(0, 64, 2) / 64)
+    np.testing.assert_allclose(arrays[f"call{short}.inv_freq"], theta / factors["short_factor"], rtol=1e-15)
+    np.testing.assert_allclose(arrays[f"call{long}.inv_freq"], theta / factors["long_factor"], rtol=1e-15)
+
+
+def test_golden_rotations_are_the_rotation_of_the_golden_angles(vectors):
+    """q_rot (from RoFormer's matrix form) == q rotated pair by pair with the golden cos/sin."""
+    manifest, arrays_of = conform.load(vectors)
+    for case in manifest["cases"]:
+        if case["kind"] != "rope":
+            continue
+        arrays, c = arrays_of(case["name"]), case["config"]
+        half, r = c["rotary_dim"] // 2, c["rotary_dim"]
+        pairs = (
+            [(i, i + half) for i in range(half)]
+            if c["layout"] == "half"
+            else [(2 * i, 2 * i + 1) for i in range(half)]
+        )
+        a, b = (np.array(side) for side in zip(*pairs))
+        q, cos, sin = arrays["call0.q"], arrays["call0.cos"], arrays["call0.sin"]
+        want = q.copy()
+        want[..., a] = q[..., a] * cos - q[..., b] * sin
+        want[..., b] = q[..., a] * sin + q[..., b] * cos
+        np.testing.assert_allclose(arrays["call0.q_rot"], want, rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(
+            arrays["call0.q_rot"][..., r:], q[..., r:]
+        )  # partial rotary passes through
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+def test_posenc_passes_its_own_vectors(vectors, dtype):
+    rows = conform.check(vectors, against="posenc", dtype=dtype)
+    assert rows and all(row.status == "ok" for row in rows), [r for r in rows if r.status != "ok"]
+
+
+def test_transformers_passes_the_vectors_it_can_compute(vectors):
+    rows = conform.check(vectors, against="hf", dtype="float32")
+    not_computed = {(row.case, row.quantity) for row in rows if row.status == "n/a"}
+    ntk = {("rope_type-ntk", q) for q in conform.QUANTITIES["rope"]}
+    alibi = {("preset-bloom", "bias"), ("preset-mpt", "bias")}  # BLOOM shifts each row by a constant
+    assert not_computed == ntk | alibi
+    assert all(row.status == "ok" for row in rows if row.status != "n/a"), [
+        r for r in rows if r.status == "FAIL"
+    ]
+
+
+def _broken(change):
+    """posenc's adapter with one thing done wrong, as a port might."""
+
+    def adapter(entry, arrays, dtype):
+        entry = json.loads(json.dumps(entry))
+        change(entry)
+        return conform.posenc_adapter(entry, arrays, dtype)
+
+    return adapter
+
+
+@pytest.mark.parametrize(
+    "name,change,case,failing",
+    [
+        ("base off by 1e-4", lambda e: e["config"].update(base=e["config"]["base"] * 1.0001), "preset-llama-2",
+         {"inv_freq", "cos", "sin", "q_rot", "k_rot"}),
+        ("pairs in the wrong layout", lambda e: e["config"].update(layout="half"), "preset-gpt-j", {"q_rot", "k_rot"}),
+        ("yarn without its attention factor", lambda e: e["config"]["scaling"].update(attention_factor=1.0),
+         "rope_type-yarn", {"attention_scaling", "cos", "sin", "q_rot", "k_rot"}),
+        ("dynamic NTK with the wrong L0", lambda e: e["config"]["scaling"].update(original_max_position_embeddings=2047),
+         "rope_type-dynamic", {"inv_freq", "cos", "sin", "q_rot", "k_rot"}),
+        ("causal T5 buckets for the encoder", lambda e: e["config"].update(bidirectional=False),
+         "preset-t5-encoder", {"bucket"}),
+    ],
+)  # fmt: skip
+def test_a_wrong_implementation_fails_where_it_is_wrong(vectors, monkeypatch, name, change, case, failing):
+    monkeypatch.setitem(conform.ADAPTERS, "broken", _broken(change))
+    rows = conform.check(vectors, against="broken", dtype="float32", only=(case,))
+    assert {row.quantity for row in rows if row.status == "FAIL"} == failing, name
+
+
+def test_angles_computed_in_half_precision_fail_the_bfloat16_check(vectors, monkeypatch):
+    """Rounding p * theta to bfloat16 loses the position; the angle tolerance catches it."""
+
+    def bf16_angles(entry, arrays, dtype):
+        out = conform.posenc_adapter(entry, arrays, dtype)
+        for call in {key.split(".")[0] for key in out if key.endswith(".cos")}:
+            positions = torch.from_numpy(arrays[f"{call}.positions"]).to(torch.bfloat16)
+            theta = torch.from_numpy(arrays[f"{call}.inv_freq"]).to(torch.bfloat16)
+            angle = positions[:, None] * theta
+            scale = float(arrays[f"{call}.attention_scaling"])
+            out[f"{call}.cos"] = (angle.cos() * scale).double().numpy()
+        return out
+
+    monkeypatch.setitem(conform.ADAPTERS, "bf16-angles", bf16_angles)
+    rows = conform.check(vectors, against="bf16-angles", dtype="bfloat16", only=("preset-llama-3.1",))
+    assert {row.quantity: row.status for row in rows}["cos"] == "FAIL"
+
+
+def test_bound_is_the_documented_rule():
+    arrays = {
+        "call0.positions": np.array([0, 1000]),
+        "call0.inv_freq": np.array([1.0, 0.01]),
+        "call0.attention_scaling": np.array(2.0),
+        "call0.cos": np.zeros((2, 2)),
+        "call0.q": np.array([[[1.0, -3.0, 0.5, 0.0], [2.0, 0.0, 0.0, 0.0]]]),
+        "call0.q_rot": np.zeros((1, 2, 4)),
+    }
+    tol = conform.TOLERANCES["float32"]
+    cos = conform.bound("cos", arrays, "call0.", "float32")
+    np.testing.assert_allclose(cos, 2.0 * (tol["atol"] + tol["angle"] * np.array([[0, 0], [1000, 10]])))
+    rot = conform.bound("q_rot", arrays, "call0.", "float32")
+    np.testing.assert_allclose(
+        rot[0, :, 0], 2 * 2.0 * np.array([3.0, 2.0]) * (tol["atol"] + tol["angle"] * np.array([0, 1000]))
+    )
+    np.testing.assert_allclose(
+        conform.bound("inv_freq", arrays, "call0.", "float64"), 1e-12 * np.array([1.0, 0.01])
+    )
+
+
+def test_exporting_twice_into_one_folder_gives_the_same_complete_files(tmp_path):
+    conform.export(tmp_path)
+    first = {p.name: p.read_bytes() for p in (tmp_path / "cases").iterdir()}
+    conform.export(tmp_path)
+    second = {p.name: p.read_bytes() for p in (tmp_path / "cases").iterdir()}
+    assert first.keys() == second.keys() and all(first[k] == second[k] for k in first if k.endswith(".json"))
+    assert not list(tmp_path.rglob(".*.tmp"))
+
+
+def test_cli_export_then_check_against_transformers(tmp_path):
+    runner = CliRunner()
+    exported = runner.invoke(main, ["conform", "export", str(tmp_path)])
+    assert exported.exit_code == 0, exported.output
+    assert f"wrote {len(conform.cases())} cases" in exported.output
+    checked = runner.invoke(main, ["conform", "check", str(tmp_path), "--against", "hf"])
+    assert checked.exit_code == 0, checked.output
+    assert "preset-llama-3.1" in checked.output and "0 failed" in checked.output
+    as_json = runner.invoke(
+        main, ["conform", "check", str(tmp_path), "--case", "preset-qwen2", "--format", "json"]
+    )
+    rows = json.loads(as_json.stdout)
+    assert {row["quantity"] for row in rows} == set(conform.QUANTITIES["rope"])
+    assert all(
+        row["status"] == "ok" and row["worst"] <= 1 and not math.isnan(row["max_error"]) for row in rows
+    )
+
+
+def test_cli_check_fails_with_exit_1_and_bad_input_in_one_line(tmp_path, monkeypatch):
+    runner = CliRunner()
+    missing = runner.invoke(main, ["conform", "check", str(tmp_path)])
+    assert missing.exit_code == 2 and "conform export" in missing.output
+    conform.export(tmp_path)
+    bad_case = runner.invoke(main, ["conform", "check", str(tmp_path), "--case", "preset-lama-2"])
+    assert bad_case.exit_code == 2 and "did you mean 'preset-llama-2'" in bad_case.output
+    monkeypatch.setitem(
+        conform.ADAPTERS, "posenc", _broken(lambda e: e["config"].update(base=1.5 * e["config"]["base"]))
+    )
+    failing = runner.invoke(
+        main, ["conform", "check", str(tmp_path), "--case", "preset-llama-2", "--failures-only"]
+    )
+    assert failing.exit_code == 1 and "FAIL" in failing.output and "attention_scaling" not in failing.output
