@@ -207,3 +207,23 @@ def test_cli_check_fails_with_exit_1_and_bad_input_in_one_line(tmp_path, monkeyp
         main, ["conform", "check", str(tmp_path), "--case", "preset-llama-2", "--failures-only"]
     )
     assert failing.exit_code == 1 and "FAIL" in failing.output and "attention_scaling" not in failing.output
+
+
+def test_damaged_exports_are_one_line_errors(tmp_path):
+    conform.export(tmp_path)
+    runner = CliRunner()
+    case = tmp_path / "cases" / "preset-qwen2.npz"
+    case.write_bytes(case.read_bytes()[:100])  # cut short
+    cut = runner.invoke(main, ["conform", "check", str(tmp_path), "--case", "preset-qwen2"])
+    assert (
+        cut.exit_code == 2
+        and "preset-qwen2.npz is damaged" in cut.stderr
+        and len(cut.stderr.splitlines()) == 1
+    )
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"schema": "other/2", "cases": []}')
+    other = runner.invoke(main, ["conform", "check", str(tmp_path)])
+    assert other.exit_code == 2 and "posenc.conform/1" in other.stderr
+    manifest.write_text("{not json")
+    broken = runner.invoke(main, ["conform", "check", str(tmp_path)])
+    assert broken.exit_code == 2 and "not valid JSON" in broken.stderr and "Traceback" not in broken.output

@@ -470,6 +470,8 @@ SLOW_BACKENDS = (  # (module, function): what a valid call of a slow command end
     ("posenc.bench.speed", "run"),
     ("posenc.report", "build_report"),
     ("posenc.viz", "render"),
+    ("posenc.conform", "export"),
+    ("posenc.conform", "check"),
 )
 
 
@@ -575,6 +577,8 @@ def test_path_options_are_all_classified():
     assert found == {
         ("bench", "--out"): "write directory",
         ("compare", "--out"): "write directory",
+        ("conform check", "directory"): "read directory",
+        ("conform export", "directory"): "write directory",
         ("plot", "-o"): "write file",
         ("report", "-o"): "write directory",
         ("report", "--results"): "read directory",
@@ -607,7 +611,10 @@ def test_cli_filesystem_faults_are_one_line_exit_2(command, option, fault, tmp_p
     param = next(p for p in COMMANDS[command].params if p.opts[0] == option)
     bad = _fault_path(fault, _role(param), tmp_path, unwritable)
     base = [a.replace("{tmp}", str(tmp_path)) for a in REQUIRED_ARGS.get(command, [])]
-    args = [*command, *base, option, bad]  # the last value of an option wins
+    if isinstance(param, click.Argument):  # a positional path (posenc conform export DIRECTORY)
+        args = [*command, *base, bad]
+    else:
+        args = [*command, *base, option, bad]  # the last value of an option wins
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.chdir(tmp_path)

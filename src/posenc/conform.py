@@ -32,6 +32,7 @@ import json
 import math
 import os
 import threading
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,7 @@ BASE = 10000.0
 CONTEXT = 8192  # max_position_embeddings of the per-rope_type cases (L0 = 2048 in every example)
 HEADS = 2  # heads of the q/k inputs
 SEED = 0
+MAX_MANIFEST_BYTES = 16 << 20  # the manifest is ~100 KB
 
 # Per dtype: rtol for inv_freq / attention_scaling / biases; atol for values of magnitude 1
 # (cos, sin, rotated vectors per unit of input); angle: allowed error per radian of p * theta,
@@ -296,16 +298,30 @@ def export(directory: str | Path) -> Path:
 def load(directory: str | Path) -> tuple[dict[str, Any], Callable[[str], dict[str, np.ndarray]]]:
     """``(manifest, arrays_of(case name))`` of an export; checks the schema."""
     root = Path(directory)
+    path = root / "manifest.json"
+    if not path.is_file():
+        raise PosencError(f"{root} has no manifest.json; run `posenc conform export {root}` first")
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise PosencError(
+            f"{path} is larger than {MAX_MANIFEST_BYTES >> 20} MiB: not a posenc conform manifest"
+        )
     try:
-        manifest = json.loads((root / "manifest.json").read_text())
-    except FileNotFoundError:
-        raise PosencError(f"{root} has no manifest.json; run `posenc conform export {root}` first") from None
-    if manifest.get("schema") != SCHEMA:
-        raise PosencError(f"{root}/manifest.json has schema {manifest.get('schema')!r}; expected {SCHEMA!r}")
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PosencError(f"{path} is not valid JSON ({exc}); export the vectors again") from None
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        found = manifest.get("schema") if isinstance(manifest, dict) else type(manifest).__name__
+        raise PosencError(f"{path} has schema {found!r}; expected {SCHEMA!r}")
 
     def arrays_of(name: str) -> dict[str, np.ndarray]:
-        with np.load(root / "cases" / f"{name}.npz") as data:
-            return {key: data[key] for key in data.files}
+        case = root / "cases" / f"{name}.npz"
+        try:
+            with np.load(case, allow_pickle=False) as data:
+                return {key: data[key] for key in data.files}
+        except (ValueError, zipfile.BadZipFile, EOFError) as exc:
+            raise PosencError(
+                f"{case} is damaged ({type(exc).__name__}: {exc}); export the vectors again"
+            ) from None
 
     return manifest, arrays_of
 

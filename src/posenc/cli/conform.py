@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from posenc import conform
+from posenc.cli.paths import input_dir, output_dir
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -26,7 +27,7 @@ def conform_group() -> None:
 
 
 @conform_group.command("export")
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("directory", type=click.Path(file_okay=False, writable=True))
 def export_command(directory: str) -> None:
     """Write the golden vectors (float64 references) to DIRECTORY.
 
@@ -34,7 +35,7 @@ def export_command(directory: str) -> None:
     Examples:
       posenc conform export rope-vectors
     """
-    path = conform.export(directory)
+    path = conform.export(output_dir(directory, "DIRECTORY"))
     manifest = json.loads(path.read_text())
     click.echo(f"wrote {len(manifest['cases'])} cases to {path.parent} (schema {manifest['schema']})")
 
@@ -69,7 +70,7 @@ def check_command(
       posenc conform check rope-vectors --against hf
       posenc conform check rope-vectors --against posenc --dtype bfloat16 --case preset-llama-3.1
     """
-    rows = conform.check(directory, against=against, dtype=dtype, only=cases)
+    rows = conform.check(input_dir(directory, "DIRECTORY"), against=against, dtype=dtype, only=cases)
     shown = [row for row in rows if row.status == "FAIL"] if failures_only else rows
     failed = sum(row.status == "FAIL" for row in rows)
     if fmt == "json":
