@@ -62,7 +62,8 @@ def build_command(name: str, fmt: str) -> None:
     table.add_column("value")
     for key, value in out["config"].items():
         table.add_row(f"config.{key}", str(value))
-    for key in ("parameters", "d_model", "num_heads", "head_dim", "max_positions", "layout", "note"):
+    keys = ("parameters", "d_model", "num_heads", "num_kv_heads", "head_dim", "num_layers", "layers")
+    for key in (*keys, "max_positions", "layout", "note"):
         table.add_row(key, str(out[key]))
     table.add_row("source", out["source"])
     table.add_row("paper", out["paper"])
