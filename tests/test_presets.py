@@ -49,7 +49,13 @@ def test_every_preset_builds_a_registered_encoding(name):
     else:
         assert preset.head_dim * preset.num_heads == preset.d_model
     assert preset.num_kv_heads is None or preset.num_heads % preset.num_kv_heads == 0
-    assert preset.source.startswith("https://huggingface.co/") and preset.source.endswith("config.json")
+    from_config = preset.source.startswith("https://huggingface.co/") and preset.source.endswith(
+        "config.json"
+    )
+    from_paper = (
+        preset.source.startswith("https://arxiv.org/abs/") and "no config file published" in preset.source
+    )
+    assert from_config or from_paper, preset.source
     assert preset.paper and preset.note and preset.layout
     json.dumps(preset.to_dict())
 
@@ -59,6 +65,41 @@ def test_seed_001_table_numbers():
     assert presets.build("bert").config.max_len == 512
     assert presets.build("gpt2").config.max_len == 1024
     assert presets.build("llama-2").kind == "rotary"
+
+
+def test_the_notes_models_have_presets_with_their_papers_numbers():
+    """Original Transformer (sinusoidal, base 512/8), GPT-3 (learned 2048), LLaMA-1 (RoPE 2048), Transformer-XL."""
+    transformer = presets.build("transformer")
+    assert (
+        transformer.kind == "additive"
+        and transformer.config.dim == 512
+        and transformer.config.base == 10000.0
+    )
+    assert presets.PRESETS["transformer"].max_positions is None  # sinusoids are defined at every position
+    gpt3 = presets.build("gpt3")
+    assert type(gpt3) is posenc.ENCODINGS["learned"]
+    assert (gpt3.config.max_len, gpt3.config.dim) == (2048, 12288)
+    assert sum(p.numel() for p in gpt3.parameters()) == 2048 * 12288
+    with pytest.raises(ValueError, match="max_len"):  # no row past the table, as for GPT-2 and BERT
+        gpt3.embed(torch.zeros(1, 1, 12288), positions=torch.tensor([[2048]]))
+    llama = presets.build("llama-1")
+    assert (llama.kind, llama.config.base, llama.config.max_position_embeddings) == ("rotary", 10000.0, 2048)
+    assert llama.config.head_dim == 128 and llama.config.scaling is None
+    xl = presets.build("transformer-xl")
+    assert type(xl) is posenc.ENCODINGS["transformer_xl"]
+    assert (xl.config.num_heads, xl.config.head_dim, xl.config.sinusoid_dim) == (16, 64, 1024)
+
+
+def test_llama_1_frequencies_match_transformers_default_rope():
+    preset = presets.PRESETS["llama-1"]
+    hf_config = LlamaConfig(
+        hidden_size=preset.d_model,
+        num_attention_heads=preset.num_heads,
+        max_position_embeddings=preset.max_positions,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+    want, _ = LlamaRotaryEmbedding.compute_default_rope_parameters(hf_config, device="cpu")
+    torch.testing.assert_close(presets.build("llama-1").frequencies(0)[0], want.double(), rtol=RTOL, atol=0)
 
 
 def test_llama_3_1_inv_freq_matches_transformers_llama3_init():
@@ -108,7 +149,8 @@ def test_overrides_win_and_are_validated():
 
 
 @pytest.mark.parametrize(
-    "typo,hint", [("llama3.1", "llama-3.1"), ("gpt-2", "gpt2"), ("mistral", "mistral-7b")]
+    "typo,hint",
+    [("llama3.1", "llama-3.1"), ("gpt-2", "gpt2"), ("mistral", "mistral-7b"), ("gpt-3", "gpt3")],
 )
 def test_unknown_preset_suggests_the_closest(typo, hint):
     with pytest.raises(ValueError, match=f"did you mean '{hint}'"):

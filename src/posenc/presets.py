@@ -15,7 +15,8 @@ Models whose layers differ (Llama 4, Gemma 3) record the pattern as a
 global layers).
 
 Every number below is a fact of the cited config (or of the model code where the
-config does not say it, e.g. GPT-J's interleaved pairs); nothing is tuned.
+config does not say it, e.g. GPT-J's interleaved pairs, or of the paper where no
+config was published: the original Transformer, GPT-3); nothing is tuned.
 Dimensions: ``d_model`` is the hidden size, ``head_dim`` the per-head size.
 """
 
@@ -39,7 +40,7 @@ class Preset:
     head_dim: int | None  # per-head size; None -> d_model // num_heads
     max_positions: int | None  # context length the config declares (None: none declared, ALiBi)
     layout: str  # where the encoding acts / architecture, in words
-    source: str  # URL of the config the numbers come from
+    source: str  # URL of the config the numbers come from (the paper's, where none was published)
     paper: str  # the model's paper
     note: str  # one line
     num_kv_heads: int | None = None  # key/value heads (grouped-query attention); None: num_heads
@@ -116,6 +117,21 @@ PHI35_SHORT = [
 ]  # fmt: skip
 
 PRESETS: dict[str, Preset] = {
+    # --- fixed sinusoids ---
+    "transformer": Preset(
+        encoding="sinusoidal",
+        config={"base": 10000.0},
+        d_model=512,
+        num_heads=8,
+        head_dim=64,
+        max_positions=None,
+        layout="encoder-decoder; sinusoids added to the token embeddings at the input of both stacks",
+        source="https://arxiv.org/abs/1706.03762 (sec. 3.5 and Table 3, base model; no config file published)",
+        paper="Vaswani et al. 2017, Attention Is All You Need, https://arxiv.org/abs/1706.03762",
+        note="base model: N 6 (encoder and decoder each), d_model 512, h 8, d_k 64; "
+        "PE(pos, 2i) = sin(pos / 10000^(2i/d_model))",
+        num_layers=6,
+    ),
     # --- learned absolute tables ---
     "bert": Preset(
         encoding="learned",
@@ -141,6 +157,20 @@ PRESETS: dict[str, Preset] = {
         paper="Radford et al. 2019, Language Models are Unsupervised Multitask Learners, "
         "https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf",
         note="gpt2 (124M): n_positions 1024, n_embd 768, n_head 12",
+    ),
+    "gpt3": Preset(
+        encoding="learned",
+        config={"max_len": 2048},
+        d_model=12288,
+        num_heads=96,
+        head_dim=128,
+        max_positions=2048,
+        layout="causal decoder; learned table added to token embeddings, as in GPT-2",
+        source="https://arxiv.org/abs/2005.14165 (Table 2.1, GPT-3 175B; no config file published)",
+        paper="Brown et al. 2020, Language Models are Few-Shot Learners, https://arxiv.org/abs/2005.14165",
+        note="GPT-3 175B: n_ctx 2048, n_layers 96, d_model 12288, 96 heads of 128; "
+        "same model and architecture as GPT-2 (sec. 2.1)",
+        num_layers=96,
     ),
     # --- bias ---
     "t5": Preset(
@@ -210,6 +240,21 @@ PRESETS: dict[str, Preset] = {
         source=HF.format("EleutherAI/gpt-j-6b"),
         paper="Wang & Komatsuzaki 2021, GPT-J-6B, https://github.com/kingoflolz/mesh-transformer-jax",
         note="gpt-j-6b: rotary_dim 64, n_positions 2048; interleaved pairs from the model code (rotate_every_two)",
+    ),
+    "llama-1": Preset(
+        encoding="rope",
+        config={"base": 10000.0, "layout": "half", "max_position_embeddings": 2048},
+        d_model=4096,
+        num_heads=32,
+        head_dim=128,
+        max_positions=2048,
+        layout="causal decoder; RoPE on all 128 dims (HF checkpoints use rotate_half pairs)",
+        source=HF.format("huggyllama/llama-7b"),
+        paper="Touvron et al. 2023, LLaMA: Open and Efficient Foundation Language Models, "
+        "https://arxiv.org/abs/2302.13971",
+        note="LLaMA-7B: max_position_embeddings 2048, base 10000 (HF's default when rope_theta is absent); "
+        "Meta's own code pairs dimensions interleaved, the HF conversion permutes q/k weights to match",
+        num_layers=32,
     ),
     "llama-2": Preset(
         encoding="rope",
@@ -419,6 +464,22 @@ PRESETS: dict[str, Preset] = {
         "(the model card's 131072-token setting adds YaRN factor 4 over 32768)",
         num_kv_heads=8,
         num_layers=36,
+    ),
+    # --- relative ---
+    "transformer-xl": Preset(
+        encoding="transformer_xl",
+        config={"base": 10000.0},
+        d_model=1024,
+        num_heads=16,
+        head_dim=64,
+        max_positions=None,
+        layout="causal decoder with segment recurrence; sinusoid of i - j projected per layer, "
+        "learned global biases u, v",
+        source=HF.format("transfo-xl/transfo-xl-wt103"),
+        paper="Dai et al. 2019, Transformer-XL, https://arxiv.org/abs/1901.02860",
+        note="transfo-xl-wt103: d_model 1024, n_head 16, d_head 64, mem_len 1600; its clamp_len 1000 "
+        "(distances past 1000 use the sinusoid of 1000) is not modelled here",
+        num_layers=18,
     ),
 }
 

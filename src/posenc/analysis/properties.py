@@ -8,6 +8,7 @@ Every function returns data (NumPy arrays or frozen dataclasses), never prints:
 * :func:`value_range` -- boundedness, and how the range grows with length;
 * :func:`linear_relative_map` -- least-squares ``M_k`` with ``PE(p+k) ~= M_k PE(p)``;
   :func:`sinusoidal_shift_matrix` is its closed form (block-diagonal rotations);
+  :func:`affine_relative_map` allows an offset, ``PE(p+k) ~= M_k PE(p) + b_k``;
 * :func:`translation_residual` -- ``K(m, n) - K(m+t, n+t)`` (RoPE's offset invariance);
 * :func:`distance_decay` and :func:`rope_decay_bound` (RoFormer sec. 3.4.3);
 * :func:`similarity_matrix`, :func:`tutorial_similarity_check` (a tutorial's printed table);
@@ -140,10 +141,12 @@ def sinusoidal_shift_matrix(dim: int, shift: int, base: float = 10000.0) -> np.n
 
 def fit_shift_map(table: np.ndarray, shifted: np.ndarray, shift: int = 0) -> LinearMap:
     """Least squares ``M`` with ``shifted[p] ~= M @ table[p]`` for rows ``(n, d)``."""
-    # torch's LAPACK (QR with column pivoting) keeps to its own 1-2 threads; NumPy's OpenBLAS
-    # can oversubscribe a loaded machine and take seconds for a 512 x 128 problem.
+    # torch's LAPACK keeps to its own 1-2 threads; NumPy's OpenBLAS can oversubscribe a loaded
+    # machine and take seconds for a 512 x 128 problem. The SVD driver (gelsd), not QR with
+    # column pivoting (gelsy): on rank-deficient tables (sinusoids over a few hundred
+    # positions) gelsy's answer varied from call to call, residual 1e-15 one time and 0.1 the next.
     mt = torch.linalg.lstsq(
-        torch.from_numpy(table), torch.from_numpy(shifted), driver="gelsy"
+        torch.from_numpy(table), torch.from_numpy(shifted), driver="gelsd"
     ).solution.numpy()
     m = mt.T
     resid = float(np.linalg.norm(table @ mt - shifted) / max(np.linalg.norm(shifted), 1e-300))
@@ -198,6 +201,27 @@ def linear_relative_map(
         positions = np.arange(4 * d)
         table, shifted = additive_vectors(enc, positions), additive_vectors(enc, positions + shift)
     return fit_shift_map(table, shifted, shift)
+
+
+# Positions the property tables fit ``M`` on: a prefix a model actually sees. (Fitting near
+# position 2^18 flatters the integer index: there (p + 1) / p ~ 1 and PE(p + 1) ~ PE(p).)
+FIT_POSITIONS = range(256)
+
+
+def affine_relative_map(enc: PositionalEncoding, shift: int = 1, *, positions=FIT_POSITIONS) -> float:
+    """Relative residual of the least-squares affine map ``PE(p+k) ~= M_k PE(p) + b_k``.
+
+    The integer index has no exact *linear* map (``M p 1 = (p + k) 1`` for every ``p``
+    is impossible) but an exact affine one: ``PE(p + k) = PE(p) + k 1`` (``M = I``,
+    ``b = k 1``), residual ~1e-16. Sinusoids need no ``b``; a learned table has neither.
+    """
+    if enc.kind != "additive":
+        raise PosencError(f"affine_relative_map needs an additive encoding, got kind {enc.kind!r}")
+    shift = check_int("shift", shift, minimum=0)
+    p = np.asarray(list(positions))
+    table = additive_vectors(enc, p)
+    with_one = np.concatenate([table, np.ones((table.shape[0], 1))], axis=1)  # [PE(p), 1]: (n, d+1)
+    return fit_shift_map(with_one, additive_vectors(enc, p + shift), shift).residual
 
 
 # ---------------------------------------------------------------------------

@@ -24,7 +24,16 @@ PROPERTY_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("value_range", "value range", "of the position signal over positions 0..63"),
     ("growth", "growth at 8x length", "max |signal| over 512 positions / over 64 (1 = bounded)"),
     ("translation", "translation residual", "max |K(m,n) - K(m+t,n+t)| / max |K|, t up to 1000"),
-    ("linear_map", "linear map residual", "least-squares PE(p+1) = M PE(p), relative (additive only)"),
+    (
+        "linear_map",
+        "linear map residual",
+        "least-squares PE(p+1) = M PE(p) over positions 0..255, relative (additive only)",
+    ),
+    (
+        "affine_map",
+        "affine map residual",
+        "least-squares PE(p+1) = M PE(p) + b over positions 0..255, relative (additive only)",
+    ),
     ("sensitivity", "order sensitivity", "permuted-sentence probe: word-aligned output change, encoder"),
     ("equivariance", "equivariance gap", "one bidirectional attention layer, max abs"),
 )
@@ -91,11 +100,14 @@ def encoding_properties(
     _try(props, "value_range", value_range)
     props.values.setdefault("growth", None)
     _try(props, "translation", lambda: properties.translation_residual(enc, num_heads=num_heads).worst)
+    fit_on = properties.FIT_POSITIONS
     if enc.kind == "additive":
-        _try(props, "linear_map", lambda: properties.linear_relative_map(enc, 1).residual)
+        _try(props, "linear_map", lambda: properties.linear_relative_map(enc, 1, positions=fit_on).residual)
+        _try(props, "affine_map", lambda: properties.affine_relative_map(enc, 1, positions=fit_on))
     else:
-        props.values["linear_map"] = None
-        props.notes["linear_map"] = f"only for additive encodings (this one is {enc.kind})"
+        for key in ("linear_map", "affine_map"):
+            props.values[key] = None
+            props.notes[key] = f"only for additive encodings (this one is {enc.kind})"
     if probes_enabled:
         _try(props, "sensitivity", lambda: probes.position_sensitivity(name).token_change)
         _try(props, "equivariance", lambda: probes.equivariance_gap(name))
