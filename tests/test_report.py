@@ -69,6 +69,26 @@ def test_seed_checks_are_reported(page):
     assert "widely shared tutorial" in checks and "M_k" in checks and "integer indices" in checks
 
 
+def test_the_notes_claims_and_corrections_are_reported(page):
+    from posenc.analysis import notes
+
+    section = re.search(r'<section id="notes">(.*?)</section>', page, re.S).group(1)
+    assert 'href="#notes"' in page
+    for c in notes.CLAIMS:
+        assert f"<td>{c.id}</td>" in section, c.id
+    for c in notes.claims(verdict="corrected"):
+        assert f'data-claim="{c.id}"' in section, c.id
+    flat = html.unescape(" ".join(section.split()))
+    for shown in (
+        "q^T R_{n-m} k = -1.9417",
+        "0.046 at 400",
+        "nn, num_heads, relative_position_to_bucket",
+        "47,117",
+    ):
+        assert shown in flat, shown
+    assert "pending: measured by posenc compare" in flat
+
+
 def test_results_dir_adds_the_benchmark_section(tmp_path):
     results = tmp_path / "results"
     results.mkdir()

@@ -5,11 +5,14 @@ this is posenc's version, and every number it prints comes from the library:
 
 1. the order problem: attention alone is permutation-equivariant
    (:func:`posenc.analysis.permutation_equivariance_gap`);
-2. the sinusoidal worked example (what ``posenc show sinusoidal`` prints);
+2. the sinusoidal worked example (what ``posenc show sinusoidal`` prints), through a
+   tutorial's "dog bites man" sums, and the wavelengths;
 3. the properties textbooks claim: bounded, unique, ``PE(p+k) = M_k PE(p)``
    (:mod:`posenc.analysis`), including position saturation;
-4. one picture per family, written to ``--out`` (:mod:`posenc.viz`);
-5. where to go next: the commands.
+4. what the notes get wrong: five errors, each with its numbers
+   (:mod:`posenc.analysis.notes`, :mod:`posenc.analysis.demonstrations`);
+5. one picture per family, written to ``--out`` (:mod:`posenc.viz`);
+6. where to go next: the commands.
 
 Each section is a function ``(console, out) -> None`` listed in :data:`SECTIONS`.
 """
@@ -29,7 +32,7 @@ from rich.table import Table
 
 import posenc
 from posenc import viz
-from posenc.analysis import make, permutation_equivariance_gap, uniqueness, worked
+from posenc.analysis import demonstrations, make, notes, permutation_equivariance_gap, uniqueness, worked
 from posenc.analysis.summary import PROPERTY_COLUMNS, encoding_properties
 from posenc.base import KINDS
 
@@ -104,7 +107,10 @@ def sinusoidal_example(console: Console, out: Path) -> None:
         console.print(table)
     console.print(
         "Each (sin, cos) pair turns at its own speed: dims 0,1 once every 2*pi positions, "
-        "dims 6,7 a thousand times slower."
+        "dims 6,7 a thousand times slower. The longest wavelength is 2*pi*10000^((d-2)/d), which "
+        "approaches 10000*2*pi only as d_model grows. The tutorial's own classes: "
+        "[bold]from posenc.reference.tutorial import Embedding, PositionalEncoding[/]; "
+        "[bold]python -m posenc.reference.tutorial[/] runs its usage example."
     )
 
 
@@ -116,11 +122,13 @@ def sinusoidal_example(console: Console, out: Path) -> None:
 def properties(console: Console, out: Path) -> None:
     _heading(console, 3, "What makes a good encoding: bounded, unique, relative")
     console.print(
-        "Checked numerically at d_model = 64 (posenc.analysis). The naive integer index is "
-        "unique but unbounded; sinusoids are bounded and PE(p+k) is an exact rotation of PE(p); "
-        "a learned table is neither relative nor defined past its rows."
+        "Checked numerically at d_model = 64 (posenc.analysis), maps fitted on positions 0..255. "
+        "Sinusoids are bounded and PE(p+k) is an exact rotation of PE(p). The naive integer index "
+        "is unique and even relative, PE(p+k) = PE(p) + k exactly (an affine map; no linear map "
+        "fits), but unbounded: position 1000 swamps a token embedding. A learned table is neither "
+        "relative nor defined past its rows."
     )
-    keys = ("value_range", "growth", "unique", "linear_map", "translation")
+    keys = ("value_range", "growth", "unique", "linear_map", "affine_map", "translation")
     labels = {key: (label, meaning) for key, label, meaning in PROPERTY_COLUMNS}
     table = Table()
     table.add_column("encoding")
@@ -173,7 +181,41 @@ def saturation(console: Console) -> None:
 
 
 # ---------------------------------------------------------------------------
-# 4. Pictures.
+# 4. What the notes get wrong.
+# ---------------------------------------------------------------------------
+
+
+def tour_errata() -> list[notes.Claim]:
+    """The corrected claim shown for each of :data:`demonstrations.TOUR_ERRATA`, in that order."""
+    corrected = notes.claims(verdict=notes.CORRECTED)
+    return [next(c for c in corrected if c.check == key) for key in demonstrations.TOUR_ERRATA]
+
+
+def notes_errata(console: Console, out: Path) -> None:
+    _heading(console, 4, "What the notes get wrong: five errors, recomputed")
+    console.print(
+        "posenc was built from lecture notes, a video script, a notebook summary, an interview answer "
+        "and a tutorial. Most of what they say holds; these five errors are the ones a reader meets first."
+    )
+    shown = tour_errata()
+    demos = demonstrations.run(notes.checks_of(shown))
+    for c in shown:
+        console.print()
+        label = notes.LABELS[c.note]
+        verb = "say" if label.endswith("notes") else "says"
+        console.print(f"[bold red]{escape(label).capitalize()} {verb}:[/] {escape(c.says)}")
+        console.print(f"  [bold]posenc:[/] {escape(notes.render_truth(c, demos))}")
+    total = notes.counts()
+    console.print()
+    console.print(
+        f"All {len(notes.CLAIMS)} claims of the five notes: {total[notes.HOLDS]} hold, "
+        f"{total[notes.CORRECTED]} corrected, {total[notes.PENDING]} pending (measured by posenc compare), "
+        f"{total[notes.NOT_CHECKED]} not checked: [bold]posenc notes[/], docs/notes.md."
+    )
+
+
+# ---------------------------------------------------------------------------
+# 5. Pictures.
 # ---------------------------------------------------------------------------
 
 
@@ -193,7 +235,7 @@ def family_pictures() -> list[tuple[str, str, str]]:
 
 
 def pictures(console: Console, out: Path) -> None:
-    _heading(console, 4, f"One picture per family, written to {out}/")
+    _heading(console, 5, f"One picture per family, written to {out}/")
     table = Table()
     for col in ("family", "encoding", "figure", "file"):
         table.add_column(col)
@@ -208,14 +250,19 @@ def pictures(console: Console, out: Path) -> None:
 
 
 # ---------------------------------------------------------------------------
-# 5. Where next.
+# 6. Where next.
 # ---------------------------------------------------------------------------
 
 NEXT_STEPS = (
     ("posenc list", "every registered encoding: kind, parameters, paper"),
-    ("posenc show rope --positions 6", "what any encoding does at the first positions"),
-    ("posenc plot rope --kind rotation -o rope.gif", "figures (heatmap, waves, bias, decay, ...)"),
-    ("posenc list --presets", "BERT, GPT-2, T5, BLOOM, Llama 3.1, ... as posenc configs"),
+    (
+        "posenc show rope --positions 6",
+        "what any encoding does at the first positions, and the notes' errors",
+    ),
+    ("posenc notes --verdict corrected", "every claim of the notes: holds, corrected or pending"),
+    ("python -m posenc.reference.tutorial", "the tutorial's usage example, runnable"),
+    ("posenc plot rope --kind rotation -o rope.gif", "figures (heatmap, surface, waves, bias, decay, ...)"),
+    ("posenc list --presets", "the original Transformer, BERT, GPT-3, T5, LLaMA, ... as posenc configs"),
     ("posenc build --preset llama-3.1", "build one and print its config"),
     ("posenc compare --profile smoke", "train short, test long: which encodings extrapolate"),
     ("posenc report -o report/", "one self-contained HTML page with all of it"),
@@ -223,7 +270,7 @@ NEXT_STEPS = (
 
 
 def where_next(console: Console, out: Path) -> None:
-    _heading(console, 5, "Where to go next")
+    _heading(console, 6, "Where to go next")
     table = Table(show_header=False)
     table.add_column("command", style="bold cyan")
     table.add_column("what it does")
@@ -237,6 +284,7 @@ SECTIONS: tuple[Callable[[Console, Path], None], ...] = (
     order_problem,
     sinusoidal_example,
     properties,
+    notes_errata,
     pictures,
     where_next,
 )
@@ -257,4 +305,4 @@ def run(out: str | Path = "posenc-tour", *, console: Console | None = None) -> f
     return seconds
 
 
-__all__ = ["FIGURE_PREFERENCE", "NEXT_STEPS", "SECTIONS", "family_pictures", "run"]
+__all__ = ["FIGURE_PREFERENCE", "NEXT_STEPS", "SECTIONS", "family_pictures", "run", "tour_errata"]

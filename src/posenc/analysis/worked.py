@@ -1,8 +1,9 @@
 """Worked examples: what an encoding does at its first few positions, as tables of numbers.
 
 ``posenc show`` and the guided tour print these; nothing here prints. Sinusoidal gets
-the textbook's three steps (divisors, angles, values); every other encoding the output
-of its kind's hook, in float64.
+the steps of a widely shared tutorial's numeric example (divisors, angles, values, and
+at ``d_model = 8`` its made-up "dog bites man" token embeddings plus the encodings) and
+a wavelength table; every other encoding the output of its kind's hook, in float64.
 """
 
 from __future__ import annotations
@@ -42,18 +43,50 @@ def jsonable(example: dict[str, Any]) -> dict[str, Any]:
     return {**example, "values": rows}
 
 
+# Step 5 of the tutorial's example: made-up token embeddings (d_model = 8) for "dog bites man".
+TUTORIAL_WORDS = ("dog", "bites", "man")
+TUTORIAL_TOKENS = (
+    (0.5, 0.3, 0.8, 0.1, 0.4, 0.6, 0.2, 0.9),  # "dog"
+    (0.2, 0.7, 0.4, 0.9, 0.1, 0.3, 0.8, 0.5),  # "bites"
+    (0.9, 0.1, 0.6, 0.3, 0.7, 0.5, 0.4, 0.2),  # "man"
+)
+
+
 def sinusoidal_steps(enc: PositionalEncoding, num_positions: int) -> dict[str, Any]:
-    """The worked example: divisors ``base^(2i/d)``, angles ``pos / divisor`` and ``PE`` (float64)."""
+    """The worked example: divisors ``base^(2i/d)``, angles ``pos / divisor``, ``PE`` (float64),
+    wavelengths ``2 pi base^(2i/d)`` and, at ``d_model = 8``, step 5: ``tokens + PE`` through ``embed``.
+    """
     dim, base = enc.config.dim, enc.config.base
     divisors = [base ** (2 * i / dim) for i in range(dim // 2)]  # base^(2i/d)
     positions = torch.arange(num_positions)[None]  # (1, n)
     angles = [[p / div for div in divisors] for p in range(num_positions)]
+    additive = cast(AdditiveEncoding, enc)
     with torch.no_grad():
         zeros = torch.zeros(1, num_positions, dim, dtype=torch.float64)
-        values = cast(AdditiveEncoding, enc).embed(zeros, positions=positions)[
-            0
-        ]  # (n, d) float64: PE itself, full precision
-    return {"divisors": divisors, "angles": angles, "values": values.tolist()}
+        values = additive.embed(zeros, positions=positions)[0]  # (n, d) float64: PE itself, full precision
+    out: dict[str, Any] = {
+        "divisors": divisors,
+        "angles": angles,
+        "values": values.tolist(),
+        "wavelengths": [2 * math.pi * div for div in divisors],  # positions per full turn of pair i
+    }
+    if dim == len(TUTORIAL_TOKENS[0]):
+        words = min(num_positions, len(TUTORIAL_WORDS))
+        tokens = torch.tensor(TUTORIAL_TOKENS[:words], dtype=torch.float64)[None]  # (1, w, 8)
+        with torch.no_grad():
+            sums = additive.embed(tokens, positions=torch.arange(words)[None])[0]  # (w, 8)
+        out["step5"] = {
+            "words": list(TUTORIAL_WORDS[:words]),
+            "tokens": [list(row) for row in TUTORIAL_TOKENS[:words]],
+            "sums": sums.tolist(),
+        }
+    return out
+
+
+def wavelength_rows(divisors: list[float], *, limit: int = 8) -> list[int]:
+    """Pair indices a wavelength table shows: all up to ``limit``, else the first and last few."""
+    n = len(divisors)
+    return list(range(n)) if n <= limit else [*range(limit // 2), *range(n - limit // 2, n)]
 
 
 def hook_table(
@@ -164,10 +197,12 @@ def text_tables(example: dict[str, Any]) -> list[Table]:
                 [[str(p)] + [f"{a:g}" for a in row] for p, row in enumerate(example["angles"])],
             ),
             (
-                "Step 3: PE = sin at even dims, cos at odd dims",
+                "Steps 3-4: PE = sin at even dims, cos at odd dims (the final PE matrix)",
                 columns,
                 [[str(p)] + [cell(v) for v in row] for p, row in enumerate(example["values"])],
             ),
+            *step5_tables(example),
+            wavelength_table(example),
         ]
     if not example["values"]:
         return []
@@ -177,4 +212,52 @@ def text_tables(example: dict[str, Any]) -> list[Table]:
     return [(example["title"], [label] + columns, rows)]
 
 
-__all__ = ["cell", "hook_table", "jsonable", "sinusoidal_steps", "text_tables", "worked_example"]
+def step5_tables(example: dict[str, Any]) -> list[Table]:
+    """Step 5 (d_model = 8 only): each made-up token embedding, then token + PE(pos), 3 decimals."""
+    step = example.get("step5")
+    if not step:
+        return []
+    rows = []
+    for p, (word, token, total) in enumerate(zip(step["words"], step["tokens"], step["sums"])):
+        rows.append([word, str(p), "token"] + [cell(v) for v in token])
+        rows.append(["", "", f"+ PE({p})"] + [cell(v) for v in total])
+    dims = [f"d{k}" for k in range(len(step["tokens"][0]))]
+    title = 'Step 5: add made-up token embeddings for "dog bites man" (a widely shared tutorial\'s values)'
+    return [(title, ["word", "pos", "row", *dims], rows)]
+
+
+def wavelength_table(example: dict[str, Any]) -> Table:
+    """Wavelength ``2 pi base^(2i/d)`` of each (sin, cos) pair: dims 0,1 fastest, the last pair slowest."""
+    divisors, wavelengths = example["divisors"], example["wavelengths"]
+    shown = wavelength_rows(divisors)
+    rows = []
+    for k, i in enumerate(shown):
+        if k and i != shown[k - 1] + 1:
+            rows.append(["...", "...", "...", "...", "..."])
+        rows.append(
+            [
+                str(i),
+                f"{2 * i},{2 * i + 1}",
+                f"{divisors[i]:,.6g}",
+                f"{1 / divisors[i]:.4g}",
+                f"{wavelengths[i]:,.1f}",
+            ]
+        )
+    base = example["config"]["base"]
+    title = f"Wavelengths: 2*pi*{base:g}^(2i/d) positions per turn, fastest (dims 0,1) to slowest"
+    return (title, ["i", "dims", "divisor", "radians per position", "wavelength (positions)"], rows)
+
+
+__all__ = [
+    "TUTORIAL_TOKENS",
+    "TUTORIAL_WORDS",
+    "cell",
+    "hook_table",
+    "jsonable",
+    "sinusoidal_steps",
+    "step5_tables",
+    "text_tables",
+    "wavelength_rows",
+    "wavelength_table",
+    "worked_example",
+]

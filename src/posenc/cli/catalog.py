@@ -9,8 +9,9 @@ from rich.console import Console
 from rich.table import Table
 
 import posenc
-from posenc.analysis import worked
+from posenc.analysis import demonstrations, notes, worked
 from posenc.base import check_int
+from posenc.cli.notes import claim_rows, print_demonstration
 from posenc.cli.presets import print_presets
 from posenc.errors import PosencError
 
@@ -106,9 +107,11 @@ def _table_rows(name: str) -> tuple[str, int] | None:
 def show_command(name: str, num_positions: int, dim: int, heads: int, fmt: str) -> None:
     """Show what encoding NAME does at the first few positions.
 
-    sinusoidal prints the textbook worked example (divisors, angles,
-    values); other encodings print the output of their kind's hook. Values are
-    shown with 3 decimals; --format json gives full precision.
+    sinusoidal prints the textbook worked example (divisors, angles, values,
+    a tutorial's "dog bites man" sums at --dim 8, wavelengths); other encodings
+    print the output of their kind's hook. Then what the notes posenc was built
+    from get wrong about NAME, each with its numbers. Values are shown with 3
+    decimals; --format json gives full precision.
 
     \b
     Examples:
@@ -134,8 +137,11 @@ def show_command(name: str, num_positions: int, dim: int, heads: int, fmt: str) 
         heads=heads,
         max_rows=None if fmt == "json" else MAX_TABLE_ROWS,  # a terminal shows the first rows only
     )
+    corrections = notes.claims(encoding=name, verdict=notes.CORRECTED)
+    demos = demonstrations.run(notes.checks_of(corrections))
     if fmt == "json":
-        click.echo(json.dumps(worked.jsonable(example), indent=2, default=str))
+        out = {**worked.jsonable(example), "notes_corrected": claim_rows(corrections, demos)}
+        click.echo(json.dumps(out, indent=2, default=str))
         return
     tables = worked.text_tables(example)
     if "divisors" not in example:
@@ -144,8 +150,37 @@ def show_command(name: str, num_positions: int, dim: int, heads: int, fmt: str) 
             click.echo("nothing to show: this encoding adds no positional term")
     hint = f"all of it: posenc show {name} --positions {num_positions} --dim {dim} --format json > FILE"
     for index, (title, columns, rows) in enumerate(tables):
-        per_position = not ("divisors" in example and index == 0)  # step 1 has a row per pair
+        # sinusoidal: steps 2 and 3-4 have a row per position (step 1 and the wavelengths one per
+        # pair, step 5 two per word); every other encoding's table has a row per position
+        per_position = "divisors" not in example or index in (1, 2)
         print_text_table(title, columns, rows, total_rows=num_positions if per_position else None, hint=hint)
+    print_corrections(name, corrections, demos)
+
+
+def print_corrections(name: str, corrections, demos) -> None:
+    """What the notes get wrong about encoding ``name``: each claim, what holds, its demonstration."""
+    about = notes.claims(encoding=name)
+    if not about:
+        return
+    click.echo()
+    if not corrections:
+        click.echo(
+            f"The notes make {len(about)} claims about {name}; none is wrong (posenc notes --encoding {name})."
+        )
+        return
+    click.echo(
+        f"What the notes get wrong about {name}: {len(corrections)} of their {len(about)} claims "
+        f"(all of them: posenc notes --encoding {name})"
+    )
+    console = Console(width=140)
+    shown: set[str] = set()
+    for c in corrections:
+        click.echo()
+        click.echo(f"{c.id}, {notes.LABELS[c.note]} ({c.where}): {c.says}")
+        click.echo(f"  Correct: {notes.render_truth(c, demos)}")
+        if c.check and c.check not in shown:
+            shown.add(c.check)
+            print_demonstration(demos[c.check], console)
 
 
 COMMANDS = [list_command, show_command]

@@ -43,6 +43,7 @@ def plot_command(
     \b
     Kinds:
       heatmap     positions x dimensions (the common tutorial 20 x 512 view)
+      surface     the same values as a 3-D surface
       waves       selected dimensions across positions
       similarity  cosine similarity between positions
       rotation    one rotated 2-D pair of a rotary encoding (-o x.gif animates)

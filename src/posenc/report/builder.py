@@ -6,7 +6,8 @@ references are plain text). The page has
 
 1. comparison tables across every registered encoding (properties, figure kinds);
 2. numeric checks of textbook and tutorial claims (a tutorial's similarity table, the linear
-   relative map, RoPE's offset invariance and decay bound, integer indices);
+   relative map, RoPE's offset invariance and decay bound, integer indices), and every claim
+   of the notes posenc was built from, with its verdict (:mod:`posenc.analysis.notes`);
 3. one section per registered encoding: equation, paper, parameters, property table
    and every figure that applies to its kind;
 4. optionally the train-short / test-long results (``posenc.bench.report_section``).
@@ -31,7 +32,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import posenc
 from posenc import viz
-from posenc.analysis import PROPERTY_COLUMNS, EncodingProperties, encoding_properties, properties
+from posenc.analysis import (
+    PROPERTY_COLUMNS,
+    EncodingProperties,
+    demonstrations,
+    encoding_properties,
+    notes,
+    properties,
+)
 from posenc.analysis.signals import make
 from posenc.analysis.summary import format_value
 from posenc.base import check_choice
@@ -42,6 +50,7 @@ from posenc.viz import FIGURE_KINDS, figures
 # Figure options used in the report (small sizes keep `posenc report` well under 2 min).
 REPORT_FIGURES: dict[str, dict] = {
     "heatmap": dict(num_positions=20, d_model=512, num_heads=8),  # the common tutorial 20 x 512 view
+    "surface": dict(num_positions=48),
     "waves": dict(num_positions=100),
     "similarity": dict(num_positions=32),
     "rotation": dict(num_positions=24),
@@ -304,6 +313,54 @@ def claims_section(*, dpi: int = DPI) -> str:
     return "\n".join(parts)
 
 
+def notes_section(selected: Iterable[notes.Claim] | None = None) -> str:
+    """Every claim of the notes posenc was built from: the corrections with their numbers, then all claims."""
+    selected = tuple(notes.CLAIMS if selected is None else selected)
+    demos = demonstrations.run(notes.checks_of(selected))
+    total = notes.counts(selected)
+    parts = [
+        '<section id="notes"><h2>The notes, claim by claim</h2>',
+        f"<p>posenc was built from five notes: {esc('; '.join(notes.NOTES.values()))}. Their "
+        f"{len(selected)} claims: {total[notes.HOLDS]} hold, {total[notes.CORRECTED]} corrected, "
+        f"{total[notes.PENDING]} pending (measured by <code>posenc compare</code>), "
+        f"{total[notes.NOT_CHECKED]} not checked. Every verdict rests on a demonstration computed "
+        "for this page. The tutorial's code runs as <code>from posenc.reference.tutorial import "
+        "Embedding, PositionalEncoding</code>; <code>python -m posenc.reference.tutorial</code> runs its "
+        "usage example.</p>",
+        "<h3>Corrections</h3>",
+    ]
+    shown: set[str] = set()
+    for c in selected:
+        if c.verdict != notes.CORRECTED:
+            continue
+        parts += [
+            f'<div class="correction" data-claim="{esc(c.id)}">',
+            f"<p><b>{esc(c.id)}</b>, {esc(notes.LABELS[c.note])} ({esc(c.where)}): {esc(c.says)}</p>",
+            f"<p><b>What holds:</b> {esc(notes.render_truth(c, demos))}</p>",
+        ]
+        if c.check and c.check not in shown:
+            shown.add(c.check)
+            demo = demos[c.check]
+            parts += [f"<p>{esc(demo.title)}</p>", table(("quantity", "value"), demo.rows, numeric_from=9)]
+        parts.append("</div>")
+    for key, title in notes.NOTES.items():
+        rows = [c for c in selected if c.note == key]
+        if rows:
+            parts += [
+                f"<h3>{esc(title)}</h3>",
+                table(
+                    ("#", "the note says", "verdict", "what holds", "see it"),
+                    (
+                        (c.id, c.says, notes.verdict_text(c), notes.render_truth(c, demos), c.command)
+                        for c in rows
+                    ),
+                    numeric_from=9,
+                ),
+            ]
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
 def extrapolation_section(results_dir: str | Path) -> str:
     """The benchmark's fragment, from ``posenc.bench.report_section.render(results_dir)``."""
     results_dir = Path(results_dir)
@@ -356,7 +413,7 @@ def build_report(
     sections: list[EncodingSection] = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), disable=not progress, transient=False) as bar:
-        task = bar.add_task("report: encodings", total=len(names) + 1)
+        task = bar.add_task("report: encodings", total=len(names) + 2)
         for name in names:
             bar.update(task, description=f"report: {name}")
             sections.append(
@@ -366,12 +423,19 @@ def build_report(
         bar.update(task, description="report: claims checked")
         checks = claims_section(dpi=dpi)
         bar.advance(task)
+        bar.update(task, description="report: the notes")
+        notes_html = notes_section()
+        bar.advance(task)
 
-    nav = ['<a href="#comparison">comparison</a>', '<a href="#claims">claims checked</a>']
+    nav = [
+        '<a href="#comparison">comparison</a>',
+        '<a href="#claims">claims checked</a>',
+        '<a href="#notes">the notes</a>',
+    ]
     if extrapolation:
         nav.append('<a href="#extrapolation">train short, test long</a>')
     nav += [f'<a href="#enc-{esc(s.name)}">{esc(s.name)}</a>' for s in sections]
-    body = [comparison_section(sections), checks, extrapolation] + [s.html for s in sections]
+    body = [comparison_section(sections), checks, notes_html, extrapolation] + [s.html for s in sections]
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     subtitle = (
         f"<p>posenc {esc(posenc.__version__)} - {len(sections)} encodings - generated {stamp} "

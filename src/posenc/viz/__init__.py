@@ -40,6 +40,7 @@ ALL = ("additive", "rotary", "bias", "relative", "contextual", "none")
 
 FIGURES: dict[str, FigureKind] = {
     "heatmap": FigureKind(figures.heatmap, VECTOR, "positions x dimensions of the position vectors"),
+    "surface": FigureKind(figures.surface, VECTOR, "the position vectors as a 3-D surface"),
     "waves": FigureKind(figures.waves, VECTOR, "selected dimensions across positions"),
     "similarity": FigureKind(figures.similarity, VECTOR, "cosine similarity between positions"),
     "rotation": FigureKind(

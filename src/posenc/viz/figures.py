@@ -93,6 +93,33 @@ def heatmap(enc: PositionalEncoding, *, num_positions: int = 20) -> Figure:
     return fig
 
 
+def surface(enc: PositionalEncoding, *, num_positions: int = 64) -> Figure:
+    """The position vectors as a 3-D surface over (position, dimension): a video lecture's view.
+
+    Even dimensions only (the sine of each sinusoidal pair): next to each other, sine and
+    cosine dimensions would interleave into a saw-tooth that hides the waves.
+    """
+    n = check_int("num_positions", num_positions, minimum=2)
+    values = position_signal(enc, np.arange(n))  # (n, d)
+    dims = np.arange(0, values.shape[1], 2)  # even dimensions
+    z = values[:, dims]  # (n, d/2)
+    fig = new_figure(7.0, 5.2, margins=(0.2, 0.6, 0.2, 0.5))
+    ax = fig.add_subplot(projection="3d")
+    dim_grid, pos_grid = np.meshgrid(dims, np.arange(n))  # (n, d/2) each
+    lo, hi = _symmetric_limits(z)
+    surf = ax.plot_surface(
+        pos_grid, dim_grid, z, cmap=DIVERGING, vmin=lo, vmax=hi, rstride=1, cstride=1, linewidth=0
+    )
+    ax.set_zlim(lo, hi)
+    ax.view_init(elev=40, azim=-55)
+    ax.set_title(f"{_label(enc)}: even dimensions over {n} positions", fontsize=10)
+    ax.set_xlabel("position (tokens)")
+    ax.set_ylabel("dimension index (even)")
+    ax.set_zlabel("value")
+    fig.colorbar(surf, ax=ax, shrink=0.6, pad=0.1, label=_signal_name(enc))
+    return fig
+
+
 def waves(enc: PositionalEncoding, *, num_positions: int = 100, dims=None) -> Figure:
     """Selected dimensions as functions of position (fast ones left, slow ones right)."""
     n = check_int("num_positions", num_positions, minimum=2)

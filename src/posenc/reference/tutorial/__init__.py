@@ -3,6 +3,9 @@
 The tutorial "Positional Encoding: Teaching the Model Word Order" uses
 ``from src.layers import Embedding, PositionalEncoding``; here the same usage
 works with ``from posenc.reference.tutorial import Embedding, PositionalEncoding``.
+``python -m posenc.reference.tutorial`` (the tutorial's ``python -m src.layers``) runs its
+usage example (shapes and value ranges) and its "try it yourself" block:
+:func:`usage_example` and :func:`try_it_yourself` return what they print.
 
 Axis legend: b batch, n sequence, d embedding_dimension, v vocabulary.
 
@@ -18,7 +21,7 @@ import numpy as np
 
 from posenc.errors import PosencError, PosencTypeError
 
-__all__ = ["Embedding", "PositionalEncoding"]
+__all__ = ["Embedding", "PositionalEncoding", "try_it_yourself", "usage_example"]
 
 
 def _positive_int(name: str, value: object, *, even: bool = False) -> int:
@@ -106,3 +109,63 @@ class Embedding:
         return self.weights[ids]
 
     __call__ = forward
+
+
+# ---------------------------------------------------------------------------
+# The tutorial's two runnable blocks, as functions (``python -m posenc.reference.tutorial``).
+# ---------------------------------------------------------------------------
+
+
+def cosine_sim(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two vectors, as the tutorial defines it."""
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def usage_example(*, seed: int | None = 0) -> dict:
+    """The tutorial's "Usage Example": vocabulary 1000, d 128, 512 positions, tokens [[42, 156, 89]].
+
+    Returns the arrays, their ``shapes`` (token embeddings, position encodings, sum) and
+    value ranges, and ``lines``: what the tutorial's block prints. The tutorial does not
+    say how its ``Embedding`` is initialised; this one draws ``N(0, 1/d)`` from ``seed``.
+    """
+    embedding = Embedding(1000, 128, seed=seed)
+    pos_encoding = PositionalEncoding(512, 128)
+    token_ids = np.array([[42, 156, 89]])  # (1, 3)
+    token_embeds = embedding.forward(token_ids)  # (1, 3, 128)
+    pos_encodes = pos_encoding.get_encoding(3)  # (3, 128)
+    final_embeds = token_embeds + pos_encodes  # (1, 3, 128): broadcast over the batch
+    token_range = (float(token_embeds.min()), float(token_embeds.max()))
+    pos_range = (float(pos_encodes.min()), float(pos_encodes.max()))
+    lines = [
+        f"Token embedding range: [{token_range[0]:.3f}, {token_range[1]:.3f}]",
+        f"Position encoding range: [{pos_range[0]:.3f}, {pos_range[1]:.3f}]",
+    ]
+    return {
+        "token_embeds": token_embeds,
+        "pos_encodes": pos_encodes,
+        "final_embeds": final_embeds,
+        "shapes": [token_embeds.shape, pos_encodes.shape, final_embeds.shape],
+        "token_range": token_range,
+        "pos_range": pos_range,
+        "lines": lines,
+    }
+
+
+def try_it_yourself() -> dict:
+    """The tutorial's "Try It Yourself": 10 positions at d 128, and cosine similarity to position 0.
+
+    Returns ``encodings (10, 128)``, ``similarities`` (position 0 against 0..9) and
+    ``lines``: what the tutorial's block prints (positions 1, 5 and 9).
+    """
+    pe = PositionalEncoding(max_sequence_length=512, embedding_dimension=128)
+    encodings = pe.get_encoding(10)  # positions 0..9
+    sims = [cosine_sim(encodings[0], encodings[k]) for k in range(10)]
+    lines = [
+        f"Shape: {encodings.shape}",
+        f"Position 0: {encodings[0, :4]}...",
+        f"Position 1: {encodings[1, :4]}...",
+        f"Similarity pos0-pos1: {sims[1]:.3f}",
+        f"Similarity pos0-pos5: {sims[5]:.3f}",
+        f"Similarity pos0-pos9: {sims[9]:.3f}",
+    ]
+    return {"encodings": encodings, "similarities": sims, "lines": lines}
