@@ -12,8 +12,8 @@ with a verdict:
   (``measure``, a key of :data:`MEASURES`); :func:`with_measurements` fills these in;
 * ``not checked`` -- outside what posenc models (the text says why).
 
-``truth`` may quote a demonstration's numbers as ``{key.number:format}``;
-:func:`render_truth` fills them. docs/notes.md is :func:`markdown` (``python
+``truth`` may quote a demonstration's numbers as ``{key.number:format}`` (``{key.number:<1e-12}``
+states rounding-level values as a bound); :func:`render_truth` fills them. docs/notes.md is :func:`markdown` (``python
 scripts/update_notes_page.py``); the report, ``posenc notes`` and ``posenc show`` read
 the same table.
 """
@@ -95,7 +95,7 @@ def _p(id, note, where, says, measure, truth, encoding=None) -> Claim:
 
 SHOW_NOPE, SHOW_SIN, TOUR = "posenc show nope", "posenc show sinusoidal", "python -m posenc"
 PRESETS_CMD = "posenc list --presets"
-EXTRAPOLATION = "Defined at every position is not the same as used well there; measured by posenc compare."
+EXTRAPOLATION = "A claim about trained models: measured at 2x and 4x the training length by posenc compare."
 
 # fmt: off
 CLAIMS: tuple[Claim, ...] = (
@@ -104,7 +104,7 @@ CLAIMS: tuple[Claim, ...] = (
       'Self-attention is permutation invariant: Attention("cat sat mat") = Attention("mat cat sat").',
       CORRECTED,
       "Self-attention without positions is permutation equivariant, not invariant: permuting the words "
-      "permutes the outputs the same way (max |f(Px) - P f(x)| = {equivariance.equivariance_gap:.1e}), it "
+      "permutes the outputs the same way (max |f(Px) - P f(x)| {equivariance.equivariance_gap:<1e-12}), it "
       "does not leave them unchanged (max |f(Px) - f(x)| = {equivariance.invariance_gap:.2f}).",
       SHOW_NOPE, "equivariance", "invariant", "nope"),
     _c("L2", "lecture", "1. The need for positional information",
@@ -141,7 +141,7 @@ CLAIMS: tuple[Claim, ...] = (
     _c("L9", "lecture", "4. Why sinusoidal works",
       "Relative position: PE(pos+k) can be represented as a linear function of PE(pos).",
       HOLDS, "PE(pos+k) = M_k PE(pos) with M_k one 2x2 rotation per pair; least-squares residual "
-      "{linear_map.residual:.0e}.", TOUR, "linear_map", "sinusoid_linear", "sinusoidal"),
+      "{linear_map.residual:<1e-9}.", TOUR, "linear_map", "sinusoid_linear", "sinusoidal"),
     _p("L10", "lecture", "4. Why sinusoidal works",
       "Extrapolation: can handle sequences longer than training.", "extrapolation:sinusoidal",
       "The formula is defined at every position; whether a model trained short uses it at longer "
@@ -183,7 +183,7 @@ CLAIMS: tuple[Claim, ...] = (
       "An open question of the notes, measured as a variant."),
     _c("L20", "lecture", "8. Implementation",
       "The PyTorch PositionalEncoding (div_term = exp(arange(0, d, 2) * -(ln 10000 / d))).",
-      HOLDS, "Equals posenc's sinusoidal to {notes_code.error:.0e} (float64, 512 positions).",
+      HOLDS, "Equals posenc's sinusoidal (max difference {notes_code.error:<1e-12}, float64, 512 positions).",
       SHOW_SIN, "notes_code", "matches", "sinusoidal"),
     _c("L21", "lecture", "Takeaways 1-3",
       "Positional encoding is essential; without it a model cannot distinguish word order; "
@@ -197,7 +197,7 @@ CLAIMS: tuple[Claim, ...] = (
     # ---------------------------------------------------------------- video script
     _c("V1", "video", "Introduction; 1. The position problem",
       "Self-attention is permutation equivariant: if we permute the input, the output permutes the same way.",
-      HOLDS, "max |f(Px) - P f(x)| = {equivariance.equivariance_gap:.1e} without positions.",
+      HOLDS, "max |f(Px) - P f(x)| {equivariance.equivariance_gap:<1e-12} without positions.",
       SHOW_NOPE, "equivariance", "equivariant", "nope"),
     _c("V2", "video", "1. The position problem",
       'The model has no way to distinguish "dog bites man" from "man bites dog"; it treats all orderings the same.',
@@ -206,7 +206,7 @@ CLAIMS: tuple[Claim, ...] = (
     _c("V3", "video", "1. The position problem (visual)",
       "Show identical attention weights for permuted sequences.",
       CORRECTED, "The weights are permuted, not identical: A(Px) = P A(x) P^T (max error "
-      "{equivariance.weights_permuted_gap:.1e}), while max |A(Px) - A(x)| = {equivariance.weights_change:.2f}.",
+      "{equivariance.weights_permuted_gap:<1e-12}), while max |A(Px) - A(x)| = {equivariance.weights_change:.2f}.",
       SHOW_NOPE, "equivariance", "weights_identical", "nope"),
     _c("V4", "video", "2. Sinusoidal positional encoding",
       "The sinusoidal formula; frequency decreases as i increases: dims 0,1 high frequency, d-2,d-1 low.",
@@ -220,7 +220,7 @@ CLAIMS: tuple[Claim, ...] = (
     _c("V6", "video", "2. Why sin and cos together",
       "PE(pos+k) = f(PE(pos)) is a linear transformation: "
       "[sin(pos+k), cos(pos+k)] = [[cos k, sin k], [-sin k, cos k]] [sin pos, cos pos].",
-      HOLDS, "The matrix is right (error {shift_matrix.error:.0e}); it is posenc's closed-form M_k block "
+      HOLDS, "The matrix is right (error {shift_matrix.error:<1e-12}); it is posenc's closed-form M_k block "
       "(per pair, k becomes k / 10000^(2i/d)).", SHOW_SIN, "shift_matrix", "video_matrix", "sinusoidal"),
     _c("V7", "video", "2. Why sin and cos together",
       "The model can learn to attend to relative positions.",
@@ -228,7 +228,7 @@ CLAIMS: tuple[Claim, ...] = (
       "posenc measures.", TOUR),
     _c("V8", "video", "3. Implementation",
       "The PyTorch PositionalEncoding class, and its heatmap (d_model 64, 100 positions) shows the different frequencies.",
-      HOLDS, "The class equals posenc's sinusoidal to {notes_code.error:.0e}; the heatmap is posenc's.",
+      HOLDS, "The class equals posenc's sinusoidal (max difference {notes_code.error:<1e-12}); the heatmap is posenc's.",
       "posenc plot sinusoidal --kind heatmap --d-model 64 --positions 100 -o pe.png", "notes_code", "matches", "sinusoidal"),
     _c("V9", "video", "4. Learned vs fixed (table)",
       "Sinusoidal: original Transformer; learned: GPT, BERT; relative: Transformer-XL, T5; RoPE: LLaMA, GPT-NeoX.",
@@ -250,14 +250,14 @@ CLAIMS: tuple[Claim, ...] = (
       '"The" at position 0 vs 100 gets different representations, though its relation to neighbours is the '
       "same; relative encodings encode the offset instead.",
       HOLDS, "||PE(0) - PE(100)|| = {translation.distance:.2f}; RoPE, ALiBi and T5 score (m, n) and "
-      "(m + t, n + t) identically (relative residual {translation.rope_residual:.0e} or less).",
+      "(m + t, n + t) identically (relative residual {translation.rope_residual:<1e-12}).",
       "posenc show rope", "translation", "relative_shift_invariant", "rope"),
     _c("V14", "video", "5. Relative position attention matrix",
       "Entry (row i, column j) is the offset i - j (0 on the diagonal, +1 below it).",
       HOLDS, "A convention (query minus key); T5 buckets j - i, ALiBi uses |i - j|.", "posenc show alibi"),
     _c("V15", "video", "5. Rotary position embedding",
       "q' = R_pos q and k' = R_pos k with R_pos a rotation matrix.",
-      HOLDS, "rotate() keeps lengths (| |R_m q| - |q| | = {rope_sign.norm_change:.0e}).",
+      HOLDS, "rotate() keeps lengths: |R_m q| - |q| {rope_sign.norm_change:<1e-12}.",
       "posenc show rope", "rope_sign", "is_rotation", "rope"),
     _c("V16", "video", "5. Beautiful property",
       "(R_m q)^T (R_n k) = q^T R_{m-n} k.",
@@ -266,7 +266,7 @@ CLAIMS: tuple[Claim, ...] = (
       "(both of posenc's layouts).", "posenc show rope", "rope_sign", "video_sign", "rope"),
     _c("V17", "video", "5. Beautiful property",
       "The attention score depends only on the relative position.",
-      HOLDS, "Shifting both positions by 100 changes the score by {rope_sign.correct_error:.0e}.",
+      HOLDS, "Shifting both positions by 100 leaves the score as it was (difference {rope_sign.correct_error:<1e-12}).",
       "posenc show rope", "rope_sign", "relative_only", "rope"),
     _p("V18", "video", "5. (visual); summary 5",
       "RoPE enables extrapolation to longer sequences.", "extrapolation:rope", EXTRAPOLATION, "rope"),
@@ -307,7 +307,7 @@ CLAIMS: tuple[Claim, ...] = (
       "The permutation-invariant nature of dot-product attention: the output for \"Lion kills Tiger\" is "
       "functionally identical to \"Tiger kills Lion\", the word representations simply permuted.",
       CORRECTED, "Equivariant, as the note's own \"simply permuted\" says: outputs move with the words "
-      "(max |f(Px) - P f(x)| = {equivariance.equivariance_gap:.1e}) but are not unchanged "
+      "(max |f(Px) - P f(x)| {equivariance.equivariance_gap:<1e-12}) but are not unchanged "
       "(max |f(Px) - f(x)| = {equivariance.invariance_gap:.2f}).", SHOW_NOPE, "equivariance", "invariant", "nope"),
     _c("N4", "notebook", "2. The solution",
       "A unique PE vector per position is element-wise added to the word embedding before attention.",
@@ -323,8 +323,8 @@ CLAIMS: tuple[Claim, ...] = (
     _c("N7", "notebook", "2. Why not integer indices",
       "Simple integer positions do not intrinsically convey relative distances.",
       CORRECTED, "PE(p+k) = PE(p) + k exactly: an affine map (least-squares residual "
-      "{integer_index.affine_residual:.0e}), as fixed as the sinusoids' rotation, though no linear map without "
-      "the offset fits ({integer_index.linear_residual:.1e} over positions 0..255). Their size rules them out.",
+      "{integer_index.affine_residual:<1e-12}), as fixed as the sinusoids' rotation, though no linear map without "
+      "the offset fits ({integer_index.linear_residual:.2g} over positions 0..255). Their size rules them out.",
       TOUR, "integer_index", "no_relative_map", "integer_index"),
     _p("N8", "notebook", "2. Why not integer indices",
       "They don't generalise well to unseen sequence lengths.", "extrapolation:integer_index",
@@ -339,7 +339,7 @@ CLAIMS: tuple[Claim, ...] = (
     _c("N11", "notebook", "3. Why sine and cosine",
       "PE(pos + k) can be represented as a linear function of PE(pos) and PE(k).",
       HOLDS, "Bilinear: each pair is sin(a+b) = sin a cos b + cos a sin b, from the entries of PE(pos) and "
-      "PE(k) (error {bilinear.error:.0e}); for fixed k, linear in PE(pos).",
+      "PE(k) (error {bilinear.error:<1e-12}); for fixed k, linear in PE(pos).",
       SHOW_SIN, "bilinear", "bilinear", "sinusoidal"),
     _p("N12", "notebook", "3. Why sine and cosine",
       "This lets the model generalise about relative distances even for sequences much longer than in training.",
@@ -385,7 +385,7 @@ CLAIMS: tuple[Claim, ...] = (
       SHOW_NOPE, "equivariance", "weights_identical", "nope"),
     _c("I3", "interview", "Sinusoidal: formula and implementation",
       "The sinusoidal formula and get_positional_encoding(seq_len, d_model).",
-      HOLDS, "Equal to posenc's sinusoidal to {notes_code.error:.0e}.", SHOW_SIN, "notes_code", "matches", "sinusoidal"),
+      HOLDS, "Equal to posenc's sinusoidal (max difference {notes_code.error:<1e-12}).", SHOW_SIN, "notes_code", "matches", "sinusoidal"),
     _c("I4", "interview", "Sinusoidal: properties",
       "Unique encoding per position; similar positions have similar encodings; differentiable.",
       HOLDS, "Cosine similarity to position 0 at d_model 128: {tutorial_usage.sim_1:.3f} (1), "
@@ -408,7 +408,7 @@ CLAIMS: tuple[Claim, ...] = (
       "posenc show shaw", "shaw_not_bias", "is_bias", "shaw"),
     _c("I9", "interview", "Relative positional encoding: motivation",
       '"The cat" should be processed similarly regardless of sentence position.',
-      HOLDS, "Relative encodings score (m, n) and (m + t, n + t) alike (T5 residual {translation.t5_residual:.0e}).",
+      HOLDS, "Relative encodings score (m, n) and (m + t, n + t) alike (T5 residual {translation.t5_residual:<1e-12}).",
       "posenc show t5", "translation", "relative_shift_invariant", "t5"),
     _p("I10", "interview", "Relative positional encoding: motivation",
       "Better generalisation to different sequence lengths.", "extrapolation:relative", EXTRAPOLATION),
@@ -425,14 +425,14 @@ CLAIMS: tuple[Claim, ...] = (
       "(posenc kind rotary, hook rotate(q, k)).", "posenc show rope", "rope_formula", "rotates_token_embeddings", "rope"),
     _c("I13", "interview", "Rotary position embedding",
       "RoPE(x, pos) = x * cos(pos * theta) + rotate(x) * sin(pos * theta); maintains relative position naturally.",
-      HOLDS, "With rotate = rotate_half it equals posenc's RoPE (error {rope_formula.error:.0e}).",
+      HOLDS, "With rotate = rotate_half it equals posenc's RoPE (error {rope_formula.error:<1e-12}).",
       "posenc show rope", "rope_formula", "formula", "rope"),
     _p("I14", "interview", "Rotary position embedding; LLaMA",
       "RoPE: better handling of long sequences, improved extrapolation; LLaMA: superior long-sequence performance.",
       "extrapolation:rope", EXTRAPOLATION, "rope"),
     _c("I15", "interview", "ALiBi",
       "attention_scores + alibi_bias with alibi_bias = -m * |i - j|; no position embeddings needed.",
-      HOLDS, "posenc's bidirectional ALiBi is -m_h |i - j| with slopes 2^(-8h/H) (error {alibi_formula.error:.0e}). "
+      HOLDS, "posenc's bidirectional ALiBi is -m_h |i - j| with slopes 2^(-8h/H) (error {alibi_formula.error:<1e-12}). "
       "The later snippet leaves alibi_slopes undefined: posenc.build(\"alibi\", num_heads=8).slopes.",
       "posenc show alibi", "alibi_formula", "formula", "alibi"),
     _p("I16", "interview", "ALiBi",
@@ -466,8 +466,8 @@ CLAIMS: tuple[Claim, ...] = (
       "Excellent length extrapolation.", "extrapolation:t5", EXTRAPOLATION, "t5"),
     _c("I24", "interview", "Evaluation: probing tasks",
       'Measure the model difference between "The quick brown fox jumps" and "brown quick The fox jumps".',
-      HOLDS, "posenc runs this probe (model_difference is left undefined in the snippet): without positions the "
-      "change is {probe.nope_change:.0e}, with sinusoids {probe.sinusoidal_change:.2f} (untrained models).",
+      HOLDS, "posenc runs this probe (model_difference is left undefined in the snippet). Word-aligned output "
+      "change of untrained models: {probe.nope_change:<1e-12} without positions, {probe.sinusoidal_change:.2f} with sinusoids.",
       "posenc report -o report/", "probe", "probe_separates"),
     _c("I25", "interview", "Evaluation: length extrapolation",
       "Train on short sequences, test on long ones.",
@@ -495,7 +495,7 @@ CLAIMS: tuple[Claim, ...] = (
     _c("T1", "tutorial", "The problem: position blindness",
       "[E(dog), E(bites), E(man)] and [E(man), E(bites), E(dog)] hold the same embeddings in a different order: "
       "a model using only attention would see them as the same.",
-      HOLDS, "Each word gets the same output in both (max |f(Px) - P f(x)| = {equivariance.equivariance_gap:.1e}).",
+      HOLDS, "Each word gets the same output in both (max |f(Px) - P f(x)| {equivariance.equivariance_gap:<1e-12}).",
       SHOW_NOPE, "equivariance", "words_same_vectors", "nope"),
     _c("T2", "tutorial", "Sinusoidal positional encoding",
       "final_embedding = token_embedding + positional_encoding; like a clock, slow and fast hands together "
@@ -524,7 +524,7 @@ CLAIMS: tuple[Claim, ...] = (
     _c("T7", "tutorial", "Relative position through linear transformation",
       "PE(pos+k) is a linear function of PE(pos) (the sum formulas); the model can look back or ahead k "
       "positions by a matrix multiplication.",
-      HOLDS, "M_k exists and is fixed (least-squares residual {linear_map.residual:.0e}).",
+      HOLDS, "M_k exists and is fixed (least-squares residual {linear_map.residual:<1e-9}).",
       TOUR, "linear_map", "sinusoid_linear", "sinusoidal"),
     _c("T8", "tutorial", "Bounded values",
       "Values stay in [-1, 1]; no explosion for long sequences.",
@@ -539,8 +539,8 @@ CLAIMS: tuple[Claim, ...] = (
       "extrapolation:sinusoidal", EXTRAPOLATION, "sinusoidal"),
     _c("T11", "tutorial", "Code implementation",
       "The PositionalEncoding class (src/layers.py) computes the sinusoidal table.",
-      HOLDS, "Runnable as posenc.reference.tutorial.PositionalEncoding; equal to posenc's sinusoidal to "
-      "{tutorial_code.error:.0e}.", "python -m posenc.reference.tutorial", "tutorial_code", "table", "sinusoidal"),
+      HOLDS, "Runnable as posenc.reference.tutorial.PositionalEncoding; equal to posenc's sinusoidal (max "
+      "difference {tutorial_code.error:<1e-12}).", "python -m posenc.reference.tutorial", "tutorial_code", "table", "sinusoidal"),
     _c("T12", "tutorial", "Code implementation (comments)",
       '"dim_indices = [0, 1, 2, ..., embed_dim/2 - 1]"; "Compute the frequency divisors: 10000^(2i/d_model)".',
       CORRECTED, "np.arange(0, d, 2) is [0, 2, ..., d - 2] (the values 2i), and the array named divisors holds "
@@ -561,7 +561,7 @@ CLAIMS: tuple[Claim, ...] = (
     _c("T15", "tutorial", "Heatmap of position encodings",
       "20 positions x 512 dims: the left (low) dimensions change fast, the right ones barely; dim 0 cycles "
       "in about 6 positions, dim 510 needs about 60,000.",
-      HOLDS, "Dim 510: divisor {wavelengths.divisor_510:,.0f}, {wavelengths.angle_510:.2e} radians per position, "
+      HOLDS, "Dim 510: divisor {wavelengths.divisor_510:,.0f}, {wavelengths.angle_510:.3g} radians per position, "
       "{wavelengths.cycle_510:,.0f} positions per cycle.",
       "posenc plot sinusoidal --kind heatmap --positions 20 --d-model 512 -o pe.png", "wavelengths",
       "dim510_about_60000", "sinusoidal"),
@@ -582,12 +582,12 @@ CLAIMS: tuple[Claim, ...] = (
     _c("T19", "tutorial", "Rotary position embedding",
       "Used in LLaMA and GPT-NeoX; rotates queries and keys: x * cos + rotate(x) * sin; encodes relative "
       "positions naturally.",
-      HOLDS, "Equals posenc's RoPE (error {rope_formula.error:.0e}); presets llama-1, gpt-neox.",
+      HOLDS, "Equals posenc's RoPE (error {rope_formula.error:<1e-12}); presets llama-1, gpt-neox.",
       "posenc show rope", "rope_formula", "formula", "rope"),
     _c("T20", "tutorial", "ALiBi",
       "Used in BLOOM: bias -m * |pos_query - pos_key| with a head-specific slope; only affects attention, "
       "not the embeddings.",
-      HOLDS, "Preset bloom; posenc's ALiBi is a bias with slopes 2^(-8h/H) (error {alibi_formula.error:.0e}).",
+      HOLDS, "Preset bloom; posenc's ALiBi is a bias with slopes 2^(-8h/H) (error {alibi_formula.error:<1e-12}).",
       "posenc show alibi", "alibi_formula", "formula", "alibi"),
     _p("T21", "tutorial", "Alternative approaches; comparison table",
       "Length extrapolation: sinusoidal good, learned poor, RoPE excellent (\"infinite\"), ALiBi excellent.",
@@ -636,9 +636,26 @@ def checks_of(selected: Iterable[Claim]) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
+class _Number(float):
+    """A demonstration's number; the format spec ``<1e-12`` prints "< 1e-12" for rounding-level values.
+
+    Rounding noise (1.1e-16 here, 2.2e-16 on another machine) is stated as a bound, so the
+    generated page does not depend on the machine that wrote it.
+    """
+
+    def __format__(self, spec: str) -> str:
+        if spec.startswith("<"):
+            bound = float(spec[1:])
+            return f"< {spec[1:]}" if abs(self) < bound else format(float(self), ".2g")
+        return format(float(self), spec)
+
+
 def render_truth(claim: Claim, demos: Mapping[str, Demonstration]) -> str:
     """``claim.truth`` with its ``{key.number:format}`` fields filled from ``demos``."""
-    spaces = {key: SimpleNamespace(**demo.numbers) for key, demo in demos.items()}
+    spaces = {
+        key: SimpleNamespace(**{k: _Number(v) for k, v in demo.numbers.items()})
+        for key, demo in demos.items()
+    }
     return claim.truth.format(**spaces)
 
 
