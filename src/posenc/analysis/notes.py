@@ -288,7 +288,7 @@ CLAIMS: tuple[Claim, ...] = (
       NOT_CHECKED, "Sparse attention is not part of posenc.", "posenc list"),
     _c("V24", "video", "6. Context length evolution",
       "Context lengths have grown from 512 to 100K+ tokens.",
-      HOLDS, "BERT's 512 to {model_presets.longest_context:,.0f} (Llama 3.1) among the presets.",
+      HOLDS, "From BERT's 512 to {model_presets.longest_context:,.0f} among the presets (posenc list --presets).",
       PRESETS_CMD, "model_presets", "context_growth"),
     _c("V25", "video", "Summary 1-4",
       "Self-attention is position-blind; the sinusoidal formula; learned vs fixed trades flexibility "

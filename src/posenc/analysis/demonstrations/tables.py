@@ -179,6 +179,7 @@ def model_presets() -> Demonstration:
             refuse[name] = True
     kinds = {name: presets.PRESETS[name].encoding for name in presets.PRESETS}
     contexts = [p.max_positions for p in presets.PRESETS.values() if p.max_positions]
+    longest = max(presets.PRESETS, key=lambda name: presets.PRESETS[name].max_positions or 0)
     numbers = {
         **{f"rows_{name}": n for name, n in table_rows.items()},
         "gpt3_parameters": sum(p.numel() for p in enc["gpt3"].parameters()),
@@ -199,7 +200,7 @@ def model_presets() -> Demonstration:
             "LLaMA-1, GPT-NeoX, GPT-J, BLOOM",
             f"{kinds['llama-1']}, {kinds['gpt-neox']}, {kinds['gpt-j']}, {kinds['bloom']}",
         ),
-        ("context: BERT -> longest preset", f"{table_rows['bert']:,} -> {max(contexts):,}"),
+        ("context: BERT -> the longest preset", f"{table_rows['bert']:,} -> {max(contexts):,} ({longest})"),
     )
     facts = {
         "learned_bert_gpt": all(kinds[n] == "learned" for n in ("bert", "gpt2", "gpt3")),
