@@ -88,8 +88,9 @@ def test_decode_from_an_offset(name):
 
 @pytest.mark.parametrize("name", ROTARY)
 def test_unrotated_key_rule_gives_the_same_answer(name):
-    """``cache_unrotated_keys=True`` caches raw keys and re-rotates all of them every step;
-    for a static rotary encoding both rules must agree with the full recompute."""
+    """``cache_unrotated_keys=True`` caches raw keys and re-rotates them only when the rotation
+    changes; a static rotary encoding never changes it, so after the prefill only each new
+    token is rotated, and both rules agree with the full recompute."""
     enc = posenc.build_for_model(name, d_model=16, num_heads=2)
     recorded = []
 
@@ -114,7 +115,43 @@ def test_unrotated_key_rule_gives_the_same_answer(name):
             [module(x[:, :2], cache=cache)] + [module(x[:, t : t + 1], cache=cache) for t in range(2, 6)], 1
         )
         torch.testing.assert_close(out, full, **tol(torch.float64))
-    assert recorded == [(2, 2), (1, 3), (1, 4), (1, 5), (1, 6)]  # the whole key set, every step
+    assert recorded == [(2, 2), (1, 1), (1, 1), (1, 1), (1, 1)]  # the new token only, every step
+
+
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        {"rope_type": "dynamic", "factor": 2.0},
+        {"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [2.0, 3.0, 4.0, 5.0],
+         "original_max_position_embeddings": 4},
+    ],
+)  # fmt: skip
+def test_length_dependent_scaling_re_rotates_only_when_frequencies_change(scaling):
+    """Dynamic NTK changes its frequencies at every step past the original context, LongRoPE once
+    (short -> long factors): the cached raw keys are rotated again exactly then, and the decode
+    equals the full recompute at every step."""
+    enc = posenc.build("rope", head_dim=8, max_position_embeddings=4, scaling=scaling)
+    assert enc.cache_unrotated_keys
+    calls = []
+    rotate = enc.rotate
+
+    def recording(q, k, **kwargs):
+        calls.append(k.shape[2])
+        return rotate(q, k, **kwargs)
+
+    torch.manual_seed(0)
+    module = MultiHeadAttention(16, 2, encoding=enc).double()
+    x = torch.randn(1, 8, 16, dtype=torch.float64)
+    cache = KVCache()
+    enc.rotate = recording  # type: ignore[method-assign]
+    outs = [module(x[:, :3], cache=cache)] + [module(x[:, t : t + 1], cache=cache) for t in range(3, 8)]
+    enc.rotate = rotate  # type: ignore[method-assign]
+    for t, out in zip(range(3, 9), outs):  # step t ends at token t: equals the full run on x[:, :t]
+        torch.testing.assert_close(out[:, -1], module(x[:, :t])[:, -1], **tol(torch.float64))
+    if scaling["rope_type"] == "dynamic":  # within 4 positions: unchanged; then new every step
+        assert calls == [3, 1, 5, 6, 7, 8]
+    else:  # short factors up to 4 positions, long factors from 5 on: one re-rotation
+        assert calls == [3, 1, 5, 1, 1, 1]
 
 
 # ---------------------------------------------------------------------------

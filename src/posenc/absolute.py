@@ -24,13 +24,16 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import (
     AdditiveEncoding,
     EncodingConfig,
     NoEncoding,
+    Positions,
     SinCosCache,
+    as_positions,
     check_float,
     check_int,
     check_tensor,
@@ -38,7 +41,6 @@ from posenc.base import (
     inverse_frequencies,
     length_field,
     model_field,
-    resolve_positions,
 )
 from posenc.errors import PosencError, PosencTypeError
 
@@ -68,7 +70,7 @@ class _Absolute(AdditiveEncoding):
 
     config: _HasDim  # every Config of the family has ``dim``; subclasses narrow the type
 
-    def _pe(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:  # pragma: no cover
+    def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
 
     def _check_x(self, x: torch.Tensor) -> torch.Tensor:
@@ -83,14 +85,14 @@ class _Absolute(AdditiveEncoding):
             raise PosencTypeError(
                 f"positions must be an integer torch.Tensor, got {type(positions).__name__}"
             )
-        positions = resolve_positions(positions, positions.shape[-1] if positions.ndim else 0)
-        return self._pe(positions, torch.float32).to(torch.float32)
+        pos = as_positions(positions, positions.shape[-1] if positions.ndim else 0)
+        return self._pe(pos, torch.float32).to(torch.float32)
 
-    def embed(self, x: torch.Tensor, *, positions: torch.Tensor | None = None) -> torch.Tensor:
+    def embed(self, x: torch.Tensor, *, positions: torch.Tensor | Positions | None = None) -> torch.Tensor:
         """``x (b, n, d)`` -> ``x + PE(positions)`` of the same shape and dtype."""
         x = self._check_x(x)
-        positions = resolve_positions(positions, x.shape[1], batch=x.shape[0], device=x.device)
-        return x + self._pe(positions, compute_dtype(x.dtype)).to(x.dtype)
+        pos = as_positions(positions, x.shape[1], batch=x.shape[0], device=x.device)
+        return x + self._pe(pos, compute_dtype(x.dtype)).to(x.dtype)
 
 
 # ---------------------------------------------------------------------------
@@ -128,11 +130,11 @@ class Sinusoidal(_Absolute):
         super().__init__(config)
         self._sincos = SinCosCache(inverse_frequencies(config.dim, config.base))
 
-    def _sinusoid(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        cos, sin = self._sincos(positions, dtype)  # (b, n, d/2) each, float64 maths, cast last
-        return torch.stack((sin, cos), dim=-1).flatten(-2)  # (b, n, d): sin at 2i, cos at 2i+1
+    def _sinusoid(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
+        cos, sin = self._sincos.lookup(positions, dtype)  # (b|1, n, d/2) each, float64 maths, cast last
+        return torch.stack((sin, cos), dim=-1).flatten(-2)  # (b|1, n, d): sin at 2i, cos at 2i+1
 
-    def _pe(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
         return self._sinusoid(positions, dtype)
 
 
@@ -171,7 +173,7 @@ class ScaledSinusoidal(Sinusoidal):
         init = config.dim**-0.5 if config.init_scale is None else config.init_scale
         self.scale = nn.Parameter(torch.tensor(float(init)))  # g, a 0-d tensor
 
-    def _pe(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
         return self._sinusoid(positions, dtype) * self.scale.to(dtype)
 
 
@@ -204,9 +206,24 @@ class _TableMixin:
     config: _TableConfig
     table: nn.Parameter
 
-    def _rows(self, positions: torch.Tensor) -> torch.Tensor:
+    def _rows(self, positions: Positions) -> torch.Tensor:
+        """The table's rows for ``positions``: ``(b|1, n, d)``.
+
+        Checked against the table without reading the positions when their bound fits (the
+        usual case); only a bound past the table reads the largest position, to tell a
+        conservative bound (left padding) from a real overflow.
+        """
         rows = self.config.max_len + self.config.extra_rows
-        top = int(positions.max()) if positions.numel() else -1
+        bound = positions.bound
+        if bound is None:  # torch.compile: a device-side check instead
+            torch._assert_async((positions.tensor < rows).all(), f"positions must be < {rows} (max_len)")
+        elif bound > rows:
+            self._check_top(int(positions.tensor.max()), rows)
+        if positions.start is not None:
+            return self.table[None, positions.start : positions.start + positions.length]
+        return F.embedding(positions.tensor.to(self.table.device), self.table)  # (b, n, d)
+
+    def _check_top(self, top: int, rows: int) -> None:
         if top >= rows:
             if self.config.extra_rows:
                 raise PosencError(
@@ -218,7 +235,6 @@ class _TableMixin:
                 f"Raise max_len, or opt in to extrapolation with extra_rows=N (N untrained rows past "
                 f"max_len, e.g. to measure how a learned table fails on longer inputs)"
             )
-        return self.table[positions.to(self.table.device)]  # (b, n, d)
 
 
 class Learned(_TableMixin, _Absolute):
@@ -244,7 +260,7 @@ class Learned(_TableMixin, _Absolute):
         rows = config.max_len + config.extra_rows
         self.table = nn.Parameter(torch.randn(rows, config.dim) * config.init_std)  # (rows, d)
 
-    def _pe(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
         return self._rows(positions)
 
 
@@ -295,7 +311,7 @@ class Hybrid(_TableMixin, Sinusoidal):
         rows = config.max_len + config.extra_rows
         self.table = nn.Parameter(torch.randn(rows, config.dim) * config.init_std)  # (rows, d)
 
-    def _pe(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
         residual = self._rows(positions)  # checks the table range first
         return self._sinusoid(positions, dtype) + residual.to(dtype)
 
@@ -358,10 +374,10 @@ class ComplexOrder(_Absolute):
             "call embed(x, positions=...) instead of encode(positions)"
         )
 
-    def embed(self, x: torch.Tensor, *, positions: torch.Tensor | None = None) -> torch.Tensor:
+    def embed(self, x: torch.Tensor, *, positions: torch.Tensor | Positions | None = None) -> torch.Tensor:
         """``x (b, n, d)`` -> ``[r cos(w pos + theta) | r sin(w pos + theta)]`` of shape ``(b, n, d)``."""
         x = self._check_x(x)
-        positions = resolve_positions(positions, x.shape[1], batch=x.shape[0], device=x.device)
+        positions = as_positions(positions, x.shape[1], batch=x.shape[0], device=x.device).tensor
         dtype = self.amplitude.weight.dtype
         h = x.to(dtype)
         r, w, theta = self.amplitude(h), self.frequency(h), self.phase(h)  # (b, n, d/2) each
@@ -408,12 +424,15 @@ class IntegerIndex(_Absolute):
     equation = "PE(pos)_k = pos for every dimension k"
     share_across_layers = True
 
-    def _pe(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        return positions.to(dtype)[..., None].expand(*positions.shape, self.config.dim)
+    def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
+        tensor = positions.tensor
+        return tensor.to(dtype)[..., None].expand(*tensor.shape, self.config.dim)
 
-    def embed(self, x: torch.Tensor, *, positions: torch.Tensor | None = None) -> torch.Tensor:
-        out = super().embed(x, positions=positions)  # validates x and positions
-        top = int(positions.max()) if positions is not None and positions.numel() else x.shape[1] - 1
+    def embed(self, x: torch.Tensor, *, positions: torch.Tensor | Positions | None = None) -> torch.Tensor:
+        x = self._check_x(x)
+        pos = as_positions(positions, x.shape[1], batch=x.shape[0], device=x.device)
+        out = x + self._pe(pos, compute_dtype(x.dtype)).to(x.dtype)
+        top = (pos.bound or 1) - 1  # unknown under torch.compile: no host check there
         if top > torch.finfo(x.dtype).max:  # the raw position itself would be inf
             raise PosencError(
                 f"positions up to {top} do not fit in {x.dtype} (max {torch.finfo(x.dtype).max:g}); "

@@ -47,13 +47,16 @@ from posenc.base import (
     BiasEncoding,
     ContextualEncoding,
     PositionalEncoding,
+    Positions,
     RelativeEncoding,
     RotaryEncoding,
+    as_positions,
     check_choice,
     check_float,
     check_int,
     check_tensor,
     compute_dtype,
+    joint_bound,
     resolve_positions,
 )
 from posenc.errors import PosencError, PosencTypeError
@@ -148,12 +151,42 @@ def _check_mask(name: str, mask: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------
 
 
+def _append(buffer: torch.Tensor | None, length: int, chunk: torch.Tensor, dim: int, *, functional: bool):
+    """``buffer`` (first ``length`` entries along ``dim`` valid) with ``chunk`` appended.
+
+    Storage grows by doubling and the chunk is copied in place, so a one-token step copies one
+    token, not the whole cache. ``functional`` (autograd is recording): a fresh ``cat`` instead,
+    so no tensor saved for backward is ever written to.
+    """
+    if buffer is None:
+        return chunk
+    valid = buffer.narrow(dim, 0, length)
+    if functional:
+        return torch.cat([valid, chunk], dim=dim)
+    need = length + chunk.shape[dim]
+    if buffer.shape[dim] < need:
+        shape = list(chunk.shape)
+        shape[dim] = max(need, 2 * length, 16)
+        grown = chunk.new_empty(shape)
+        grown.narrow(dim, 0, length).copy_(valid)
+        buffer = grown
+    buffer.narrow(dim, length, chunk.shape[dim]).copy_(chunk)
+    return buffer
+
+
 class KVCache:
     """Keys and values of ONE attention layer, grown by each decode step.
 
     Holds ``keys``/``values`` ``(b, h, j, d)``, their ``positions`` ``(b|1, j)`` and the
-    key padding mask ``(b, j)`` (None = all real). A cache belongs to the first layer
-    that writes to it; handing it to a second layer raises ValueError.
+    key padding mask ``(b, j)`` (None = all real). Storage grows by doubling, so a decode
+    step copies only its own token (under autograd, chunks are concatenated instead). A
+    cache belongs to the first layer that writes to it; handing it to a second layer raises
+    ValueError.
+
+    For encodings with ``cache_unrotated_keys`` (dynamic RoPE scalings) ``keys`` are the raw
+    keys; ``rotated`` holds them rotated under ``rotated_with`` (the encoding's
+    ``rotation_key``), which attention extends token by token while the frequencies stay the
+    same and recomputes when they change.
     """
 
     def __init__(self) -> None:
@@ -161,22 +194,54 @@ class KVCache:
 
     def reset(self) -> None:
         """Forget everything (start a new sequence)."""
-        self.keys: torch.Tensor | None = None
-        self.values: torch.Tensor | None = None
-        self.positions: torch.Tensor | None = None
+        self._keys: torch.Tensor | None = None  # (b, h, capacity, d)
+        self._values: torch.Tensor | None = None
+        self._positions: torch.Tensor | None = None  # (b|1, capacity)
+        self._rotated: torch.Tensor | None = None  # (b, h, capacity, d), unrotated-key encodings
+        self.rotated_with: object = None
+        self._rotated_length = 0
         self.key_mask: torch.Tensor | None = None
+        self._length = 0
+        self.bound: int | None = 0  # every cached position is < bound (None: unknown, under compile)
+        self._start: int | None = 0  # cached positions are start + arange(length) (None: not known)
         self.owner: int | None = None
 
     @property
     def length(self) -> int:
         """Number of cached key positions ``j``."""
-        return 0 if self.keys is None else self.keys.shape[2]
+        return self._length
+
+    @property
+    def keys(self) -> torch.Tensor | None:
+        return None if self._keys is None else self._keys[:, :, : self._length]
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        return None if self._values is None else self._values[:, :, : self._length]
+
+    @property
+    def positions(self) -> torch.Tensor | None:
+        return None if self._positions is None else self._positions[:, : self._length]
+
+    @property
+    def rotated(self) -> torch.Tensor | None:
+        """The cached keys rotated under :attr:`rotated_with` (unrotated-key encodings), or None."""
+        if self._rotated is None or self._rotated_length != self._length:
+            return None
+        return self._rotated[:, :, : self._length]
+
+    def next_start(self) -> int | None:
+        """The next position when every cached row is ``start + arange(j)`` with no padding."""
+        if self._start is None or self.key_mask is not None:
+            return None
+        return self._start + self._length
 
     def next_positions(self) -> torch.Tensor | None:
         """``(b|1, 1)``: one past the last real cached position per row (0 for rows with none)."""
-        if self.positions is None:
+        if self._positions is None:
             return None
         pos = self.positions
+        assert pos is not None
         if self.key_mask is not None:
             pos = torch.where(self.key_mask, pos, torch.full_like(pos, -1))
         return pos.max(dim=-1, keepdim=True).values + 1
@@ -185,37 +250,62 @@ class KVCache:
         self,
         keys: torch.Tensor,
         values: torch.Tensor,
-        positions: torch.Tensor,
+        positions: torch.Tensor | Positions,
         key_mask: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Add a chunk ``(b, h, n, d)`` and return everything cached so far."""
-        if self.keys is None or self.values is None or self.positions is None:
-            self.keys, self.values, self.positions, self.key_mask = keys, values, positions, key_mask
-            return keys, values, positions, key_mask
-        if keys.dtype != self.keys.dtype or keys.device != self.keys.device:
+    ) -> tuple[torch.Tensor, torch.Tensor, Positions, torch.Tensor | None]:
+        """Add a chunk ``(b, h, n, d)`` and return everything cached so far (positions as
+        :class:`~posenc.base.Positions`)."""
+        n = keys.shape[2]
+        pos = as_positions(positions, n, batch=keys.shape[0], device=keys.device)
+        if self._keys is not None and (keys.dtype != self._keys.dtype or keys.device != self._keys.device):
             raise PosencError(
-                f"cache holds keys of dtype {self.keys.dtype} on {self.keys.device} but the new chunk is "
+                f"cache holds keys of dtype {self._keys.dtype} on {self._keys.device} but the new chunk is "
                 f"{keys.dtype} on {keys.device}; a cache keeps one dtype and device (call cache.reset() "
                 "after model.to(...), or convert before the first step)"
             )
-        if keys.shape[0] != self.keys.shape[0] or keys.shape[1::2] != self.keys.shape[1::2]:
+        if self._keys is not None and (
+            keys.shape[0] != self._keys.shape[0] or keys.shape[1::2] != self._keys.shape[1::2]
+        ):
             raise PosencError(
-                f"cache holds keys of shape (b, h, j, d) = {tuple(self.keys.shape)} but the new "
+                f"cache holds keys of shape (b, h, j, d) = {tuple(self.keys.shape)} but the new "  # type: ignore[union-attr]
                 f"chunk has shape {tuple(keys.shape)}; use one cache per layer and per batch "
                 "(call cache.reset() to start a new sequence)"
             )
-        batch = keys.shape[0]
-        old_pos, new_pos = self.positions, positions
-        if old_pos.shape[0] != new_pos.shape[0]:
-            old_pos, new_pos = old_pos.expand(batch, -1), new_pos.expand(batch, -1)
+        batch, length = keys.shape[0], self._length
+        functional = torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad)
         if self.key_mask is not None or key_mask is not None:
-            old_mask = self._full_mask(self.key_mask, batch, self.length, keys.device)
-            new_mask = self._full_mask(key_mask, batch, keys.shape[2], keys.device)
+            old_mask = self._full_mask(self.key_mask, batch, length, keys.device)
+            new_mask = self._full_mask(key_mask, batch, n, keys.device)
             self.key_mask = torch.cat([old_mask, new_mask], dim=1)
-        self.keys = torch.cat([self.keys, keys], dim=2)
-        self.values = torch.cat([self.values, values], dim=2)
-        self.positions = torch.cat([old_pos, new_pos], dim=1)
-        return self.keys, self.values, self.positions, self.key_mask
+        stored = self._positions
+        new_pos = pos.tensor
+        if stored is not None and stored.shape[0] != new_pos.shape[0]:  # (1, j) -> (b, j)
+            stored = stored[:, :length].expand(batch, -1).contiguous()
+            new_pos = new_pos.expand(batch, -1)
+        self._keys = _append(self._keys, length, keys, 2, functional=functional)
+        self._values = _append(self._values, length, values, 2, functional=functional)
+        self._positions = _append(stored, length, new_pos, 1, functional=False)
+        if length == 0:
+            self._start = pos.start
+        elif self._start is None or pos.start != self._start + length:
+            self._start = None  # no longer one arange
+        self.bound = None if pos.bound is None or self.bound is None else max(self.bound, pos.bound)
+        self._length = length + n
+        assert self.keys is not None and self.values is not None and self.positions is not None
+        start = self._start if self.key_mask is None else None
+        low = start if start is not None else 0
+        return self.keys, self.values, Positions(self.positions, self.bound, start, low), self.key_mask
+
+    def store_rotated(self, rotated: torch.Tensor, key: object) -> None:
+        """Replace the rotated keys (all ``length`` of them) and what they were rotated under."""
+        self._rotated, self._rotated_length, self.rotated_with = rotated, rotated.shape[2], key
+
+    def append_rotated(self, chunk: torch.Tensor) -> torch.Tensor:
+        """Add the newest chunk's rotated keys; returns all rotated keys."""
+        functional = torch.is_grad_enabled() and chunk.requires_grad
+        self._rotated = _append(self._rotated, self._rotated_length, chunk, 2, functional=functional)
+        self._rotated_length += chunk.shape[2]
+        return self._rotated[:, :, : self._rotated_length]
 
     @staticmethod
     def _full_mask(mask, batch, length, device) -> torch.Tensor:
@@ -229,25 +319,33 @@ def step_positions(
     seq_len: int,
     *,
     batch: int,
-    positions: torch.Tensor | None,
+    positions: torch.Tensor | Positions | None,
     padding_mask: torch.Tensor | None,
     cache: KVCache | None,
     device=None,
-) -> torch.Tensor:
-    """Positions ``(b|1, n)`` of the current chunk.
+) -> Positions:
+    """Positions of the current chunk, checked once: a :class:`~posenc.base.Positions`.
 
-    Explicit ``positions`` win. Otherwise: ``arange`` (or counted over real tokens when a
-    ``padding_mask`` is given, see :func:`posenc.positions.from_attention_mask`), shifted to continue
-    after the cache's last real position.
+    Explicit ``positions`` win (checked, or trusted when already a ``Positions``). Otherwise:
+    ``arange`` (or counted over real tokens when a ``padding_mask`` is given, see
+    :func:`posenc.positions.from_attention_mask`), shifted to continue after the cache's last
+    real position. The largest position comes from shapes and the cache's bookkeeping, never
+    from reading the tensors.
     """
     if positions is not None:
-        return resolve_positions(positions, seq_len, batch=batch, device=device)
+        return as_positions(positions, seq_len, batch=batch, device=device)
+    start = 0 if cache is None else cache.next_start()
+    if padding_mask is None and start is not None:
+        return Positions.arange(seq_len, start=start, device=device)
     if padding_mask is not None:
-        out = from_attention_mask(padding_mask).to(device)
+        counted = from_attention_mask(padding_mask).to(device)
     else:
-        out = torch.arange(seq_len, device=device, dtype=torch.long).unsqueeze(0)
-    offset = None if cache is None else cache.next_positions()
-    return out if offset is None else out + offset.to(out.device)
+        counted = torch.arange(seq_len, device=device, dtype=torch.long).unsqueeze(0)
+    offset = None if cache is None or cache.length == 0 else cache.next_positions()
+    if offset is not None:
+        counted = counted + offset.to(counted.device)
+    previous = 0 if cache is None else cache.bound
+    return Positions(counted, None if previous is None else previous + seq_len)
 
 
 # ---------------------------------------------------------------------------
@@ -262,8 +360,8 @@ def plain_attention(
     *,
     encoding: PositionalEncoding | None,
     allowed: torch.Tensor | None,
-    q_positions: torch.Tensor,
-    k_positions: torch.Tensor,
+    q_positions: torch.Tensor | Positions,
+    k_positions: torch.Tensor | Positions,
     dropout: float = 0.0,
     training: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -310,8 +408,8 @@ def sdpa_attention(
     *,
     encoding: PositionalEncoding | None,
     allowed: torch.Tensor | None,
-    q_positions: torch.Tensor,
-    k_positions: torch.Tensor,
+    q_positions: torch.Tensor | Positions,
+    k_positions: torch.Tensor | Positions,
     is_causal: bool = False,
     dropout: float = 0.0,
     training: bool = False,
@@ -453,45 +551,46 @@ class MultiHeadAttention(nn.Module):
             k_pos, key_mask, k_docs = q_pos, padding_mask, document_ids
         else:
             m = source.shape[1]
-            k_pos = resolve_positions(
-                context_positions, m, batch=b, device=x.device, name="context_positions"
-            )
+            k_pos = as_positions(context_positions, m, batch=b, device=x.device, name="context_positions")
             key_mask = None if context_mask is None else _check_mask("context_mask", context_mask)
             if key_mask is not None and key_mask.shape != (b, m):
                 raise PosencError(f"context_mask must have shape {(b, m)}, got {tuple(key_mask.shape)}")
             k_docs = None
 
         # Rotary: rotate before caching (cache holds rotated keys) unless the encoding asks
-        # for raw keys to be cached, in which case the whole key set is rotated below.
+        # for raw keys to be cached (its frequencies depend on the length): then the cached
+        # keys are re-rotated when the frequencies change (_rotate_cached).
         rotary = cast(RotaryEncoding, enc) if self.kind == "rotary" else None
-        rotate_early = rotary is not None and not rotary.cache_unrotated_keys
-        if rotary is not None and rotate_early:
-            q, k = rotary.rotate(q, k, q_positions=q_pos, k_positions=k_pos)
-        if cache is not None:
-            k, v, k_pos, key_mask = cache.append(k, v, k_pos, key_mask)
-        if rotary is not None and not rotate_early:
-            q, k = rotary.rotate(q, k, q_positions=q_pos, k_positions=k_pos)
+        if rotary is not None and cache is not None and rotary.cache_unrotated_keys:
+            q, k, v, k_pos, key_mask = _rotate_cached(rotary, cache, q, k, v, q_pos, k_pos, key_mask)
+        else:
+            if rotary is not None:
+                q, k = rotary.rotate(q, k, q_positions=q_pos, k_positions=k_pos)
+            if cache is not None:
+                k, v, k_pos, key_mask = cache.append(k, v, k_pos, key_mask)
 
+        j = k.shape[2]
         causal = self.causal and context is None
-        allowed = attention_mask(
-            n,
-            k.shape[2],
-            causal=causal,
-            key_mask=key_mask,
-            q_document_ids=_resolve_docs(document_ids, n, b, x.device),
-            k_document_ids=_resolve_docs(k_docs, k.shape[2], b, x.device),
-            device=x.device,
-        )
-        pure_causal = causal and allowed is not None and key_mask is None and document_ids is None
+        pure_causal = causal and key_mask is None and document_ids is None
+        path = choose_path(self.kind, self.path, need_weights=return_weights)
+        # Pure causal masks need no tensor: one query sees every key (decode), and SDPA masks
+        # the square case itself (is_causal).
+        is_causal = path == "sdpa" and pure_causal and n == j and n > 1
+        if (pure_causal and n == 1) or is_causal:
+            allowed = None
+        else:
+            allowed = attention_mask(
+                n, j, causal=causal, key_mask=key_mask,
+                q_document_ids=_resolve_docs(document_ids, n, b, x.device),
+                k_document_ids=_resolve_docs(k_docs, j, b, x.device), device=x.device,
+            )  # fmt: skip
         row_ok = None
         if allowed is not None and not pure_causal:
             row_ok = allowed.any(dim=-1, keepdim=True)  # (b|1, 1, i, 1)
             allowed = allowed | ~row_ok  # empty rows attend everywhere; zeroed below
 
-        path = choose_path(self.kind, self.path, need_weights=return_weights)
         weights: torch.Tensor | None = None
         if path == "sdpa":
-            is_causal = pure_causal and n == k.shape[2]
             out = sdpa_attention(
                 q, k, v, encoding=enc, allowed=allowed, q_positions=q_pos, k_positions=k_pos,
                 is_causal=is_causal, dropout=self.dropout, training=self.training,
@@ -543,6 +642,29 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, num_heads={self.num_heads}, causal={self.causal}, path={self.path!r}"
+
+
+def _rotate_cached(
+    rotary: RotaryEncoding, cache: KVCache, q, k, v, q_pos: Positions, k_pos: Positions, key_mask
+):
+    """Rotary step for an encoding that caches raw keys: append the raw chunk, then rotate.
+
+    The cached rotated keys stay valid while the rotation (``rotation_key`` at the bound of
+    every position in the call) is the same one they were made with: then only the new
+    chunk is rotated and appended. Otherwise (the frequencies changed) every cached key is
+    rotated again with the current positions.
+    """
+    valid = cache.rotated
+    previous = cache.rotated_with
+    raw, v, k_all, key_mask = cache.append(k, v, k_pos, key_mask)
+    bound = joint_bound(q_pos, k_all)
+    key = rotary.rotation_key(bound)
+    if valid is not None and previous is key and joint_bound(q_pos, k_pos) == bound:
+        q, k_new = rotary.rotate(q, k, q_positions=q_pos, k_positions=k_pos)
+        return q, cache.append_rotated(k_new), v, k_all, key_mask
+    q, k = rotary.rotate(q, raw, q_positions=q_pos, k_positions=k_all)
+    cache.store_rotated(k, key)
+    return q, k, v, k_all, key_mask
 
 
 def _resolve_docs(ids, n, batch, device) -> torch.Tensor | None:

@@ -28,10 +28,11 @@ import difflib
 import json
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple, cast
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from posenc.errors import PosencError, PosencTypeError
@@ -340,22 +341,91 @@ def length_field(meaning: str, **kwargs: Any) -> Any:
 MAX_POSITION = 2**53
 
 
-def resolve_positions(
-    positions: torch.Tensor | None,
+class Positions(NamedTuple):
+    """Integer positions ``(b|1, n)`` checked where they entered, with what is known about them
+    without reading their values.
+
+    Attention and the model build one per forward (from shapes, cache offsets, or explicit
+    positions checked once) and hand it to the hooks, which trust it: no value checks, no
+    ``.item()``, nothing that waits on the device. Every hook also takes a plain integer
+    tensor (checked) or None (``arange``).
+
+    Fields:
+        tensor: int64 ``(b|1, n)``.
+        bound: every position is ``< bound``; None when unknown without reading the tensor
+            (explicit positions inside ``torch.compile``): tables are then computed on the fly.
+        start: every row is ``start + arange(n)``; a table lookup is then a slice (a view).
+        low: every position is ``>= low`` (the minimum when the positions were checked).
+    """
+
+    tensor: torch.Tensor
+    bound: int | None
+    start: int | None = None
+    low: int = 0
+
+    @property
+    def length(self) -> int:
+        """Positions per row, ``n``."""
+        return self.tensor.shape[-1]
+
+    @classmethod
+    def arange(cls, n: int, *, start: int = 0, device: torch.device | str | None = None) -> Positions:
+        """``start + arange(n)`` as ``(1, n)``."""
+        tensor = torch.arange(start, start + n, device=device, dtype=torch.long).unsqueeze(0)
+        return cls(tensor, start + n, start, start)
+
+
+def joint_bound(*positions: Positions) -> int | None:
+    """The largest ``bound`` of ``positions`` (None if any is unknown)."""
+    bounds = [p.bound for p in positions]
+    return None if None in bounds else max(cast(list[int], bounds))
+
+
+def check_position_values(positions: torch.Tensor, name: str) -> tuple[int, int | None]:
+    """Raise unless every value is in ``[0, 2**53]``; return ``(min, max + 1)`` (``(0, 0)`` when empty).
+
+    Eager: one read of the minimum and maximum (PosencError naming ``name``). Inside
+    ``torch.compile``: device-side asserts (a RuntimeError with the same text) and
+    ``(0, None)``, because a traced graph cannot read values.
+    """
+    if torch.compiler.is_compiling():
+        torch._assert_async((positions >= 0).all(), f"{name} must be >= 0")
+        torch._assert_async((positions <= MAX_POSITION).all(), f"{name} must be <= 2**53")
+        return 0, None
+    if not positions.numel():
+        return 0, 0
+    low, high = (int(v) for v in torch.aminmax(positions))
+    if low < 0:
+        raise PosencError(f"{name} must be >= 0, got minimum {low}")
+    if high > MAX_POSITION:  # float64 tables would round them
+        raise PosencError(f"{name} must be <= 2**53 = {MAX_POSITION}, got maximum {high}")
+    return low, high + 1
+
+
+def as_positions(
+    positions: torch.Tensor | Positions | None,
     seq_len: int,
     *,
     batch: int | None = None,
     device: torch.device | str | None = None,
     name: str = "positions",
-) -> torch.Tensor:
-    """Validate ``positions`` or build ``arange(seq_len)``; returns int64 ``(b|1, n)``.
+) -> Positions:
+    """Check ``positions`` (or build ``arange(seq_len)``) once; returns :class:`Positions`.
 
-    Raises TypeError for non-integer dtypes and ValueError for the wrong shape or
-    negative values, naming ``name``.
+    A :class:`Positions` is trusted (only its shape is checked against ``seq_len`` and
+    ``batch``); a tensor must be integer ``(b|1, n)`` or ``(n,)`` with values in ``[0, 2**53]``.
+    Raises PosencTypeError for non-integer dtypes and PosencError for the wrong shape or
+    out-of-range values, naming ``name``.
     """
     check_not_meta("device" if positions is None else name, device)
     if positions is None:
-        return torch.arange(seq_len, device=device, dtype=torch.long).unsqueeze(0)
+        return Positions.arange(seq_len, device=device)
+    if isinstance(positions, Positions):
+        tensor = positions.tensor
+        _check_position_shape(tensor, seq_len, batch, name)
+        if device is not None and tensor.device != torch.device(device):
+            positions = positions._replace(tensor=tensor.to(device))
+        return positions
     if not isinstance(positions, torch.Tensor):
         raise PosencTypeError(f"{name} must be an integer torch.Tensor of shape (batch, seq) or None")
     check_not_meta(name, positions.device)
@@ -363,6 +433,13 @@ def resolve_positions(
         raise PosencTypeError(f"{name} must have an integer dtype (int32/int64), got {positions.dtype}")
     if positions.ndim == 1:
         positions = positions.unsqueeze(0)
+    _check_position_shape(positions, seq_len, batch, name)
+    low, bound = check_position_values(positions, name)
+    tensor = positions.to(dtype=torch.long, device=device if device is not None else positions.device)
+    return Positions(tensor, bound, low=low)
+
+
+def _check_position_shape(positions: torch.Tensor, seq_len: int, batch: int | None, name: str) -> None:
     if positions.ndim != 2:
         raise PosencError(f"{name} must have shape (batch, seq) or (seq,), got {tuple(positions.shape)}")
     if positions.shape[1] != seq_len:
@@ -371,11 +448,21 @@ def resolve_positions(
         )
     if batch is not None and positions.shape[0] not in (1, batch):
         raise PosencError(f"{name} has batch size {positions.shape[0]}; expected 1 or {batch}")
-    if positions.numel() and int(positions.min()) < 0:
-        raise PosencError(f"{name} must be >= 0, got minimum {int(positions.min())}")
-    if positions.numel() and int(positions.max()) > MAX_POSITION:  # float64 tables would round them
-        raise PosencError(f"{name} must be <= 2**53 = {MAX_POSITION}, got maximum {int(positions.max())}")
-    return positions.to(dtype=torch.long, device=device if device is not None else positions.device)
+
+
+def resolve_positions(
+    positions: torch.Tensor | Positions | None,
+    seq_len: int,
+    *,
+    batch: int | None = None,
+    device: torch.device | str | None = None,
+    name: str = "positions",
+) -> torch.Tensor:
+    """Validate ``positions`` or build ``arange(seq_len)``; returns int64 ``(b|1, n)``.
+
+    The tensor of :func:`as_positions` (same checks and errors).
+    """
+    return as_positions(positions, seq_len, batch=batch, device=device, name=name).tensor
 
 
 # ---------------------------------------------------------------------------
@@ -393,46 +480,85 @@ def inverse_frequencies(dim: int, base: float) -> torch.Tensor:
 
 
 class SinCosCache:
-    """cos/sin of ``position * inv_freq`` computed in float64 and cached.
+    """cos/sin of ``position * inv_freq`` (times ``scale``) computed in float64 and cached.
 
     Rows for positions below ``max_cached`` are kept in a float64 table that grows by
-    doubling; positions past it are computed on the fly (still float64). Casting to
-    the compute dtype happens last, and the cache is a plain attribute, not a
-    buffer, so ``module.to(torch.bfloat16)`` can never degrade it.
+    doubling, and cast once per dtype; positions past it are computed on the fly (still
+    float64). ``scale`` (RoPE's attention scaling) multiplies the float64 values before the
+    cast, which comes last. The cache is a plain attribute, not a buffer, so
+    ``module.to(torch.bfloat16)`` can never degrade it.
     """
 
-    def __init__(self, inv_freq: torch.Tensor, *, max_cached: int = 1 << 16) -> None:
+    def __init__(self, inv_freq: torch.Tensor, *, max_cached: int = 1 << 16, scale: float = 1.0) -> None:
         self.inv_freq = inv_freq.detach().to(device="cpu", dtype=torch.float64)
         self.max_cached = max_cached
+        self.scale = float(scale)
         self._table: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._cast: dict[tuple[torch.device, torch.dtype, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._cast: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
 
     def _rows(self, length: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         def build(n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             angles = n[:, None] * self.inv_freq.to(device)  # (size, d/2) float64
-            return torch.cos(angles), torch.sin(angles)
+            if self.scale == 1.0:
+                return torch.cos(angles), torch.sin(angles)
+            return torch.cos(angles) * self.scale, torch.sin(angles) * self.scale
 
-        before = self._table.get(device)
-        table = grown_table(self._table, device, length, build, limit=self.max_cached)
-        if table is not before:  # casts of the old table are stale
-            self._cast = {k: v for k, v in self._cast.items() if k[0] != device}
-        return table
+        return grown_table(self._table, device, length, build, limit=self.max_cached)
+
+    def rows(self, bound: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` tables ``(size, d/2)`` in ``dtype`` with ``size >= bound`` rows
+        (``bound <= max_cached``); row ``p`` is position ``p``."""
+        cast_ = self._cast.get((device, dtype))
+        if cast_ is None or cast_[0].shape[0] < bound:
+            cos, sin = self._rows(bound, device)
+            cast_ = self._cast[(device, dtype)] = (cos.to(dtype), sin.to(dtype))
+        return cast_
+
+    def direct(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` computed from the positions, no table: ``positions.shape + (d/2,)``."""
+        angles = positions.to(torch.float64)[..., None] * self.inv_freq.to(positions.device)
+        cos, sin = torch.cos(angles), torch.sin(angles)
+        if self.scale != 1.0:
+            cos, sin = cos * self.scale, sin * self.scale
+        return cos.to(dtype), sin.to(dtype)
+
+    def lookup(
+        self, positions: Positions, dtype: torch.dtype, *, head_axis: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` of shape ``(b|1, n, d/2)`` (``(b|1, 1, n, d/2)`` with ``head_axis``) in
+        ``dtype`` for trusted ``positions``.
+
+        Contiguous positions (``start`` known) get a slice of the table (a view); others an
+        embedding-style gather; positions without a bound, or past ``max_cached``, are
+        computed on the fly. Nothing here reads position values on the host.
+        """
+        bound = positions.bound
+        if bound is None or bound > self.max_cached:
+            cos, sin = self.direct(positions.tensor, dtype)
+        else:
+            cos, sin = self.rows(bound, positions.tensor.device, dtype)
+            start = positions.start
+            if start is not None:  # a view of the table
+                stop = start + positions.length
+                if head_axis:
+                    return cos[None, None, start:stop], sin[None, None, start:stop]
+                return cos[None, start:stop], sin[None, start:stop]
+            cos, sin = F.embedding(positions.tensor, cos), F.embedding(positions.tensor, sin)
+        return (cos[:, None], sin[:, None]) if head_axis else (cos, sin)
 
     def __call__(
         self, positions: torch.Tensor, dtype: torch.dtype = torch.float64
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Return ``(cos, sin)`` of shape ``positions.shape + (len(inv_freq),)`` in ``dtype``."""
-        device = positions.device
-        top = int(positions.max()) + 1 if positions.numel() else 1
-        if top > self.max_cached:
-            angles = positions.to(torch.float64)[..., None] * self.inv_freq.to(device)
-            return torch.cos(angles).to(dtype), torch.sin(angles).to(dtype)
-        cos, sin = self._rows(top, device)
-        key = (device, dtype, cos.shape[0])
-        if key not in self._cast:
-            self._cast[key] = (cos.to(dtype), sin.to(dtype))
-        cos_t, sin_t = self._cast[key]
-        return cos_t[positions], sin_t[positions]
+        """Return ``(cos, sin)`` of shape ``positions.shape + (len(inv_freq),)`` in ``dtype``.
+
+        ``positions`` is any integer tensor (checked: ``0 <= p <= 2**53``).
+        """
+        if positions.ndim == 2:
+            return self.lookup(as_positions(positions, positions.shape[1]), dtype)
+        low, bound = check_position_values(positions, "positions")
+        flat = Positions(positions.reshape(1, -1).long(), bound, low=low)
+        cos, sin = self.lookup(flat, dtype)
+        return cos.view(*positions.shape, -1), sin.view(*positions.shape, -1)
 
 
 # ---------------------------------------------------------------------------
@@ -514,13 +640,19 @@ class RotaryEncoding(PositionalEncoding):
         attention then caches keys before rotation and re-rotates them every step."""
         return False
 
+    def rotation_key(self, bound: int | None) -> object:
+        """What identifies the rotation of positions ``< bound``: keys rotated under the same
+        (``is``) key stay valid. Static encodings return themselves; RoPE's dynamic scalings
+        return their current sin/cos cache, which changes only when the frequencies do."""
+        return self
+
     def rotate(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
         *,
-        q_positions: torch.Tensor | None = None,
-        k_positions: torch.Tensor | None = None,
+        q_positions: torch.Tensor | Positions | None = None,
+        k_positions: torch.Tensor | Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
@@ -540,26 +672,50 @@ class BiasEncoding(PositionalEncoding):
     def num_heads(self) -> int:
         return self.config.num_heads
 
+    @property
+    def bias_dtype(self) -> torch.dtype:
+        """The dtype :meth:`bias` returns: float32, or float64 when the parameters are float64."""
+        return torch.float32
+
     def bias_fn(self, q_pos: torch.Tensor, k_pos: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
-        """Elementwise, broadcasting definition of the bias (the single source of truth)."""
+        """Elementwise, broadcasting definition of the bias (the single source of truth), checked."""
         raise NotImplementedError
+
+    def evaluate(self, q_pos: torch.Tensor, k_pos: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        """:meth:`bias_fn` without the checks, for callers whose positions are already checked
+        (attention, the fast paths): int64 ``q_pos``, ``k_pos``, ``head`` on one device."""
+        return self.bias_fn(q_pos, k_pos, head)
+
+    def distance_bias(
+        self, low: int, count: int, *, device: torch.device | str | None = None
+    ) -> torch.Tensor:
+        """``(h, count)`` float64: the bias at ``q_pos - k_pos = low + t``, ``t < count``.
+
+        Only meaningful for encodings that declare ``translation_invariant``; the fast path
+        evaluates it once per call instead of per score. Positions are shifted to be >= 0.
+        """
+        delta = torch.arange(low, low + count, device=device)
+        shift = max(0, -low)  # keep both positions >= 0; the bias only sees the difference
+        heads = torch.arange(self.num_heads, device=device)[:, None]
+        k_pos = torch.full((1, 1), shift, dtype=torch.long, device=device)
+        return self.evaluate((delta + shift)[None, :], k_pos, heads)
 
     def bias(
         self,
         num_queries: int,
         num_keys: int,
         *,
-        q_positions: torch.Tensor | None = None,
-        k_positions: torch.Tensor | None = None,
+        q_positions: torch.Tensor | Positions | None = None,
+        k_positions: torch.Tensor | Positions | None = None,
         device: torch.device | str | None = None,
     ) -> torch.Tensor:
-        """Dense bias ``(b|1, h, i, j)`` in float32."""
-        qp = resolve_positions(q_positions, num_queries, device=device, name="q_positions")
-        kp = resolve_positions(k_positions, num_keys, device=qp.device, name="k_positions")
+        """Dense bias ``(b|1, h, i, j)`` in :attr:`bias_dtype`."""
+        qp = as_positions(q_positions, num_queries, device=device, name="q_positions").tensor
+        kp = as_positions(k_positions, num_keys, device=qp.device, name="k_positions").tensor
         if qp.shape[0] != kp.shape[0] and 1 not in (qp.shape[0], kp.shape[0]):
             raise PosencError(f"q_positions batch {qp.shape[0]} and k_positions batch {kp.shape[0]} differ")
         head = torch.arange(self.num_heads, device=qp.device)[None, :, None, None]
-        return self.bias_fn(qp[:, None, :, None], kp[:, None, None, :], head)
+        return self.evaluate(qp[:, None, :, None], kp[:, None, None, :], head)
 
     def forward(self, num_queries, num_keys, *, q_positions=None, k_positions=None, device=None):
         return self.bias(

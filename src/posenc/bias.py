@@ -32,11 +32,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import (
     BiasEncoding,
     EncodingConfig,
+    Positions,
     check_bool,
     check_float,
     check_int,
@@ -79,6 +81,13 @@ class _BiasFamily(BiasEncoding):
         params = list(self.parameters())
         return torch.float64 if params and params[0].dtype == torch.float64 else torch.float32
 
+    @property
+    def bias_dtype(self) -> torch.dtype:
+        return self._out_dtype()
+
+    def evaluate(self, q_pos: torch.Tensor, k_pos: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        return self._compute(q_pos, k_pos, head, self._prepare(q_pos.device))
+
     def _default_device(self) -> torch.device:
         params = list(self.parameters())
         return params[0].device if params else torch.device("cpu")
@@ -107,15 +116,15 @@ class _BiasFamily(BiasEncoding):
             raise PosencError(
                 f"q_pos {tuple(q.shape)}, k_pos {tuple(k.shape)} and head {tuple(h.shape)} do not broadcast"
             ) from None
-        return self._compute(q, k.to(q.device), h.to(q.device), self._prepare(q.device))
+        return self.evaluate(q, k.to(q.device), h.to(q.device))
 
     def bias(
         self,
         num_queries: int,
         num_keys: int,
         *,
-        q_positions: torch.Tensor | None = None,
-        k_positions: torch.Tensor | None = None,
+        q_positions: torch.Tensor | Positions | None = None,
+        k_positions: torch.Tensor | Positions | None = None,
         device: torch.device | str | None = None,
     ) -> torch.Tensor:
         """Dense bias ``(b|1, h, i, j)``: float32, or float64 when the parameters are float64.
@@ -581,10 +590,24 @@ class Sandwich(_BiasFamily):
         d = (q - k).abs()
         if d.ndim == 0:  # one score at a time (FlexAttention's score_mod): sum directly
             value = torch.cos(d.to(torch.float64) * p["frequencies"]).sum() - self.config.embed_dim / 2
+        elif torch.compiler.is_compiling():  # a traced graph cannot size a table from the values
+            value = self.profile(d.to(torch.float64))
         else:  # dense: look the distance up in the cached profile table (direct past 2^20)
             top = int(d.max()) + 1 if d.numel() else 1
-            if top <= 1 << 20:
-                value = self._table(top, d.device)[d]
-            else:
-                value = self.profile(d.to(torch.float64))
+            value = self._profile_rows(d, top)
         return value * p["head_scale"][h]
+
+    def _profile_rows(self, d: torch.Tensor, top: int) -> torch.Tensor:
+        """``profile(d)`` for int64 distances ``0 <= d < top``: from the table up to 2^20, else direct."""
+        if top <= 1 << 20:
+            return F.embedding(d, self._table(top, d.device)[:, None])[..., 0]
+        return self.profile(d.to(torch.float64))
+
+    def distance_bias(
+        self, low: int, count: int, *, device: torch.device | str | None = None
+    ) -> torch.Tensor:
+        """``(h, count)`` float64 bias at ``delta = low + t``; the largest ``|delta|`` is known here,
+        so the profile table is sized without reading the distances."""
+        d = (torch.arange(low, low + count, device=device)).abs()
+        top = max(abs(low), abs(low + count - 1)) + 1 if count else 1
+        return self._profile_rows(d, top)[None, :] * self.head_scale.to(d.device)[:, None]

@@ -33,6 +33,7 @@ from posenc import absolute
 from posenc.absolute import _Absolute
 from posenc.base import (
     EncodingConfig,
+    Positions,
     check_choice,
     check_int,
     check_tensor,
@@ -133,8 +134,13 @@ class Hierarchical(_Absolute):
         length = self.config.segment_len
         return positions // length, positions % length
 
-    def _pe(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        segment, offset = self.split(positions)
+    def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
+        length, bound = self.config.segment_len, positions.bound
+        seg_t, off_t = self.split(positions.tensor)
+        segment = Positions(
+            seg_t, None if bound is None else -(-bound // length), low=positions.low // length
+        )
+        offset = Positions(off_t, None if bound is None else min(bound, length))
         seg = self.segment._pe(segment, dtype).to(dtype)  # (b|1, n, d_s)
         off = self.offset._pe(offset, dtype).to(dtype)  # (b|1, n, d_o)
         if self.config.combine == "sum":

@@ -53,6 +53,7 @@ from posenc.attention import KVCache, MultiHeadAttention, check_padding_mask, st
 from posenc.base import (
     AdditiveEncoding,
     PositionalEncoding,
+    Positions,
     check_bool,
     check_choice,
     check_float,
@@ -245,7 +246,7 @@ class Transformer(nn.Module):
                 seen.add(id(enc))
                 yield enc
 
-    def _position_signal(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def _position_signal(self, x: torch.Tensor, positions: torch.Tensor | Positions) -> torch.Tensor:
         """``encoding.embed(x) - x`` times ``position_scale``: ``(b, n, D)``."""
         assert self.input_encoding is not None  # only called for additive encodings
         return (self.input_encoding.embed(x, positions=positions) - x) * self._position_scale
@@ -254,7 +255,7 @@ class Transformer(nn.Module):
         """Token embeddings alone (times sqrt(D) when ``scale_embeddings``): ``(b, n) -> (b, n, D)``."""
         return self.tok_emb(tokens) * self._embed_scale
 
-    def embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def embed(self, tokens: torch.Tensor, positions: torch.Tensor | Positions) -> torch.Tensor:
         """Token embeddings combined with an additive encoding (if any): ``(b, n) -> (b, n, D)``."""
         x = self.token_embeddings(tokens)  # (b, n, D)
         if self.input_encoding is None:
@@ -303,11 +304,7 @@ class Transformer(nn.Module):
             torch.int64,
         ):  # int8/uint8/int16 ids: nn.Embedding takes int32/64
             tokens = tokens.long()
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
-            raise PosencError(
-                f"tokens must be in [0, {self.config.vocab_size - 1}] (vocab_size="
-                f"{self.config.vocab_size}), got [{int(tokens.min())}, {int(tokens.max())}]"
-            )
+        self._check_token_values(tokens)
         if cache is not None:
             if not isinstance(cache, (list, tuple)) or len(cache) != len(self.blocks):
                 raise PosencError(
@@ -327,6 +324,20 @@ class Transformer(nn.Module):
                 x = x + self._position_signal(x, positions)
             x = block(x, positions=positions, padding_mask=padding_mask, cache=layer_cache)
         return self.lm_head(self.ln_final(x))  # (b, n, V)
+
+    def _check_token_values(self, tokens: torch.Tensor) -> None:
+        """Ids in ``[0, vocab_size)``: one read of the extremes (a device-side assert under compile)."""
+        vocab = self.config.vocab_size
+        if torch.compiler.is_compiling():
+            torch._assert_async(
+                ((tokens >= 0) & (tokens < vocab)).all(), f"tokens must be in [0, {vocab - 1}]"
+            )
+            return
+        if not tokens.numel():
+            return
+        low, high = (int(v) for v in torch.aminmax(tokens))
+        if low < 0 or high >= vocab:
+            raise PosencError(f"tokens must be in [0, {vocab - 1}] (vocab_size={vocab}), got [{low}, {high}]")
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -26,29 +26,32 @@ The float64 NumPy references are in :mod:`posenc.reference.rotary`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from posenc import rope_scaling
 from posenc.base import (
     EncodingConfig,
+    Positions,
     RotaryEncoding,
     SinCosCache,
+    as_positions,
     check_choice,
     check_float,
     check_int,
     check_tensor,
-    compute_dtype,
     grown_table,
     inverse_frequencies,
+    joint_bound,
     length_field,
     model_field,
-    resolve_positions,
 )
 from posenc.errors import PosencError
-from posenc.kernels.rope import apply_rotary_fused
+from posenc.kernels.rope import apply_rotary_fused, rotate_trusted, table_dtype
 from posenc.rotation import LAYOUTS, apply_rotary
 
 # ---------------------------------------------------------------------------
@@ -216,6 +219,7 @@ class RoPE(RotaryEncoding):
         super().__init__(config)
         self.rotary_dim = config.resolved_rotary_dim()
         self._sincos: SinCosCache | None = None
+        self._sincos_source: tuple[torch.Tensor, float] | None = None  # what _sincos was built from
         self.set_scaling(config.scaling)
 
     # -- scaling -------------------------------------------------------------
@@ -225,14 +229,15 @@ class RoPE(RotaryEncoding):
         scaling = None if scaling is None else dict(scaling)
         self.config = dataclasses.replace(self.config, scaling=scaling)  # validates
         self._scaling = _effective_scaling(scaling, self.config.max_position_embeddings, self.rotary_dim)
+        self._dynamic = rope_scaling.depends_on_seq_len(scaling)
         # Static scalings are computed once here; dynamic ones again per call (seq_len known then).
         self._inv_freq, self.attention_scaling = self._compute(None)
 
     @property
     def cache_unrotated_keys(self) -> bool:  # RotaryEncoding's capability, set by the scaling
         """True when inv_freq depends on the current length (dynamic scalings): attention then
-        caches keys before rotation and re-rotates them with the current frequencies."""
-        return rope_scaling.depends_on_seq_len(self.config.scaling)
+        caches keys before rotation and re-rotates them when the frequencies change."""
+        return self._dynamic
 
     def _compute(self, seq_len: int | None) -> tuple[torch.Tensor, float]:
         inv_freq, attention_scaling = rope_scaling.compute(
@@ -249,21 +254,52 @@ class RoPE(RotaryEncoding):
     def frequencies(self, max_position: int) -> tuple[torch.Tensor, float]:
         """``(inv_freq (r/2,) float64, attention_scaling)`` for a call whose largest position
         is ``max_position``; only dynamic scalings look at it (seq_len = max_position + 1)."""
-        if self.cache_unrotated_keys:
+        if self._dynamic:
             return self._compute(max_position + 1)
         return self._inv_freq, self.attention_scaling
 
     # -- tables --------------------------------------------------------------
 
-    def _table(self, inv_freq: torch.Tensor) -> SinCosCache:
-        """The float64 sin/cos cache for ``inv_freq``, rebuilt only when inv_freq changes."""
-        if self._sincos is None or not torch.equal(self._sincos.inv_freq, inv_freq):
-            self._sincos = SinCosCache(inv_freq)
+    def _table(self, inv_freq: torch.Tensor, attention_scaling: float = 1.0) -> SinCosCache:
+        """The float64 sin/cos cache for ``inv_freq`` (times ``attention_scaling``), rebuilt only
+        when either changes."""
+        source = self._sincos_source
+        if (
+            self._sincos is None
+            or source is None
+            or source[1] != attention_scaling
+            or (source[0] is not inv_freq and not torch.equal(source[0], inv_freq))
+        ):
+            self._sincos = SinCosCache(inv_freq, scale=attention_scaling)
+        self._sincos_source = (inv_freq, attention_scaling)
         return self._sincos
+
+    def table(self, bound: int | None) -> SinCosCache:
+        """The sin/cos cache for a call whose positions are all ``< bound``.
+
+        Static scalings ignore ``bound``. Dynamic ones need it (their frequencies depend on
+        the length), so under ``torch.compile`` they need positions whose bound is known from
+        shapes (positions=None, or a KV cache), not explicit position tensors.
+        """
+        if self._dynamic:
+            if bound is None:
+                raise PosencError(
+                    f"RoPE scaling {self.config.scaling!r} depends on the largest position, which a "
+                    "torch.compile graph cannot read from explicit positions; pass positions=None "
+                    "(arange) or run this call eagerly"
+                )
+            return self._table(*self.frequencies(max(bound, 1) - 1))
+        return self._table(self._inv_freq, self.attention_scaling)
+
+    def rotation_key(self, bound: int | None) -> object:
+        """The rotation used for positions ``< bound`` (the current sin/cos cache): keys rotated
+        under the same key are still valid, so a KV cache of unrotated keys re-rotates only
+        when it changes."""
+        return self.table(bound)
 
     def cos_sin(
         self,
-        positions: torch.Tensor,
+        positions: torch.Tensor | Positions,
         dtype: torch.dtype,
         *,
         inv_freq: torch.Tensor | None = None,
@@ -273,13 +309,18 @@ class RoPE(RotaryEncoding):
 
         Angles are float64 from integer positions; the cast to ``dtype`` comes last.
         """
+        pos = positions if isinstance(positions, Positions) else None
+        if pos is None:
+            check_tensor("positions", positions, ndim=(1, 2))
+            pos = as_positions(positions, positions.shape[-1])
         if inv_freq is None:
-            inv_freq, attention_scaling = self.frequencies(int(positions.max()) if positions.numel() else 0)
-        table = self._table(inv_freq)
-        if attention_scaling is None or attention_scaling == 1.0:
-            return table(positions, dtype)
-        cos, sin = table(positions, torch.float64)
-        return (cos * attention_scaling).to(dtype), (sin * attention_scaling).to(dtype)
+            table = self.table(pos.bound)
+        else:
+            table = self._table(inv_freq, 1.0 if attention_scaling is None else attention_scaling)
+        cos, sin = table.lookup(pos, dtype)
+        if isinstance(positions, torch.Tensor) and positions.ndim == 1:
+            return cos[0], sin[0]
+        return cos, sin
 
     # -- the hook ------------------------------------------------------------
 
@@ -288,40 +329,49 @@ class RoPE(RotaryEncoding):
         q: torch.Tensor,
         k: torch.Tensor,
         *,
-        q_positions: torch.Tensor | None = None,
-        k_positions: torch.Tensor | None = None,
+        q_positions: torch.Tensor | Positions | None = None,
+        k_positions: torch.Tensor | Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q (b, h, i, d)`` and ``k (b, h, j, d)``; positions ``(b|1, i)``, ``(b|1, j)``.
 
         q and k may have different lengths (KV cache, cross-attention). Returns
-        tensors of the same shapes and dtypes.
+        tensors of the same shapes and dtypes. Tensor positions are checked; a
+        :class:`~posenc.base.Positions` (what attention passes) is trusted.
         """
         q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim)
-        top = max(int(qp.max()) if qp.numel() else 0, int(kp.max()) if kp.numel() else 0)
-        inv_freq, attention_scaling = self.frequencies(top)  # one set for q and k
-        out, tables = [], None
-        same = qp is kp or (qp.shape == kp.shape and q.dtype == k.dtype and torch.equal(qp, kp))
-        for x, pos in ((q, qp), (k, kp)):
-            dtype = compute_dtype(x.dtype)
-            if tables is None or not same:  # self-attention: k reuses q's cos/sin
-                cos, sin = self.cos_sin(pos, dtype, inv_freq=inv_freq, attention_scaling=attention_scaling)
-                tables = cos[:, None], sin[:, None]  # (b|1, 1, n, r/2)
-            out.append(apply_rotary_fast(x, *tables, layout=self.config.layout, rotary_dim=self.rotary_dim))
-        return out[0], out[1]
+        table = self.table(joint_bound(qp, kp))  # one set of frequencies for q and k
+        q_tables = table.lookup(qp, table_dtype(q.dtype), head_axis=True)  # (b|1, 1, i, r/2) each
+        if same_positions(qp, kp) and q.dtype == k.dtype:  # self-attention: k reuses q's cos/sin
+            k_tables = q_tables
+        else:
+            k_tables = table.lookup(kp, table_dtype(k.dtype), head_axis=True)
+        q, k = rotate_trusted(
+            ((q, *q_tables), (k, *k_tables)), layout=self.config.layout, rotary_dim=self.rotary_dim
+        )
+        return q, k
 
 
-def _check_qk(q, k, q_positions, k_positions, head_dim: int):
-    """Validate q/k ``(b, h, n, d)`` and their positions; returns int64 positions ``(b|1, n)``."""
+def same_positions(a: Positions, b: Positions) -> bool:
+    """True when ``a`` and ``b`` are known to be equal without reading them."""
+    if a is b or a.tensor is b.tensor:
+        return True
+    return a.start is not None and a.start == b.start and a.tensor.shape == b.tensor.shape
+
+
+def _check_qk(
+    q, k, q_positions, k_positions, head_dim: int
+) -> tuple[torch.Tensor, torch.Tensor, Positions, Positions]:
+    """Validate q/k ``(b, h, n, d)`` and their positions (trusted when already :class:`Positions`)."""
     q = check_tensor("q", q, ndim=4, floating=True)
     k = check_tensor("k", k, ndim=4, floating=True)
-    for name, x in (("q", q), ("k", k)):
-        if x.shape[-1] != head_dim:
-            raise PosencError(
-                f"{name} has head_dim {x.shape[-1]} (shape {tuple(x.shape)}) but the encoding has "
-                f"head_dim={head_dim}"
-            )
-    qp = resolve_positions(q_positions, q.shape[2], batch=q.shape[0], device=q.device, name="q_positions")
-    kp = resolve_positions(k_positions, k.shape[2], batch=k.shape[0], device=k.device, name="k_positions")
+    if q.shape[-1] != head_dim or k.shape[-1] != head_dim:
+        name, x = ("q", q) if q.shape[-1] != head_dim else ("k", k)
+        raise PosencError(
+            f"{name} has head_dim {x.shape[-1]} (shape {tuple(x.shape)}) but the encoding has "
+            f"head_dim={head_dim}"
+        )
+    qp = as_positions(q_positions, q.shape[2], batch=q.shape[0], device=q.device, name="q_positions")
+    kp = as_positions(k_positions, k.shape[2], batch=k.shape[0], device=k.device, name="k_positions")
     return q, k, qp, kp
 
 
@@ -387,58 +437,81 @@ class XPos(RotaryEncoding):
         i = torch.arange(d // 2, dtype=torch.float64)
         self._sincos = SinCosCache(inverse_frequencies(d, config.base))  # (d/2,) as RoPE
         self.log_zeta = torch.log((2.0 * i / d + config.gamma) / (1.0 + config.gamma))  # (d/2,) float64
-        self._scale_cast: dict[tuple, torch.Tensor] = {}
+        self._scale_cast: dict[tuple[torch.device, float], torch.Tensor] = {}
         self._scale_table: dict[torch.device, torch.Tensor] = {}
 
-    def scale(self, positions: torch.Tensor, dtype: torch.dtype, *, key: bool) -> torch.Tensor:
+    def scale(self, positions: torch.Tensor | Positions, dtype: torch.dtype, *, key: bool) -> torch.Tensor:
         """``zeta^(+-(n - c)/B)`` of shape ``positions.shape + (d/2,)`` in ``dtype`` (float64 maths).
 
         Rows for positions below 2^16 are cached in float64 per device; larger ones
         are computed on the fly.
         """
+        if isinstance(positions, Positions):
+            return self._scale(positions, key=key).to(dtype)
+        check_tensor("positions", positions, ndim=(1, 2))
+        out = self._scale(as_positions(positions, positions.shape[-1]), key=key).to(dtype)
+        return out[0] if positions.ndim == 1 else out
+
+    def _scale(self, positions: Positions, *, key: bool) -> torch.Tensor:
+        """Float64 ``zeta^(+-(n - c)/B)``, ``(b|1, n, d/2)``, for trusted positions."""
         sign = -1.0 if key else 1.0
         c, b = self.config.scale_center, self.config.scale_base
-        top = int(positions.max()) + 1 if positions.numel() else 1
-        if top > self._sincos.max_cached:
-            exponent = (positions.to(torch.float64)[..., None] - c) / b
-            return torch.exp(sign * exponent * self.log_zeta.to(positions.device)).to(dtype)
-        device = positions.device
+        device, bound = positions.tensor.device, positions.bound
+        if bound is None or bound > self._sincos.max_cached:
+            exponent = (positions.tensor.to(torch.float64)[..., None] - c) / b
+            return torch.exp(sign * exponent * self.log_zeta.to(device))
         before = self._scale_table.get(device)
         table = grown_table(  # (size, d/2) float64 log-scale
-            self._scale_table, device, top, lambda n: ((n[:, None] - c) / b) * self.log_zeta.to(device),
+            self._scale_table, device, bound, lambda n: ((n[:, None] - c) / b) * self.log_zeta.to(device),
             limit=self._sincos.max_cached,
         )  # fmt: skip
         if table is not before:
             self._scale_cast = {}
-        key_ = (device, dtype, sign, table.shape[0])
-        if key_ not in self._scale_cast:
-            self._scale_cast[key_] = torch.exp(sign * table).to(dtype)
-        return self._scale_cast[key_][positions]
+        cache_key = (device, sign)
+        if cache_key not in self._scale_cast:
+            self._scale_cast[cache_key] = torch.exp(sign * table)
+        rows = self._scale_cast[cache_key]
+        if positions.start is not None:
+            return rows[None, positions.start : positions.start + positions.length]
+        return F.embedding(positions.tensor, rows)
+
+    def _check_overflow(self, positions: Positions, dtype: torch.dtype, *, key: bool) -> None:
+        """Raise if the scale at the extreme positions (known without reading them) overflows ``dtype``.
+
+        The largest factor is on pair 0 (the most negative ``log zeta``), at the largest
+        position for keys and at the smallest for queries.
+        """
+        if positions.bound is None or not positions.length:
+            return
+        c, b = self.config.scale_center, self.config.scale_base
+        extreme = positions.bound - 1 if key else positions.low
+        log_scale = (extreme - c) / b * float(self.log_zeta.min()) * (-1.0 if key else 1.0)
+        if log_scale > math.log(torch.finfo(dtype).max):  # would be inf, silently
+            raise PosencError(
+                f"{'k' if key else 'q'}_positions {'up to' if key else 'from'} {extreme} overflow xPos's "
+                f"scale zeta^((n - scale_center) / scale_base) in {dtype}; set scale_center near the "
+                f"middle of your positions (now {self.config.scale_center}) or raise scale_base"
+            )
 
     def rotate(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
         *,
-        q_positions: torch.Tensor | None = None,
-        k_positions: torch.Tensor | None = None,
+        q_positions: torch.Tensor | Positions | None = None,
+        k_positions: torch.Tensor | Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate and scale ``q (b, h, i, d)`` up / ``k (b, h, j, d)`` down; positions ``(b|1, n)``."""
         q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim)
-        out = []
+        items = []
         for x, pos, is_key in ((q, qp, False), (k, kp, True)):
-            dtype = compute_dtype(x.dtype)
-            cos, sin = self._sincos(pos, torch.float64)  # (b|1, n, d/2)
-            s = self.scale(pos, torch.float64, key=is_key)  # (b|1, n, d/2), product in float64
-            if s.numel() and float(s.max()) > torch.finfo(x.dtype).max:  # would be inf, silently
-                raise PosencError(
-                    f"{'k' if is_key else 'q'}_positions up to {int(pos.max())} overflow xPos's scale "
-                    f"zeta^((n - scale_center) / scale_base) in {x.dtype}; set scale_center near the "
-                    f"middle of your positions (now {self.config.scale_center}) or raise scale_base"
-                )
-            cos, sin = (cos * s).to(dtype)[:, None], (sin * s).to(dtype)[:, None]  # (b|1, 1, n, d/2)
-            out.append(apply_rotary_fast(x, cos, sin, layout=self.config.layout, rotary_dim=x.shape[-1]))
-        return out[0], out[1]
+            self._check_overflow(pos, x.dtype, key=is_key)
+            dtype = table_dtype(x.dtype)
+            cos, sin = self._sincos.lookup(pos, torch.float64)  # (b|1, n, d/2)
+            s = self._scale(pos, key=is_key)  # (b|1, n, d/2), product in float64
+            items.append((x, (cos * s).to(dtype)[:, None], (sin * s).to(dtype)[:, None]))  # (b|1, 1, n, d/2)
+        q, k = rotate_trusted(tuple(items), layout=self.config.layout, rotary_dim=self.config.head_dim)
+        return q, k
 
 
 __all__ = [

@@ -35,7 +35,7 @@ from pathlib import Path
 log = logging.getLogger("posenc")
 
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-ffp-contract=off", "-shared", "-fPIC", "-std=gnu11"]
-ABI_VERSION = 1
+ABI_VERSION = 2
 _HERE = Path(__file__).resolve().parent
 _lock = threading.Lock()
 _loaded: dict[str, ctypes.CDLL | None] = {}

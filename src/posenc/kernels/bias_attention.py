@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from posenc.base import check_choice, check_int, compute_dtype, resolve_positions
+from posenc.base import Positions, as_positions, check_choice, check_int, compute_dtype, resolve_positions
 from posenc.kernels._build import warn_once
 
 PATHS = ("auto", "chunked", "flex")
@@ -51,18 +51,20 @@ GENERIC_CHUNK_BYTES = 8 << 20  # per block when the float64 definition runs per 
 MIN_CAUSAL_ROWS = 128  # causal: blocks of max(this, i/8) rows skip most of the masked triangle
 
 
-def _bias_dtype(encoding, device) -> torch.dtype:
-    """The dtype ``encoding.bias`` returns (float32, or float64 for float64 parameters)."""
-    return encoding.bias(1, 1, device=device).dtype
-
-
-def _arange_like(positions: torch.Tensor) -> bool:
-    """True if every row of ``positions (b|1, n)`` is ``p0 + arange(n)`` with the same ``p0``."""
-    row = positions[0]
-    if positions.shape[0] > 1 and not bool((positions == row).all()):
-        return False
-    steps = torch.arange(row.shape[0], device=row.device) + row[0]
-    return bool(torch.equal(row, steps))
+def _with_start(positions: Positions) -> Positions:
+    """``positions`` with ``start`` set when every row is ``p0 + arange(n)`` (reads the values:
+    only for tensors handed to the public entry points, never on attention's path)."""
+    if positions.start is not None or torch.compiler.is_compiling():
+        return positions
+    tensor = positions.tensor
+    row = tensor[0]
+    if tensor.shape[0] > 1 and not bool((tensor == row).all()):
+        return positions
+    if not row.numel():
+        return positions._replace(start=0)
+    first = int(row[0])
+    steps = torch.arange(row.shape[0], device=row.device) + first
+    return positions._replace(start=first) if torch.equal(row, steps) else positions
 
 
 def distance_table(encoding, q0: int, k0: int, num_queries: int, num_keys: int, device) -> torch.Tensor:
@@ -71,11 +73,7 @@ def distance_table(encoding, q0: int, k0: int, num_queries: int, num_keys: int, 
     Query ``i`` (position ``q0 + i``) and key ``j`` (``k0 + j``) read entry ``t = i - j + (j_n - 1)``.
     Valid only for encodings that declare ``translation_invariant``.
     """
-    delta = torch.arange(num_queries + num_keys - 1, device=device) + (q0 - k0 - (num_keys - 1))
-    shift = max(0, -int(delta[0]))  # keep both positions >= 0; the bias only sees the difference
-    heads = torch.arange(encoding.num_heads, device=device)[:, None]
-    k_pos = torch.full((1, 1), shift, dtype=torch.long, device=device)
-    return encoding.bias_fn((delta + shift)[None, :], k_pos, heads)  # (h, t)
+    return encoding.distance_bias(q0 - k0 - (num_keys - 1), num_queries + num_keys - 1, device=device)
 
 
 # ---------------------------------------------------------------------------
@@ -99,14 +97,24 @@ def _chunk_rows(batch: int, heads: int, keys: int, element: int, budget: int, nu
     return max(1, min(num_queries, budget // per_row))
 
 
+def _blocks(i: int, j: int, rows: int, causal: bool) -> list[tuple[int, int, int]]:
+    """``(start, stop, keys)`` per row block: under a causal mask later keys are skipped."""
+    offset = j - i
+    out = []
+    for start in range(0, i, rows):
+        stop = min(i, start + rows)
+        out.append((start, stop, max(1, min(j, offset + stop)) if causal else j))
+    return out
+
+
 def chunked_bias_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
     encoding,
     *,
-    q_positions: torch.Tensor | None = None,
-    k_positions: torch.Tensor | None = None,
+    q_positions: torch.Tensor | Positions | None = None,
+    k_positions: torch.Tensor | Positions | None = None,
     allowed: torch.Tensor | None = None,
     causal: bool = False,
     dropout: float = 0.0,
@@ -117,7 +125,8 @@ def chunked_bias_attention(
     Args:
         q: ``(b, h, i, d)``; k, v: ``(b, h, j, d)``.
         encoding: a bias encoding (``bias_fn``, ``bias``, ``num_heads``).
-        q_positions, k_positions: int ``(b|1, i)``, ``(b|1, j)``; None = arange.
+        q_positions, k_positions: int ``(b|1, i)``, ``(b|1, j)`` (checked), trusted
+            :class:`~posenc.base.Positions`, or None = arange.
         allowed: bool "may attend" ``(b|1, 1|h, i, j)`` or None; every row must allow a key.
         causal: mask keys after the query by index (the ``i`` queries are the last ``i`` keys).
         dropout: dropout probability on the attention weights.
@@ -129,34 +138,49 @@ def chunked_bias_attention(
     b, h, i, _ = q.shape
     j = k.shape[2]
     offset = j - i
-    qp = resolve_positions(q_positions, i, batch=b, device=q.device, name="q_positions")
-    kp = resolve_positions(k_positions, j, batch=b, device=q.device, name="k_positions")
+    qp = as_positions(q_positions, i, batch=b, device=q.device, name="q_positions")
+    kp = as_positions(k_positions, j, batch=b, device=q.device, name="k_positions")
+    if not isinstance(q_positions, Positions):
+        qp = _with_start(qp)
+    if not isinstance(k_positions, Positions):
+        kp = _with_start(kp)
     # The bias stays in float32 for half-precision q (SDPA takes a float32 mask): ALiBi at
     # distance 4000 is ~2000, where bfloat16's spacing (16) would erase the slope.
     wide = compute_dtype(q.dtype)
-    table = None
-    if (
-        allowed is None or allowed.shape[0] == 1
-    ) and _arange_like(qp) and _arange_like(kp) and encoding.translation_invariant:  # fmt: skip
-        table = distance_table(encoding, int(qp[0, 0]), int(kp[0, 0]), i, j, q.device)
-        table = table.to(_bias_dtype(encoding, q.device)).to(wide)  # rounded as the dense bias is
-        if causal and j - 1 - offset > 0:  # t < j - 1 - offset  <=>  key index > offset + query index
-            table = torch.cat(
-                (table.new_full((h, j - 1 - offset), float("-inf")), table[:, j - 1 - offset :]), -1
-            )
-        k, v = k.flip(2), v.flip(2)  # keys in reverse order make every bias block a Hankel view
-    element = wide.itemsize if table is not None else 8
-    budget = CHUNK_BYTES if table is not None else GENERIC_CHUNK_BYTES
-    mask_batch = 1 if table is not None else qp.shape[0]
+    toeplitz = (
+        (allowed is None or allowed.shape[0] == 1)
+        and qp.start is not None
+        and kp.start is not None
+        and encoding.translation_invariant
+    )
+    element = wide.itemsize if toeplitz else 8
+    budget = CHUNK_BYTES if toeplitz else GENERIC_CHUNK_BYTES
+    mask_batch = 1 if toeplitz else qp.tensor.shape[0]
     rows = chunk or _chunk_rows(mask_batch, h, j, element, budget, i)
     if causal and chunk is None:  # smaller blocks skip more of the masked upper triangle
         rows = min(rows, max(MIN_CAUSAL_ROWS, -(-i // 8)))
     rows = check_int("chunk", rows, minimum=1)
+    blocks = _blocks(i, j, rows, causal)
+    if toeplitz:
+        assert qp.start is not None and kp.start is not None
+        table = distance_table(encoding, qp.start, kp.start, i, j, q.device)
+        table = table.to(encoding.bias_dtype).to(wide)  # rounded as the dense bias is
+        if causal and j - 1 - offset > 0:  # t < j - 1 - offset  <=>  key index > offset + query index
+            table = torch.cat(
+                (table.new_full((h, j - 1 - offset), float("-inf")), table[:, j - 1 - offset :]), -1
+            )
+        if not dropout:
+            return toeplitz_attention(q, k, v, table, blocks=blocks, allowed=allowed)
+    else:
+        table = None
     needs_grad = torch.is_grad_enabled() and (
         q.requires_grad or k.requires_grad or v.requires_grad or (table is not None and table.requires_grad)
         or any(p.requires_grad for p in encoding.parameters())
     )  # fmt: skip
+    if table is not None:
+        k, v = k.flip(2), v.flip(2)  # keys in reverse order make every bias block a Hankel view
     col = torch.arange(j, device=q.device)
+    qt, kt = qp.tensor, kp.tensor
 
     def block(start: int, stop: int, keys: int, qc, kc, vc, tab) -> torch.Tensor:
         if tab is not None:
@@ -165,8 +189,9 @@ def chunked_bias_attention(
                 bias = bias.masked_fill(~allowed[..., start:stop, :keys].flip(-1), float("-inf"))
         else:
             bias = encoding.bias(
-                stop - start, keys, q_positions=qp[:, start:stop], k_positions=kp[:, :keys], device=q.device
-            ).to(wide)  # (b|1, h, rows, keys)
+                stop - start, keys, q_positions=Positions(qt[:, start:stop], qp.bound, None, qp.low),
+                k_positions=Positions(kt[:, :keys], kp.bound, None, kp.low), device=q.device,
+            ).to(wide)  # (b|1, h, rows, keys)  # fmt: skip
             if causal:
                 future = col[None, :keys] > (torch.arange(start, stop, device=q.device)[:, None] + offset)
                 bias = bias.masked_fill(future, float("-inf"))
@@ -174,16 +199,12 @@ def chunked_bias_attention(
                 bias = bias.masked_fill(~allowed[..., start:stop, :keys], float("-inf"))
         return F.scaled_dot_product_attention(qc, kc, vc, attn_mask=bias, dropout_p=dropout)
 
-    if rows >= i:  # one block: nothing to save by checkpointing
-        keys = j
-        args = (q, k, v, table)
-        return block(0, i, keys, *args)
+    if len(blocks) == 1:  # one block: nothing to save by checkpointing
+        return block(0, i, j, q, k, v, table)
     outs = []
     keep_all = needs_grad and mask_batch * h * i * j * element <= budget
     out = None if needs_grad else q.new_empty(b, h, i, v.shape[-1])
-    for start in range(0, i, rows):
-        stop = min(i, start + rows)
-        keys = max(1, min(j, offset + stop)) if causal else j  # later keys are masked for every row here
+    for start, stop, keys in blocks:
         if table is not None:  # the first `keys` keys are the last `keys` of the reversed set
             args = (q[:, :, start:stop], k[:, :, j - keys :], v[:, :, j - keys :], table)
         else:
@@ -199,6 +220,108 @@ def chunked_bias_attention(
         return torch.cat(outs, dim=2)
     assert out is not None
     return out
+
+
+# ---------------------------------------------------------------------------
+# Toeplitz bias: forward in row blocks, a backward that reduces into the table.
+# ---------------------------------------------------------------------------
+
+_FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+
+
+def _antidiagonal_sums(x: torch.Tensor) -> torch.Tensor:
+    """``x (h, R, C)`` -> ``(h, R + C - 1)``: entry ``t`` sums ``x[:, r, c]`` over ``r + c = t``.
+
+    Row ``r`` shifted right by ``r`` (a zero-padded reshape, no gather), then summed over rows.
+    """
+    h, r, c = x.shape
+    padded = F.pad(x, (0, r)).reshape(h, r * (c + r))[:, : r * (c + r - 1)]
+    return padded.reshape(h, r, c + r - 1).sum(1)
+
+
+def _block_bias(table, start, stop, keys, j, allowed) -> torch.Tensor:
+    bias = _block_from_table(table, start, stop, keys, j)  # (1, h, rows, keys), keys reversed
+    if allowed is not None:
+        bias = bias.masked_fill(~allowed[..., start:stop, :keys].flip(-1), float("-inf"))
+    return bias
+
+
+class _ToeplitzAttention(torch.autograd.Function):
+    """``softmax(q k^T / sqrt(d) + T) v`` for a Toeplitz bias ``T`` given by its distance table.
+
+    Forward: row blocks through SDPA (on CPU the flash kernel, which also returns each row's
+    log-sum-exp), the bias of a block a Hankel VIEW of the table (keys reversed). Backward:
+    per block, the probabilities are recomputed from the saved log-sum-exp, the score
+    gradient ``dS = P (dP - rowsum(dO O))`` gives ``dq, dk, dv`` by matrix products, and its
+    anti-diagonal sums are the table's gradient (one entry per distance); autograd carries
+    that into the encoding's parameters (T5's buckets, KERPLE's r1/r2, ...). No dense bias
+    and no checkpointed forward are ever kept.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k_rev, v_rev, table, blocks, allowed, scale):
+        b, h, i, _ = q.shape
+        j = k_rev.shape[2]
+        wide = table.dtype
+        out = q.new_empty(b, h, i, v_rev.shape[-1])
+        lse = torch.empty(b, h, i, dtype=torch.float32 if wide != torch.float64 else wide, device=q.device)
+        flash = q.device.type == "cpu"  # the flash kernel returns the log-sum-exp too
+        for start, stop, keys in blocks:
+            bias = _block_bias(table, start, stop, keys, j, allowed)
+            qb, kb, vb = q[:, :, start:stop], k_rev[:, :, j - keys :], v_rev[:, :, j - keys :]
+            if flash:
+                o, m = _FLASH_CPU(qb, kb, vb, attn_mask=bias, scale=scale)
+            else:
+                logits = (qb.to(wide) @ kb.to(wide).transpose(-1, -2)) * scale + bias
+                m = torch.logsumexp(logits, dim=-1)
+                o = (torch.exp(logits - m[..., None]) @ vb.to(wide)).to(q.dtype)
+            out[:, :, start:stop] = o
+            lse[:, :, start:stop] = m
+        ctx.save_for_backward(q, k_rev, v_rev, table, out, lse, allowed)
+        ctx.blocks, ctx.scale = blocks, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k_rev, v_rev, table, out, lse, allowed = ctx.saved_tensors
+        scale, wide = ctx.scale, table.dtype
+        j = k_rev.shape[2]
+        grad_q = torch.zeros_like(q, dtype=wide)
+        grad_k = torch.zeros_like(k_rev, dtype=wide)
+        grad_v = torch.zeros_like(v_rev, dtype=wide)
+        grad_table = torch.zeros_like(table) if ctx.needs_input_grad[3] else None
+        for start, stop, keys in ctx.blocks:
+            bias = _block_bias(table.detach(), start, stop, keys, j, allowed)
+            qb = q[:, :, start:stop].to(wide)
+            kb, vb = k_rev[:, :, j - keys :].to(wide), v_rev[:, :, j - keys :].to(wide)
+            gb, ob = grad_out[:, :, start:stop].to(wide), out[:, :, start:stop].to(wide)
+            probs = torch.exp(
+                (qb @ kb.transpose(-1, -2)) * scale + bias - lse[:, :, start:stop, None].to(wide)
+            )
+            grad_v[:, :, j - keys :] += probs.transpose(-1, -2) @ gb
+            grad_s = (gb @ vb.transpose(-1, -2)).sub_((gb * ob).sum(-1, keepdim=True)).mul_(probs)
+            grad_q[:, :, start:stop] = (grad_s @ kb) * scale
+            grad_k[:, :, j - keys :] += (grad_s.transpose(-1, -2) @ qb) * scale
+            if grad_table is not None:  # bias of row r, column c is table[r + c + (start + j - keys)]
+                first = start + j - keys
+                sums = _antidiagonal_sums(grad_s.sum(0))  # (h, rows + keys - 1)
+                grad_table[:, first : first + sums.shape[-1]] += sums
+        return (
+            grad_q.to(q.dtype),
+            grad_k.to(k_rev.dtype),
+            grad_v.to(v_rev.dtype),
+            grad_table,
+            None,
+            None,
+            None,
+        )
+
+
+def toeplitz_attention(q, k, v, table, *, blocks, allowed=None) -> torch.Tensor:
+    """Attention with the Toeplitz bias ``table (h, i + j - 1)`` (see :func:`distance_table`;
+    causal ``-inf`` entries included) in row ``blocks``; ``(b, h, i, d)``."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    return _ToeplitzAttention.apply(q, k.flip(2), v.flip(2), table, blocks, allowed, scale)
 
 
 # ---------------------------------------------------------------------------

@@ -15,12 +15,23 @@ Backward: the rotation is linear in ``x`` with matrix ``R``; its gradient is ``R
 i.e. the same kernel with ``sin`` negated (``sign=-1``), again one pass. cos/sin are
 constants here (tables); if they require grad the call takes the plain path.
 
-Anything the kernel cannot do (no compiler, non-CPU tensors, ``x.ndim > 4``, cos/sin
-that need gradients, ...) takes the plain path with ONE log line per reason.
+Three entry points:
+
+- :func:`apply_rotary_fused`: the public one; checks its arguments, and anything the
+  kernel cannot do (no compiler, non-CPU tensors, ``x.ndim > 4``, cos/sin that need
+  gradients, ...) takes the plain path with ONE log line per reason.
+- :func:`rotate_trusted`: for the encodings, whose tables are already in the kernel's
+  layout; it rotates several tensors (q and k) in one foreign call, which is what keeps a
+  one-token decode step in microseconds.
+- ``torch.ops.posenc.rotary``: the kernel as a ``torch.library`` custom op (fake
+  implementation and autograd registered), for ``torch.compile``. Under compile
+  :data:`COMPILED_PATH` picks the op or the plain path for inductor to trace and fuse (the
+  plain path measured faster, see docs/architecture.md).
 """
 
 from __future__ import annotations
 
+import array
 import ctypes
 
 import torch
@@ -36,9 +47,11 @@ _FUNCS = {
     torch.bfloat16: ("posenc_rope_bf16", torch.float32),
     torch.float16: ("posenc_rope_f16", torch.float32),
 }
+_WORDS = 22  # int64 words per job (JOB_WORDS in _rope.c)
 _PARALLEL_MIN = 1 << 15  # elements; below this one thread is faster than waking a team
-_I64, _INT, _PTR = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p
-_ARGTYPES = [_PTR, _PTR, _PTR, _PTR, _I64, _I64, _I64, _I64, _I64, _INT, _INT] + [_I64] * 9 + [_INT, _INT]
+#: Under torch.compile: "plain" (inductor traces and fuses apply_rotary) or "op" (the C kernel
+#: as an opaque custom op). Measured with ``posenc bench`` (compile section); plain won.
+COMPILED_PATH = "plain"
 
 
 def _function(dtype: torch.dtype):
@@ -47,13 +60,181 @@ def _function(dtype: torch.dtype):
         return None
     fn = getattr(lib, _FUNCS[dtype][0])
     if fn.argtypes is None:
-        fn.argtypes, fn.restype = _ARGTYPES, None
+        fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_int], None
     return fn
 
 
 def available() -> bool:
     """True when the compiled rotary kernel loads on this machine."""
     return load("_rope") is not None
+
+
+def table_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the kernel reads cos/sin in for inputs of ``dtype`` (float32, float64 for float64)."""
+    return compute_dtype(dtype)
+
+
+# ---------------------------------------------------------------------------
+# The foreign call.
+# ---------------------------------------------------------------------------
+
+
+def _job(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor, *, interleaved: bool,
+         rotary_dim: int, sign: int) -> list[int]:  # fmt: skip
+    """The kernel's int64 words for one 4-d tensor (see ``_rope.c``: ``A_X`` .. ``A_THREADS``).
+
+    ``x``/``out`` ``(b, h, n, d)`` with unit last stride; ``cos``/``sin`` 4-d, broadcastable to
+    ``(b, h, n, r/2)``, with equal strides and unit last stride (broadcast dims get stride 0).
+    """
+    b, h, n, d = x.shape
+    xs, os, cs, cn = x.stride(), out.stride(), cos.stride(), cos.shape
+    threads = torch.get_num_threads() if x.numel() >= _PARALLEL_MIN else 1
+    return [
+        x.data_ptr(), out.data_ptr(), cos.data_ptr(), sin.data_ptr(), b, h, n, d, rotary_dim,
+        int(interleaved), sign, xs[0], xs[1], xs[2], os[0], os[1], os[2],
+        cs[0] if cn[0] != 1 else 0, cs[1] if cn[1] != 1 else 0, cs[2] if cn[2] != 1 else 0,
+        int(out.data_ptr() != x.data_ptr()), threads,
+    ]  # fmt: skip
+
+
+def _call(dtype: torch.dtype, words: list[int], count: int) -> None:
+    """Run ``count`` jobs (``words`` from :func:`_job`, concatenated) in one foreign call."""
+    packed = array.array("q", words)
+    _function(dtype)(packed.buffer_info()[0], count)
+
+
+def _launch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor, *,
+            layout: str, rotary_dim: int, sign: int) -> torch.Tensor:  # fmt: skip
+    """``out = R(sign * angle) x`` for any kernel-shaped call (the public path's launcher)."""
+    if x.numel() == 0:  # nothing to rotate
+        return out
+    x4, o4 = _as4d(x), _as4d(out)
+    if x4.stride(-1) != 1:
+        x4 = x4.contiguous()
+    dtype = table_dtype(x.dtype)
+    cos, sin = _as4d(cos.to(dtype)), _as4d(sin.to(dtype))
+    if cos.stride(-1) != 1 or sin.stride() != cos.stride():
+        cos, sin = cos.contiguous(), sin.contiguous()
+    interleaved = layout == "interleaved"
+    _call(x.dtype, _job(x4, cos, sin, o4, interleaved=interleaved, rotary_dim=rotary_dim, sign=sign), 1)
+    return out
+
+
+def _as4d(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape((1,) * (4 - t.ndim) + tuple(t.shape)) if t.ndim < 4 else t
+
+
+# ---------------------------------------------------------------------------
+# Autograd (eager) and the custom op (torch.compile).
+# ---------------------------------------------------------------------------
+
+
+class _FusedRotary(torch.autograd.Function):
+    """Autograd wrapper: forward rotates by ``sign * angle``, backward by ``-sign * angle``
+    (``R^T``), itself through this Function, so gradients of any order are available."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin, layout, rotary_dim, sign):
+        ctx.save_for_backward(cos, sin)
+        ctx.layout, ctx.rotary_dim, ctx.sign = layout, rotary_dim, sign
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        return _launch(x, cos, sin, out, layout=layout, rotary_dim=rotary_dim, sign=sign)
+
+    @staticmethod
+    def backward(ctx, grad):
+        cos, sin = ctx.saved_tensors
+        grad_x = _FusedRotary.apply(grad, cos, sin, ctx.layout, ctx.rotary_dim, -ctx.sign)
+        return grad_x, None, None, None, None, None
+
+
+@torch.library.custom_op("posenc::rotary", mutates_args=())
+def rotary_op(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, rotary_dim: int, sign: int
+) -> torch.Tensor:
+    """The fused rotation as an operator: ``R(sign * angle) x`` in ``x.dtype``, contiguous.
+
+    ``cos``/``sin`` broadcast against ``x[..., :rotary_dim // 2]`` and are constants (no
+    gradient); the gradient of ``x`` is the same op with ``-sign``. Calls the C kernel for
+    CPU tensors it can take, the plain path otherwise.
+    """
+    layout = "interleaved" if interleaved else "half"
+    if x.device.type != "cpu" or x.dtype not in _FUNCS or not 1 <= x.ndim <= 4 or not available():
+        wide = compute_dtype(x.dtype)
+        s = sin.to(wide) if sign > 0 else -sin.to(wide)
+        return apply_rotary(x.to(wide), cos.to(wide), s, layout=layout, rotary_dim=rotary_dim).to(
+            x.dtype, memory_format=torch.contiguous_format
+        )
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    return _launch(x, cos, sin, out, layout=layout, rotary_dim=rotary_dim, sign=sign)
+
+
+@rotary_op.register_fake
+def _(x, cos, sin, interleaved, rotary_dim, sign):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _setup_context(ctx, inputs, output):
+    _, cos, sin, interleaved, rotary_dim, sign = inputs
+    ctx.save_for_backward(cos, sin)
+    ctx.interleaved, ctx.rotary_dim, ctx.sign = interleaved, rotary_dim, sign
+
+
+def _backward(ctx, grad):
+    cos, sin = ctx.saved_tensors
+    return rotary_op(grad, cos, sin, ctx.interleaved, ctx.rotary_dim, -ctx.sign), None, None, None, None, None
+
+
+rotary_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _plain(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: int):
+    wide = compute_dtype(x.dtype)
+    return apply_rotary(x.to(wide), cos.to(wide), sin.to(wide), layout=layout, rotary_dim=rotary_dim).to(
+        x.dtype
+    )
+
+
+# ---------------------------------------------------------------------------
+# Entry points.
+# ---------------------------------------------------------------------------
+
+
+def rotate_trusted(
+    items: tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...], *, layout: str, rotary_dim: int
+) -> list[torch.Tensor]:
+    """Rotate each ``(x, cos, sin)`` of ``items``; results in ``x.dtype``.
+
+    For callers that built the tables themselves: ``x`` 4-d ``(b, h, n, d)``; ``cos``/``sin``
+    4-d ``(b|1, h|1, n, r/2)`` in :func:`table_dtype` of ``x.dtype``, equal strides, unit last
+    stride, no gradient. Without autograd, every tensor goes through ONE foreign call.
+    """
+    if torch.compiler.is_compiling():
+        if COMPILED_PATH == "op":
+            interleaved = layout == "interleaved"
+            return [rotary_op(x, c, s, interleaved, rotary_dim, 1) for x, c, s in items]
+        return [_plain(x, c, s, layout, rotary_dim) for x, c, s in items]
+    x0 = items[0][0]
+    if x0.device.type != "cpu" or x0.dtype not in _FUNCS or _function(x0.dtype) is None:
+        if x0.device.type != "cpu" or x0.dtype not in _FUNCS:  # (a failed build says so itself)
+            reason = f"device {x0.device.type}" if x0.device.type != "cpu" else f"dtype {x0.dtype}"
+            warn_once(
+                f"rope:{reason}", f"posenc: fused rotary kernel cannot take {reason}; using the plain path"
+            )
+        return [_plain(x, c, s, layout, rotary_dim) for x, c, s in items]
+    if torch.is_grad_enabled() and any(x.requires_grad for x, _, _ in items):
+        return [_FusedRotary.apply(x, c, s, layout, rotary_dim, 1) for x, c, s in items]
+    interleaved = layout == "interleaved"
+    outs, words = [], []
+    for x, c, s in items:
+        if x.stride(-1) != 1:
+            x = x.contiguous()
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        outs.append(out)
+        if x.numel():
+            words += _job(x, c, s, out, interleaved=interleaved, rotary_dim=rotary_dim, sign=1)
+    if words:
+        _call(x0.dtype, words, len(words) // _WORDS)
+    return outs
 
 
 def _unsupported(x, cos, sin, layout, rotary_dim) -> str | None:
@@ -81,54 +262,6 @@ def _unsupported(x, cos, sin, layout, rotary_dim) -> str | None:
     if _function(x.dtype) is None:
         return "kernel not built"
     return None
-
-
-def _as4d(t: torch.Tensor) -> torch.Tensor:
-    return t.reshape((1,) * (4 - t.ndim) + tuple(t.shape)) if t.ndim < 4 else t
-
-
-def _launch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor, *,
-            layout: str, rotary_dim: int, sign: int) -> torch.Tensor:  # fmt: skip
-    """Run the kernel: ``out = R(sign * angle) x`` (features past rotary_dim copied unless in place)."""
-    if x.numel() == 0:  # nothing to rotate (and no row to divide by in the kernel)
-        return out
-    x4, o4 = _as4d(x), _as4d(out)
-    if x4.stride(-1) != 1:
-        x4 = x4.contiguous()
-    half = rotary_dim // 2
-    table_dtype = _FUNCS[x.dtype][1]
-    cos, sin = cos.to(table_dtype), sin.to(table_dtype)
-    if cos.stride(-1) != 1 or sin.stride() != cos.stride():
-        cos, sin = cos.contiguous(), sin.contiguous()
-    c4 = _as4d(cos).expand(*x4.shape[:-1], half)  # (b, h, n, r/2), stride 0 where broadcast
-    s4 = _as4d(sin).expand(*x4.shape[:-1], half)
-    b, h, n, d = x4.shape
-    threads = torch.get_num_threads() if x4.numel() >= _PARALLEL_MIN else 1
-    _function(x.dtype)(
-        x4.data_ptr(), o4.data_ptr(), c4.data_ptr(), s4.data_ptr(),
-        b, h, n, d, rotary_dim, int(layout == "interleaved"), sign,
-        *x4.stride()[:3], *o4.stride()[:3], *c4.stride()[:3],
-        int(o4.data_ptr() != x4.data_ptr()), threads,
-    )  # fmt: skip
-    return out
-
-
-class _FusedRotary(torch.autograd.Function):
-    """Autograd wrapper: forward rotates by ``sign * angle``, backward by ``-sign * angle``
-    (``R^T``), itself through this Function, so gradients of any order are available."""
-
-    @staticmethod
-    def forward(ctx, x, cos, sin, layout, rotary_dim, sign):
-        ctx.save_for_backward(cos, sin)
-        ctx.layout, ctx.rotary_dim, ctx.sign = layout, rotary_dim, sign
-        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        return _launch(x, cos, sin, out, layout=layout, rotary_dim=rotary_dim, sign=sign)
-
-    @staticmethod
-    def backward(ctx, grad):
-        cos, sin = ctx.saved_tensors
-        grad_x = _FusedRotary.apply(grad, cos, sin, ctx.layout, ctx.rotary_dim, -ctx.sign)
-        return grad_x, None, None, None, None, None
 
 
 def apply_rotary_fused(
@@ -175,9 +308,10 @@ def apply_rotary_fused(
             warn_once(
                 f"rope:{reason}", f"posenc: fused rotary kernel cannot take {reason}; using the plain path"
             )
-        wide = compute_dtype(x.dtype)
-        y = apply_rotary(x.to(wide), cos.to(wide), sin.to(wide), layout=layout, rotary_dim=rotary_dim)
-        return y.to(x.dtype) if out is None else out.copy_(y)
+        elif COMPILED_PATH == "op" and out is None and not (cos.requires_grad or sin.requires_grad):
+            return rotary_op(x, cos, sin, layout == "interleaved", rotary_dim, 1)
+        y = _plain(x, cos, sin, layout, rotary_dim)
+        return y if out is None else out.copy_(y)
     if needs_grad:
         return _FusedRotary.apply(x, cos.detach(), sin.detach(), layout, rotary_dim, 1)
     if out is None:
