@@ -21,15 +21,16 @@ from torch import nn
 
 from posenc.base import (
     EncodingConfig,
+    Positions,
     RelativeEncoding,
     SinCosCache,
+    as_positions,
     check_bool,
     check_float,
     check_int,
     check_tensor,
     inverse_frequencies,
     model_field,
-    resolve_positions,
 )
 from posenc.errors import PosencError
 
@@ -50,17 +51,17 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, *, head_dim: int, num_heads: int)
 
 
 def _positions(
-    q_positions: torch.Tensor | None,
-    k_positions: torch.Tensor | None,
+    q_positions: torch.Tensor | Positions | None,
+    k_positions: torch.Tensor | Positions | None,
     *,
     batch: int,
     num_queries: int,
     num_keys: int,
     device: torch.device,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Resolve both position tensors: ``(b|1, i)`` and ``(b|1, j)`` int64 on ``device``."""
-    qp = resolve_positions(q_positions, num_queries, batch=batch, device=device, name="q_positions")
-    kp = resolve_positions(k_positions, num_keys, batch=batch, device=device, name="k_positions")
+) -> tuple[Positions, Positions]:
+    """Check both (trusted when already :class:`~posenc.base.Positions`): ``(b|1, i)``, ``(b|1, j)``."""
+    qp = as_positions(q_positions, num_queries, batch=batch, device=device, name="q_positions")
+    kp = as_positions(k_positions, num_keys, batch=batch, device=device, name="k_positions")
     return qp, kp
 
 
@@ -153,7 +154,7 @@ class Shaw(RelativeEncoding):
         b, h, i, j = check_qk(q, k, head_dim=self.config.head_dim, num_heads=self.config.num_heads)
         qp, kp = _positions(q_positions, k_positions, batch=b, num_queries=i, num_keys=j, device=q.device)
         per_row = q @ self._table(self.key_table, q.dtype).transpose(-1, -2)  # (b, h, i, 2k+1)
-        index = self.buckets(qp, kp)[:, None].expand(b, h, i, j)  # (b, h, i, j)
+        index = self.buckets(qp.tensor, kp.tensor)[:, None].expand(b, h, i, j)  # (b, h, i, j)
         return per_row.gather(-1, index)
 
     def values(
@@ -171,7 +172,7 @@ class Shaw(RelativeEncoding):
         if h != self.config.num_heads:
             raise PosencError(f"probs has {h} heads but the encoding has num_heads={self.config.num_heads}")
         qp, kp = _positions(q_positions, k_positions, batch=b, num_queries=i, num_keys=j, device=probs.device)
-        index = self.buckets(qp, kp)[:, None].expand(b, h, i, j)  # (b, h, i, j)
+        index = self.buckets(qp.tensor, kp.tensor)[:, None].expand(b, h, i, j)  # (b, h, i, j)
         rows = 2 * self.config.max_relative_distance + 1
         per_row = probs.new_zeros(b, h, i, rows).scatter_add(-1, index, probs)  # (b, h, i, 2k+1)
         return per_row @ self._table(self.value_table, probs.dtype)  # (b, h, i, d)
@@ -261,7 +262,15 @@ class TransformerXL(RelativeEncoding):
 
     def sinusoid(self, distance: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         """``R_delta = [sin(delta f) | cos(delta f)]``: ``(...) int -> (..., r)`` in ``dtype``."""
-        cos, sin = self._sincos(distance.abs(), torch.float64)  # even/odd in delta
+        if torch.compiler.is_compiling():  # no table sized from the values inside a graph
+            return self._sinusoid(distance, None, dtype)
+        return self._sinusoid(distance, int(distance.abs().max()) + 1 if distance.numel() else 0, dtype)
+
+    def _sinusoid(self, distance: torch.Tensor, bound: int | None, dtype: torch.dtype) -> torch.Tensor:
+        """:meth:`sinusoid` for distances with ``|delta| < bound`` (None: unknown, computed directly)."""
+        magnitude = Positions(distance.abs().reshape(1, -1), bound)
+        cos, sin = self._sincos.lookup(magnitude, torch.float64)  # even/odd in delta
+        cos, sin = cos.view(*distance.shape, -1), sin.view(*distance.shape, -1)
         sin = sin * distance.sign().to(torch.float64)[..., None]
         return torch.cat([sin.to(dtype), cos.to(dtype)], dim=-1)
 
@@ -276,20 +285,33 @@ class TransformerXL(RelativeEncoding):
         """``q (b,h,i,d)``, ``k (b,h,j,d)`` -> terms (b)+(c)+(d): ``(b, h, i, j)``, unscaled."""
         b, h, i, j = check_qk(q, k, head_dim=self.config.head_dim, num_heads=self.config.num_heads)
         qp, kp = _positions(q_positions, k_positions, batch=b, num_queries=i, num_keys=j, device=q.device)
-        distance = qp[:, :, None] - kp[:, None, :]  # (b|1, i, j): i - j
+        distance = qp.tensor[:, :, None] - kp.tensor[:, None, :]  # (b|1, i, j): i - j
         if distance.numel() == 0:
             return q.new_zeros(b, h, i, j)
-        lowest, highest = int(distance.min()), int(distance.max())
-        if highest - lowest < i + j:  # a short range (arange, cache offset, packed docs): no sort
-            distinct = torch.arange(lowest, highest + 1, device=q.device)  # (m,)
+        # The distances lie in a range known without reading them: i + j - 1 values for
+        # contiguous positions (arange, cache offset), (-kb, qb) from the bounds otherwise.
+        if qp.start is not None and kp.start is not None:
+            lowest, count = qp.start - (kp.start + j - 1), i + j - 1
+        elif qp.bound is not None and kp.bound is not None:
+            lowest, count = qp.low - (kp.bound - 1), qp.bound + kp.bound - 1 - qp.low - kp.low
+        else:  # explicit positions inside torch.compile: no range, the per-pair form
+            lowest, count = 0, None
+        if count is not None:
+            distinct = torch.arange(lowest, lowest + count, device=q.device)  # (m,)
             index = distance - lowest  # (b|1, i, j)
-        else:  # sparse positions: only the distances that occur
-            distinct, index = torch.unique(distance, return_inverse=True)  # (m,), (b|1, i, j)
-        r_rows = self.sinusoid(distinct, q.dtype)  # R per distance: (m, r)
+        else:
+            distinct, index = (
+                distance.reshape(-1),
+                torch.arange(distance.numel(), device=q.device).view(distance.shape),
+            )
+        largest = None if count is None else max(abs(lowest), abs(lowest + count - 1)) + 1
+        r_rows = self._sinusoid(distinct, largest, q.dtype)  # R per distance: (m, r)
         w_r = self.w_r.to(q.dtype)  # (h, d, r)
         qv = q + self.v.to(q.dtype)[None, :, None, :]  # (b, h, i, d): (b) and (d) share W_R R
         # Cost: scoring every distance b*h*i*m*d vs the per-pair form b*h*i*j*r; take the cheaper.
-        if distinct.numel() * q.shape[-1] <= j * w_r.shape[-1]:  # relative-shift regime: score, gather
+        if (
+            count is not None and count * q.shape[-1] <= j * w_r.shape[-1]
+        ):  # relative-shift regime: score, gather
             p = r_rows @ w_r.transpose(-1, -2)  # W_R R per distance: (h, m, d)
             per_distance = qv @ p.transpose(-1, -2)  # (b, h, i, m)
             position = per_distance.gather(-1, index[:, None].expand(b, h, i, j))  # (b, h, i, j)

@@ -437,6 +437,7 @@ class XPos(RotaryEncoding):
         i = torch.arange(d // 2, dtype=torch.float64)
         self._sincos = SinCosCache(inverse_frequencies(d, config.base))  # (d/2,) as RoPE
         self.log_zeta = torch.log((2.0 * i / d + config.gamma) / (1.0 + config.gamma))  # (d/2,) float64
+        self._steepest = float(self.log_zeta.min())  # pair 0's log zeta, the most negative
         self._scale_cast: dict[tuple[torch.device, float], torch.Tensor] = {}
         self._scale_table: dict[torch.device, torch.Tensor] = {}
 
@@ -485,7 +486,7 @@ class XPos(RotaryEncoding):
             return
         c, b = self.config.scale_center, self.config.scale_base
         extreme = positions.bound - 1 if key else positions.low
-        log_scale = (extreme - c) / b * float(self.log_zeta.min()) * (-1.0 if key else 1.0)
+        log_scale = (extreme - c) / b * self._steepest * (-1.0 if key else 1.0)
         if log_scale > math.log(torch.finfo(dtype).max):  # would be inf, silently
             raise PosencError(
                 f"{'k' if key else 'q'}_positions {'up to' if key else 'from'} {extreme} overflow xPos's "

@@ -1,0 +1,171 @@
+"""``torch.compile(fullgraph=True)``: every registered encoding's hook, MultiHeadAttention and the
+Transformer compile without a graph break and equal eager, forward and backward.
+
+Most cases trace with the ``aot_eager`` backend: dynamo must capture one whole graph (no
+``.item()``, nothing data-dependent) and AOTAutograd must trace forward and backward with fake
+tensors (the rotary custom op's fake implementation and autograd included), without paying
+for inductor's C++ code generation. A few cases also run through ``inductor``, the default
+backend, end to end. Shapes are tiny; the speed of compiled code is measured by ``posenc bench``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tests import hooks
+from tests.tolerances import tol
+
+import posenc
+from posenc.attention import MultiHeadAttention
+from posenc.kernels import rope
+from posenc.model import Transformer, TransformerConfig
+
+NAMES = list(posenc.ENCODINGS)
+TRACE = "aot_eager"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def grads(out: torch.Tensor, inputs: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    g = torch.Generator().manual_seed(5)
+    weight = torch.randn(out.shape, generator=g, dtype=out.dtype)
+    return list(torch.autograd.grad(out, inputs, weight, allow_unused=True))
+
+
+def assert_same(compiled, eager, dtype=torch.float64):
+    if isinstance(eager, torch.Tensor):
+        torch.testing.assert_close(compiled, eager, **tol(dtype))
+        return
+    assert len(compiled) == len(eager)
+    for a, b in zip(compiled, eager):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, **tol(dtype))
+
+
+def run_hook(name: str, explicit: bool, backend: str) -> None:
+    enc = hooks.make(name).double()
+    positions = torch.tensor([[3, 4, 9, 10, 11]]) if explicit else None
+    tensors = {key: t.requires_grad_() for key, t in hooks.inputs(enc, 2, 5, dtype=torch.float64).items()}
+    wrt = [*tensors.values(), *enc.parameters()]
+
+    def call(tensors):
+        return hooks.apply(enc, 2, 5, tensors, positions)
+
+    eager = call(tensors)
+    compiled = torch.compile(call, fullgraph=True, backend=backend)(tensors)
+    assert_same(compiled, eager)
+    if eager.requires_grad:
+        assert_same(grads(compiled, wrt), grads(eager, wrt))
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["arange", "explicit-positions"])
+@pytest.mark.parametrize("name", NAMES)
+def test_every_hook_compiles_as_one_graph(name, explicit):
+    """Explicit positions are checked inside the graph by device-side asserts, and their tables
+    computed directly (a traced graph cannot size a table from values)."""
+    run_hook(name, explicit, TRACE)
+
+
+def attention(name: str, **kwargs) -> MultiHeadAttention:
+    torch.manual_seed(0)
+    enc = hooks.make(name)
+    return MultiHeadAttention(hooks.D_MODEL, hooks.NUM_HEADS, encoding=enc, **kwargs).double()
+
+
+def run_attention(module: MultiHeadAttention, backend: str, **kwargs) -> None:
+    x = torch.randn(2, 6, hooks.D_MODEL, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    x.requires_grad_()
+    wrt = [x, *module.parameters()]
+    eager = module(x, **kwargs)
+    compiled = torch.compile(module, fullgraph=True, backend=backend)(x, **kwargs)
+    assert_same(compiled, eager)
+    assert_same(grads(compiled, wrt), grads(eager, wrt))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_kind_of_attention_compiles_as_one_graph(name):
+    run_attention(attention(name), TRACE)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5", "shaw"])
+def test_attention_with_padding_and_explicit_positions_compiles(name):
+    mask = torch.tensor([[True] * 6, [False, False] + [True] * 4])
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 2, 3]])
+    run_attention(attention(name), TRACE, padding_mask=mask, positions=positions)
+
+
+def tiny_model(name: str) -> Transformer:
+    torch.manual_seed(0)
+    config = TransformerConfig(
+        vocab_size=11, d_model=16, num_heads=2, num_layers=2, ffn_dim=32, encoding=name
+    )
+    return Transformer(config).double()
+
+
+def run_model(model: Transformer, backend: str) -> None:
+    tokens = torch.randint(0, 11, (2, 7), generator=torch.Generator().manual_seed(2))
+    wrt = list(model.parameters())
+    eager = model(tokens)
+    compiled = torch.compile(model, fullgraph=True, backend=backend)(tokens)
+    assert_same(compiled, eager)
+    assert_same(grads(compiled, wrt), grads(eager, wrt))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_encoding_in_the_transformer_compiles_as_one_graph(name):
+    run_model(tiny_model(name), TRACE)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi"])
+def test_inductor_end_to_end(name):
+    """The default backend generates and runs its own kernels: hook, attention and model."""
+    run_hook(name, False, "inductor")
+    run_attention(attention(name), "inductor")
+    run_model(tiny_model(name), "inductor")
+
+
+@pytest.mark.parametrize("path", ["op", "plain"])
+def test_rotary_under_compile_through_the_custom_op_or_the_traced_plain_path(path, monkeypatch):
+    monkeypatch.setattr(rope, "COMPILED_PATH", path)
+    run_hook("rope", True, "inductor")
+    run_attention(attention("xpos"), TRACE)
+
+
+def test_compiled_bad_positions_still_raise():
+    """Inside a graph the position checks are device-side asserts: a negative position raises."""
+    enc = hooks.make("rope")
+    q = torch.randn(1, 2, 3, hooks.HEAD_DIM)
+
+    def call(q, positions):
+        return enc.rotate(q, q, q_positions=positions, k_positions=positions)[0]
+
+    compiled = torch.compile(call, fullgraph=True, backend=TRACE)
+    torch.testing.assert_close(compiled(q, torch.tensor([[0, 1, 2]])), call(q, torch.tensor([[0, 1, 2]])))
+    with pytest.raises(RuntimeError, match="q_positions must be >= 0"):
+        compiled(q, torch.tensor([[0, -1, 2]]))
+
+
+# ---------------------------------------------------------------------------
+# The C kernel as a torch.library custom op.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not rope.available(), reason="no C compiler: the op runs the plain path")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotary_custom_op_passes_opcheck(dtype, interleaved):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 8, generator=g, dtype=torch.float64).to(dtype).requires_grad_()
+    angles = torch.randn(1, 1, 5, 3, generator=g, dtype=torch.float64)
+    wide = rope.table_dtype(dtype)
+    cos, sin = angles.cos().to(wide), angles.sin().to(wide)
+    torch.library.opcheck(rope.rotary_op, (x, cos, sin, interleaved, 6, 1))
+    layout = "interleaved" if interleaved else "half"
+    expected = rope._plain(x, cos, sin, layout, 6)
+    torch.testing.assert_close(rope.rotary_op(x, cos, sin, interleaved, 6, 1), expected, **tol(dtype))
