@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from tests.tolerances import tol
 
 import posenc
-from posenc.kernels import _build, rope
+from posenc.kernels import _build, blocked, mlp_bias, rope
 from posenc.kernels import bias_attention as bias_attention_module
 from posenc.kernels.bias_attention import bias_attention
 from posenc.kernels.rope import apply_rotary_fused
@@ -436,3 +436,65 @@ def test_encoding_rotate_equals_plain_apply(name, layout, dtype):
     torch.testing.assert_close(
         torch.autograd.grad(qo, q, g)[0], torch.autograd.grad(expected[0], q, g)[0], rtol=0, atol=0
     )
+
+
+# ---------------------------------------------------------------------------
+# The blocked backward: the score gradient reduced into the bias's own parameters.
+# ---------------------------------------------------------------------------
+
+
+def test_toeplitz_blocks_pass_gradcheck():
+    """Float64 gradcheck of the custom backward (q, k, v and the per-distance table) over
+    uneven causal row blocks with a KV-cache offset."""
+    i, j, h = 5, 7, 2
+    q, k, v = qkv(1, h, i, j, d=3)
+    table = randn(h, i + j - 1, seed=8).requires_grad_()
+    blocks = blocked.blocks_for(i, j, 2, causal=True)
+    masked = j - 1 - (j - i)
+
+    def attend(q, k, v, table):
+        causal = torch.cat((table.new_full((h, masked), float("-inf")), table[:, masked:]), -1)
+        return blocked.blocked_attention(q, k, v, "toeplitz", (causal,), blocks=blocks)
+
+    assert torch.autograd.gradcheck(attend, (q, k, v, table))
+
+
+@pytest.mark.parametrize("name", ["t5", "kerple_log", "alibi"])
+def test_trainable_bias_gradients_reach_the_parameters_in_float32(name):
+    """The per-distance reduction gives the parameters the dense path's gradients (full tensors)."""
+    torch.manual_seed(1)
+    enc = posenc.build_for_model(name, d_model=12, num_heads=3)
+    with torch.no_grad():
+        for p in enc.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    q, k, v = qkv(2, 3, 30, 30, dtype=torch.float32)
+    params = [q, k, v, *enc.parameters()]
+    g = randn(2, 3, 30, 4, seed=4, dtype=torch.float32)
+    out = bias_attention(q, k, v, enc, causal=True, chunk=7)
+    ref = dense_reference(q, k, v, enc, causal=True)
+    torch.testing.assert_close(out, ref, **tol(torch.float32))
+    for a, c in zip(torch.autograd.grad(out, params, g), torch.autograd.grad(ref, params, g)):
+        torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(not mlp_bias.available(), reason="no C compiler: FIRE takes the generic path")
+@pytest.mark.parametrize("offset", [0, 9])
+def test_fire_float32_mlp_path_matches_dense(offset):
+    """FIRE in float32 goes through the C kernel (its MLP per score in float32, blocks and their
+    gradient); the result and every gradient equal the float64 definition's dense path.
+    A threshold below the length puts rows on both sides of FIRE's normaliser switch."""
+    torch.manual_seed(0)
+    enc = posenc.build_for_model("fire", d_model=12, num_heads=3, init_threshold=6.0)
+    with torch.no_grad():
+        for p in enc.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    i, j = 25, 25 + offset
+    q, k, v = qkv(2, 3, i, j, dtype=torch.float32)
+    params = [q, k, v, *enc.parameters()]
+    g = randn(2, 3, i, 4, seed=4, dtype=torch.float32)
+    qp, kp = torch.arange(offset, j)[None], torch.arange(j)[None]
+    out = bias_attention(q, k, v, enc, causal=True, q_positions=qp, k_positions=kp, chunk=6)
+    ref = dense_reference(q, k, v, enc, causal=True, qp=qp, kp=kp)
+    torch.testing.assert_close(out, ref, **tol(torch.float32))
+    for a, c in zip(torch.autograd.grad(out, params, g), torch.autograd.grad(ref, params, g)):
+        torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-5)

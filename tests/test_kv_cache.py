@@ -229,3 +229,18 @@ def test_kvcache_bookkeeping():
     assert cache.next_positions().tolist() == [[3], [2]]
     cache.append(k[:, :, :1], k[:, :, :1], torch.tensor([[3], [2]]), None)
     assert cache.length == 4 and cache.key_mask[:, -1].all()
+
+
+def test_decode_steps_write_into_the_cache_in_place():
+    """The cache grows by doubling: a one-token step copies that token, not the whole cache;
+    with no padding the next position is known without reading the cached positions."""
+    module = MultiHeadAttention(16, 2, encoding=posenc.build("rope", head_dim=8))
+    cache = KVCache()
+    with torch.no_grad():
+        module(torch.randn(1, 20, 16), cache=cache)
+        module(torch.randn(1, 1, 16), cache=cache)  # outgrows the prefill: new storage, room for 40
+        storage = cache.keys.data_ptr()
+        for _ in range(10):
+            module(torch.randn(1, 1, 16), cache=cache)
+    assert cache.keys.data_ptr() == storage and cache.length == 31 and cache.next_start() == 31
+    assert cache.positions.tolist() == [list(range(31))]

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from tests.tolerances import tol
 
 import posenc
+from posenc.base import Positions, SinCosCache, as_positions, inverse_frequencies
 from posenc.positions import from_attention_mask, from_document_lengths, randomized, with_offset
 
 # ---------------------------------------------------------------------------
@@ -182,3 +183,35 @@ def test_randomized_is_reproducible_and_covers_the_range():
 def test_bad_randomized(args, kwargs, error, word):
     with pytest.raises(error, match=word):
         randomized(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------
+# Positions: checked once where they enter, trusted after.
+# ---------------------------------------------------------------------------
+
+
+def test_tensors_are_checked_and_positions_are_trusted():
+    with pytest.raises(ValueError, match="p must be >= 0"):
+        as_positions(torch.tensor([[0, -1]]), 2, name="p")
+    with pytest.raises(ValueError, match="2\\*\\*53"):
+        as_positions(torch.tensor([[0, 2**53 + 1]]), 2)
+    checked = as_positions(torch.tensor([[4, 2, 9]]), 3)
+    assert (checked.low, checked.bound, checked.start) == (2, 10, None)
+    trusted = Positions(torch.tensor([[-5, 7]]), 8)  # attention's own: never read again
+    assert as_positions(trusted, 2) is trusted
+    with pytest.raises(ValueError, match="seq length"):  # shapes are still checked (free)
+        as_positions(trusted, 3)
+    arange = Positions.arange(4, start=6)
+    assert arange.tensor.tolist() == [[6, 7, 8, 9]] and (arange.low, arange.bound, arange.start) == (6, 10, 6)
+
+
+def test_contiguous_positions_read_the_table_as_a_view_others_gather_or_compute():
+    cache = SinCosCache(inverse_frequencies(8, 10000.0))
+    cos, sin = cache.lookup(Positions.arange(5, start=3), torch.float32)
+    table_cos, table_sin = cache.rows(8, torch.device("cpu"), torch.float32)
+    assert cos.data_ptr() == table_cos[3].data_ptr() and sin.data_ptr() == table_sin[3].data_ptr()
+    explicit = torch.tensor([[3, 4, 5, 6, 7]])
+    for pos in (Positions(explicit, 8), Positions(explicit, None)):  # gathered; computed (no bound)
+        other = cache.lookup(pos, torch.float32)
+        torch.testing.assert_close(other[0], cos, rtol=0, atol=0)
+        torch.testing.assert_close(other[1], sin, rtol=0, atol=0)

@@ -700,6 +700,23 @@ class BiasEncoding(PositionalEncoding):
         k_pos = torch.full((1, 1), shift, dtype=torch.long, device=device)
         return self.evaluate((delta + shift)[None, :], k_pos, heads)
 
+    def factored_mlp(
+        self,
+        q_start: int,
+        k_start: int,
+        num_queries: int,
+        num_keys: int,
+        *,
+        device: torch.device | str | None = None,
+    ) -> tuple[torch.Tensor, ...] | None:
+        """For a bias ``f(a[q - k] s[q])`` with ``f`` a one-hidden-layer ReLU MLP and ``a >= 0``
+        (FIRE: a distance term over a per-query normaliser), float32 tensors
+        ``(a, s, w1, b1, w2, b2)``: ``a`` over the ``i + j - 1`` distances as
+        :meth:`distance_bias` lists them, ``s`` per query ``q_start .. q_start + i - 1``, and the MLP
+        ``b2 + w2 relu(w1 x + b1)``, all differentiable in the parameters. None for every other
+        bias (the default). The fast path builds and differentiates blocks from these."""
+        return None
+
     def bias(
         self,
         num_queries: int,

@@ -502,6 +502,30 @@ class FIRE(_BiasFamily):
             "b2": f64(self.mlp_out.bias),  # (H_out,)
         }
 
+    def factored_mlp(
+        self,
+        q_start: int,
+        k_start: int,
+        num_queries: int,
+        num_keys: int,
+        *,
+        device: torch.device | str | None = None,
+    ) -> tuple[torch.Tensor, ...] | None:
+        """Causal FIRE is ``f(psi(i - j) / psi(max(L, i)))``: ``a = psi(delta)`` per distance and
+        ``s = 1 / (psi(max(L, i)) + eps)`` per query (float64 maths, float32 out); the
+        bidirectional normaliser also depends on ``j``, so it has no such form (None)."""
+        if self.config.bidirectional:
+            return None
+        p = self._prepare(torch.device(device) if device is not None else self._default_device())
+        device = p["c"].device
+        delta = torch.arange(num_queries + num_keys - 1, device=device) + (q_start - k_start - (num_keys - 1))
+        c, threshold = p["c"][0], p["L"][0]
+        a = torch.log(torch.abs(c * delta.to(torch.float64)) + 1)  # psi(i - j) >= 0
+        position = torch.arange(q_start, q_start + num_queries, device=device, dtype=torch.float64)
+        s = 1 / (torch.log(torch.abs(c * torch.maximum(position, threshold)) + 1) + self.config.eps)
+        terms = (a, s, p["w1"], p["b1"], p["w2"], p["b2"])
+        return tuple(t.to(torch.float32) for t in terms)
+
     def _compute(self, q, k, h, p):
         qf, kf = q.to(torch.float64), k.to(torch.float64)
         d = qf - kf

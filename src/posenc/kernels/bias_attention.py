@@ -43,7 +43,9 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from posenc.base import Positions, as_positions, check_choice, check_int, compute_dtype, resolve_positions
+from posenc.kernels import mlp_bias
 from posenc.kernels._build import warn_once
+from posenc.kernels.blocked import blocked_attention, blocks_for, hankel_block
 
 PATHS = ("auto", "chunked", "flex")
 CHUNK_BYTES = 32 << 20  # bias bytes per block (translation-invariant encodings)
@@ -81,30 +83,9 @@ def distance_table(encoding, q0: int, k0: int, num_queries: int, num_keys: int, 
 # ---------------------------------------------------------------------------
 
 
-def _block_from_table(table: torch.Tensor, start: int, stop: int, keys: int, num_keys: int) -> torch.Tensor:
-    """Rows ``[start, stop)`` x the first ``keys`` keys, REVERSED, of the Toeplitz bias: ``(1, h, rows, keys)``.
-
-    With keys in reverse order (column ``c`` is key ``keys - 1 - c``), query ``i`` and column
-    ``c`` read ``table[i + c + num_keys - keys]``: a Hankel matrix, which is the ``unfold``
-    view of the table (strides ``(t, 1, 1)``). No copy is made; SDPA reads it as is.
-    """
-    shift = num_keys - keys
-    return table.unfold(-1, keys, 1)[:, start + shift : stop + shift][None]  # (1, h, rows, keys)
-
-
 def _chunk_rows(batch: int, heads: int, keys: int, element: int, budget: int, num_queries: int) -> int:
     per_row = max(1, batch * heads * keys * element)
     return max(1, min(num_queries, budget // per_row))
-
-
-def _blocks(i: int, j: int, rows: int, causal: bool) -> list[tuple[int, int, int]]:
-    """``(start, stop, keys)`` per row block: under a causal mask later keys are skipped."""
-    offset = j - i
-    out = []
-    for start in range(0, i, rows):
-        stop = min(i, start + rows)
-        out.append((start, stop, max(1, min(j, offset + stop)) if causal else j))
-    return out
 
 
 def chunked_bias_attention(
@@ -160,19 +141,28 @@ def chunked_bias_attention(
     if causal and chunk is None:  # smaller blocks skip more of the masked upper triangle
         rows = min(rows, max(MIN_CAUSAL_ROWS, -(-i // 8)))
     rows = check_int("chunk", rows, minimum=1)
-    blocks = _blocks(i, j, rows, causal)
+    blocks = blocks_for(i, j, rows, causal)
+    masked = j - 1 - offset if causal else 0  # table entries t < masked are keys after the query
+    table = None
     if toeplitz:
         assert qp.start is not None and kp.start is not None
         table = distance_table(encoding, qp.start, kp.start, i, j, q.device)
         table = table.to(encoding.bias_dtype).to(wide)  # rounded as the dense bias is
-        if causal and j - 1 - offset > 0:  # t < j - 1 - offset  <=>  key index > offset + query index
-            table = torch.cat(
-                (table.new_full((h, j - 1 - offset), float("-inf")), table[:, j - 1 - offset :]), -1
-            )
+        if masked > 0:
+            table = torch.cat((table.new_full((h, masked), float("-inf")), table[:, masked:]), -1)
         if not dropout:
-            return toeplitz_attention(q, k, v, table, blocks=blocks, allowed=allowed)
-    else:
-        table = None
+            return blocked_attention(q, k, v, "toeplitz", (table,), blocks=blocks, allowed=allowed)
+    elif (
+        allowed is None and not dropout and qp.start is not None and kp.start is not None
+        and q.dtype != torch.float64 and encoding.bias_dtype == torch.float32 and q.device.type == "cpu"
+        and not torch.compiler.is_compiling() and mlp_bias.available()
+    ):  # fmt: skip
+        terms = encoding.factored_mlp(qp.start, kp.start, i, j, device=q.device)
+        if terms is not None:  # FIRE: a float32 MLP per score, in C, never a dense bias
+            a = terms[0]
+            if masked > 0:
+                a = torch.cat((a.new_full((masked,), -1.0), a[masked:]))  # a < 0 marks a masked key
+            return blocked_attention(q, k, v, "mlp", (a, *terms[1:]), blocks=blocks)
     needs_grad = torch.is_grad_enabled() and (
         q.requires_grad or k.requires_grad or v.requires_grad or (table is not None and table.requires_grad)
         or any(p.requires_grad for p in encoding.parameters())
@@ -184,7 +174,7 @@ def chunked_bias_attention(
 
     def block(start: int, stop: int, keys: int, qc, kc, vc, tab) -> torch.Tensor:
         if tab is not None:
-            bias = _block_from_table(tab, start, stop, keys, j)  # causal -inf already inside
+            bias = hankel_block(tab, start, stop, keys, j)  # causal -inf already inside
             if allowed is not None:
                 bias = bias.masked_fill(~allowed[..., start:stop, :keys].flip(-1), float("-inf"))
         else:
@@ -220,108 +210,6 @@ def chunked_bias_attention(
         return torch.cat(outs, dim=2)
     assert out is not None
     return out
-
-
-# ---------------------------------------------------------------------------
-# Toeplitz bias: forward in row blocks, a backward that reduces into the table.
-# ---------------------------------------------------------------------------
-
-_FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-
-
-def _antidiagonal_sums(x: torch.Tensor) -> torch.Tensor:
-    """``x (h, R, C)`` -> ``(h, R + C - 1)``: entry ``t`` sums ``x[:, r, c]`` over ``r + c = t``.
-
-    Row ``r`` shifted right by ``r`` (a zero-padded reshape, no gather), then summed over rows.
-    """
-    h, r, c = x.shape
-    padded = F.pad(x, (0, r)).reshape(h, r * (c + r))[:, : r * (c + r - 1)]
-    return padded.reshape(h, r, c + r - 1).sum(1)
-
-
-def _block_bias(table, start, stop, keys, j, allowed) -> torch.Tensor:
-    bias = _block_from_table(table, start, stop, keys, j)  # (1, h, rows, keys), keys reversed
-    if allowed is not None:
-        bias = bias.masked_fill(~allowed[..., start:stop, :keys].flip(-1), float("-inf"))
-    return bias
-
-
-class _ToeplitzAttention(torch.autograd.Function):
-    """``softmax(q k^T / sqrt(d) + T) v`` for a Toeplitz bias ``T`` given by its distance table.
-
-    Forward: row blocks through SDPA (on CPU the flash kernel, which also returns each row's
-    log-sum-exp), the bias of a block a Hankel VIEW of the table (keys reversed). Backward:
-    per block, the probabilities are recomputed from the saved log-sum-exp, the score
-    gradient ``dS = P (dP - rowsum(dO O))`` gives ``dq, dk, dv`` by matrix products, and its
-    anti-diagonal sums are the table's gradient (one entry per distance); autograd carries
-    that into the encoding's parameters (T5's buckets, KERPLE's r1/r2, ...). No dense bias
-    and no checkpointed forward are ever kept.
-    """
-
-    @staticmethod
-    def forward(ctx, q, k_rev, v_rev, table, blocks, allowed, scale):
-        b, h, i, _ = q.shape
-        j = k_rev.shape[2]
-        wide = table.dtype
-        out = q.new_empty(b, h, i, v_rev.shape[-1])
-        lse = torch.empty(b, h, i, dtype=torch.float32 if wide != torch.float64 else wide, device=q.device)
-        flash = q.device.type == "cpu"  # the flash kernel returns the log-sum-exp too
-        for start, stop, keys in blocks:
-            bias = _block_bias(table, start, stop, keys, j, allowed)
-            qb, kb, vb = q[:, :, start:stop], k_rev[:, :, j - keys :], v_rev[:, :, j - keys :]
-            if flash:
-                o, m = _FLASH_CPU(qb, kb, vb, attn_mask=bias, scale=scale)
-            else:
-                logits = (qb.to(wide) @ kb.to(wide).transpose(-1, -2)) * scale + bias
-                m = torch.logsumexp(logits, dim=-1)
-                o = (torch.exp(logits - m[..., None]) @ vb.to(wide)).to(q.dtype)
-            out[:, :, start:stop] = o
-            lse[:, :, start:stop] = m
-        ctx.save_for_backward(q, k_rev, v_rev, table, out, lse, allowed)
-        ctx.blocks, ctx.scale = blocks, scale
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        q, k_rev, v_rev, table, out, lse, allowed = ctx.saved_tensors
-        scale, wide = ctx.scale, table.dtype
-        j = k_rev.shape[2]
-        grad_q = torch.zeros_like(q, dtype=wide)
-        grad_k = torch.zeros_like(k_rev, dtype=wide)
-        grad_v = torch.zeros_like(v_rev, dtype=wide)
-        grad_table = torch.zeros_like(table) if ctx.needs_input_grad[3] else None
-        for start, stop, keys in ctx.blocks:
-            bias = _block_bias(table.detach(), start, stop, keys, j, allowed)
-            qb = q[:, :, start:stop].to(wide)
-            kb, vb = k_rev[:, :, j - keys :].to(wide), v_rev[:, :, j - keys :].to(wide)
-            gb, ob = grad_out[:, :, start:stop].to(wide), out[:, :, start:stop].to(wide)
-            probs = torch.exp(
-                (qb @ kb.transpose(-1, -2)) * scale + bias - lse[:, :, start:stop, None].to(wide)
-            )
-            grad_v[:, :, j - keys :] += probs.transpose(-1, -2) @ gb
-            grad_s = (gb @ vb.transpose(-1, -2)).sub_((gb * ob).sum(-1, keepdim=True)).mul_(probs)
-            grad_q[:, :, start:stop] = (grad_s @ kb) * scale
-            grad_k[:, :, j - keys :] += (grad_s.transpose(-1, -2) @ qb) * scale
-            if grad_table is not None:  # bias of row r, column c is table[r + c + (start + j - keys)]
-                first = start + j - keys
-                sums = _antidiagonal_sums(grad_s.sum(0))  # (h, rows + keys - 1)
-                grad_table[:, first : first + sums.shape[-1]] += sums
-        return (
-            grad_q.to(q.dtype),
-            grad_k.to(k_rev.dtype),
-            grad_v.to(v_rev.dtype),
-            grad_table,
-            None,
-            None,
-            None,
-        )
-
-
-def toeplitz_attention(q, k, v, table, *, blocks, allowed=None) -> torch.Tensor:
-    """Attention with the Toeplitz bias ``table (h, i + j - 1)`` (see :func:`distance_table`;
-    causal ``-inf`` entries included) in row ``blocks``; ``(b, h, i, d)``."""
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    return _ToeplitzAttention.apply(q, k.flip(2), v.flip(2), table, blocks, allowed, scale)
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,193 @@
+"""Attention in row blocks with a bias that is never stored whole, and a backward that reduces
+the score gradient into the bias's own parameters.
+
+Axis legend: b batch, h heads, i query positions, j key positions, d head_dim; a block is
+``rows`` queries ``[start, stop)`` against the ``keys`` keys they can see (causal blocks skip
+the later keys); keys are REVERSED (column ``c`` is key ``keys - 1 - c``), which turns a
+Toeplitz bias into a Hankel one, i.e. a view of a per-distance table.
+
+Forward: per block, the bias block from its *source*, then SDPA's flash kernel on CPU (which
+also returns each row's log-sum-exp), or the same in plain matrix products elsewhere.
+Backward (FlashAttention's recomputation, block by block): ``P = exp(q k^T s + B - lse)``,
+``dv += P^T dO``, ``dS = P (dO v^T - rowsum(dO O))``, ``dq = dS k s``, ``dk += dS^T q s``, and
+the source reduces ``dS`` into the gradient of its tensors: no dense bias and no
+checkpointed forward is ever kept.
+
+Sources (each a small class with ``block`` and ``accumulate``):
+
+- :class:`ToeplitzSource`: a per-distance table ``(h, i + j - 1)`` (ALiBi, T5, KERPLE,
+  Sandwich: ``translation_invariant``); a block is a Hankel view (no copy), and the table's
+  gradient is the anti-diagonal sums of ``dS``, one entry per distance: autograd carries it
+  into T5's buckets, KERPLE's ``r1, r2``, and so on.
+- :class:`MLPSource`: ``f(a[t] s[r])`` with ``f`` a one-hidden-layer ReLU MLP (FIRE: a
+  distance term times a per-query normaliser); blocks and their gradient come from the C
+  kernel ``_mlp_bias.c`` in float32.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posenc.kernels import mlp_bias
+
+_FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+
+Block = tuple[int, int, int]  # (start, stop, keys)
+
+
+def blocks_for(num_queries: int, num_keys: int, rows: int, causal: bool) -> list[Block]:
+    """``(start, stop, keys)`` per row block: under a causal mask later keys are skipped."""
+    offset = num_keys - num_queries
+    out = []
+    for start in range(0, num_queries, rows):
+        stop = min(num_queries, start + rows)
+        out.append((start, stop, max(1, min(num_keys, offset + stop)) if causal else num_keys))
+    return out
+
+
+def antidiagonal_sums(x: torch.Tensor) -> torch.Tensor:
+    """``x (h, R, C)`` -> ``(h, R + C - 1)``: entry ``t`` sums ``x[:, r, c]`` over ``r + c = t``.
+
+    Row ``r`` shifted right by ``r`` (a zero-padded reshape, no gather), then summed over rows.
+    """
+    h, r, c = x.shape
+    padded = torch.nn.functional.pad(x, (0, r)).reshape(h, r * (c + r))[:, : r * (c + r - 1)]
+    return padded.reshape(h, r, c + r - 1).sum(1)
+
+
+def hankel_block(table: torch.Tensor, start: int, stop: int, keys: int, num_keys: int) -> torch.Tensor:
+    """Rows ``[start, stop)`` x the first ``keys`` keys, REVERSED, of a Toeplitz bias: ``(1, h, rows, keys)``.
+
+    Query ``i`` and column ``c`` read ``table[i + c + num_keys - keys]``: the ``unfold`` view of
+    the table (strides ``(t, 1, 1)``). No copy is made; SDPA reads it as is.
+    """
+    shift = num_keys - keys
+    return table.unfold(-1, keys, 1)[:, start + shift : stop + shift][None]
+
+
+class ToeplitzSource:
+    """Bias ``table[h, i - j + (j_n - 1)]`` (causal ``-inf`` entries inside the table)."""
+
+    def __init__(self, tensors: tuple[torch.Tensor, ...], num_keys: int, allowed: torch.Tensor | None):
+        (self.table,) = tensors
+        self.num_keys, self.allowed = num_keys, allowed
+        self.grad: torch.Tensor | None = None
+
+    def block(self, start: int, stop: int, keys: int) -> torch.Tensor:
+        bias = hankel_block(self.table, start, stop, keys, self.num_keys)
+        if self.allowed is not None:
+            bias = bias.masked_fill(~self.allowed[..., start:stop, :keys].flip(-1), float("-inf"))
+        return bias
+
+    def begin_backward(self, needs: tuple[bool, ...]) -> None:
+        self.grad = torch.zeros_like(self.table) if needs[0] else None
+
+    def accumulate(self, start: int, stop: int, keys: int, grad_s: torch.Tensor) -> None:
+        if self.grad is not None:  # bias of row r, column c is table[r + c + (start + j - keys)]
+            first = start + self.num_keys - keys
+            sums = antidiagonal_sums(grad_s.sum(0))  # (h, rows + keys - 1)
+            self.grad[:, first : first + sums.shape[-1]] += sums
+
+    def grads(self) -> tuple[torch.Tensor | None, ...]:
+        return (self.grad,)
+
+
+class MLPSource:
+    """Bias ``b2 + w2 relu(w1 x + b1)`` with ``x = a[r + c + shift] s[r]`` (float32; ``a < 0``
+    marks a masked distance). The C kernel builds each block and reduces its gradient."""
+
+    def __init__(self, tensors: tuple[torch.Tensor, ...], num_keys: int, allowed: torch.Tensor | None):
+        self.tensors = tuple(t.detach().contiguous() for t in tensors)  # a, s, w1, b1, w2, b2
+        self.num_keys = num_keys
+        assert allowed is None  # the MLP path is only taken without an extra mask
+        self.grads_: list[torch.Tensor] | None = None
+
+    def block(self, start: int, stop: int, keys: int) -> torch.Tensor:
+        return mlp_bias.forward(*self.tensors, start=start, stop=stop, keys=keys, num_keys=self.num_keys)
+
+    def begin_backward(self, needs: tuple[bool, ...]) -> None:
+        self.grads_ = [torch.zeros(t.shape, dtype=torch.float64, device=t.device) for t in self.tensors]
+
+    def accumulate(self, start: int, stop: int, keys: int, grad_s: torch.Tensor) -> None:
+        assert self.grads_ is not None
+        g = grad_s.sum(0).to(torch.float32).contiguous()  # (h, rows, keys)
+        mlp_bias.backward(
+            *self.tensors, g, self.grads_, start=start, stop=stop, keys=keys, num_keys=self.num_keys
+        )
+
+    def grads(self) -> tuple[torch.Tensor | None, ...]:
+        assert self.grads_ is not None
+        return tuple(g.to(t.dtype) for g, t in zip(self.grads_, self.tensors))
+
+
+SOURCES = {"toeplitz": ToeplitzSource, "mlp": MLPSource}
+
+
+class _BlockedAttention(torch.autograd.Function):
+    """See the module docstring; ``tensors`` are the source's (table, or MLP terms)."""
+
+    @staticmethod
+    def forward(ctx, q, k_rev, v_rev, kind, blocks, allowed, scale, *tensors):
+        b, h, i, _ = q.shape
+        j = k_rev.shape[2]
+        source = SOURCES[kind](tensors, j, allowed)
+        wide = torch.promote_types(q.dtype, torch.float32)
+        out = q.new_empty(b, h, i, v_rev.shape[-1])
+        lse = torch.empty(b, h, i, dtype=wide, device=q.device)
+        for start, stop, keys in blocks:
+            bias = source.block(start, stop, keys)
+            qb, kb, vb = q[:, :, start:stop], k_rev[:, :, j - keys :], v_rev[:, :, j - keys :]
+            if q.device.type == "cpu":  # the flash kernel returns the log-sum-exp too
+                o, m = _FLASH_CPU(qb, kb, vb, attn_mask=bias, scale=scale)
+            else:
+                logits = torch.baddbmm(bias.to(wide), qb.to(wide), kb.to(wide).transpose(-1, -2), alpha=scale)
+                m = torch.logsumexp(logits, dim=-1)
+                o = (torch.exp(logits - m[..., None]) @ vb.to(wide)).to(q.dtype)
+            out[:, :, start:stop] = o
+            lse[:, :, start:stop] = m
+        ctx.save_for_backward(q, k_rev, v_rev, out, lse, allowed, *tensors)
+        ctx.kind, ctx.blocks, ctx.scale = kind, blocks, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k_rev, v_rev, out, lse, allowed, *tensors = ctx.saved_tensors
+        scale, j = ctx.scale, k_rev.shape[2]
+        wide = lse.dtype
+        source = SOURCES[ctx.kind](tuple(t.detach() for t in tensors), j, allowed)
+        source.begin_backward(ctx.needs_input_grad[7:])
+        grad_q = torch.zeros(q.shape, dtype=wide, device=q.device)
+        grad_k = torch.zeros(k_rev.shape, dtype=wide, device=q.device)
+        grad_v = torch.zeros(v_rev.shape, dtype=wide, device=q.device)
+        for start, stop, keys in ctx.blocks:
+            bias = source.block(start, stop, keys)
+            qb = q[:, :, start:stop].to(wide)
+            kb, vb = k_rev[:, :, j - keys :].to(wide), v_rev[:, :, j - keys :].to(wide)
+            gb, ob = grad_out[:, :, start:stop].to(wide), out[:, :, start:stop].to(wide)
+            probs = (
+                (qb @ kb.transpose(-1, -2)).mul_(scale).add_(bias).sub_(lse[:, :, start:stop, None]).exp_()
+            )
+            grad_v[:, :, j - keys :] += probs.transpose(-1, -2) @ gb
+            grad_s = (gb @ vb.transpose(-1, -2)).sub_((gb * ob).sum(-1, keepdim=True)).mul_(probs)
+            grad_q[:, :, start:stop] = (grad_s @ kb).mul_(scale)
+            grad_k[:, :, j - keys :] += (grad_s.transpose(-1, -2) @ qb).mul_(scale)
+            source.accumulate(start, stop, keys, grad_s)
+        grads = (grad_q.to(q.dtype), grad_k.to(k_rev.dtype), grad_v.to(v_rev.dtype))
+        return (*grads, None, None, None, None, *source.grads())
+
+
+def blocked_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    kind: str,
+    tensors: tuple[torch.Tensor, ...],
+    *,
+    blocks: list[Block],
+    allowed: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(d) + B) v`` in row ``blocks`` with the bias ``B`` of source ``kind``
+    (``"toeplitz"``: ``tensors = (table,)``; ``"mlp"``: ``(a, s, w1, b1, w2, b2)``); ``k``, ``v``
+    in their natural order (reversed here). Returns ``(b, h, i, d)`` in ``q.dtype``."""
+    scale = q.shape[-1] ** -0.5
+    return _BlockedAttention.apply(q, k.flip(2), v.flip(2), kind, blocks, allowed, scale, *tensors)
