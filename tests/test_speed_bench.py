@@ -43,6 +43,17 @@ def test_smoke_record_has_every_section_and_contender(record):
     bias = on_disk["bias"][0]["results"]
     assert {speed.FLOOR, speed.POSENC_BIAS, "sdpa + dense bias", "x-transformers"} <= set(bias)
     assert bias[speed.FLOOR]["x_floor"] == pytest.approx(1.0)
+    assert {g["mode"] for g in on_disk["bias"]} == {"fwd", "fwd+bwd"}
+    fire = next(g for g in on_disk["bias"] if g["encoding"] == "fire")["results"][speed.POSENC_BIAS]
+    alibi = next(g for g in on_disk["bias"] if g["encoding"] == "alibi")["results"][speed.POSENC_BIAS]
+    assert fire["x_alibi"] == pytest.approx(fire["ms"] / alibi["ms"])
+    decode = {g["case"]: g["results"] for g in on_disk["decode"]}
+    assert len(decode) == 3
+    rope = next(r for case, r in decode.items() if case.startswith("rope 1x"))
+    assert {speed.DECODE_CHECKED, "hf transformers"} <= set(rope)
+    assert rope[speed.DECODE_CHECKED]["us"] == pytest.approx(1e3 * rope[speed.DECODE_CHECKED]["ms"])
+    scalings = next(r for case, r in decode.items() if case.startswith("rope scalings"))
+    assert scalings["rope (static)"]["x_static"] == pytest.approx(1.0) and len(scalings) == 3
     train = on_disk["train"][0]["results"]
     assert "posenc" in train and train["posenc"].get("tokens_per_s", 0) > 0
 
@@ -50,7 +61,28 @@ def test_smoke_record_has_every_section_and_contender(record):
 def test_rows_and_tables_cover_the_record(record):
     rows = speed.rows(record)
     assert len(rows) == sum(len(g["results"]) for s in speed.SECTIONS for g in record[s])
-    assert [t.title.split(": ")[-1] for t in speed.render(record)] == list(speed.SECTIONS)
+    assert [t.title.split(": ")[-1] for t in speed.render(record)] == list(
+        speed.SECTIONS
+    )  # no targets in smoke
+
+
+def test_targets_are_judged_and_rendered():
+    """Goals are read from the rows the record has: met, missed, and the peer alongside."""
+    record = {"mode": "quick", "rope": [{"shape": [1, 32, 2048, 128], "dtype": "float32", "mode": "fwd",
+              "results": {speed.POSENC_ROPE: {"ms": 1.0, "x_roofline": 1.2},
+                          "hf transformers": {"ms": 4.0, "x_roofline": 4.8}}}],
+              "decode": [{"case": "rope 1x32x1x128 one token", "shape": [1, 32, 1, 128], "mode": "decode",
+                          "results": {speed.DECODE_CHECKED: {"us": 8.0}, "hf transformers": {"us": 100.0,
+                                                                                        "posenc_speedup": 12.5}}}]}  # fmt: skip
+    found = {t["label"]: t for t in speed.targets(record)}
+    assert len(found) == 3
+    copy = found["RoPE forward (1,32,2048,128) fp32, x copy"]
+    assert copy["met"] is False and copy["peer_value"] == 4.8 and copy["goal"] == "<= 1.05x"
+    assert found["RoPE decode, one token (1,32,1,128), us per call"]["met"] is True
+    assert found["RoPE decode, one token: times faster than HF"]["met"] is True
+    markdown = speed.targets_markdown(record)
+    assert markdown.count("\n") == 4 and "**missed**" in markdown and "8.0 us" in markdown
+    assert [t.title.split(": ")[-1] for t in speed.render(record)][-1] == "targets"
 
 
 def test_peak_memory_probe_sees_torch_allocations():

@@ -296,6 +296,18 @@ class KVCache:
         low = start if start is not None else 0
         return self.keys, self.values, Positions(self.positions, self.bound, start, low), self.key_mask
 
+    def truncate(self, length: int) -> None:
+        """Keep only the first ``length`` cached positions (e.g. to roll back a draft).
+
+        Storage is kept, so the next steps write in place again; the position bound stays a
+        (now loose) upper bound.
+        """
+        length = check_int("length", length, minimum=0, maximum=self._length)
+        self._length = length
+        self._rotated_length = min(self._rotated_length, length)
+        if self.key_mask is not None:
+            self.key_mask = self.key_mask[:, :length]
+
     def store_rotated(self, rotated: torch.Tensor, key: object) -> None:
         """Replace the rotated keys (all ``length`` of them) and what they were rotated under."""
         self._rotated, self._rotated_length, self.rotated_with = rotated, rotated.shape[2], key

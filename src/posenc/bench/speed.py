@@ -1,15 +1,26 @@
 """``posenc bench``: race posenc's fast paths against peer libraries, in one process.
 
-Three sections (contenders in :mod:`posenc.bench.speed_cases`):
+Four sections (contenders in :mod:`posenc.bench.speed_cases`):
 
-- ``rope``: rotate q and k ``(b, h, n, d)``, forward and forward+backward, float32 and
-  bfloat16. Reported: median time, GB/s (bytes a rotation must move: read q, k and write
-  them once; forward+backward twice that), ratio to the roofline (a ``clone`` of the same
-  tensors, i.e. the same bytes copied), and how many times faster posenc is than each peer.
-- ``bias``: causal attention forward with each bias encoding: median time, ratio to
-  unbiased SDPA (the floor), and the peak extra memory of one call.
-- ``train``: one AdamW step of the tiny decoder LM per encoding, tokens/s, posenc vs
-  x-transformers at the same config.
+- ``rope``: rotate q and k ``(b, h, n, d)``: forward, forward+backward, and compiled
+  (``torch.compile`` with the C kernel as a custom op vs the traced plain path). Reported:
+  median time, GB/s (bytes a rotation must move: read q, k and write them once;
+  forward+backward twice that), ratio to the roofline (a ``clone`` of the same tensors, or
+  ``x * 1`` through autograd for forward+backward), and how many times faster posenc is
+  than each peer.
+- ``decode``: one token: through the rotary hook (vs Hugging Face's per-step cos/sin +
+  rotation), through :class:`~posenc.attention.MultiHeadAttention` with a KV cache, and
+  with length-dependent RoPE scalings (dynamic NTK, LongRoPE) whose keys are cached
+  unrotated, at 4096 cached tokens, against static RoPE. Times in microseconds.
+- ``bias``: causal attention with each bias encoding, forward or forward+backward: median
+  time, ratio to unbiased SDPA (the floor), to ALiBi's time at the same shape, and (forward,
+  longest length) the peak extra memory of one call.
+- ``train``: one AdamW step of the benchmark's model (``posenc compare``'s: 3 layers,
+  d_model 64, 4 heads), eager and compiled, tokens/s, vs x-transformers at the same config.
+
+Every record also gets a ``targets`` list: each ratio the speed goals are set on, next to
+its goal, met or missed (:data:`TARGETS`); the CLI prints it and :func:`targets_markdown`
+renders it for the README.
 
 Peak memory: ``tracemalloc`` does not see torch's allocations, so each (case, contender)
 runs once in a fresh subprocess (``python -m posenc.bench.speed --memory SPEC``) that
@@ -37,6 +48,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -55,40 +67,201 @@ POSENC_ROPE = "posenc rotate"
 POSENC_BIAS = "posenc chunked"
 ROOFLINE = "roofline (copy)"
 FLOOR = "sdpa unbiased (floor)"
+DECODE_CHECKED = "posenc rotate (checked positions)"
+SECTIONS = ("rope", "decode", "bias", "train")
 
-# Shapes: (b, h, n, d) for rope; (b, h, n, d) for bias; (b, n) for train.
+BIAS_NAMES = [name for name, cls in ENCODINGS.items() if cls.kind == "bias"]
+#: The attention decode contenders: label -> posenc.build_for_model arguments (None: no encoding).
+DECODE_ENCODINGS: dict[str, dict | None] = {"no encoding": None, "rope": {"name": "rope"}}
+
+
+def scaling_encodings(head_dim: int, context: int) -> dict[str, dict | None]:
+    """Static RoPE and the two length-dependent scalings, trained context ``context``."""
+    half = head_dim // 2
+    longrope = {"rope_type": "longrope", "short_factor": [1.0] * half,
+                "long_factor": [1.0 + i / half for i in range(half)],
+                "original_max_position_embeddings": context}  # fmt: skip
+    return {
+        "rope (static)": {"name": "rope"},
+        "dynamic ntk (frequencies change every step)": {
+            "name": "rope", "max_position_embeddings": context, "scaling": {"rope_type": "dynamic", "factor": 2.0}
+        },
+        "longrope (past the switch: frequencies fixed)": {
+            "name": "rope", "max_position_embeddings": context, "scaling": longrope
+        },
+    }  # fmt: skip
+
+
+# Shapes: rope (shape, dtype, mode); decode (h, d) / (d_model, heads, cached); bias (name, L, mode)
+# at (1, 8, L, 64); train (name, (b, n)).
 PLANS: dict[str, dict[str, Any]] = {
     "quick": {
-        "rope": [(1, 32, 2048, 128)],
-        "bias": [(1, 8, 4096, 64)],  # the length the targets are set at
-        "bias_encodings": ["alibi", "t5"],
-        "train": [(8, 256)],
-        "train_encodings": ["rope", "alibi"],
+        "rope": [
+            ((1, 32, 2048, 128), "float32", "fwd"),
+            ((4, 32, 512, 128), "float32", "fwd"),
+            ((1, 32, 2048, 128), "bfloat16", "fwd"),
+            ((1, 8, 1024, 64), "float32", "fwd"),
+            ((1, 32, 2048, 128), "float32", "fwd+bwd"),
+            ((1, 32, 2048, 128), "float32", "compiled"),
+        ],
+        "decode_rope": [(32, 128)],
+        "decode_attention": [(512, 8, 1024)],
+        "decode_scaling": [(512, 8, 4096)],
+        "bias": [
+            ("alibi", 1024, "fwd"),
+            ("t5", 1024, "fwd"),
+            ("alibi", 4096, "fwd"),
+            ("t5", 4096, "fwd"),
+            ("alibi", 2048, "fwd"),
+            ("fire", 2048, "fwd"),
+            ("alibi", 1024, "fwd+bwd"),
+            ("t5", 1024, "fwd+bwd"),
+            ("alibi", 2048, "fwd+bwd"),
+            ("t5", 2048, "fwd+bwd"),
+            ("kerple_log", 2048, "fwd+bwd"),
+            ("fire", 2048, "fwd+bwd"),
+        ],  # fmt: skip
+        "memory_lengths": [4096],  # peak memory of the forward calls at these lengths
+        "flex": [("alibi", 4096)],  # one FlexAttention compile (~40 s) keeps --quick in minutes
+        "train": [("rope", (32, 18)), ("rope", (16, 64)), ("alibi", (16, 64))],
         "repeats": 5,
-        "flex": True,
-        "flex_encodings": ["alibi"],  # one FlexAttention compile (~40 s) keeps --quick in minutes
     },
     "full": {
-        "rope": [(1, 32, 2048, 128), (4, 8, 4096, 64), (2, 16, 1024, 64), (1, 32, 8192, 128)],
-        "bias": [(1, 8, 1024, 64), (1, 8, 4096, 64), (1, 8, 8192, 64)],
-        "bias_encodings": [name for name, cls in ENCODINGS.items() if cls.kind == "bias"],  # every one
-        "train": [(8, 512)],
-        "train_encodings": ["rope", "xpos", "alibi", "t5"],
+        "rope": [
+            (shape, dtype, mode)
+            for shape in (
+                (1, 32, 2048, 128),
+                (4, 32, 512, 128),
+                (4, 8, 4096, 64),
+                (1, 8, 1024, 64),
+                (2, 16, 1024, 64),
+                (1, 32, 8192, 128),
+            )
+            for dtype in DTYPES
+            for mode in ("fwd", "fwd+bwd")
+        ]
+        + [((1, 32, 2048, 128), "float32", "compiled"), ((1, 8, 1024, 64), "float32", "compiled")],
+        "decode_rope": [(32, 128), (8, 64)],
+        "decode_attention": [(512, 8, 1024), (2048, 16, 4096)],
+        "decode_scaling": [(512, 8, 4096)],
+        "bias": [(name, n, "fwd") for n in (1024, 2048, 4096, 8192) for name in BIAS_NAMES]
+        + [(name, n, "fwd+bwd") for n in (1024, 2048) for name in BIAS_NAMES],
+        "memory_lengths": [4096, 8192],
+        "flex": [(name, 4096) for name in BIAS_NAMES],  # each compiles once, ~30-45 s
+        "train": [
+            (name, shape)
+            for name in ("rope", "xpos", "alibi", "t5", "fire")
+            for shape in ((32, 18), (16, 64))
+        ],
         "repeats": 7,
-        "flex": True,
-        "flex_lengths": [4096],  # each (encoding, length) compiles once, ~30-45 s
-    },
+    },  # fmt: skip
     "smoke": {  # tiny shapes for the test suite: checks the plumbing, not the speed
-        "rope": [(1, 2, 64, 16)],
-        "bias": [(1, 2, 64, 16)],
-        "bias_encodings": ["alibi"],
-        "train": [(2, 16)],
-        "train_encodings": ["rope"],
+        "rope": [((1, 2, 64, 16), dtype, mode) for dtype in DTYPES for mode in ("fwd", "fwd+bwd")],
+        "decode_rope": [(2, 16)],
+        "decode_attention": [(32, 2, 16)],
+        "decode_scaling": [(32, 2, 48)],
+        "bias": [("alibi", 64, "fwd"), ("fire", 64, "fwd"), ("alibi", 64, "fwd+bwd")],
+        "memory_lengths": [],
+        "flex": [],
+        "train": [("rope", (2, 16))],
         "repeats": 2,
-        "flex": False,
+        "inner": 0.05,  # fewer calls per round
+        "compile": False,  # no torch.compile in the smoke plan (seconds per compile)
     },
 }
-SECTIONS = ("rope", "bias", "train")
+
+
+# ---------------------------------------------------------------------------
+# Targets: the ratios the speed goals are set on.
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """One speed goal: ``metric`` of ``contender`` in the group ``case`` of ``section``."""
+
+    label: str
+    section: str
+    case: str  # as :func:`rows` labels it
+    contender: str
+    metric: str  # a field of the contender's result ("x_roofline", "us", ...)
+    limit: float
+    at_most: bool = True  # the goal is ``value <= limit`` (else ``>=``)
+    peer: str | None = None  # a contender whose same metric is shown alongside
+    unit: str = "x"
+
+
+TARGETS: tuple[Target, ...] = (
+    Target("RoPE forward (1,32,2048,128) fp32, x copy", "rope", "1x32x2048x128 float32 fwd", POSENC_ROPE,
+           "x_roofline", 1.05, peer="hf transformers"),
+    Target("RoPE forward (4,32,512,128) fp32, x copy", "rope", "4x32x512x128 float32 fwd", POSENC_ROPE,
+           "x_roofline", 1.05, peer="hf transformers"),
+    Target("RoPE forward bf16 (1,32,2048,128), x copy", "rope", "1x32x2048x128 bfloat16 fwd", POSENC_ROPE,
+           "x_roofline", 1.2, peer="hf transformers"),
+    Target("RoPE forward (1,8,1024,64), cache-resident, x copy", "rope", "1x8x1024x64 float32 fwd",
+           POSENC_ROPE, "x_roofline", 2.0, peer="hf transformers"),
+    Target("RoPE decode, one token (1,32,1,128), us per call", "decode", "rope 1x32x1x128 one token",
+           DECODE_CHECKED, "us", 10.0, peer="hf transformers", unit="us"),
+    Target("RoPE decode, one token: times faster than HF", "decode", "rope 1x32x1x128 one token",
+           "hf transformers", "posenc_speedup", 10.0, at_most=False),
+    Target("RoPE forward+backward, x (x*1 fwd+bwd)", "rope", "1x32x2048x128 float32 fwd+bwd", POSENC_ROPE,
+           "x_roofline", 1.0, peer="hf transformers"),
+    Target("ALiBi attention forward, causal, L 1024, x SDPA", "bias", "alibi 1x8x1024x64 fwd", POSENC_BIAS,
+           "x_floor", 1.1, peer="x-transformers"),
+    Target("T5 attention forward, causal, L 1024, x SDPA", "bias", "t5 1x8x1024x64 fwd", POSENC_BIAS,
+           "x_floor", 1.1, peer="x-transformers"),
+    Target("ALiBi attention forward, causal, L 4096, x SDPA", "bias", "alibi 1x8x4096x64 fwd", POSENC_BIAS,
+           "x_floor", 1.1, peer="x-transformers"),
+    Target("T5 attention forward, causal, L 4096, x SDPA", "bias", "t5 1x8x4096x64 fwd", POSENC_BIAS,
+           "x_floor", 1.1, peer="x-transformers"),
+    Target("ALiBi attention fwd+bwd, L 1024, x SDPA fwd+bwd", "bias", "alibi 1x8x1024x64 fwd+bwd",
+           POSENC_BIAS, "x_floor", 1.15, peer="sdpa + dense bias"),
+    Target("ALiBi attention fwd+bwd, L 2048, x SDPA fwd+bwd", "bias", "alibi 1x8x2048x64 fwd+bwd",
+           POSENC_BIAS, "x_floor", 1.15, peer="sdpa + dense bias"),
+    Target("T5 attention fwd+bwd, L 1024, x SDPA fwd+bwd", "bias", "t5 1x8x1024x64 fwd+bwd", POSENC_BIAS,
+           "x_floor", 1.3, peer="sdpa + dense bias"),
+    Target("T5 attention fwd+bwd, L 2048, x SDPA fwd+bwd", "bias", "t5 1x8x2048x64 fwd+bwd", POSENC_BIAS,
+           "x_floor", 1.3, peer="sdpa + dense bias"),
+    Target("FIRE attention forward, L 2048, x ALiBi's time", "bias", "fire 1x8x2048x64 fwd", POSENC_BIAS,
+           "x_alibi", 2.0),
+)  # fmt: skip
+
+
+def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every :data:`TARGETS` entry the record has data for: value, peer value, goal, met."""
+    found = {(r["section"], r["case"], r["contender"]): r for r in rows(record)}
+    out = []
+    for t in TARGETS:
+        r = found.get((t.section, t.case, t.contender))
+        if r is None or r.get(t.metric) is None:
+            continue
+        value = r[t.metric]
+        peer = found.get((t.section, t.case, t.peer)) if t.peer else None
+        out.append({
+            "label": t.label, "value": value, "unit": t.unit, "limit": t.limit,
+            "goal": f"{'<=' if t.at_most else '>='} {t.limit:g}{' us' if t.unit == 'us' else 'x'}",
+            "met": value <= t.limit if t.at_most else value >= t.limit,
+            "peer": t.peer, "peer_value": None if peer is None else peer.get(t.metric),
+        })  # fmt: skip
+    return out
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f} us" if unit == "us" else f"{value:.2f}x"
+
+
+def targets_markdown(record: dict[str, Any]) -> str:
+    """The targets as a Markdown table (the README's speed table)."""
+    lines = ["| case | posenc | peer | goal | |", "|---|---|---|---|---|"]
+    for t in record.get("targets") or targets(record):
+        peer = "" if t["peer"] is None else f"{t['peer']} {_fmt(t['peer_value'], t['unit'])}"
+        lines.append(
+            f"| {t['label']} | {_fmt(t['value'], t['unit'])} | {peer} | {t['goal']} | "
+            f"{'met' if t['met'] else '**missed**'} |"
+        )
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------
@@ -96,18 +269,17 @@ SECTIONS = ("rope", "bias", "train")
 # ---------------------------------------------------------------------------
 
 
-def timings(fn: Callable[[], object], *, repeats: int, budget: float = 20.0) -> list[float]:
-    """Wall times (s) of ``repeats`` calls of ``fn()`` after one warm-up call.
-
-    Stops early (at least 2 timed calls) once ``budget`` seconds are spent.
-    """
+def timings(fn: Callable[[], object], *, repeats: int, budget: float = 20.0, inner: int = 1) -> list[float]:
+    """Wall times (s) per call of ``repeats`` rounds of ``inner`` calls of ``fn()``, after one
+    warm-up call. Stops early (at least 2 rounds) once ``budget`` seconds are spent."""
     fn()
     times: list[float] = []
     start = time.perf_counter()
     while len(times) < repeats and (len(times) < 2 or time.perf_counter() - start < budget):
         t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - t0) / inner)
     return times
 
 
@@ -177,103 +349,167 @@ def peak_memory(encoding: str, shape, dtype: str, contender: str, *, flex: bool)
 # ---------------------------------------------------------------------------
 
 
-def _race(cases: dict[str, Any], repeats: int, progress: Callable[[str], None], label: str) -> dict[str, Any]:
+def _inner(plan: dict[str, Any], calls: int) -> int:
+    """Calls per timed round: ``calls`` scaled by the plan's ``inner`` factor, at least one."""
+    return max(1, int(calls * plan.get("inner", 1.0)))
+
+
+def _race(
+    cases: dict[str, Any], repeats: int, progress: Callable[[str], None], label: str, *, inner: int = 1
+) -> dict[str, Any]:
+    """Time every contender; rounds interleave the contenders (round r runs each once) so a
+    load change on a shared machine hits all of them alike."""
     out: dict[str, Any] = {}
+    live: dict[str, Callable[[], object]] = {}
     for name, case in cases.items():
-        progress(f"{label}: {name}")
         if isinstance(case, str):
             out[name] = {"skipped": case}
             continue
+        progress(f"{label}: {name} (warm-up)")
         try:
-            times = timings(case, repeats=repeats)
-            # min_ms: the least-disturbed call, a useful second opinion on a shared machine
-            out[name] = {"ms": 1e3 * statistics.median(times), "min_ms": 1e3 * min(times)}
+            tic = time.perf_counter()
+            case()  # warm-up: builds tables, compiles
+            out[name] = {"warmup_s": time.perf_counter() - tic}
+            live[name] = case
         except Exception as exc:  # noqa: BLE001 - a peer that breaks is reported, not fatal
             out[name] = {"skipped": f"failed: {type(exc).__name__}: {str(exc)[:160]}"}
+    times: dict[str, list[float]] = {name: [] for name in live}
+    for round_ in range(repeats):
+        progress(f"{label}: round {round_ + 1}/{repeats}")
+        for name, case in live.items():
+            try:
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    case()
+                times[name].append((time.perf_counter() - t0) / inner)
+            except Exception as exc:  # noqa: BLE001
+                out[name] = {"skipped": f"failed: {type(exc).__name__}: {str(exc)[:160]}"}
+    for name, ts in times.items():
+        if ts and "skipped" not in out[name]:
+            # min_ms: the least-disturbed round, a useful second opinion on a shared machine
+            out[name].update({"ms": 1e3 * statistics.median(ts), "min_ms": 1e3 * min(ts)})
     return out
 
 
 def run_rope(plan: dict[str, Any], progress) -> list[dict[str, Any]]:
     groups = []
-    for b, h, n, d in plan["rope"]:
-        for dtype_name, dtype in DTYPES.items():
-            for mode in ("fwd", "fwd+bwd"):
-                label = f"rope {b}x{h}x{n}x{d} {dtype_name} {mode}"
-                cases = cases_mod.rope_cases(b, h, n, d, dtype, backward=mode == "fwd+bwd")
-                results = _race(cases, plan["repeats"], progress, label)
-                moved = 2 * 2 * b * h * n * d * dtype.itemsize * (2 if mode == "fwd+bwd" else 1)
-                roof = results[ROOFLINE].get("ms")
-                base = results.get(POSENC_ROPE, {}).get("ms")
-                for r in results.values():
-                    if "ms" in r:
-                        r["gb_per_s"] = moved / (r["ms"] * 1e-3) / 1e9
-                        r["x_roofline"] = r["ms"] / roof if roof else None
-                        r["posenc_speedup"] = r["ms"] / base if base else None
-                groups.append({"shape": [b, h, n, d], "dtype": dtype_name, "mode": mode, "results": results})
-                del cases
-                gc.collect()
+    for (b, h, n, d), dtype_name, mode in plan["rope"]:
+        if mode == "compiled" and not plan.get("compile", True):
+            continue
+        dtype = DTYPES[dtype_name]
+        label = f"rope {b}x{h}x{n}x{d} {dtype_name} {mode}"
+        if mode == "compiled":
+            cases = cases_mod.compiled_rope_cases(b, h, n, d, dtype)
+        else:
+            cases = cases_mod.rope_cases(b, h, n, d, dtype, backward=mode == "fwd+bwd")
+        inner = _inner(plan, (1 << 22) // (b * h * n * d))  # ~4 M elements per round: small cases repeat
+        results = _race(cases, plan["repeats"], progress, label, inner=inner)
+        moved = 2 * 2 * b * h * n * d * dtype.itemsize * (2 if mode == "fwd+bwd" else 1)
+        roof = results[ROOFLINE].get("ms")
+        base = results.get(POSENC_ROPE, {}).get("ms")
+        for r in results.values():
+            if "ms" in r:
+                r["gb_per_s"] = moved / (r["ms"] * 1e-3) / 1e9
+                r["x_roofline"] = r["ms"] / roof if roof else None
+                r["posenc_speedup"] = r["ms"] / base if base else None
+        groups.append({"shape": [b, h, n, d], "dtype": dtype_name, "mode": mode, "results": results})
+        del cases
+        gc.collect()
+    return groups
+
+
+def _decode_group(case: str, shape: list[int], results: dict[str, Any], base: str | None) -> dict[str, Any]:
+    base_us = 1e3 * results[base]["ms"] if base and "ms" in results.get(base, {}) else None
+    for r in results.values():
+        if "ms" in r:
+            r["us"] = 1e3 * r["ms"]
+            r["posenc_speedup"] = r["us"] / base_us if base_us else None
+    return {"case": case, "shape": shape, "mode": "decode", "results": results}
+
+
+def run_decode(plan: dict[str, Any], progress) -> list[dict[str, Any]]:
+    groups = []
+    for h, d in plan["decode_rope"]:
+        label = f"rope 1x{h}x1x{d} one token"
+        results = _race(
+            cases_mod.rope_decode_cases(h, d), plan["repeats"], progress, label, inner=_inner(plan, 2000)
+        )
+        groups.append(_decode_group(label, [1, h, 1, d], results, DECODE_CHECKED))
+    for d_model, heads, cached in plan["decode_attention"]:
+        label = f"attention d{d_model} h{heads} one token, {cached} cached"
+        cases = cases_mod.attention_decode_cases(d_model, heads, cached, DECODE_ENCODINGS)
+        results = _race(cases, plan["repeats"], progress, label, inner=_inner(plan, 200))
+        groups.append(_decode_group(label, [d_model, heads, cached], results, "rope"))
+    for d_model, heads, cached in plan["decode_scaling"]:
+        label = f"rope scalings d{d_model} h{heads} one token, {cached} cached"
+        encodings = scaling_encodings(d_model // heads, cached // 2)
+        cases = cases_mod.attention_decode_cases(d_model, heads, cached, encodings, alternate=True)
+        results = _race(cases, plan["repeats"], progress, label, inner=_inner(plan, 20))
+        group = _decode_group(label, [d_model, heads, cached], results, "rope (static)")
+        for r in group["results"].values():
+            if "us" in r:
+                r["x_static"] = r["posenc_speedup"]
+        groups.append(group)
     return groups
 
 
 def run_bias(plan: dict[str, Any], progress, *, memory: bool) -> list[dict[str, Any]]:
     groups = []
-    for shape in plan["bias"]:
-        for name in plan["bias_encodings"]:
-            label = f"bias {name} {'x'.join(map(str, shape))}"
-            flex = (
-                plan["flex"]
-                and shape[2] in plan.get("flex_lengths", [shape[2]])
-                and name in plan.get("flex_encodings", [name])
-            )
-            b, h, n, d = shape
-            cases = cases_mod.bias_cases(name, b, h, n, d, torch.float32, flex=flex)
-            skip_dense = (
-                shape[2] > 4096
-            )  # the dense and x-transformers paths need h*n*n*4 bytes, several times
-            if skip_dense:
-                for key in ("sdpa + dense bias", "x-transformers"):
-                    if not isinstance(cases.get(key), str):
-                        cases[key] = "skipped: O(n^2) memory at this length (several GiB)"
-            with torch.no_grad():
-                results = _race(cases, max(2, plan["repeats"] // 2), progress, label)
-            floor, base = results[FLOOR].get("ms"), results.get(POSENC_BIAS, {}).get("ms")
-            for contender, r in results.items():
-                if "ms" not in r:
-                    continue
-                r["x_floor"] = r["ms"] / floor if floor else None
-                r["posenc_speedup"] = r["ms"] / base if base else None
-                if memory:
-                    progress(f"{label}: {contender} (memory)")
-                    mem = peak_memory(name, shape, "float32", contender, flex=flex)
-                    r["peak_extra_mb"] = mem.get("mb")
-                    if mem.get("error"):
-                        r["memory_error"] = mem["error"]
-            groups.append(
-                {
-                    "encoding": name,
-                    "shape": list(shape),
-                    "dtype": "float32",
-                    "mode": "fwd",
-                    "results": results,
-                }
-            )
-            del cases
-            gc.collect()
+    flex_cases = {tuple(x) for x in plan["flex"]}
+    for name, n, mode in plan["bias"]:
+        b, h, d = 1, 8, 64
+        shape = (b, h, n, d)
+        label = f"bias {name} {'x'.join(map(str, shape))} {mode}"
+        backward = mode == "fwd+bwd"
+        flex = (name, n) in flex_cases and not backward and plan.get("compile", True)
+        cases = cases_mod.bias_cases(name, b, h, n, d, torch.float32, flex=flex, backward=backward)
+        if n > 4096 or (
+            backward and n > 2048
+        ):  # the dense and x-transformers paths need h*n*n*4 bytes, often
+            for key in ("sdpa + dense bias", "x-transformers"):
+                if not isinstance(cases.get(key), str):
+                    cases[key] = "skipped: O(n^2) memory at this length (several GiB)"
+        with torch.set_grad_enabled(backward):
+            results = _race(cases, max(3, plan["repeats"] - 2), progress, label)
+        floor, base = results[FLOOR].get("ms"), results.get(POSENC_BIAS, {}).get("ms")
+        for contender, r in results.items():
+            if "ms" not in r:
+                continue
+            r["x_floor"] = r["ms"] / floor if floor else None
+            r["posenc_speedup"] = r["ms"] / base if base else None
+            if memory and not backward and n in plan["memory_lengths"]:
+                progress(f"{label}: {contender} (memory)")
+                mem = peak_memory(name, shape, "float32", contender, flex=flex)
+                r["peak_extra_mb"] = mem.get("mb")
+                if mem.get("error"):
+                    r["memory_error"] = mem["error"]
+        groups.append(
+            {"encoding": name, "shape": list(shape), "dtype": "float32", "mode": mode, "results": results}
+        )
+        del cases
+        gc.collect()
+    alibi = {(g["shape"][2], g["mode"]): g["results"].get(POSENC_BIAS, {}).get("ms") for g in groups
+             if g["encoding"] == "alibi"}  # fmt: skip
+    for g in groups:
+        reference = alibi.get((g["shape"][2], g["mode"]))
+        for r in g["results"].values():
+            if "ms" in r and reference:
+                r["x_alibi"] = r["ms"] / reference
     return groups
 
 
 def run_train(plan: dict[str, Any], progress) -> list[dict[str, Any]]:
     groups = []
-    for b, n in plan["train"]:
-        for name in plan["train_encodings"]:
-            label = f"train {name} {b}x{n}"
-            results = _race(cases_mod.train_cases(name, b, n), max(3, plan["repeats"] // 2), progress, label)
-            base = results.get("posenc", {}).get("ms")
-            for r in results.values():
-                if "ms" in r:
-                    r["tokens_per_s"] = b * n / (r["ms"] * 1e-3)
-                    r["posenc_speedup"] = r["ms"] / base if base else None
-            groups.append({"encoding": name, "shape": [b, n], "mode": "train step", "results": results})
+    for name, (b, n) in plan["train"]:
+        label = f"train {name} {b}x{n}"
+        cases = cases_mod.train_cases(name, b, n, compiled=plan.get("compile", True))
+        results = _race(cases, max(3, plan["repeats"]), progress, label, inner=_inner(plan, 5))
+        base = results.get("posenc", {}).get("ms")
+        for r in results.values():
+            if "ms" in r:
+                r["tokens_per_s"] = b * n / (r["ms"] * 1e-3)
+                r["posenc_speedup"] = r["ms"] / base if base else None
+        groups.append({"encoding": name, "shape": [b, n], "mode": "train step", "results": results})
     return groups
 
 
@@ -348,23 +584,29 @@ def run(
     started = time.time()
     record: dict[str, Any] = {
         "kind": "posenc-speed",
-        "schema": 1,
+        "schema": 2,
         "mode": mode,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_info(),
         "plan": {key: value for key, value in plan.items()},
         "notes": {
-            "roofline": "clone() of q and k: the bytes a rotation must read and write once",
+            "roofline": "clone() of q and k (forward) or q*1, k*1 through autograd (forward+backward): "
+            "the bytes a rotation must read and write",
             "memory": "peak RSS added by one call, fresh subprocess, /proc/self/clear_refs + VmHWM",
             "posenc_speedup": "contender time / posenc time (> 1: posenc is faster)",
+            "rounds": "contenders interleaved: each round times every contender once; medians over rounds",
         },
     }
-    if "rope" in sections:
-        record["rope"] = run_rope(plan, progress)
-    if "bias" in sections:
-        record["bias"] = run_bias(plan, progress, memory=memory)
-    if "train" in sections:
-        record["train"] = run_train(plan, progress)
+    runners = {"rope": run_rope, "decode": run_decode, "train": run_train}
+    for section in SECTIONS:
+        if section not in sections:
+            continue
+        if section == "bias":
+            record["bias"] = run_bias(plan, progress, memory=memory)
+        else:
+            record[section] = runners[section](plan, progress)
+    record["targets"] = targets(record)
+    record["machine"]["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     record["seconds"] = time.time() - started
     if out_dir is not None:
         out = Path(out_dir)
@@ -381,7 +623,7 @@ def rows(record: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for section in SECTIONS:
         for group in record.get(section, []):
-            case = " ".join(
+            case = group.get("case") or " ".join(
                 str(part) for part in (group.get("encoding", ""), "x".join(map(str, group["shape"])),
                                        group.get("dtype", ""), group["mode"]) if part
             )  # fmt: skip
@@ -390,17 +632,19 @@ def rows(record: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def render(record: dict[str, Any]):
-    """A rich Table per section."""
+COLUMNS = {
+    "rope": [("ms", "ms", "{:.3f}"), ("gb_per_s", "GB/s", "{:.1f}"), ("x_roofline", "x copy", "{:.2f}"),
+             ("posenc_speedup", "posenc faster by", "{:.2f}x")],
+    "decode": [("us", "us/call", "{:.1f}"), ("posenc_speedup", "x posenc", "{:.2f}")],
+    "bias": [("ms", "ms", "{:.1f}"), ("x_floor", "x SDPA", "{:.2f}"), ("x_alibi", "x ALiBi", "{:.2f}"),
+             ("peak_extra_mb", "peak extra MiB", "{:.0f}"), ("posenc_speedup", "posenc faster by", "{:.2f}x")],
+    "train": [("ms", "ms/step", "{:.2f}"), ("tokens_per_s", "tokens/s", "{:.0f}"),
+              ("posenc_speedup", "x posenc eager", "{:.2f}"), ("warmup_s", "first call s", "{:.1f}")],
+}  # fmt: skip
 
-    columns = {
-        "rope": [("ms", "ms", "{:.2f}"), ("gb_per_s", "GB/s", "{:.1f}"), ("x_roofline", "x copy", "{:.2f}"),
-                 ("posenc_speedup", "posenc faster by", "{:.2f}x")],
-        "bias": [("ms", "ms", "{:.1f}"), ("x_floor", "x SDPA", "{:.2f}"), ("peak_extra_mb", "peak extra MiB", "{:.0f}"),
-                 ("posenc_speedup", "posenc faster by", "{:.2f}x")],
-        "train": [("ms", "ms/step", "{:.1f}"), ("tokens_per_s", "tokens/s", "{:.0f}"),
-                  ("posenc_speedup", "posenc faster by", "{:.2f}x")],
-    }  # fmt: skip
+
+def render(record: dict[str, Any]):
+    """A rich Table per section, then the targets."""
     tables = []
     for section in SECTIONS:
         section_rows = [r for r in rows(record) if r["section"] == section]
@@ -409,19 +653,29 @@ def render(record: dict[str, Any]):
         table = Table(title=f"posenc bench ({record['mode']}): {section}")
         table.add_column("case")
         table.add_column("contender")
-        for _, title, _ in columns[section]:
+        for _, title, _ in COLUMNS[section]:
             table.add_column(title, justify="right")
         previous = None
         for r in section_rows:
             cells = [r["case"] if r["case"] != previous else "", r["contender"]]
             previous = r["case"]
             if "skipped" in r:
-                cells += [r["skipped"]] + [""] * (len(columns[section]) - 1)
+                cells += [r["skipped"]] + [""] * (len(COLUMNS[section]) - 1)
             else:
                 cells += [
-                    "-" if r.get(key) is None else fmt.format(r[key]) for key, _, fmt in columns[section]
+                    "-" if r.get(key) is None else fmt.format(r[key]) for key, _, fmt in COLUMNS[section]
                 ]
             table.add_row(*cells)
+        tables.append(table)
+    found = record.get("targets") or targets(record)
+    if found:
+        table = Table(title=f"posenc bench ({record['mode']}): targets")
+        for title in ("case", "posenc", "peer", "goal", ""):
+            table.add_column(title, justify="left" if title in ("case", "peer") else "right")
+        for t in found:
+            peer = "" if t["peer"] is None else f"{t['peer']} {_fmt(t['peer_value'], t['unit'])}"
+            mark = "met" if t["met"] else "[bold red]MISSED[/]"
+            table.add_row(t["label"], _fmt(t["value"], t["unit"]), peer, t["goal"], mark)
         tables.append(table)
     return tables
 

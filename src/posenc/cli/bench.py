@@ -17,7 +17,7 @@ from posenc.bench import speed, speed_compare
 from posenc.bench.executor import max_threads
 from posenc.cli.paths import output_dir
 
-SECTION_CHOICES = ("rope", "bias", "train")
+SECTION_CHOICES = speed.SECTIONS
 
 
 @click.command("bench")
@@ -40,13 +40,16 @@ SECTION_CHOICES = ("rope", "bias", "train")
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def bench_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> None:
-    """Time RoPE application, bias attention and a training step against peers.
+    """Time RoPE application, decoding, bias attention and a training step against peers.
 
     \b
     Ratios: RoPE vs a copy of the same bytes (roofline) and vs HF transformers,
-    rotary-embedding-torch, x-transformers, torchtune (skipped when not installed);
-    bias attention vs unbiased SDPA (floor), SDPA with a dense bias and x-transformers,
-    with peak memory; tiny-model training step vs x-transformers.
+    rotary-embedding-torch, x-transformers, torchtune (skipped when not installed), eager
+    and compiled; one decode token through the rotary hook (vs HF) and through attention
+    with a KV cache (static, dynamic NTK and LongRoPE at 4096 cached tokens); bias attention
+    forward and forward+backward vs unbiased SDPA (floor), SDPA with a dense bias and
+    x-transformers, with peak memory; the benchmark model's training step, eager and
+    compiled, vs x-transformers. Last, every goal ratio next to its goal, met or MISSED.
 
     \b
     Examples:
