@@ -613,13 +613,13 @@ class AdditiveEncoding(PositionalEncoding):
         """
         raise NotImplementedError
 
-    def embed(self, x: torch.Tensor, *, positions: torch.Tensor | None = None) -> torch.Tensor:
+    def embed(self, x: torch.Tensor, *, positions: torch.Tensor | Positions | None = None) -> torch.Tensor:
         """``x (b, n, d)`` -> ``(b, n, d)``: token embeddings with position added."""
         x = check_tensor("x", x, ndim=3, floating=True)
-        positions = resolve_positions(positions, x.shape[1], batch=x.shape[0], device=x.device)
-        return x + self.encode(positions).to(x.dtype)
+        tensor = resolve_positions(positions, x.shape[1], batch=x.shape[0], device=x.device)
+        return x + self.encode(tensor).to(x.dtype)
 
-    def forward(self, x: torch.Tensor, *, positions: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, *, positions: torch.Tensor | Positions | None = None) -> torch.Tensor:
         return self.embed(x, positions=positions)
 
 
@@ -751,8 +751,8 @@ class RelativeEncoding(PositionalEncoding):
         q: torch.Tensor,
         k: torch.Tensor,
         *,
-        q_positions: torch.Tensor | None = None,
-        k_positions: torch.Tensor | None = None,
+        q_positions: torch.Tensor | Positions | None = None,
+        k_positions: torch.Tensor | Positions | None = None,
     ) -> torch.Tensor:
         """Extra *unscaled* score term ``(b, h, i, j)`` added to ``q @ k^T`` before scaling."""
         raise NotImplementedError
@@ -761,8 +761,8 @@ class RelativeEncoding(PositionalEncoding):
         self,
         probs: torch.Tensor,
         *,
-        q_positions: torch.Tensor | None = None,
-        k_positions: torch.Tensor | None = None,
+        q_positions: torch.Tensor | Positions | None = None,
+        k_positions: torch.Tensor | Positions | None = None,
     ) -> torch.Tensor | None:
         """Extra output term ``(b, h, i, d)`` added to ``probs @ v``; None if unused."""
         return None

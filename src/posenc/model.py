@@ -315,14 +315,14 @@ class Transformer(nn.Module):
         b, n = tokens.shape
         padding_mask = check_padding_mask(padding_mask, b, n)
         caches = [None] * len(self.blocks) if cache is None else list(cache)
-        positions = step_positions(
+        checked = step_positions(
             n, batch=b, positions=positions, padding_mask=padding_mask, cache=caches[0], device=tokens.device
-        )
-        x = self.embed(tokens, positions)  # (b, n, D)
+        )  # checked once here; every layer trusts it
+        x = self.embed(tokens, checked)  # (b, n, D)
         for index, (block, layer_cache) in enumerate(zip(self.blocks, caches)):
             if index > 0 and self.config.inject == "every_layer":
-                x = x + self._position_signal(x, positions)
-            x = block(x, positions=positions, padding_mask=padding_mask, cache=layer_cache)
+                x = x + self._position_signal(x, checked)
+            x = block(x, positions=checked, padding_mask=padding_mask, cache=layer_cache)
         return self.lm_head(self.ln_final(x))  # (b, n, V)
 
     def _check_token_values(self, tokens: torch.Tensor) -> None:

@@ -147,8 +147,8 @@ class Shaw(RelativeEncoding):
         q: torch.Tensor,
         k: torch.Tensor,
         *,
-        q_positions: torch.Tensor | None = None,
-        k_positions: torch.Tensor | None = None,
+        q_positions: torch.Tensor | Positions | None = None,
+        k_positions: torch.Tensor | Positions | None = None,
     ) -> torch.Tensor:
         """``q (b,h,i,d)``, ``k (b,h,j,d)`` -> ``q_i . a^K_ij``: ``(b, h, i, j)``, unscaled."""
         b, h, i, j = check_qk(q, k, head_dim=self.config.head_dim, num_heads=self.config.num_heads)
@@ -161,8 +161,8 @@ class Shaw(RelativeEncoding):
         self,
         probs: torch.Tensor,
         *,
-        q_positions: torch.Tensor | None = None,
-        k_positions: torch.Tensor | None = None,
+        q_positions: torch.Tensor | Positions | None = None,
+        k_positions: torch.Tensor | Positions | None = None,
     ) -> torch.Tensor | None:
         """``probs (b,h,i,j)`` -> ``sum_j probs_ij a^V_ij``: ``(b, h, i, d)``; None without a^V."""
         if self.value_table is None:
@@ -279,8 +279,8 @@ class TransformerXL(RelativeEncoding):
         q: torch.Tensor,
         k: torch.Tensor,
         *,
-        q_positions: torch.Tensor | None = None,
-        k_positions: torch.Tensor | None = None,
+        q_positions: torch.Tensor | Positions | None = None,
+        k_positions: torch.Tensor | Positions | None = None,
     ) -> torch.Tensor:
         """``q (b,h,i,d)``, ``k (b,h,j,d)`` -> terms (b)+(c)+(d): ``(b, h, i, j)``, unscaled."""
         b, h, i, j = check_qk(q, k, head_dim=self.config.head_dim, num_heads=self.config.num_heads)

@@ -309,8 +309,9 @@ class RoPE(RotaryEncoding):
 
         Angles are float64 from integer positions; the cast to ``dtype`` comes last.
         """
-        pos = positions if isinstance(positions, Positions) else None
-        if pos is None:
+        if isinstance(positions, Positions):
+            pos = positions
+        else:
             check_tensor("positions", positions, ndim=(1, 2))
             pos = as_positions(positions, positions.shape[-1])
         if inv_freq is None:

@@ -195,10 +195,9 @@ def chunked_bias_attention(
     keep_all = needs_grad and mask_batch * h * i * j * element <= budget
     out = None if needs_grad else q.new_empty(b, h, i, v.shape[-1])
     for start, stop, keys in blocks:
-        if table is not None:  # the first `keys` keys are the last `keys` of the reversed set
-            args = (q[:, :, start:stop], k[:, :, j - keys :], v[:, :, j - keys :], table)
-        else:
-            args = (q[:, :, start:stop], k[:, :, :keys], v[:, :, :keys], table)
+        # the first `keys` keys are the last `keys` of the reversed set when the table is used
+        first, last = (j - keys, j) if table is not None else (0, keys)
+        args = (q[:, :, start:stop], k[:, :, first:last], v[:, :, first:last], table)
         if keep_all:  # small enough to keep every block's bias for backward
             outs.append(block(start, stop, keys, *args))
         elif needs_grad:  # backward recomputes the block (and its bias) instead of storing it
@@ -321,8 +320,8 @@ def bias_attention(
     v: torch.Tensor,
     encoding,
     *,
-    q_positions: torch.Tensor | None = None,
-    k_positions: torch.Tensor | None = None,
+    q_positions: torch.Tensor | Positions | None = None,
+    k_positions: torch.Tensor | Positions | None = None,
     allowed: torch.Tensor | None = None,
     causal: bool = False,
     dropout: float = 0.0,

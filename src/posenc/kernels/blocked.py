@@ -111,8 +111,9 @@ class MLPSource:
     def accumulate(self, start: int, stop: int, keys: int, grad_s: torch.Tensor) -> None:
         assert self.grads_ is not None
         g = grad_s.sum(0).to(torch.float32).contiguous()  # (h, rows, keys)
+        a, s, w1, b1, w2, b2 = self.tensors
         mlp_bias.backward(
-            *self.tensors, g, self.grads_, start=start, stop=stop, keys=keys, num_keys=self.num_keys
+            a, s, w1, b1, w2, b2, g, self.grads_, start=start, stop=stop, keys=keys, num_keys=self.num_keys
         )
 
     def grads(self) -> tuple[torch.Tensor | None, ...]:
@@ -120,7 +121,7 @@ class MLPSource:
         return tuple(g.to(t.dtype) for g, t in zip(self.grads_, self.tensors))
 
 
-SOURCES = {"toeplitz": ToeplitzSource, "mlp": MLPSource}
+SOURCES: dict[str, type[ToeplitzSource] | type[MLPSource]] = {"toeplitz": ToeplitzSource, "mlp": MLPSource}
 
 
 class _BlockedAttention(torch.autograd.Function):
