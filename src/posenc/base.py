@@ -128,9 +128,16 @@ def is_integer_dtype(dtype: torch.dtype) -> bool:
     return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
+_COMPUTE_DTYPES = {
+    d: torch.promote_types(d, torch.float32)
+    for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+}
+
+
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype position maths runs in: half precision in float32, float32/float64 in themselves."""
-    return torch.promote_types(dtype, torch.float32)
+    wide = _COMPUTE_DTYPES.get(dtype)  # a dict hit: this runs on every decode step
+    return torch.promote_types(dtype, torch.float32) if wide is None else wide
 
 
 def grown_table(
@@ -436,7 +443,9 @@ def as_positions(
     _check_position_shape(positions, seq_len, batch, name)
     low, bound = check_position_values(positions, name)
     tensor = positions.to(dtype=torch.long, device=device if device is not None else positions.device)
-    return Positions(tensor, bound, low=low)
+    # One position per row, the same in every row (a decode step): an arange of length 1.
+    start = low if bound is not None and tensor.shape[1] == 1 and bound == low + 1 else None
+    return Positions(tensor, bound, start, low)
 
 
 def _check_position_shape(positions: torch.Tensor, seq_len: int, batch: int | None, name: str) -> None:
@@ -494,7 +503,7 @@ class SinCosCache:
         self.max_cached = max_cached
         self.scale = float(scale)
         self._table: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._cast: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._cast: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, ...]] = {}
 
     def _rows(self, length: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         def build(n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -508,10 +517,15 @@ class SinCosCache:
     def rows(self, bound: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """``(cos, sin)`` tables ``(size, d/2)`` in ``dtype`` with ``size >= bound`` rows
         (``bound <= max_cached``); row ``p`` is position ``p``."""
+        return self._rows_cast(bound, device, dtype)[:2]
+
+    def _rows_cast(self, bound: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """``(cos, sin, cos[None, None], sin[None, None])`` in ``dtype``, at least ``bound`` rows."""
         cast_ = self._cast.get((device, dtype))
         if cast_ is None or cast_[0].shape[0] < bound:
             cos, sin = self._rows(bound, device)
-            cast_ = self._cast[(device, dtype)] = (cos.to(dtype), sin.to(dtype))
+            cos, sin = cos.to(dtype), sin.to(dtype)
+            cast_ = self._cast[(device, dtype)] = (cos, sin, cos[None, None], sin[None, None])
         return cast_
 
     def direct(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -536,13 +550,13 @@ class SinCosCache:
         if bound is None or bound > self.max_cached:
             cos, sin = self.direct(positions.tensor, dtype)
         else:
-            cos, sin = self.rows(bound, positions.tensor.device, dtype)
+            cos, sin, cos4, sin4 = self._rows_cast(bound, positions.tensor.device, dtype)
             start = positions.start
-            if start is not None:  # a view of the table
-                stop = start + positions.length
+            if start is not None:  # a view of the table (one slice: this runs every decode step)
+                n = positions.length
                 if head_axis:
-                    return cos[None, None, start:stop], sin[None, None, start:stop]
-                return cos[None, start:stop], sin[None, start:stop]
+                    return cos4.narrow(2, start, n), sin4.narrow(2, start, n)
+                return cos4[0].narrow(1, start, n), sin4[0].narrow(1, start, n)
             cos, sin = F.embedding(positions.tensor, cos), F.embedding(positions.tensor, sin)
         return (cos[:, None], sin[:, None]) if head_axis else (cos, sin)
 

@@ -263,16 +263,23 @@ class RoPE(RotaryEncoding):
     def _table(self, inv_freq: torch.Tensor, attention_scaling: float = 1.0) -> SinCosCache:
         """The float64 sin/cos cache for ``inv_freq`` (times ``attention_scaling``), rebuilt only
         when either changes."""
-        source = self._sincos_source
+        source, table = self._sincos_source, self._sincos
         if (
-            self._sincos is None
+            source is not None
+            and table is not None
+            and source[0] is inv_freq
+            and source[1] == attention_scaling
+        ):
+            return table  # static scalings: the same tensor every call (no module __setattr__ here)
+        if (
+            table is None
             or source is None
             or source[1] != attention_scaling
-            or (source[0] is not inv_freq and not torch.equal(source[0], inv_freq))
+            or not torch.equal(source[0], inv_freq)
         ):
-            self._sincos = SinCosCache(inv_freq, scale=attention_scaling)
+            table = self._sincos = SinCosCache(inv_freq, scale=attention_scaling)
         self._sincos_source = (inv_freq, attention_scaling)
-        return self._sincos
+        return table
 
     def table(self, bound: int | None) -> SinCosCache:
         """The sin/cos cache for a call whose positions are all ``< bound``.
@@ -372,6 +379,8 @@ def _check_qk(
             f"head_dim={head_dim}"
         )
     qp = as_positions(q_positions, q.shape[2], batch=q.shape[0], device=q.device, name="q_positions")
+    if k_positions is q_positions and k.shape[:3] == q.shape[:3]:  # one tensor for both: check it once
+        return q, k, qp, qp
     kp = as_positions(k_positions, k.shape[2], batch=k.shape[0], device=k.device, name="k_positions")
     return q, k, qp, kp
 

@@ -11,16 +11,26 @@ that does not grow with ``i * j``:
 ``"chunked"`` (default; forward and backward, any device): queries go through SDPA in
     row blocks, each with its own ``(b|1, h, rows, j')`` bias block (``j'`` = keys the block
     can see: under a causal mask the later keys are skipped, which also skips most of the
-    masked work). With autograd, blocks are checkpointed
-    (:func:`torch.utils.checkpoint.checkpoint`) once all biases together would exceed the
-    budget, so backward recomputes a block's bias instead of keeping every one alive.
-    For encodings whose bias depends on ``q_pos - k_pos`` only (ALiBi, T5, KERPLE,
-    Sandwich: they declare ``translation_invariant``) and arange-like positions, the bias
-    is evaluated ONCE per call on the ``i + j - 1`` distances, ``(h, t)``; with the keys
-    taken in reverse order every block is then a Hankel matrix, i.e. an ``unfold`` VIEW of
-    that table, and SDPA reads it without any copy. Other encodings (FIRE, explicit
-    positions) evaluate ``encoding.bias`` per block. Half-precision inputs keep the bias
-    in float32 (SDPA accepts it), rounded exactly as the dense bias is.
+    masked work). Three ways to get a block, fastest first:
+
+    - Encodings whose bias depends on ``q_pos - k_pos`` only (ALiBi, T5, KERPLE, Sandwich:
+      they declare ``translation_invariant``) with contiguous positions (known from shapes
+      and cache offsets, never read): the bias is evaluated ONCE per call on the
+      ``i + j - 1`` distances, ``(h, t)``; with the keys in reverse order every block is a
+      Hankel matrix, i.e. an ``unfold`` VIEW of that table, which SDPA reads without a copy.
+      Backward is :mod:`posenc.kernels.blocked`'s: the probabilities are recomputed per
+      block and the score gradient is summed per distance into the table, from which
+      autograd reaches the parameters (T5's buckets, KERPLE's ``r1, r2``).
+    - FIRE in float32 on CPU (``factored_mlp``: a distance term times a per-query
+      normaliser, fed to a small MLP): the C kernel ``_mlp_bias.c`` writes each block and
+      reduces its gradient, the MLP in float32 per score.
+    - Anything else (explicit positions, float64, dropout, other devices, inside
+      ``torch.compile`` for FIRE): ``encoding.bias`` per block; with autograd, blocks are
+      checkpointed (:func:`torch.utils.checkpoint.checkpoint`) once all biases together
+      would exceed the budget, so backward recomputes a block instead of keeping it.
+
+    Half-precision inputs keep the bias in float32 (SDPA accepts it), rounded exactly as
+    the dense bias is.
 
 ``"flex"`` (forward only: torch 2.13 has no FlexAttention backward on CPU):
     ``torch.compile``-d FlexAttention with the encoding's ``score_mod`` and a block mask;

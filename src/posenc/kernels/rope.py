@@ -54,13 +54,20 @@ _PARALLEL_MIN = 1 << 15  # elements; below this one thread is faster than waking
 COMPILED_PATH = "plain"
 
 
+_FN: dict[torch.dtype, object] = {}  # loaded entry points (a dict hit on every decode step)
+
+
 def _function(dtype: torch.dtype):
+    fn = _FN.get(dtype)
+    if fn is not None:
+        return fn
     lib = load("_rope")
     if lib is None:
         return None
     fn = getattr(lib, _FUNCS[dtype][0])
     if fn.argtypes is None:
         fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_int], None
+    _FN[dtype] = fn
     return fn
 
 
@@ -228,7 +235,7 @@ def rotate_trusted(
     for x, c, s in items:
         if x.stride(-1) != 1:
             x = x.contiguous()
-        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        out = torch.empty_like(x)  # x's strides when dense (unit last stride either way)
         outs.append(out)
         if x.numel():
             words += _job(x, c, s, out, interleaved=interleaved, rotary_dim=rotary_dim, sign=1)
