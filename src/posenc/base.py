@@ -714,6 +714,13 @@ class BiasEncoding(PositionalEncoding):
         k_pos = torch.full((1, 1), shift, dtype=torch.long, device=device)
         return self.evaluate((delta + shift)[None, :], k_pos, heads)
 
+    def constant_beyond(self) -> int | None:
+        """A distance from which on the bias is a single parameter per head (``q - k >= it``;
+        T5's last bucket), or None (the default: it varies with every distance). With a
+        causal mask the fast backward then forms the score gradient only on that band of
+        diagonals: the far entries' gradient follows, since each softmax row's sums to zero."""
+        return None
+
     def factored_mlp(
         self,
         q_start: int,

@@ -336,6 +336,10 @@ class T5RelativeBias(_BiasFamily):
     def _prepare(self, device: torch.device) -> Params:
         return {"table": self.table.to(device=device, dtype=torch.float64)}
 
+    def constant_beyond(self) -> int | None:
+        """Causal: every distance ``>= max_distance`` falls in the last bucket."""
+        return None if self.config.bidirectional else self.config.max_distance
+
     def _compute(self, q, k, h, p):
         c = self.config
         bucket = t5_relative_position_bucket(

@@ -110,6 +110,18 @@ def _positions(spec: RunSpec, batch: int, seq_len: int, generator: torch.Generat
 # Training.
 # ---------------------------------------------------------------------------
 
+#: Run the training forward (and so its backward) through ``torch.compile``. Measured with
+#: ``posenc bench`` (train section, the benchmark's model): see docs/benchmark.md.
+COMPILE_TRAINING = False
+
+
+def training_forward(model: Transformer, *, compiled: bool | None = None) -> Callable[..., torch.Tensor]:
+    """The forward the training loop calls: the model itself, or ``torch.compile(model)``
+    (``compiled``, default :data:`COMPILE_TRAINING`) with dynamic shapes, since task batches
+    vary in length. Evaluation always runs the model eagerly (many lengths, few calls)."""
+    use = COMPILE_TRAINING if compiled is None else compiled
+    return torch.compile(model, dynamic=True) if use else model
+
 
 def train(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
     """Fixed-step training; returns the loss curve and timing (wall-clock and steps/s separately)."""
@@ -119,6 +131,7 @@ def train(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> dict
     corpus = text.stdlib_corpus() if spec.task == "lm" else None
     losses: list[float] = []
     model.train()
+    forward = training_forward(model)
     compute = 0.0
     start = time.perf_counter()
     for step in range(spec.train.steps):
@@ -142,7 +155,7 @@ def train(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> dict
             group["lr"] = learning_rate(step, spec)
         if spec.train.position_warmup_steps:
             model.position_scale = position_scale(step, spec)
-        logits = model(inputs, positions=positions)  # (b, t, V)
+        logits = forward(inputs, positions=positions)  # (b, t, V)
         loss_all = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")  # (b*t,)
         loss = loss_all.mean() if mask is None else loss_all[mask.flatten()].mean()
         optimizer.zero_grad(set_to_none=True)

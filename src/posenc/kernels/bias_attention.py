@@ -161,7 +161,12 @@ def chunked_bias_attention(
         if masked > 0:
             table = torch.cat((table.new_full((h, masked), float("-inf")), table[:, masked:]), -1)
         if not dropout:
-            return blocked_attention(q, k, v, "toeplitz", (table,), blocks=blocks, allowed=allowed)
+            width = encoding.constant_beyond() if causal else None
+            band = None
+            if width is not None:  # the last table entry is the largest distance: a far one if any is
+                far = i + j - 2 if qp.start - kp.start + i - 1 >= width else None
+                band = (width, far)
+            return blocked_attention(q, k, v, "toeplitz", (table,), blocks=blocks, allowed=allowed, band=band)
     elif (
         allowed is None and not dropout and qp.start is not None and kp.start is not None
         and q.dtype != torch.float64 and encoding.bias_dtype == torch.float32 and q.device.type == "cpu"

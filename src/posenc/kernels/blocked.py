@@ -46,13 +46,18 @@ def blocks_for(num_queries: int, num_keys: int, rows: int, causal: bool) -> list
 
 
 def antidiagonal_sums(x: torch.Tensor) -> torch.Tensor:
-    """``x (h, R, C)`` -> ``(h, R + C - 1)``: entry ``t`` sums ``x[:, r, c]`` over ``r + c = t``.
+    """``x (b, h, R, C)`` -> ``(h, R + C - 1)``: entry ``t`` sums ``x[:, :, r, c]`` over the
+    batch and ``r + c = t``.
 
-    Row ``r`` shifted right by ``r`` (a zero-padded reshape, no gather), then summed over rows.
+    The batch sum is written into a buffer whose rows are ``R`` longer (the tail zeroed);
+    read with rows one element shorter, row ``r`` is shifted right by ``r``, so one sum over
+    rows finishes it: two passes, no gather.
     """
-    h, r, c = x.shape
-    padded = torch.nn.functional.pad(x, (0, r)).reshape(h, r * (c + r))[:, : r * (c + r - 1)]
-    return padded.reshape(h, r, c + r - 1).sum(1)
+    _, h, r, c = x.shape
+    buffer = x.new_empty(h, r, c + r)
+    torch.sum(x, 0, out=buffer[..., :c])
+    buffer[..., c:].zero_()
+    return buffer.reshape(h, r * (c + r))[:, : r * (c + r - 1)].reshape(h, r, c + r - 1).sum(1)
 
 
 def hankel_block(table: torch.Tensor, start: int, stop: int, keys: int, num_keys: int) -> torch.Tensor:
@@ -66,11 +71,20 @@ def hankel_block(table: torch.Tensor, start: int, stop: int, keys: int, num_keys
 
 
 class ToeplitzSource:
-    """Bias ``table[h, i - j + (j_n - 1)]`` (causal ``-inf`` entries inside the table)."""
+    """Bias ``table[h, i - j + (j_n - 1)]`` (causal ``-inf`` entries inside the table).
 
-    def __init__(self, tensors: tuple[torch.Tensor, ...], num_keys: int, allowed: torch.Tensor | None):
+    ``band = (width, far)``: the bias is one parameter per head for distances ``>= width``
+    (T5's last bucket, under a causal mask), so the score gradient is only formed on the
+    ``width`` diagonals next to the main one; the far entries' total follows from each
+    softmax row's gradient summing to zero and goes to table entry ``far`` (any far entry:
+    they all feed the same parameter).
+    """
+
+    def __init__(
+        self, tensors: tuple[torch.Tensor, ...], num_keys: int, allowed: torch.Tensor | None, band=None
+    ):
         (self.table,) = tensors
-        self.num_keys, self.allowed = num_keys, allowed
+        self.num_keys, self.allowed, self.band = num_keys, allowed, band
         self.grad: torch.Tensor | None = None
 
     def block(self, start: int, stop: int, keys: int) -> torch.Tensor:
@@ -79,16 +93,28 @@ class ToeplitzSource:
             bias = bias.masked_fill(~self.allowed[..., start:stop, :keys].flip(-1), float("-inf"))
         return bias
 
-    def begin_backward(self, needs: tuple[bool, ...]) -> None:
+    def begin_backward(self, needs: tuple[bool, ...]) -> bool:
         self.grad = torch.zeros_like(self.table) if needs[0] else None
+        return self.grad is not None
+
+    def columns(self, start: int, stop: int, keys: int, num_queries: int) -> int:
+        """How many leading (reversed) columns of the block need the score gradient."""
+        if self.band is None:
+            return keys
+        nearest = max(0, start + self.num_keys - num_queries - self.band[0] + 1)  # first key in the band
+        return keys - min(nearest, keys - 1)
 
     def accumulate(self, start: int, stop: int, keys: int, grad_s: torch.Tensor) -> None:
-        if self.grad is not None:  # bias of row r, column c is table[r + c + (start + j - keys)]
-            first = start + self.num_keys - keys
-            sums = antidiagonal_sums(grad_s.sum(0))  # (h, rows + keys - 1)
-            self.grad[:, first : first + sums.shape[-1]] += sums
+        assert self.grad is not None  # bias of row r, column c is table[r + c + (start + j - keys)]
+        first = start + self.num_keys - keys
+        sums = antidiagonal_sums(grad_s)  # (h, rows + columns - 1)
+        self.grad[:, first : first + sums.shape[-1]] += sums
 
     def grads(self) -> tuple[torch.Tensor | None, ...]:
+        if self.grad is not None and self.band is not None and self.band[1] is not None:
+            finite = torch.isfinite(self.table)
+            total = torch.where(finite, self.grad, 0).sum(-1)  # every row of dS sums to zero
+            self.grad[:, self.band[1]] -= total
         return (self.grad,)
 
 
@@ -96,17 +122,23 @@ class MLPSource:
     """Bias ``b2 + w2 relu(w1 x + b1)`` with ``x = a[r + c + shift] s[r]`` (float32; ``a < 0``
     marks a masked distance). The C kernel builds each block and reduces its gradient."""
 
-    def __init__(self, tensors: tuple[torch.Tensor, ...], num_keys: int, allowed: torch.Tensor | None):
+    def __init__(
+        self, tensors: tuple[torch.Tensor, ...], num_keys: int, allowed: torch.Tensor | None, band=None
+    ):
         self.tensors = tuple(t.detach().contiguous() for t in tensors)  # a, s, w1, b1, w2, b2
-        self.num_keys = num_keys
-        assert allowed is None  # the MLP path is only taken without an extra mask
+        self.num_keys, self.band = num_keys, band
+        assert allowed is None and band is None  # the MLP path is only taken without either
         self.grads_: list[torch.Tensor] | None = None
 
     def block(self, start: int, stop: int, keys: int) -> torch.Tensor:
         return mlp_bias.forward(*self.tensors, start=start, stop=stop, keys=keys, num_keys=self.num_keys)
 
-    def begin_backward(self, needs: tuple[bool, ...]) -> None:
+    def begin_backward(self, needs: tuple[bool, ...]) -> bool:
         self.grads_ = [torch.zeros(t.shape, dtype=torch.float64, device=t.device) for t in self.tensors]
+        return any(needs)
+
+    def columns(self, start: int, stop: int, keys: int, num_queries: int) -> int:
+        return keys
 
     def accumulate(self, start: int, stop: int, keys: int, grad_s: torch.Tensor) -> None:
         assert self.grads_ is not None
@@ -122,16 +154,17 @@ class MLPSource:
 
 
 SOURCES: dict[str, type[ToeplitzSource] | type[MLPSource]] = {"toeplitz": ToeplitzSource, "mlp": MLPSource}
+_FLASH_CPU_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
 
 
 class _BlockedAttention(torch.autograd.Function):
     """See the module docstring; ``tensors`` are the source's (table, or MLP terms)."""
 
     @staticmethod
-    def forward(ctx, q, k_rev, v_rev, kind, blocks, allowed, scale, *tensors):
+    def forward(ctx, q, k_rev, v_rev, kind, blocks, allowed, scale, band, *tensors):
         b, h, i, _ = q.shape
         j = k_rev.shape[2]
-        source = SOURCES[kind](tensors, j, allowed)
+        source = SOURCES[kind](tensors, j, allowed, band)
         wide = torch.promote_types(q.dtype, torch.float32)
         out = q.new_empty(b, h, i, v_rev.shape[-1])
         lse = torch.empty(b, h, i, dtype=wide, device=q.device)
@@ -147,34 +180,62 @@ class _BlockedAttention(torch.autograd.Function):
             out[:, :, start:stop] = o
             lse[:, :, start:stop] = m
         ctx.save_for_backward(q, k_rev, v_rev, out, lse, allowed, *tensors)
-        ctx.kind, ctx.blocks, ctx.scale = kind, blocks, scale
+        ctx.kind, ctx.blocks, ctx.scale, ctx.band = kind, blocks, scale, band
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
         q, k_rev, v_rev, out, lse, allowed, *tensors = ctx.saved_tensors
-        scale, j = ctx.scale, k_rev.shape[2]
+        scale, i, j = ctx.scale, q.shape[2], k_rev.shape[2]
         wide = lse.dtype
-        source = SOURCES[ctx.kind](tuple(t.detach() for t in tensors), j, allowed)
-        source.begin_backward(ctx.needs_input_grad[7:])
-        grad_q = torch.zeros(q.shape, dtype=wide, device=q.device)
-        grad_k = torch.zeros(k_rev.shape, dtype=wide, device=q.device)
-        grad_v = torch.zeros(v_rev.shape, dtype=wide, device=q.device)
+        source = SOURCES[ctx.kind](tuple(t.detach() for t in tensors), j, allowed, ctx.band)
+        needs_table = source.begin_backward(ctx.needs_input_grad[8:])
+        flash = q.device.type == "cpu"
+        grad_q = torch.empty(q.shape, dtype=q.dtype if flash else wide, device=q.device)
+        grad_k = torch.zeros(k_rev.shape, dtype=grad_q.dtype, device=q.device)
+        grad_v = torch.zeros(v_rev.shape, dtype=grad_q.dtype, device=q.device)
         for start, stop, keys in ctx.blocks:
             bias = source.block(start, stop, keys)
-            qb = q[:, :, start:stop].to(wide)
-            kb, vb = k_rev[:, :, j - keys :].to(wide), v_rev[:, :, j - keys :].to(wide)
-            gb, ob = grad_out[:, :, start:stop].to(wide), out[:, :, start:stop].to(wide)
-            probs = (
-                (qb @ kb.transpose(-1, -2)).mul_(scale).add_(bias).sub_(lse[:, :, start:stop, None]).exp_()
-            )
-            grad_v[:, :, j - keys :] += probs.transpose(-1, -2) @ gb
-            grad_s = (gb @ vb.transpose(-1, -2)).sub_((gb * ob).sum(-1, keepdim=True)).mul_(probs)
-            grad_q[:, :, start:stop] = (grad_s @ kb).mul_(scale)
-            grad_k[:, :, j - keys :] += (grad_s.transpose(-1, -2) @ qb).mul_(scale)
-            source.accumulate(start, stop, keys, grad_s)
+            qb, kb, vb = q[:, :, start:stop], k_rev[:, :, j - keys :], v_rev[:, :, j - keys :]
+            gb, ob, mb = grad_out[:, :, start:stop], out[:, :, start:stop], lse[:, :, start:stop, None]
+            if flash:  # q, k, v gradients from the flash kernel's own backward
+                dq, dk, dv = _FLASH_CPU_BACKWARD(
+                    gb, qb, kb, vb, ob, mb[..., 0], 0.0, False, attn_mask=bias, scale=scale
+                )
+                grad_q[:, :, start:stop] = dq
+                grad_k[:, :, j - keys :] += dk
+                grad_v[:, :, j - keys :] += dv
+                if needs_table:  # the score gradient, only on the columns the source needs
+                    for sub in range(start, stop, _BAND_ROWS if source.band is not None else stop - start):
+                        end = min(stop, sub + _BAND_ROWS) if source.band is not None else stop
+                        cols = source.columns(sub, end, keys, i)
+                        rows = slice(sub - start, end - start)
+                        grad_s, _ = _score_gradient(
+                            qb[:, :, rows], kb[:, :, :cols], vb[:, :, :cols], bias[..., rows, :cols],
+                            gb[:, :, rows], ob[:, :, rows], mb[:, :, rows], scale, wide,
+                        )  # fmt: skip
+                        source.accumulate(sub, end, keys, grad_s)
+                continue
+            grad_s, probs = _score_gradient(qb, kb, vb, bias, gb, ob, mb, scale, wide)
+            kw, qw = kb.to(wide), qb.to(wide)
+            grad_q[:, :, start:stop] = (grad_s @ kw).mul_(scale)
+            grad_k[:, :, j - keys :] += (grad_s.transpose(-1, -2) @ qw).mul_(scale)
+            grad_v[:, :, j - keys :] += probs.transpose(-1, -2) @ gb.to(wide)
+            if needs_table:
+                source.accumulate(start, stop, keys, grad_s)
         grads = (grad_q.to(q.dtype), grad_k.to(k_rev.dtype), grad_v.to(v_rev.dtype))
-        return (*grads, None, None, None, None, *source.grads())
+        return (*grads, None, None, None, None, None, *source.grads())
+
+
+_BAND_ROWS = 64  # rows per score-gradient piece on a band: the band's columns are counted from each
+
+
+def _score_gradient(qb, kb, vb, bias, gb, ob, mb, scale, wide) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(dS, P)`` of one block: ``P = exp(q k^T s + B - lse)``, ``dS = P (dO v^T - rowsum(dO O))``."""
+    qw, kw, vw, gw = qb.to(wide), kb.to(wide), vb.to(wide), gb.to(wide)
+    probs = (qw @ kw.transpose(-1, -2)).mul_(scale).add_(bias).sub_(mb).exp_()
+    grad_s = (gw @ vw.transpose(-1, -2)).sub_((gw * ob.to(wide)).sum(-1, keepdim=True)).mul_(probs)
+    return grad_s, probs
 
 
 def blocked_attention(
@@ -186,9 +247,11 @@ def blocked_attention(
     *,
     blocks: list[Block],
     allowed: torch.Tensor | None = None,
+    band: tuple[int, int | None] | None = None,
 ) -> torch.Tensor:
     """``softmax(q k^T / sqrt(d) + B) v`` in row ``blocks`` with the bias ``B`` of source ``kind``
-    (``"toeplitz"``: ``tensors = (table,)``; ``"mlp"``: ``(a, s, w1, b1, w2, b2)``); ``k``, ``v``
-    in their natural order (reversed here). Returns ``(b, h, i, d)`` in ``q.dtype``."""
+    (``"toeplitz"``: ``tensors = (table,)``, optional ``band`` (see :class:`ToeplitzSource`);
+    ``"mlp"``: ``(a, s, w1, b1, w2, b2)``); ``k``, ``v`` in their natural order (reversed here).
+    Returns ``(b, h, i, d)`` in ``q.dtype``."""
     scale = q.shape[-1] ** -0.5
-    return _BlockedAttention.apply(q, k.flip(2), v.flip(2), kind, blocks, allowed, scale, *tensors)
+    return _BlockedAttention.apply(q, k.flip(2), v.flip(2), kind, blocks, allowed, scale, band, *tensors)
