@@ -182,7 +182,10 @@ def test_left_padded_row_equals_unpadded(name, causal):
     out = module(padded, padding_mask=mask)  # positions=None: counted from the mask
     torch.testing.assert_close(out[:, 3:], alone, **tol(torch.float64))
     explicit = module(padded, padding_mask=mask, positions=positions_from_padding_mask(mask))
-    torch.testing.assert_close(explicit, out, rtol=0, atol=0)
+    # Same positions; Transformer-XL sizes its distance range from what is known without
+    # reading them (checked explicit positions: their maximum; counted ones: the length), so
+    # its products may differ in shape and round differently: equal to float64 precision.
+    torch.testing.assert_close(explicit, out, **tol(torch.float64))
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -169,3 +169,21 @@ def test_rotary_custom_op_passes_opcheck(dtype, interleaved):
     layout = "interleaved" if interleaved else "half"
     expected = rope._plain(x, cos, sin, layout, 6)
     torch.testing.assert_close(rope.rotary_op(x, cos, sin, interleaved, 6, 1), expected, **tol(dtype))
+
+
+@pytest.mark.parametrize("name", ["learned", "rope", "t5", "transformer_xl"])  # each sizes tables by bounds
+def test_transformer_compiles_with_dynamic_shapes(name):
+    """Training batches vary in length (the benchmark's task batches): with symbolic shapes the
+    position bound is unknown, tables are computed in the graph, and two lengths share it."""
+    torch.manual_seed(0)
+    config = TransformerConfig(
+        vocab_size=11, d_model=16, num_heads=2, num_layers=1, ffn_dim=32, encoding=name
+    )
+    model = Transformer(config).double()
+    compiled = torch.compile(model, fullgraph=True, dynamic=True, backend=TRACE)
+    for n in (5, 9):
+        tokens = torch.randint(0, 11, (2, n), generator=torch.Generator().manual_seed(n))
+        wrt = list(model.parameters())
+        out = compiled(tokens)
+        assert_same(out, model(tokens))
+        assert_same(grads(out, wrt), grads(model(tokens), wrt))

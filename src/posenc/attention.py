@@ -587,7 +587,9 @@ class MultiHeadAttention(nn.Module):
         path = choose_path(self.kind, self.path, need_weights=return_weights)
         # Pure causal masks need no tensor: one query sees every key (decode), and SDPA masks
         # the square case itself (is_causal).
-        is_causal = path == "sdpa" and pure_causal and n == j and n > 1
+        is_causal = False
+        if path == "sdpa" and pure_causal and n == j and n > 1:  # (a branch: guards symbolic shapes)
+            is_causal = True
         if (pure_causal and n == 1) or is_causal:
             allowed = None
         else:

@@ -28,7 +28,7 @@ import difflib
 import json
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal, NamedTuple, cast
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -196,7 +196,7 @@ def check_tensor(
     check_not_meta(name, value.device)
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else ndim
-        if value.ndim not in allowed:
+        if not any(value.ndim == a for a in allowed):  # (no `in`: dynamo with dynamic shapes)
             raise PosencError(
                 f"{name} must have {' or '.join(map(str, allowed))} dimensions, "
                 f"got shape {tuple(value.shape)}"
@@ -379,13 +379,19 @@ class Positions(NamedTuple):
     def arange(cls, n: int, *, start: int = 0, device: torch.device | str | None = None) -> Positions:
         """``start + arange(n)`` as ``(1, n)``."""
         tensor = torch.arange(start, start + n, device=device, dtype=torch.long).unsqueeze(0)
+        if not (isinstance(n, int) and isinstance(start, int)):  # symbolic (torch.compile, dynamic
+            return cls(tensor, None, start, 0)  # shapes): tables cannot be sized by it
         return cls(tensor, start + n, start, start)
 
 
-def joint_bound(*positions: Positions) -> int | None:
-    """The largest ``bound`` of ``positions`` (None if any is unknown)."""
-    bounds = [p.bound for p in positions]
-    return None if None in bounds else max(cast(list[int], bounds))
+def joint_bound(first: Positions, *others: Positions) -> int | None:
+    """The largest ``bound`` of the positions (None if any is unknown)."""
+    bound = first.bound
+    for other in others:
+        if bound is None or other.bound is None:
+            return None
+        bound = max(bound, other.bound)
+    return bound
 
 
 def check_position_values(positions: torch.Tensor, name: str) -> tuple[int, int | None]:
@@ -399,9 +405,14 @@ def check_position_values(positions: torch.Tensor, name: str) -> tuple[int, int 
         torch._assert_async((positions >= 0).all(), f"{name} must be >= 0")
         torch._assert_async((positions <= MAX_POSITION).all(), f"{name} must be <= 2**53")
         return 0, None
-    if not positions.numel():
+    count = positions.numel()
+    if not count:
         return 0, 0
-    low, high = (int(v) for v in torch.aminmax(positions))
+    if count <= 16 and positions.ndim == 2:  # a decode step: reading a few values beats two reductions
+        rows = positions.tolist()
+        low, high = min(map(min, rows)), max(map(max, rows))
+    else:
+        low, high = (int(v) for v in torch.aminmax(positions))
     if low < 0:
         raise PosencError(f"{name} must be >= 0, got minimum {low}")
     if high > MAX_POSITION:  # float64 tables would round them
@@ -430,7 +441,9 @@ def as_positions(
     if isinstance(positions, Positions):
         tensor = positions.tensor
         _check_position_shape(tensor, seq_len, batch, name)
-        if device is not None and tensor.device != torch.device(device):
+        if device is not None and tensor.device != (
+            device if isinstance(device, torch.device) else torch.device(device)
+        ):
             positions = positions._replace(tensor=tensor.to(device))
         return positions
     if not isinstance(positions, torch.Tensor):
@@ -442,7 +455,12 @@ def as_positions(
         positions = positions.unsqueeze(0)
     _check_position_shape(positions, seq_len, batch, name)
     low, bound = check_position_values(positions, name)
-    tensor = positions.to(dtype=torch.long, device=device if device is not None else positions.device)
+    tensor = positions
+    if positions.dtype != torch.long or (
+        device is not None
+        and positions.device != (device if isinstance(device, torch.device) else torch.device(device))
+    ):
+        tensor = positions.to(dtype=torch.long, device=device if device is not None else positions.device)
     # One position per row, the same in every row (a decode step): an arange of length 1.
     start = low if bound is not None and tensor.shape[1] == 1 and bound == low + 1 else None
     return Positions(tensor, bound, start, low)

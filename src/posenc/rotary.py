@@ -51,7 +51,7 @@ from posenc.base import (
     model_field,
 )
 from posenc.errors import PosencError
-from posenc.kernels.rope import apply_rotary_fused, rotate_trusted, table_dtype
+from posenc.kernels.rope import apply_rotary_fused, rotate_rows, rotate_trusted, table_dtype
 from posenc.rotation import LAYOUTS, apply_rotary
 
 # ---------------------------------------------------------------------------
@@ -347,7 +347,18 @@ class RoPE(RotaryEncoding):
         :class:`~posenc.base.Positions` (what attention passes) is trusted.
         """
         q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim)
-        table = self.table(joint_bound(qp, kp))  # one set of frequencies for q and k
+        bound = joint_bound(qp, kp)
+        table = self.table(bound)  # one set of frequencies for q and k
+        if (
+            qp.start is not None and bound is not None and bound <= table.max_cached
+            and q.dtype == k.dtype and same_positions(qp, kp)
+        ):  # fmt: skip
+            # contiguous positions (a training step, a decode step): rows of the table, by pointer
+            cos, sin = table.rows(bound, q.device, table_dtype(q.dtype))
+            q, k = rotate_rows(
+                (q, k), cos, sin, qp.start, layout=self.config.layout, rotary_dim=self.rotary_dim
+            )
+            return q, k
         q_tables = table.lookup(qp, table_dtype(q.dtype), head_axis=True)  # (b|1, 1, i, r/2) each
         if same_positions(qp, kp) and q.dtype == k.dtype:  # self-attention: k reuses q's cos/sin
             k_tables = q_tables

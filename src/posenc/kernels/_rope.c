@@ -78,10 +78,25 @@ static inline bf16_t bf16_store(float f) {
         }                                                                                         \
     }
 
+/* One row of the "half" layout read straight from x (out is other memory: no gather into
+ * locals needed). Same products and sums, in the same order, as gather + rotate. (The
+ * interleaved layout keeps the gather: read in place, its pattern is complex multiplication,
+ * which the compiler may turn into fused multiply-adds, breaking bitwise equality.) */
+#define DEFINE_DIRECT(SUFFIX, T, CT, LOAD, STORE)                                                \
+    static inline __attribute__((always_inline)) void direct_##SUFFIX(                           \
+        const T *restrict x, const CT *restrict c, const CT *restrict s, T *restrict out,         \
+        int64_t half, CT sg) {                                                                    \
+        for (int64_t p = 0; p < half; ++p) {                                                      \
+            const CT x1 = LOAD(x[p]), x2 = LOAD(x[p + half]), sp = s[p] * sg;                     \
+            out[p] = STORE(x1 * c[p] - x2 * sp);                                                  \
+            out[p + half] = STORE(x1 * sp + x2 * c[p]);                                           \
+        }                                                                                         \
+    }
+
 /* The tiles of one thread, [begin, end) in units of (b, tile, h): each unit is up to TILE
  * consecutive positions of one (b, h). always_inline so that each call below with a literal
  * `half` becomes its own copy with constant trip counts (fully vectorised). */
-#define DEFINE_UNITS(SUFFIX, T, CT, ROTATE)                                                      \
+#define DEFINE_UNITS(SUFFIX, T, CT, ROTATE, DIRECT)                                              \
     static inline __attribute__((always_inline)) void units_##SUFFIX(                            \
         const int64_t *restrict j, int64_t begin, int64_t end, int64_t tiles, int64_t half,        \
         CT *a, CT *z) {                                                                           \
@@ -98,8 +113,12 @@ static inline bf16_t bf16_store(float f) {
                 const T *xr = x + b * j[A_XSB] + h * j[A_XSH] + n * j[A_XSN];                     \
                 T *orow = out + b * j[A_OSB] + h * j[A_OSH] + n * j[A_OSN];                       \
                 const int64_t co = b * j[A_CSB] + h * j[A_CSH] + n * j[A_CSN];                    \
-                gather_##SUFFIX(xr, a, z, half, interleaved);                                     \
-                ROTATE(a, z, cos + co, sin + co, orow, half, interleaved, sg);                    \
+                if (copy_rest && !interleaved) { /* out is not x: read the row where it is */    \
+                    DIRECT(xr, cos + co, sin + co, orow, half, sg);                               \
+                } else { /* gather the row first (in place: before overwriting it) */            \
+                    gather_##SUFFIX(xr, a, z, half, interleaved);                                 \
+                    ROTATE(a, z, cos + co, sin + co, orow, half, interleaved, sg);                \
+                }                                                                                 \
                 if (copy_rest)                                                                    \
                     for (int64_t e = R; e < D; ++e) orow[e] = xr[e];                              \
             }                                                                                     \
@@ -108,14 +127,24 @@ static inline bf16_t bf16_store(float f) {
 
 #define UNITS_CALL(SUFFIX, HALF) units_##SUFFIX(job, begin, end, tiles, HALF, a, z)
 
-#define DEFINE_ROPE(SUFFIX, T, CT, ROTATE)                                                       \
-    DEFINE_UNITS(SUFFIX, T, CT, ROTATE)                                                           \
+#define DEFINE_ROPE(SUFFIX, T, CT, ROTATE, DIRECT)                                               \
+    DEFINE_UNITS(SUFFIX, T, CT, ROTATE, DIRECT)                                                   \
     void posenc_rope_##SUFFIX(const int64_t *jobs, int count) {                                   \
         for (int i = 0; i < count; ++i) {                                                         \
             const int64_t *job = jobs + (int64_t)i * JOB_WORDS;                                   \
             const int64_t half = job[A_R] / 2, N = job[A_N];                                      \
             const int64_t tiles = (N + TILE - 1) / TILE, units = job[A_B] * job[A_H] * tiles;     \
             if (units <= 0 || half <= 0) continue; /* empty: nothing to rotate */                 \
+            if (job[A_THREADS] <= 1) { /* no thread team for a small job (a decode step) */       \
+                const int64_t begin = 0, end = units;                                             \
+                CT a[half], z[half];                                                              \
+                switch (half) {                                                                   \
+                case 32: UNITS_CALL(SUFFIX, 32); break;                                           \
+                case 64: UNITS_CALL(SUFFIX, 64); break;                                           \
+                default: UNITS_CALL(SUFFIX, half);                                                \
+                }                                                                                 \
+                continue;                                                                         \
+            }                                                                                     \
             _Pragma("omp parallel num_threads((int)job[A_THREADS])") {                           \
                 const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();               \
                 const int64_t begin = units * t / nt, end = units * (t + 1) / nt;                 \
@@ -133,6 +162,10 @@ DEFINE_ROW(f32, float, float, ID, ID)
 DEFINE_ROW(f64, double, double, ID, ID)
 DEFINE_ROW(bf16, bf16_t, float, bf16_load, bf16_store)
 DEFINE_ROW(f16, _Float16, float, (float), (_Float16))
+DEFINE_DIRECT(f32, float, float, ID, ID)
+DEFINE_DIRECT(f64, double, double, ID, ID)
+DEFINE_DIRECT(bf16, bf16_t, float, bf16_load, bf16_store)
+DEFINE_DIRECT(f16, _Float16, float, (float), (_Float16))
 
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
 #include <immintrin.h>
@@ -151,14 +184,40 @@ static inline __attribute__((always_inline)) void rotate_bf16_native(
     for (; p < 2 * half; ++p) out[p] = bf16_store(y[p]);
 }
 #define ROTATE_BF16 rotate_bf16_native
+/* The "half" layout read in place: 16 pairs per step, bfloat16 -> float32 by a shift,
+ * products and sums as the plain path (no FMA), float32 -> bfloat16 by the CPU. */
+static inline __attribute__((always_inline)) void direct_bf16_native(
+    const bf16_t *restrict x, const float *restrict c, const float *restrict s, bf16_t *restrict out,
+    int64_t half, float sg) {
+    const __m512 vsg = _mm512_set1_ps(sg);
+    int64_t p = 0;
+    for (; p + 16 <= half; p += 16) {
+        const __m512 x1 = _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + p))), 16));
+        const __m512 x2 = _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + p + half))), 16));
+        const __m512 cc = _mm512_loadu_ps(c + p), sp = _mm512_mul_ps(_mm512_loadu_ps(s + p), vsg);
+        const __m512 y1 = _mm512_sub_ps(_mm512_mul_ps(x1, cc), _mm512_mul_ps(x2, sp));
+        const __m512 y2 = _mm512_add_ps(_mm512_mul_ps(x1, sp), _mm512_mul_ps(x2, cc));
+        _mm256_storeu_si256((__m256i *)(out + p), (__m256i)_mm512_cvtneps_pbh(y1));
+        _mm256_storeu_si256((__m256i *)(out + p + half), (__m256i)_mm512_cvtneps_pbh(y2));
+    }
+    for (; p < half; ++p) {
+        const float x1 = bf16_load(x[p]), x2 = bf16_load(x[p + half]), sp = s[p] * sg;
+        out[p] = bf16_store(x1 * c[p] - x2 * sp);
+        out[p + half] = bf16_store(x1 * sp + x2 * c[p]);
+    }
+}
+#define DIRECT_BF16 direct_bf16_native
 #else
 #define ROTATE_BF16 rotate_bf16
+#define DIRECT_BF16 direct_bf16
 #endif
 
-DEFINE_ROPE(f32, float, float, rotate_f32)
-DEFINE_ROPE(f64, double, double, rotate_f64)
-DEFINE_ROPE(bf16, bf16_t, float, ROTATE_BF16)
-DEFINE_ROPE(f16, _Float16, float, rotate_f16)
+DEFINE_ROPE(f32, float, float, rotate_f32, direct_f32)
+DEFINE_ROPE(f64, double, double, rotate_f64, direct_f64)
+DEFINE_ROPE(bf16, bf16_t, float, ROTATE_BF16, DIRECT_BF16)
+DEFINE_ROPE(f16, _Float16, float, rotate_f16, direct_f16)
 
 /* Bumped whenever a signature or the job layout above changes; the loader checks it. */
 int posenc_abi_version(void) { return 2; }

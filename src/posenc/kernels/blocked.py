@@ -55,7 +55,10 @@ def antidiagonal_sums(x: torch.Tensor) -> torch.Tensor:
     """
     _, h, r, c = x.shape
     buffer = x.new_empty(h, r, c + r)
-    torch.sum(x, 0, out=buffer[..., :c])
+    if torch.compiler.is_compiling():  # a graph takes no strided out=
+        buffer[..., :c] = x.sum(0)
+    else:
+        torch.sum(x, 0, out=buffer[..., :c])
     buffer[..., c:].zero_()
     return buffer.reshape(h, r * (c + r))[:, : r * (c + r - 1)].reshape(h, r, c + r - 1).sum(1)
 

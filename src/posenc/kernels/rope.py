@@ -244,6 +244,60 @@ def rotate_trusted(
     return outs
 
 
+def rotate_rows(
+    xs: tuple[torch.Tensor, ...],
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    start: int,
+    *,
+    layout: str,
+    rotary_dim: int,
+) -> list[torch.Tensor]:
+    """Rotate each ``x (b, h, n, d)`` of ``xs`` by rows ``start .. start + n - 1`` of the tables
+    ``cos``/``sin`` ``(size, r/2)`` (contiguous, in :func:`table_dtype` of the inputs' dtype).
+
+    The fast path for contiguous positions (every training step, every decode step): the
+    kernel reads the rows where they are, by pointer, so not even a view is made; every
+    ``x`` goes through one foreign call. Anything else the kernel cannot take (autograd,
+    ``torch.compile``, other devices) gets views of the rows and :func:`rotate_trusted`.
+    """
+    x0 = xs[0]
+    if (
+        torch.compiler.is_compiling()
+        or x0.device.type != "cpu"
+        or (torch.is_grad_enabled() and any(x.requires_grad for x in xs))
+        or _FN.get(x0.dtype) is None
+        and (x0.dtype not in _FUNCS or _function(x0.dtype) is None)
+    ):
+        c4, s4 = cos[None, None], sin[None, None]
+        items = tuple((x, c4.narrow(2, start, x.shape[2]), s4.narrow(2, start, x.shape[2])) for x in xs)
+        return rotate_trusted(items, layout=layout, rotary_dim=rotary_dim)
+    interleaved = int(layout == "interleaved")
+    row = cos.stride(0)
+    offset = start * row * cos.element_size()
+    c_ptr, s_ptr = cos.data_ptr() + offset, sin.data_ptr() + offset
+    outs, words = [], []
+    for x in xs:
+        st = x.stride()
+        if st[3] != 1:
+            x = x.contiguous()
+            st = x.stride()
+        out = torch.empty_like(x)  # x's strides when dense (unit last stride either way)
+        outs.append(out)
+        b, h, n, d = x.shape
+        if not b * h * n:
+            continue
+        so = out.stride()
+        words += [
+            x.data_ptr(), out.data_ptr(), c_ptr, s_ptr, b, h, n, d, rotary_dim, interleaved, 1,
+            st[0], st[1], st[2], so[0], so[1], so[2], 0, 0, row, int(rotary_dim != d),
+            torch.get_num_threads() if b * h * n * d >= _PARALLEL_MIN else 1,
+        ]  # fmt: skip
+    if words:
+        _call(x0.dtype, words, len(words) // _WORDS)
+    return outs
+
+
 def _unsupported(x, cos, sin, layout, rotary_dim) -> str | None:
     """Why the fused kernel cannot take this call (None if it can)."""
     if torch.compiler.is_compiling():  # inside torch.compile the plain path is traced and fused
