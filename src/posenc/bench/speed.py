@@ -264,6 +264,62 @@ def targets_markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _find(record: dict[str, Any], section: str, prefix: str) -> dict[str, Any] | None:
+    """The results of the first group of ``section`` whose case starts with ``prefix``."""
+    for r in rows(record):
+        if r["section"] == section and r["case"].startswith(prefix):
+            return {
+                x["contender"]: x for x in rows(record) if x["section"] == section and x["case"] == r["case"]
+            }
+    return None
+
+
+def readme_markdown(record: dict[str, Any], *, path: str | None = None) -> str:
+    """The README's speed section from one record: where it came from, the targets, then the
+    decode, scaling, compile and training numbers that have no goal of their own."""
+    machine = record.get("machine", {})
+    before, after = machine.get("load_average"), machine.get("load_average_after")
+    load = "" if not before else f"; 1-min load {before[0]:.2f} before, {after[0]:.2f} after" if after else ""
+    lines = [
+        f"From `posenc bench --{record['mode']}` (record `{path or record.get('path', '?')}`, "
+        f"{record.get('created', '?')[:10]}, {machine.get('cpu', '?')}, {machine.get('torch_threads', '?')} "
+        f"threads{load}); ratios interleave the contenders in rounds and take medians:",
+        "",
+        targets_markdown(record),
+    ]
+    extra = []
+    attention = _find(record, "decode", "attention")
+    if attention:
+        cells = ", ".join(f"{name} {r['us']:.0f} us" for name, r in attention.items() if "us" in r)
+        case = next(
+            r["case"] for r in rows(record) if r["section"] == "decode" and r["case"].startswith("attention")
+        )
+        extra.append(
+            f"- Decode through `MultiHeadAttention` with a KV cache ({case.removeprefix('attention ')}): {cells}."
+        )
+    scalings = _find(record, "decode", "rope scalings")
+    if scalings:
+        cells = ", ".join(
+            f"{name} {r['us']:.0f} us ({r['x_static']:.2f}x)" for name, r in scalings.items() if "us" in r
+        )
+        extra.append(f"- Decode per token with keys cached unrotated, 4096 cached: {cells}.")
+    compiled = _find(record, "rope", "1x32x2048x128 float32 compiled")
+    if compiled:
+        cells = ", ".join(f"{name} {r['x_roofline']:.2f}x copy" for name, r in compiled.items()
+                          if "ms" in r and name != ROOFLINE)  # fmt: skip
+        extra.append(f"- RoPE under `torch.compile` (1,32,2048,128) fp32 forward: {cells}.")
+    for group in record.get("train", []):
+        res = group["results"]
+        cells = ", ".join(f"{name} {r['ms']:.1f} ms" + (f" (first call {r['warmup_s']:.0f} s)" if name == cases_mod.POSENC_COMPILED else "")
+                          for name, r in res.items() if "ms" in r)  # fmt: skip
+        extra.append(
+            f"- Training step, {group['encoding']} batch {group['shape'][0]} x {group['shape'][1]} tokens: {cells}."
+        )
+    if extra:
+        lines += ["", *extra]
+    return "\n".join(lines) + "\n"
+
+
 # ---------------------------------------------------------------------------
 # Measuring.
 # ---------------------------------------------------------------------------
