@@ -21,6 +21,7 @@ import torch
 
 import posenc
 from posenc.absolute import Sinusoidal
+from posenc.base import Positions
 
 _SPEC = importlib.util.spec_from_file_location(
     "precision_table", Path(__file__).resolve().parents[1] / "scripts" / "precision_table.py"
@@ -79,10 +80,10 @@ class _TableAsBuffer(Sinusoidal):
 
     def __init__(self, config) -> None:
         super().__init__(config)
-        self.register_buffer("table", super()._pe(torch.arange(8192)[None], torch.float32)[0])
+        self.register_buffer("table", super()._pe(Positions.arange(8192), torch.float32)[0])
 
     def _pe(self, positions, dtype):
-        return self.table[positions].to(dtype)
+        return self.table[positions.tensor].to(dtype)
 
 
 def test_cast_check_can_fail(monkeypatch):

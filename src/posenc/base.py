@@ -68,12 +68,11 @@ def check_int(
             value = int(value.__index__())
         else:
             raise PosencTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-    valid = _range_text(minimum, maximum)
     kind = "an even integer" if even else "an integer"
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise PosencError(f"{name} must be {kind} {valid}, got {value}")
+        raise PosencError(f"{name} must be {kind} {_range_text(minimum, maximum)}, got {value}")
     if even and value % 2:
-        raise PosencError(f"{name} must be {kind} {valid}, got {value}")
+        raise PosencError(f"{name} must be {kind} {_range_text(minimum, maximum)}, got {value}")
     return int(value)
 
 
@@ -535,7 +534,8 @@ class SinCosCache:
     def rows(self, bound: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """``(cos, sin)`` tables ``(size, d/2)`` in ``dtype`` with ``size >= bound`` rows
         (``bound <= max_cached``); row ``p`` is position ``p``."""
-        return self._rows_cast(bound, device, dtype)[:2]
+        cos, sin, _, _ = self._rows_cast(bound, device, dtype)
+        return cos, sin
 
     def _rows_cast(self, bound: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
         """``(cos, sin, cos[None, None], sin[None, None])`` in ``dtype``, at least ``bound`` rows."""
