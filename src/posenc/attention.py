@@ -299,14 +299,16 @@ class KVCache:
     def truncate(self, length: int) -> None:
         """Keep only the first ``length`` cached positions (e.g. to roll back a draft).
 
-        Storage is kept, so the next steps write in place again; the position bound stays a
-        (now loose) upper bound.
+        Storage is kept, so the next steps write in place again; the position bound is exact
+        again for contiguous positions, a (now loose) upper bound otherwise.
         """
         length = check_int("length", length, minimum=0, maximum=self._length)
         self._length = length
         self._rotated_length = min(self._rotated_length, length)
         if self.key_mask is not None:
             self.key_mask = self.key_mask[:, :length]
+        elif self._start is not None:  # contiguous: the bound is exact again
+            self.bound = self._start + length
 
     def store_rotated(self, rotated: torch.Tensor, key: object) -> None:
         """Replace the rotated keys (all ``length`` of them) and what they were rotated under."""
@@ -673,9 +675,11 @@ def _rotate_cached(
     raw, v, k_all, key_mask = cache.append(k, v, k_pos, key_mask)
     bound = joint_bound(q_pos, k_all)
     key = rotary.rotation_key(bound)
-    if valid is not None and previous is key and joint_bound(q_pos, k_pos) == bound:
-        q, k_new = rotary.rotate(q, k, q_positions=q_pos, k_positions=k_pos)
-        return q, cache.append_rotated(k_new), v, k_all, key_mask
+    if valid is not None and previous is key:
+        chunk_bound = joint_bound(q_pos, k_pos)  # what rotating the chunk alone will use
+        if chunk_bound == bound or rotary.rotation_key(chunk_bound) is key:
+            q, k_new = rotary.rotate(q, k, q_positions=q_pos, k_positions=k_pos)
+            return q, cache.append_rotated(k_new), v, k_all, key_mask
     q, k = rotary.rotate(q, raw, q_positions=q_pos, k_positions=k_all)
     cache.store_rotated(k, key)
     return q, k, v, k_all, key_mask

@@ -234,9 +234,10 @@ def attention_decode_cases(
             with torch.no_grad():
                 out = module(x, cache=cache)
             lengths.append(lengths.pop(0))
-            cache.truncate(lengths[0])  # the next call decodes at this length again
+            cache.truncate(lengths[0])  # the next call decodes at this length
             return out
 
+        lengths.reverse()  # the prefill left `cached` tokens: the first step cuts back to the other
         step()  # the first step may (re)build tables and rotate the cache
         cases[label] = step
     return cases
