@@ -296,6 +296,8 @@ class TransformerXL(RelativeEncoding):
             lowest, count = qp.low - (kp.bound - 1), qp.bound + kp.bound - 1 - qp.low - kp.low
         else:  # explicit positions inside torch.compile: no range, the per-pair form
             lowest, count = 0, None
+        if count is not None and count > distance.numel():  # sparse positions: fewer pairs than
+            lowest, count = 0, None  # distances in the range, so R per pair, not per distance
         if count is not None:
             distinct = torch.arange(lowest, lowest + count, device=q.device)  # (m,)
             index = distance - lowest  # (b|1, i, j)
