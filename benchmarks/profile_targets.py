@@ -29,7 +29,7 @@ SHAPES = {
     "rope-bwd": ("rope-bwd", (1, 32, 2048, 128), torch.float32),
     "rope-decode": ("decode", (1, 32, 1, 128), torch.float32),
     "alibi-bwd": ("alibi", (1, 8, 2048, 64), torch.float32),
-    "t5-bwd": ("t5", (1, 8, 2048, 64), torch.float32),
+    "t5-bwd": ("t5", (1, 8, 1024, 64), torch.float32),
     "fire-fwd": ("fire", (1, 8, 2048, 64), torch.float32),
 }
 

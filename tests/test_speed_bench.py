@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
 
 from posenc.bench import speed, speed_compare
+from posenc.bench import speed_cases as cases_mod
 from posenc.cli import main
 
 
@@ -124,3 +126,18 @@ def test_cli_bench_smoke_json(tmp_path):
     assert list(tmp_path.glob("speed-smoke-*.json"))
     with pytest.raises(ValueError, match="mode"):
         speed.run("huge", out_dir=None)
+
+
+def test_every_target_finds_its_case_in_the_newest_quick_record():
+    """The goals name cases by the record's own case strings: a renamed case would drop its goal."""
+    newest = sorted(
+        (Path(__file__).resolve().parents[1] / "benchmarks" / "results").glob("speed-quick-*.json")
+    )[-1]
+    record = json.loads(newest.read_text())
+    assert [t["label"] for t in speed.targets(record)] == [t.label for t in speed.TARGETS]
+
+
+def test_train_cases_build_the_compiled_contender():
+    """A compiled module has no truth value: the compiled step must be built, not reported skipped."""
+    found = cases_mod.train_cases("rope", 2, 4, compiled=True)
+    assert callable(found["posenc"]) and callable(found[cases_mod.POSENC_COMPILED])

@@ -345,7 +345,7 @@ def train_cases(name: str, b: int, n: int, *, compiled: bool = True) -> dict[str
 
     def stepper(model: torch.nn.Module, forward: Callable | None = None) -> Callable[[], object]:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        run = forward or model
+        run = model if forward is None else forward  # a compiled module has no truth value
 
         def step():
             opt.zero_grad(set_to_none=True)

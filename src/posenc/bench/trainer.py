@@ -111,7 +111,8 @@ def _positions(spec: RunSpec, batch: int, seq_len: int, generator: torch.Generat
 # ---------------------------------------------------------------------------
 
 #: Run the training forward (and so its backward) through ``torch.compile``. Measured with
-#: ``posenc bench`` (train section, the benchmark's model): see docs/benchmark.md.
+#: ``posenc bench`` (train section) and benchmarks/compile_training.py (the compile pays back
+#: only after thousands of steps, more than a profile runs): see benchmarks/README.md.
 COMPILE_TRAINING = False
 
 

@@ -26,7 +26,7 @@ Three entry points:
 - ``torch.ops.posenc.rotary``: the kernel as a ``torch.library`` custom op (fake
   implementation and autograd registered), for ``torch.compile``. Under compile
   :data:`COMPILED_PATH` picks the op or the plain path for inductor to trace and fuse (the
-  plain path measured faster, see docs/architecture.md).
+  two measured equal, see benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ _FUNCS = {
 _WORDS = 22  # int64 words per job (JOB_WORDS in _rope.c)
 _PARALLEL_MIN = 1 << 15  # elements; below this one thread is faster than waking a team
 #: Under torch.compile: "plain" (inductor traces and fuses apply_rotary) or "op" (the C kernel
-#: as an opaque custom op). Measured with ``posenc bench`` (compile section); plain won.
+#: as an opaque custom op). Measured with ``posenc bench`` (compiled rope case): a tie; plain
+#: lets inductor fuse the rotation with the code around it.
 COMPILED_PATH = "plain"
 
 
