@@ -11,7 +11,7 @@ Axis legend (used in every module of posenc):
 | kind         | hook                                                        |
 |--------------|-------------------------------------------------------------|
 | ``additive`` | ``embed(x (b,n,d), *, positions (b,n)) -> (b,n,d)``          |
-| ``rotary``   | ``rotate(q (b,h,i,d), k (b,h,j,d), *, q_positions, k_positions) -> q, k`` |
+| ``rotary``   | ``rotate(q (b,h,i,d), k (b,h,j,d), *, q_positions, k_positions, layout) -> q, k`` |
 | ``bias``     | ``bias_fn(q_pos, k_pos, head)`` elementwise; ``bias(...) -> (b|1,h,i,j)``; ``score_mod(...)`` |
 | ``relative`` | ``scores(q, k, *, q_positions, k_positions) -> (b,h,i,j)`` (unscaled, added to q.k); optional ``values(probs, *, q_positions, k_positions) -> (b,h,i,d)`` |
 | ``contextual`` | ``scores(q, k, logits) -> logits`` (logits scaled and masked with -inf) |
@@ -19,6 +19,9 @@ Axis legend (used in every module of posenc):
 
 Positions are data: every hook takes explicit integer positions ``(b, n)`` (or
 ``(1, n)``, broadcast over the batch); ``None`` means ``arange(n)``.
+
+Tensor layouts: the rotary hook also takes q/k as ``(b, n, h, d)`` with ``layout="bshd"``
+(flash-attn, torchtune); ``"bhsd"`` (the default) is ``(b, h, n, d)``, what attention uses.
 """
 
 from __future__ import annotations
@@ -203,6 +206,37 @@ def check_tensor(
     if floating is True and not value.is_floating_point():
         raise PosencTypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
     return value
+
+
+#: Tensor layouts of q/k for the rotary hook: (batch, heads, seq, dim) and (batch, seq, heads, dim).
+TENSOR_LAYOUTS: tuple[str, ...] = ("bhsd", "bshd")
+#: The sequence axis of a 4-d q/k in each layout.
+SEQ_AXIS = {"bhsd": 2, "bshd": 1}
+
+
+def check_tensor_layout(layout: Any) -> str:
+    """Return ``layout`` if it is ``"bhsd"`` or ``"bshd"``, else raise PosencError naming it.
+
+    A pair layout (``"half"``/``"interleaved"``) given here is explained: that one is the
+    encoding's ``config.layout``, fixed when it is built.
+    """
+    if layout in TENSOR_LAYOUTS:
+        return layout
+    if layout in ("half", "interleaved"):
+        raise PosencError(
+            f"layout must be a tensor layout {list(TENSOR_LAYOUTS)} ((batch, heads, seq, dim) or "
+            f"(batch, seq, heads, dim)), got {layout!r}; which features pair up ('half' or "
+            "'interleaved') is the encoding's config.layout"
+        )
+    return check_choice("layout", layout, TENSOR_LAYOUTS)
+
+
+def to_layout(table: torch.Tensor, layout: str | None) -> torch.Tensor:
+    """A ``(b|1, n, k)`` per-position table shaped to broadcast against q/k in ``layout``:
+    ``(b|1, 1, n, k)`` for ``"bhsd"``, ``(b|1, n, 1, k)`` for ``"bshd"``, unchanged for None."""
+    if layout is None:
+        return table
+    return table.unsqueeze(1 if check_tensor_layout(layout) == "bhsd" else 2)
 
 
 # ---------------------------------------------------------------------------
@@ -685,11 +719,13 @@ class RotaryEncoding(PositionalEncoding):
         *,
         q_positions: torch.Tensor | Positions | None = None,
         k_positions: torch.Tensor | Positions | None = None,
+        layout: str = "bhsd",
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate q and k: ``(b, h, n, d)`` for ``layout="bhsd"``, ``(b, n, h, d)`` for ``"bshd"``."""
         raise NotImplementedError
 
-    def forward(self, q, k, *, q_positions=None, k_positions=None):
-        return self.rotate(q, k, q_positions=q_positions, k_positions=k_positions)
+    def forward(self, q, k, *, q_positions=None, k_positions=None, layout="bhsd"):
+        return self.rotate(q, k, q_positions=q_positions, k_positions=k_positions, layout=layout)
 
 
 class BiasEncoding(PositionalEncoding):

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 from posenc import rope_scaling
 from posenc.base import (
+    SEQ_AXIS,
     EncodingConfig,
     Positions,
     RotaryEncoding,
@@ -44,11 +45,13 @@ from posenc.base import (
     check_float,
     check_int,
     check_tensor,
+    check_tensor_layout,
     grown_table,
     inverse_frequencies,
     joint_bound,
     length_field,
     model_field,
+    to_layout,
 )
 from posenc.errors import PosencError
 from posenc.kernels.rope import apply_rotary_fused, rotate_rows, rotate_trusted, table_dtype
@@ -311,11 +314,17 @@ class RoPE(RotaryEncoding):
         *,
         inv_freq: torch.Tensor | None = None,
         attention_scaling: float | None = None,
+        layout: str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(cos, sin)`` of shape ``positions.shape + (r/2,)`` in ``dtype``, times attention_scaling.
 
-        Angles are float64 from integer positions; the cast to ``dtype`` comes last.
+        Angles are float64 from integer positions; the cast to ``dtype`` comes last. With a
+        tensor ``layout`` the tables broadcast against q/k of that layout (as transformers'
+        ``unsqueeze_dim``): ``(b|1, 1, n, r/2)`` for ``"bhsd"``, ``(b|1, n, 1, r/2)`` for
+        ``"bshd"``, ready for :func:`apply_rotary_fast`.
         """
+        if layout is not None:
+            check_tensor_layout(layout)
         if isinstance(positions, Positions):
             pos = positions
         else:
@@ -326,6 +335,8 @@ class RoPE(RotaryEncoding):
         else:
             table = self._table(inv_freq, 1.0 if attention_scaling is None else attention_scaling)
         cos, sin = table.lookup(pos, dtype)
+        if layout is not None:
+            return to_layout(cos, layout), to_layout(sin, layout)
         if isinstance(positions, torch.Tensor) and positions.ndim == 1:
             return cos[0], sin[0]
         return cos, sin
@@ -339,14 +350,26 @@ class RoPE(RotaryEncoding):
         *,
         q_positions: torch.Tensor | Positions | None = None,
         k_positions: torch.Tensor | Positions | None = None,
+        layout: str = "bhsd",
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q (b, h, i, d)`` and ``k (b, h, j, d)``; positions ``(b|1, i)``, ``(b|1, j)``.
 
-        q and k may have different lengths (KV cache, cross-attention). Returns
-        tensors of the same shapes and dtypes. Tensor positions are checked; a
-        :class:`~posenc.base.Positions` (what attention passes) is trusted.
+        ``layout="bshd"`` takes ``q (b, i, h, d)``, ``k (b, j, h, d)`` (flash-attn, torchtune)
+        and rotates them in place of memory order: the kernel reads and writes them strided,
+        nothing is copied. q and k may have different lengths (KV cache, cross-attention) and
+        head counts (grouped-query attention). Returns tensors of the same shapes, dtypes and
+        layout. Tensor positions are checked (their length against the layout's sequence
+        axis); a :class:`~posenc.base.Positions` (what attention passes) is trusted.
         """
-        q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim)
+        q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim, layout)
+        if layout == "bshd":  # (b, n, h, d) viewed as (b, h, n, d): strides, no copy
+            q, k = self._rotate_bhsd(q.transpose(1, 2), k.transpose(1, 2), qp, kp)
+            return q.transpose(1, 2), k.transpose(1, 2)
+        return self._rotate_bhsd(q, k, qp, kp)
+
+    def _rotate_bhsd(
+        self, q: torch.Tensor, k: torch.Tensor, qp: Positions, kp: Positions
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         bound = joint_bound(qp, kp)
         table = self.table(bound)  # one set of frequencies for q and k
         if (
@@ -377,10 +400,19 @@ def same_positions(a: Positions, b: Positions) -> bool:
     return a.start is not None and a.start == b.start and a.tensor.shape == b.tensor.shape
 
 
+_AXES = {"bhsd": "(batch, heads, seq, dim)", "bshd": "(batch, seq, heads, dim)"}
+
+
 def _check_qk(
-    q, k, q_positions, k_positions, head_dim: int
+    q, k, q_positions, k_positions, head_dim: int, layout: str = "bhsd"
 ) -> tuple[torch.Tensor, torch.Tensor, Positions, Positions]:
-    """Validate q/k ``(b, h, n, d)`` and their positions (trusted when already :class:`Positions`)."""
+    """Validate q/k (4-d in ``layout``) and their positions (trusted when already :class:`Positions`).
+
+    Positions whose length is not the layout's sequence axis are refused, naming the
+    parameter, the layout and both shapes: a (b, n, h, d) tensor passed as the default
+    ``"bhsd"`` would otherwise rotate heads as if they were positions.
+    """
+    layout = check_tensor_layout(layout)
     q = check_tensor("q", q, ndim=4, floating=True)
     k = check_tensor("k", k, ndim=4, floating=True)
     if q.shape[-1] != head_dim or k.shape[-1] != head_dim:
@@ -389,11 +421,32 @@ def _check_qk(
             f"{name} has head_dim {x.shape[-1]} (shape {tuple(x.shape)}) but the encoding has "
             f"head_dim={head_dim}"
         )
-    qp = as_positions(q_positions, q.shape[2], batch=q.shape[0], device=q.device, name="q_positions")
-    if k_positions is q_positions and k.shape[:3] == q.shape[:3]:  # one tensor for both: check it once
-        return q, k, qp, qp
-    kp = as_positions(k_positions, k.shape[2], batch=k.shape[0], device=k.device, name="k_positions")
+    axis = SEQ_AXIS[layout]
+    _check_seq_axis("q", q, "q_positions", q_positions, layout, axis)
+    qp = as_positions(q_positions, q.shape[axis], batch=q.shape[0], device=q.device, name="q_positions")
+    if k_positions is q_positions and k.shape[0] == q.shape[0] and k.shape[axis] == q.shape[axis]:
+        return q, k, qp, qp  # one tensor for both: check it once
+    _check_seq_axis("k", k, "k_positions", k_positions, layout, axis)
+    kp = as_positions(k_positions, k.shape[axis], batch=k.shape[0], device=k.device, name="k_positions")
     return q, k, qp, kp
+
+
+def _check_seq_axis(name: str, x: torch.Tensor, pos_name: str, positions, layout: str, axis: int) -> None:
+    """Raise unless ``positions`` (if given) has one entry per step of ``x``'s sequence axis."""
+    tensor = positions.tensor if isinstance(positions, Positions) else positions
+    if not isinstance(tensor, torch.Tensor) or tensor.ndim not in (1, 2) or tensor.shape[-1] == x.shape[axis]:
+        return  # None, or not a tensor / wrong rank: as_positions names the problem
+    other = "bshd" if layout == "bhsd" else "bhsd"
+    hint = (
+        f"; if {name} is {_AXES[other]}, pass layout={other!r}"
+        if tensor.shape[-1] == x.shape[SEQ_AXIS[other]]
+        else ""
+    )
+    raise PosencError(
+        f"{pos_name} has shape {tuple(tensor.shape)} ({tensor.shape[-1]} positions per row) but {name} "
+        f"has shape {tuple(x.shape)}, whose sequence axis in layout={layout!r} {_AXES[layout]} is axis "
+        f"{axis} of length {x.shape[axis]}{hint}"
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -462,16 +515,23 @@ class XPos(RotaryEncoding):
         self._scale_cast: dict[tuple[torch.device, float], torch.Tensor] = {}
         self._scale_table: dict[torch.device, torch.Tensor] = {}
 
-    def scale(self, positions: torch.Tensor | Positions, dtype: torch.dtype, *, key: bool) -> torch.Tensor:
+    def scale(
+        self, positions: torch.Tensor | Positions, dtype: torch.dtype, *, key: bool, layout: str | None = None
+    ) -> torch.Tensor:
         """``zeta^(+-(n - c)/B)`` of shape ``positions.shape + (d/2,)`` in ``dtype`` (float64 maths).
 
         Rows for positions below 2^16 are cached in float64 per device; larger ones
-        are computed on the fly.
+        are computed on the fly. A tensor ``layout`` shapes the result as :meth:`RoPE.cos_sin`
+        does (``(b|1, 1, n, d/2)`` for ``"bhsd"``, ``(b|1, n, 1, d/2)`` for ``"bshd"``).
         """
+        if layout is not None:
+            check_tensor_layout(layout)
         if isinstance(positions, Positions):
-            return self._scale(positions, key=key).to(dtype)
+            return to_layout(self._scale(positions, key=key).to(dtype), layout)
         check_tensor("positions", positions, ndim=(1, 2))
         out = self._scale(as_positions(positions, positions.shape[-1]), key=key).to(dtype)
+        if layout is not None:
+            return to_layout(out, layout)
         return out[0] if positions.ndim == 1 else out
 
     def _scale(self, positions: Positions, *, key: bool) -> torch.Tensor:
@@ -522,9 +582,21 @@ class XPos(RotaryEncoding):
         *,
         q_positions: torch.Tensor | Positions | None = None,
         k_positions: torch.Tensor | Positions | None = None,
+        layout: str = "bhsd",
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotate and scale ``q (b, h, i, d)`` up / ``k (b, h, j, d)`` down; positions ``(b|1, n)``."""
-        q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim)
+        """Rotate and scale ``q (b, h, i, d)`` up / ``k (b, h, j, d)`` down; positions ``(b|1, n)``.
+
+        ``layout="bshd"``: ``q (b, i, h, d)``, ``k (b, j, h, d)``, rotated strided (no copy).
+        """
+        q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim, layout)
+        if layout == "bshd":
+            q, k = self._rotate_bhsd(q.transpose(1, 2), k.transpose(1, 2), qp, kp)
+            return q.transpose(1, 2), k.transpose(1, 2)
+        return self._rotate_bhsd(q, k, qp, kp)
+
+    def _rotate_bhsd(
+        self, q: torch.Tensor, k: torch.Tensor, qp: Positions, kp: Positions
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         items = []
         for x, pos, is_key in ((q, qp, False), (k, kp, True)):
             self._check_overflow(pos, x.dtype, key=is_key)

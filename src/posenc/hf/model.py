@@ -80,7 +80,7 @@ def _rotate(attn: nn.Module, q: torch.Tensor, k: torch.Tensor, positions: torch.
     enc = attn.posenc_encoding
     if not isinstance(enc, RotaryEncoding):  # NoPE, bias encodings: no rotation
         return q, k
-    return enc.rotate(q, k, q_positions=positions, k_positions=positions)
+    return enc.rotate(q, k, q_positions=positions, k_positions=positions, layout="bhsd")
 
 
 def _patched_forward(attn: nn.Module) -> types.MethodType:

@@ -128,6 +128,14 @@ def _launch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Te
     return out
 
 
+def _output_like(x: torch.Tensor) -> torch.Tensor:
+    """An output with ``x``'s strides when they have a unit last stride (a (b, n, h, d) tensor
+    viewed as (b, h, n, d) stays (b, n, h, d) in memory), contiguous otherwise."""
+    if x.stride(-1) == 1:
+        return torch.empty_like(x)
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
 def _as4d(t: torch.Tensor) -> torch.Tensor:
     return t.reshape((1,) * (4 - t.ndim) + tuple(t.shape)) if t.ndim < 4 else t
 
@@ -145,7 +153,7 @@ class _FusedRotary(torch.autograd.Function):
     def forward(ctx, x, cos, sin, layout, rotary_dim, sign):
         ctx.save_for_backward(cos, sin)
         ctx.layout, ctx.rotary_dim, ctx.sign = layout, rotary_dim, sign
-        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        out = _output_like(x)
         return _launch(x, cos, sin, out, layout=layout, rotary_dim=rotary_dim, sign=sign)
 
     @staticmethod
