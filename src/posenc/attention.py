@@ -27,6 +27,14 @@ so left padding and cache offsets need no special case), key padding, and
 document masks for packed sequences. A query row with nothing to attend to
 (e.g. a left-padding token under a causal mask) outputs zeros, never NaN.
 
+Grouped-query attention (Ainslie et al. 2023, GQA, https://arxiv.org/abs/2305.13245; multi-query
+attention, Shazeer 2019, https://arxiv.org/abs/1911.02150, is ``num_kv_heads=1``): keys and
+values have ``g = num_kv_heads`` heads, each serving ``h / g`` consecutive query heads (query
+head ``t`` reads key/value head ``t // (h / g)``, as transformers' ``repeat_kv``). Rotary
+encodings rotate the ``g`` key heads, the KV cache stores ``g`` heads, SDPA reads them in
+place (``enable_gqa``); the other paths (bias, relative, contextual, plain) repeat them to
+``h`` heads per call (:func:`repeat_kv`), which is what they compute per head anyway.
+
 KV cache rule (:class:`KVCache`): keys are cached *after* rotation, so each
 decode step rotates only the new token. Encodings that set
 ``cache_unrotated_keys = True`` (dynamic RoPE scalings, whose frequencies depend
@@ -66,6 +74,15 @@ from posenc.positions import from_attention_mask
 PATHS = ("auto", "sdpa", "plain")
 # Kinds the fused SDPA kernel can express (bias through a float attn_mask).
 SDPA_KINDS = ("none", "additive", "rotary", "bias")
+
+
+def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """``(b, g, j, d) -> (b, g * groups, j, d)``: key/value head ``t`` serves query heads
+    ``t * groups .. (t + 1) * groups - 1`` (``x`` itself when ``groups == 1``)."""
+    if groups == 1:
+        return x
+    b, g, j, d = x.shape
+    return x[:, :, None].expand(b, g, groups, j, d).reshape(b, g * groups, j, d)
 
 
 def choose_path(kind: str, requested: str = "auto", *, need_weights: bool = False) -> str:
@@ -177,7 +194,7 @@ def _append(buffer: torch.Tensor | None, length: int, chunk: torch.Tensor, dim: 
 class KVCache:
     """Keys and values of ONE attention layer, grown by each decode step.
 
-    Holds ``keys``/``values`` ``(b, h, j, d)``, their ``positions`` ``(b|1, j)`` and the
+    Holds ``keys``/``values`` ``(b, g, j, d)`` (``g`` key/value heads: ``num_kv_heads``), their ``positions`` ``(b|1, j)`` and the
     key padding mask ``(b, j)`` (None = all real). Storage grows by doubling, so a decode
     step copies only its own token (under autograd, chunks are concatenated instead). A
     cache belongs to the first layer that writes to it; handing it to a second layer raises
@@ -382,13 +399,16 @@ def plain_attention(
     """The readable path: explicit scores, masking and softmax.
 
     Args:
-        q: ``(b, h, i, d)``; k, v: ``(b, h, j, d)`` (q and k already rotated for rotary kinds).
+        q: ``(b, h, i, d)``; k, v: ``(b, g, j, d)`` (q and k already rotated for rotary kinds),
+            ``g`` dividing ``h`` (grouped-query attention: repeated to ``h`` heads here).
         allowed: ``(b|1, 1, i, j)`` bool or None; every row must allow at least one key.
 
     Returns:
         ``(out (b, h, i, d), probs (b, h, i, j))``.
     """
     kind = "none" if encoding is None else encoding.kind
+    groups = q.shape[1] // k.shape[1]
+    k, v = repeat_kv(k, groups), repeat_kv(v, groups)
     scale = 1.0 / math.sqrt(q.shape[-1])
     scores = q @ k.transpose(-2, -1)  # (b, h, i, j)
     relative = cast(RelativeEncoding, encoding) if kind == "relative" else None
@@ -432,17 +452,21 @@ def sdpa_attention(
 
     ``is_causal`` may be True only when ``allowed`` is exactly the square causal mask.
     Bias encodings enter as a float ``attn_mask`` (bias, -inf where not allowed).
+    k and v may have fewer heads than q (grouped-query attention, ``h`` a multiple of them).
     """
     kind = "none" if encoding is None else encoding.kind
     mask = None if is_causal else allowed
+    groups = q.shape[1] // k.shape[1]
     if kind == "bias":  # no (b, h, i, j) bias tensor: row blocks (posenc.kernels.bias_attention)
+        k, v = repeat_kv(k, groups), repeat_kv(v, groups)
         return bias_attention(
             q, k, v, encoding, q_positions=q_positions, k_positions=k_positions,
             allowed=None if is_causal else allowed, causal=is_causal, dropout=dropout if training else 0.0,
         )  # fmt: skip
     return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, dropout_p=dropout if training else 0.0, is_causal=is_causal
-    )
+        q, k, v, attn_mask=mask, dropout_p=dropout if training else 0.0, is_causal=is_causal,
+        enable_gqa=groups > 1,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------
@@ -450,12 +474,28 @@ def sdpa_attention(
 # ---------------------------------------------------------------------------
 
 
+def check_kv_heads(num_kv_heads: int | None, num_heads: int) -> int:
+    """``num_kv_heads`` (None: ``num_heads``) checked to be a divisor of ``num_heads``."""
+    if num_kv_heads is None:
+        return num_heads
+    num_kv_heads = check_int("num_kv_heads", num_kv_heads, minimum=1, maximum=num_heads)
+    if num_heads % num_kv_heads:
+        divisors = [g for g in range(1, num_heads + 1) if num_heads % g == 0]
+        raise PosencError(
+            f"num_kv_heads must divide num_heads={num_heads} (one of {divisors}), got {num_kv_heads}"
+        )
+    return num_kv_heads
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head (self- or cross-) attention that calls its encoding's hook.
 
     Args:
         d_model: model width ``D``; must be divisible by ``num_heads``.
-        num_heads: number of heads ``h``; ``head_dim = d_model // num_heads``.
+        num_heads: number of (query) heads ``h``; ``head_dim = d_model // num_heads``.
+        num_kv_heads: key/value heads ``g`` (grouped-query attention; 1 = multi-query);
+            must divide ``num_heads``; None = ``num_heads`` (multi-head attention). The k/v
+            projections are ``g * head_dim`` wide and a KV cache stores ``g`` heads.
         encoding: any :class:`~posenc.base.PositionalEncoding` (or None for no encoding).
         causal: mask future keys (decoder) or not (encoder).
         bias: add biases to the q/k/v/out projections.
@@ -468,6 +508,7 @@ class MultiHeadAttention(nn.Module):
         d_model: int,
         num_heads: int,
         *,
+        num_kv_heads: int | None = None,
         encoding: PositionalEncoding | None = None,
         causal: bool = True,
         bias: bool = False,
@@ -486,14 +527,17 @@ class MultiHeadAttention(nn.Module):
                 f"encoding must be a posenc PositionalEncoding or None, got {type(encoding).__name__}"
             )
         self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+        self.num_kv_heads = check_kv_heads(num_kv_heads, num_heads)
+        self.groups = num_heads // self.num_kv_heads  # query heads per key/value head
         self.causal = bool(causal)
         self.dropout = check_float("dropout", dropout, minimum=0.0, maximum=1.0)
         self.path = check_choice("path", path, PATHS)
         self.encoding = encoding
         self._check_encoding_dims()
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        kv_width = self.num_kv_heads * self.head_dim
+        self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
+        self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     @property
@@ -513,9 +557,9 @@ class MultiHeadAttention(nn.Module):
                     f"(d_model={self.d_model}, num_heads={self.num_heads})"
                 )
 
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
+    def _split(self, x: torch.Tensor, heads: int) -> torch.Tensor:
         b, n, _ = x.shape
-        return x.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)  # (b, h, n, d)
+        return x.view(b, n, heads, self.head_dim).transpose(1, 2)  # (b, heads, n, d)
 
     def forward(
         self,
@@ -557,10 +601,10 @@ class MultiHeadAttention(nn.Module):
             n, batch=b, positions=positions, padding_mask=padding_mask, cache=cache, device=x.device
         )
 
-        q = self._split(self.q_proj(x))  # (b, h, i, d)
+        q = self._split(self.q_proj(x), self.num_heads)  # (b, h, i, d)
         source = x if context is None else self._check_context(context, b)
-        k = self._split(self.k_proj(source))  # (b, h, j, d)
-        v = self._split(self.v_proj(source))
+        k = self._split(self.k_proj(source), self.num_kv_heads)  # (b, g, j, d)
+        v = self._split(self.v_proj(source), self.num_kv_heads)
         if context is None:
             k_pos, key_mask, k_docs = q_pos, padding_mask, document_ids
         else:
@@ -657,7 +701,8 @@ class MultiHeadAttention(nn.Module):
         return context
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, num_heads={self.num_heads}, causal={self.causal}, path={self.path!r}"
+        kv = f", num_kv_heads={self.num_kv_heads}" if self.num_kv_heads != self.num_heads else ""
+        return f"d_model={self.d_model}, num_heads={self.num_heads}{kv}, causal={self.causal}, path={self.path!r}"
 
 
 def _rotate_cached(

@@ -49,7 +49,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from posenc.attention import KVCache, MultiHeadAttention, check_padding_mask, step_positions
+from posenc.attention import KVCache, MultiHeadAttention, check_kv_heads, check_padding_mask, step_positions
 from posenc.base import (
     AdditiveEncoding,
     PositionalEncoding,
@@ -76,6 +76,7 @@ class TransformerConfig:
     vocab_size: int  # V, number of token ids
     d_model: int = 64  # D, residual width
     num_heads: int = 4  # h; D must be divisible by h
+    num_kv_heads: int | None = None  # key/value heads g (grouped-query attention), dividing h; None = h
     num_layers: int = 3  # L, number of pre-LN blocks
     ffn_dim: int = 256  # hidden width of the GELU feed-forward
     causal: bool = True  # True: decoder-only LM; False: bidirectional encoder
@@ -104,6 +105,7 @@ class TransformerConfig:
                 f"d_model must be divisible by num_heads, got d_model={self.d_model}, "
                 f"num_heads={self.num_heads}"
             )
+        check_kv_heads(self.num_kv_heads, self.num_heads)
         check_int("num_layers", self.num_layers, minimum=1)
         check_int("ffn_dim", self.ffn_dim, minimum=1)
         check_float("dropout", self.dropout, minimum=0.0, maximum=1.0)
@@ -161,7 +163,12 @@ class Block(nn.Module):
         d = config.d_model
         self.ln_attn = nn.LayerNorm(d)
         self.attn = MultiHeadAttention(
-            d, config.num_heads, encoding=encoding, causal=config.causal, dropout=config.dropout
+            d,
+            config.num_heads,
+            num_kv_heads=config.num_kv_heads,
+            encoding=encoding,
+            causal=config.causal,
+            dropout=config.dropout,
         )
         self.ln_ffn = nn.LayerNorm(d)
         self.ffn = nn.Sequential(nn.Linear(d, config.ffn_dim), nn.GELU(), nn.Linear(config.ffn_dim, d))

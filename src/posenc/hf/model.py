@@ -50,6 +50,7 @@ import torch
 from torch import nn
 
 from posenc import rope_scaling
+from posenc.attention import repeat_kv
 from posenc.base import PositionalEncoding, RotaryEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.hf.config import from_hf
@@ -131,9 +132,7 @@ def attention(
         raise PosencError("posenc's bias attention does not implement logit soft-capping (Gemma 2)")
     b, h, i, d = query.shape
     j, groups = key.shape[2], h // key.shape[1]
-    if groups > 1:  # grouped-query attention: each key/value head serves `groups` query heads
-        key = key[:, :, None].expand(b, key.shape[1], groups, j, d).reshape(b, h, j, d)
-        value = value[:, :, None].expand(b, value.shape[1], groups, j, value.shape[-1]).reshape(b, h, j, -1)
+    key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # grouped-query: as posenc's attention
     if scaling is not None and not math.isclose(scaling, d**-0.5, rel_tol=1e-12):
         query = query * (scaling * math.sqrt(d))  # posenc's kernel scales by 1/sqrt(d)
     position_ids = kwargs.get("position_ids")

@@ -1,0 +1,140 @@
+"""Grouped-query / multi-query attention (``num_kv_heads``): for every registered encoding and
+every path that can express it, attention with ``g`` key/value heads equals multi-head attention
+whose k/v projection weights are those of the ``g`` heads repeated per group; full tensors,
+forward, backward and KV-cache decoding (the cache holds ``g`` heads, not ``h``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from tests.tolerances import tol
+
+import posenc
+from posenc.attention import SDPA_KINDS, KVCache, MultiHeadAttention
+from posenc.errors import PosencError
+from posenc.model import Transformer, TransformerConfig
+
+D_MODEL, HEADS = 16, 4
+HEAD_DIM = D_MODEL // HEADS
+NAMES = list(posenc.ENCODINGS)
+F64 = tol(torch.float64)
+
+
+def repeated(weight: torch.Tensor, groups: int) -> torch.Tensor:
+    """k/v projection rows (or bias) of ``g`` heads -> the same rows repeated for ``g * groups`` heads."""
+    per_head = weight.reshape(-1, HEAD_DIM, *weight.shape[1:])  # (g, d, D?)
+    return per_head.repeat_interleave(groups, dim=0).reshape(-1, *weight.shape[1:])
+
+
+def pair(name: str, num_kv_heads: int, path: str) -> tuple[MultiHeadAttention, MultiHeadAttention]:
+    """(GQA attention, the multi-head reference with repeated k/v weights), sharing the encoding."""
+    torch.manual_seed(0)
+    enc = posenc.build_for_model(name, d_model=D_MODEL, num_heads=HEADS)
+    gqa = MultiHeadAttention(D_MODEL, HEADS, num_kv_heads=num_kv_heads, encoding=enc, bias=True, path=path)
+    ref = MultiHeadAttention(D_MODEL, HEADS, encoding=enc, bias=True, path=path)
+    groups = HEADS // num_kv_heads
+    with torch.no_grad():
+        for proj in ("q_proj", "out_proj"):
+            getattr(ref, proj).load_state_dict(getattr(gqa, proj).state_dict())
+        for proj in ("k_proj", "v_proj"):
+            getattr(ref, proj).weight.copy_(repeated(getattr(gqa, proj).weight, groups))
+            getattr(ref, proj).bias.copy_(repeated(getattr(gqa, proj).bias, groups))
+    return gqa.double(), ref.double()
+
+
+def paths(name: str) -> list[str]:
+    return ["plain", "sdpa"] if posenc.ENCODINGS[name].kind in SDPA_KINDS else ["plain"]
+
+
+CASES = [(name, path) for name in NAMES for path in paths(name)]
+
+
+@pytest.mark.parametrize("num_kv_heads", [2, 1], ids=["gqa", "mqa"])
+@pytest.mark.parametrize(("name", "path"), CASES)
+def test_gqa_equals_repeated_kv_forward_backward_and_decode(name, path, num_kv_heads):
+    gqa, ref = pair(name, num_kv_heads, path)
+    assert gqa.k_proj.out_features == num_kv_heads * HEAD_DIM
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 6, D_MODEL, generator=gen, dtype=torch.float64)
+    mask = torch.tensor([[True] * 6, [False] + [True] * 5])  # left padding: masks and positions
+
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out, expected = gqa(xa, padding_mask=mask), ref(xb, padding_mask=mask)
+    torch.testing.assert_close(out, expected, **F64)
+    weight = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    (ga,) = torch.autograd.grad(out, xa, weight)
+    (gb,) = torch.autograd.grad(expected, xb, weight)
+    torch.testing.assert_close(ga, gb, **F64)
+
+    if not gqa.encoding.supports_kv_cache:
+        return
+    with torch.no_grad():
+        full = ref(x)
+        cache = KVCache()
+        steps = [gqa(x[:, :3], cache=cache)] + [gqa(x[:, t : t + 1], cache=cache) for t in range(3, 6)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, **F64)
+    assert cache.keys.shape == (2, num_kv_heads, 6, HEAD_DIM)  # stored once per key/value head
+    assert cache.values.shape == (2, num_kv_heads, 6, HEAD_DIM)
+
+
+def test_return_weights_and_cross_attention_with_grouped_heads():
+    gqa, ref = pair("rope", 2, "auto")
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 5, D_MODEL, generator=gen, dtype=torch.float64)
+    context = torch.randn(2, 7, D_MODEL, generator=gen, dtype=torch.float64)
+    for a, b in zip(gqa(x, return_weights=True), ref(x, return_weights=True)):
+        torch.testing.assert_close(a, b, **F64)
+    torch.testing.assert_close(gqa(x, context=context), ref(x, context=context), **F64)
+
+
+def test_num_kv_heads_must_divide_num_heads():
+    with pytest.raises(
+        PosencError, match=r"num_kv_heads must divide num_heads=4 \(one of \[1, 2, 4\]\), got 3"
+    ):
+        MultiHeadAttention(D_MODEL, HEADS, num_kv_heads=3)
+    with pytest.raises(PosencError, match=r"num_kv_heads must be an integer in \[1, 4\], got 8"):
+        MultiHeadAttention(D_MODEL, HEADS, num_kv_heads=8)
+    with pytest.raises(PosencError, match="num_kv_heads must divide num_heads=4"):
+        TransformerConfig(vocab_size=11, d_model=D_MODEL, num_heads=HEADS, num_kv_heads=3)
+    with pytest.raises(TypeError, match="num_kv_heads must be an integer"):
+        TransformerConfig(vocab_size=11, d_model=D_MODEL, num_heads=HEADS, num_kv_heads=2.0)
+    assert "num_kv_heads=2" in repr(MultiHeadAttention(D_MODEL, HEADS, num_kv_heads=2))
+
+
+def tiny(encoding, num_kv_heads=None) -> Transformer:
+    torch.manual_seed(0)
+    config = TransformerConfig(
+        vocab_size=11, d_model=D_MODEL, num_heads=HEADS, num_kv_heads=num_kv_heads, num_layers=2,
+        ffn_dim=32, encoding=encoding,
+    )  # fmt: skip
+    return Transformer(config).double()
+
+
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "transformer_xl"])
+def test_transformer_with_grouped_heads_equals_repeated_kv_and_decodes(encoding):
+    model, ref = tiny(encoding, num_kv_heads=1), tiny(encoding)
+    state = model.state_dict()
+    for key, value in state.items():
+        if ".k_proj." in key or ".v_proj." in key:
+            state[key] = repeated(value, HEADS)
+    ref.load_state_dict(state)
+    tokens = torch.randint(0, 11, (2, 7), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        expected = ref(tokens)
+        torch.testing.assert_close(model(tokens), expected, **F64)
+        caches = model.new_cache()
+        steps = [model(tokens[:, :4], cache=caches)]
+        steps += [model(tokens[:, t : t + 1], cache=caches) for t in range(4, 7)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), expected, **F64)
+    assert all(c.keys.shape[1] == 1 for c in caches)
+
+
+def test_config_round_trips_num_kv_heads_through_json():
+    config = TransformerConfig(vocab_size=11, d_model=D_MODEL, num_heads=HEADS, num_kv_heads=2)
+    again = TransformerConfig.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again == config and again.num_kv_heads == 2
+    default = TransformerConfig(vocab_size=11)
+    assert TransformerConfig.from_dict(json.loads(json.dumps(default.to_dict()))) == default
+    assert Transformer(default).blocks[0].attn.num_kv_heads == default.num_heads
