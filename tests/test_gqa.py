@@ -5,14 +5,20 @@ forward, backward and KV-cache decoding (the cache holds ``g`` heads, not ``h``)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 import torch
+from click.testing import CliRunner
 from tests.tolerances import tol
 
 import posenc
+from posenc import presets
 from posenc.attention import SDPA_KINDS, KVCache, MultiHeadAttention
+from posenc.bench.spec import RunSpec
+from posenc.bench.trainer import build_model
+from posenc.cli import main
 from posenc.errors import PosencError
 from posenc.model import Transformer, TransformerConfig
 
@@ -138,3 +144,40 @@ def test_config_round_trips_num_kv_heads_through_json():
     default = TransformerConfig(vocab_size=11)
     assert TransformerConfig.from_dict(json.loads(json.dumps(default.to_dict()))) == default
     assert Transformer(default).blocks[0].attn.num_kv_heads == default.num_heads
+
+
+def test_presets_give_key_value_heads_for_a_smaller_model():
+    assert presets.kv_heads("llama-3.1", 4) == 1  # 32 query heads / 8 kv heads: groups of 4
+    assert presets.kv_heads("gemma-3-12b", 4) == 2  # 16 / 8: groups of 2
+    assert presets.kv_heads("phi-3.5-mini", 4) == 4  # no grouping
+    with pytest.raises(PosencError, match=r"'llama-3.1' has 4 query heads per key/value head \(32 / 8\)"):
+        presets.kv_heads("llama-3.1", 2)
+
+
+def test_benchmark_runs_with_grouped_heads_keep_other_run_ids():
+    plain = RunSpec(task="copy", encoding="rope", seed=0)
+    grouped = dataclasses.replace(plain, model=dataclasses.replace(plain.model, num_kv_heads=1))
+    assert "num_kv_heads" not in plain.identity()["model"]  # older records keep their ids
+    assert grouped.run_id != plain.run_id and grouped.label == "rope[kv:1]" and plain.label == "rope"
+    model = build_model(grouped)
+    assert {block.attn.num_kv_heads for block in model.blocks} == {1}
+    assert RunSpec.from_dict(json.loads(json.dumps(grouped.to_dict()))) == grouped
+
+
+def test_cli_compare_takes_kv_heads_from_a_preset(tmp_path):
+    result = CliRunner().invoke(
+        main,
+        ["compare", "--profile", "smoke", "--encodings", "rope", "--tasks", "copy", "--kv-heads", "gemma-3-12b",
+         "--no-report", "--format", "json", "--out", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["summary"]["rows"]
+    assert set(rows) == {"rope[kv:1]"}  # the smoke profile's 2 heads, paired as in Gemma 3
+    for bad, message in (
+        ("3", "num_kv_heads must be an integer in [1, 2], got 3"),
+        ("llama-3.1", "4 query heads per"),
+    ):
+        out = CliRunner().invoke(
+            main, ["compare", "--profile", "smoke", "--kv-heads", bad, "--out", str(tmp_path)]
+        )
+        assert out.exit_code == 2 and "--kv-heads" in out.output and message in out.output, out.output

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from posenc.base import PositionalEncoding, did_you_mean
+from posenc.base import PositionalEncoding, check_int, did_you_mean
 from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import build_for_model
 from posenc.schedules import SCHEDULES, Schedule, uniform
@@ -529,9 +529,24 @@ def schedule(name: str, num_layers: int | None = None) -> Schedule:
     return SCHEDULES[builder].fn(num_layers, **kwargs)
 
 
+def kv_heads(name: str, num_heads: int) -> int:
+    """Key/value heads for a model with ``num_heads`` query heads and preset ``name``'s grouping:
+    ``num_heads`` divided by the preset's query heads per key/value head (Llama 3.1: 32 / 8 = 4
+    per group, so 4 heads -> 1). Raises when ``num_heads`` is not a multiple of the group size."""
+    preset = get(name)
+    num_heads = check_int("num_heads", num_heads, minimum=1)
+    groups = preset.num_heads // (preset.num_kv_heads or preset.num_heads)
+    if num_heads % groups:
+        raise PosencError(
+            f"preset {name!r} has {groups} query heads per key/value head "
+            f"({preset.num_heads} / {preset.num_kv_heads}); num_heads={num_heads} is not a multiple of it"
+        )
+    return num_heads // groups
+
+
 def list_presets() -> list[dict[str, Any]]:
     """One JSON-ready row per preset (name first)."""
     return [{"name": name, **preset.to_dict()} for name, preset in PRESETS.items()]
 
 
-__all__ = ["PRESETS", "Preset", "build", "get", "list_presets", "schedule"]
+__all__ = ["PRESETS", "Preset", "build", "get", "kv_heads", "list_presets", "schedule"]

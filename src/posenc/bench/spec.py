@@ -23,6 +23,7 @@ class ModelSpec:
     ffn_dim: int = 256  # GELU MLP hidden size
     combine: str = "add"  # additive encodings: "add" | "concat" (posenc.model.TransformerConfig)
     inject: str = "input"  # additive encodings: "input" | "every_layer"
+    num_kv_heads: int | None = None  # key/value heads (grouped-query attention); None = num_heads
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class TrainSpec:
 #: Fields added after records existed, with the value that means "as before": left
 #: out of the identity at that value, so older records keep their run ids.
 _NEW_DEFAULTS: dict[str, dict[str, Any]] = {
-    "model": {"combine": "add", "inject": "input"},
+    "model": {"combine": "add", "inject": "input", "num_kv_heads": None},
     "train": {"position_warmup_steps": 0},
 }
 
@@ -87,7 +88,8 @@ class RunSpec:
     @property
     def label(self) -> str:
         """Human name of the encoding variant: ``rope``, ``t5@scaled``, ``rope+rand``, ``irope:2``,
-        ``sinusoidal[concat]``, ``sinusoidal[every_layer]``, ``sinusoidal[pe-warmup:200]``."""
+        ``sinusoidal[concat]``, ``sinusoidal[every_layer]``, ``sinusoidal[pe-warmup:200]``,
+        ``rope[kv:1]`` (one key/value head)."""
         base = self.schedule or self.encoding
         name = base if self.variant == "default" else f"{base}@{self.variant}"
         tags = self.architecture_tags()
@@ -103,6 +105,8 @@ class RunSpec:
             tags.append(self.model.inject)
         if self.train.position_warmup_steps:
             tags.append(f"pe-warmup:{self.train.position_warmup_steps}")
+        if self.model.num_kv_heads is not None and self.model.num_kv_heads != self.model.num_heads:
+            tags.append(f"kv:{self.model.num_kv_heads}")
         return tags
 
     def identity(self) -> dict[str, Any]:

@@ -51,6 +51,7 @@ def build_model(spec: RunSpec) -> Transformer:
         vocab_size=vocab,
         d_model=spec.model.d_model,
         num_heads=spec.model.num_heads,
+        num_kv_heads=spec.model.num_kv_heads,
         num_layers=spec.model.num_layers,
         ffn_dim=spec.model.ffn_dim,
         combine=spec.model.combine,

@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from posenc import bench, report
+from posenc import bench, presets, report
+from posenc.attention import check_kv_heads
 from posenc.base import check_int
 from posenc.bench.executor import max_threads
 from posenc.bench.profiles import MAX_SEED, PROFILES, get_profile, parse_variants, resolve_encodings
@@ -87,6 +88,12 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     help="per-layer schedules run as extra grid entries, comma-separated: irope[:k] (NoPE every k-th layer, "
     "Llama 4), local_global[:k] (RoPE base 1e6 every k-th layer, 1e4 elsewhere, Gemma 3)",
 )
+@click.option(
+    "--kv-heads",
+    default=None,
+    help="key/value heads of every model (grouped-query attention): a divisor of the profile's heads, or a "
+    "preset name (its query heads per key/value head: llama-3.1 has 4, so 4 heads -> 1)",
+)
 @click.option("--list-profiles", is_flag=True, help="print the profiles and exit")
 @FORMAT
 def compare_command(
@@ -102,6 +109,7 @@ def compare_command(
     no_report,
     variants,
     schedules,
+    kv_heads,
     list_profiles,
     fmt,
 ):
@@ -122,6 +130,7 @@ def compare_command(
       posenc compare --encodings sinusoidal,rope --variants combine=concat,position_warmup=200
       posenc compare --variants combine=concat,inject=every_layer,position_warmup=200
       posenc compare --encodings rope,nope --schedules irope:2,local_global:3
+      posenc compare --encodings rope,alibi --kv-heads llama-3.1   # grouped-query, as Llama 3.1
 
     --variants adds runs of each additive encoding that change how position is
     added (labels like sinusoidal[concat], sinusoidal[pe-warmup:200]); other
@@ -129,6 +138,9 @@ def compare_command(
 
     --schedules adds one run per per-layer schedule (posenc.schedules) for each task and
     seed, labelled by the schedule (irope:2); the model's layers count for the period.
+
+    --kv-heads gives every model fewer key/value heads than query heads; labels get
+    [kv:N] and the run ids change (a different model), other runs keep theirs.
     """
     if list_profiles:
         rows = {name: {"description": p.description, "why": p.why} for name, p in PROFILES.items()}
@@ -142,6 +154,10 @@ def compare_command(
     if schedules:
         prof = dataclasses.replace(
             prof, schedules=tuple(dict.fromkeys(prof.schedules + (_split(schedules) or ())))
+        )
+    if kv_heads is not None:
+        prof = dataclasses.replace(
+            prof, model=dataclasses.replace(prof.model, num_kv_heads=_kv_heads(kv_heads, prof))
         )
     if address and executor != "ray":
         raise click.UsageError("--address needs --executor ray")
@@ -193,6 +209,17 @@ def _with_variants(profile: str, text: str | None, encodings: tuple[str, ...] | 
                 err=True,
             )
     return prof
+
+
+def _kv_heads(text: str, prof) -> int:
+    """``--kv-heads`` (an integer or a preset name) -> key/value heads for the profile's model."""
+    num_heads = prof.model.num_heads
+    try:
+        if text.strip().isdigit():
+            return check_kv_heads(int(text), num_heads)
+        return presets.kv_heads(text.strip(), num_heads)
+    except PosencError as err:
+        raise PosencError(f"--kv-heads {text!r} for the {prof.name!r} profile's {num_heads} heads: {err}") from None
 
 
 def _full_report(out: Path) -> dict[str, str]:
