@@ -20,6 +20,7 @@ from posenc.bench.spec import RunSpec
 from posenc.bench.trainer import build_model
 from posenc.cli import main
 from posenc.errors import PosencError
+from posenc.kernels import bias_attention as bias_kernels
 from posenc.model import Transformer, TransformerConfig
 
 D_MODEL, HEADS = 16, 4
@@ -59,20 +60,36 @@ CASES = [(name, path) for name in NAMES for path in paths(name)]
 
 @pytest.mark.parametrize("num_kv_heads", [2, 1], ids=["gqa", "mqa"])
 @pytest.mark.parametrize(("name", "path"), CASES)
-def test_gqa_equals_repeated_kv_forward_backward_and_decode(name, path, num_kv_heads):
+def test_gqa_equals_repeated_kv_forward_backward_and_decode(name, path, num_kv_heads, monkeypatch):
     gqa, ref = pair(name, num_kv_heads, path)
+    blocked_calls = []
+    real_blocked = bias_kernels.blocked_attention
+    monkeypatch.setattr(
+        bias_kernels, "blocked_attention", lambda *a, **k: blocked_calls.append(1) or real_blocked(*a, **k)
+    )
     assert gqa.k_proj.out_features == num_kv_heads * HEAD_DIM
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(2, 6, D_MODEL, generator=gen, dtype=torch.float64)
     mask = torch.tensor([[True] * 6, [False] + [True] * 5])  # left padding: masks and positions
 
-    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
-    out, expected = gqa(xa, padding_mask=mask), ref(xb, padding_mask=mask)
-    torch.testing.assert_close(out, expected, **F64)
-    weight = torch.randn(out.shape, generator=gen, dtype=torch.float64)
-    (ga,) = torch.autograd.grad(out, xa, weight)
-    (gb,) = torch.autograd.grad(expected, xb, weight)
-    torch.testing.assert_close(ga, gb, **F64)
+    # Left padding (explicit per-row positions: the generic paths), then no mask (contiguous
+    # positions: the bias kinds' Toeplitz blocks and blocked backward, FIRE's float32 C kernel).
+    runs = [(mask, torch.float64), (None, torch.float64)]
+    if gqa.kind == "bias" and path == "sdpa":
+        runs.append((None, torch.float32))
+    for padding, dtype in runs:
+        a, b = (gqa, ref) if dtype == torch.float64 else (gqa.float(), ref.float())
+        xa, xb = x.to(dtype).requires_grad_(), x.to(dtype).requires_grad_()
+        out, expected = a(xa, padding_mask=padding), b(xb, padding_mask=padding)
+        torch.testing.assert_close(out, expected, **tol(dtype))
+        weight = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(dtype)
+        (ga,) = torch.autograd.grad(out, xa, weight)
+        (gb,) = torch.autograd.grad(expected, xb, weight)
+        torch.testing.assert_close(ga, gb, **tol(dtype))
+    gqa.double(), ref.double()
+    enc = gqa.encoding
+    if path == "sdpa" and enc.kind == "bias" and (enc.translation_invariant or enc.factored_mlp(0, 0, 1, 1)):
+        assert blocked_calls  # the fast blocked forward/backward ran, not only the generic blocks
 
     if not gqa.encoding.supports_kv_cache:
         return
