@@ -219,7 +219,9 @@ def _kv_heads(text: str, prof) -> int:
             return check_kv_heads(int(text), num_heads)
         return presets.kv_heads(text.strip(), num_heads)
     except PosencError as err:
-        raise PosencError(f"--kv-heads {text!r} for the {prof.name!r} profile's {num_heads} heads: {err}") from None
+        raise PosencError(
+            f"--kv-heads {text!r} for the {prof.name!r} profile's {num_heads} heads: {err}"
+        ) from None
 
 
 def _full_report(out: Path) -> dict[str, str]:
