@@ -33,7 +33,8 @@ values have ``g = num_kv_heads`` heads, each serving ``h / g`` consecutive query
 head ``t`` reads key/value head ``t // (h / g)``, as transformers' ``repeat_kv``). Rotary
 encodings rotate the ``g`` key heads, the KV cache stores ``g`` heads, SDPA reads them in
 place (``enable_gqa``); the other paths (bias, relative, contextual, plain) repeat them to
-``h`` heads per call (:func:`repeat_kv`), which is what they compute per head anyway.
+``h`` heads per call (``kernels.bias_attention.repeat_kv``), which is what they compute per
+head anyway.
 
 KV cache rule (:class:`KVCache`): keys are cached *after* rotation, so each
 decode step rotates only the new token. Encodings that set
@@ -68,21 +69,12 @@ from posenc.base import (
     resolve_positions,
 )
 from posenc.errors import PosencError, PosencTypeError
-from posenc.kernels.bias_attention import bias_attention
+from posenc.kernels.bias_attention import bias_attention, repeat_kv
 from posenc.positions import from_attention_mask
 
 PATHS = ("auto", "sdpa", "plain")
 # Kinds the fused SDPA kernel can express (bias through a float attn_mask).
 SDPA_KINDS = ("none", "additive", "rotary", "bias")
-
-
-def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
-    """``(b, g, j, d) -> (b, g * groups, j, d)``: key/value head ``t`` serves query heads
-    ``t * groups .. (t + 1) * groups - 1`` (``x`` itself when ``groups == 1``)."""
-    if groups == 1:
-        return x
-    b, g, j, d = x.shape
-    return x[:, :, None].expand(b, g, groups, j, d).reshape(b, g * groups, j, d)
 
 
 def choose_path(kind: str, requested: str = "auto", *, need_weights: bool = False) -> str:

@@ -50,11 +50,10 @@ import torch
 from torch import nn
 
 from posenc import rope_scaling
-from posenc.attention import repeat_kv
 from posenc.base import PositionalEncoding, RotaryEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.hf.config import from_hf
-from posenc.kernels.bias_attention import bias_attention
+from posenc.kernels.bias_attention import bias_attention, repeat_kv
 from posenc.registry import get_encoding_class
 from posenc.schedules import LayerEncoding, Schedule, uniform
 

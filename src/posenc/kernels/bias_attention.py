@@ -63,6 +63,15 @@ GENERIC_CHUNK_BYTES = 8 << 20  # per block when the float64 definition runs per 
 MIN_CAUSAL_ROWS = 128  # causal: blocks of max(this, i/8) rows skip most of the masked triangle
 
 
+def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """``(b, g, j, d) -> (b, g * groups, j, d)``: key/value head ``t`` serves query heads
+    ``t * groups .. (t + 1) * groups - 1`` (``x`` itself when ``groups == 1``)."""
+    if groups == 1:
+        return x
+    b, g, j, d = x.shape
+    return x[:, :, None].expand(b, g, groups, j, d).reshape(b, g * groups, j, d)
+
+
 def _with_start(positions: Positions) -> Positions:
     """``positions`` with ``start`` set when every row is ``p0 + arange(n)`` (reads the values:
     only for tensors handed to the public entry points, never on attention's path)."""
