@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from posenc.bench import tuning
 from posenc.bench.executor import LocalExecutor, make_executor
 from posenc.bench.profiles import PROFILES, Profile, build_grid, get_profile
 from posenc.bench.report_section import write_page
@@ -148,9 +149,15 @@ def compare(
     show_progress: bool = True,
     log: Callable[[str], None] = print,
     extra_outputs: Callable[[Path], dict[str, str]] | None = None,
+    retune: bool = False,
 ) -> CompareResult:
     """Run (or resume) a profile's grid into ``out``; write summaries, figures and the benchmark page
-    (and ``extra_outputs``, see :func:`write_outputs`) from this invocation's own grid."""
+    (and ``extra_outputs``, see :func:`write_outputs`) from this invocation's own grid.
+
+    With a learning-rate grid in the profile, each encoding's rate is chosen first
+    (:mod:`posenc.bench.tuning`: shipped choices, else cached under ``out/tuning``, else
+    tuned now; ``retune`` ignores the shipped ones).
+    """
     prof = get_profile(profile) if isinstance(profile, str) else profile
     workers = prof.workers if workers is None else workers
     threads = default_threads(workers) if threads is None else threads
@@ -161,9 +168,21 @@ def compare(
     store.check_writable()  # before any run: a directory that cannot take records fails now
     if grid.missing_encodings:
         log(f"not registered (skipped): {', '.join(grid.missing_encodings)}")
-    outcome = run_grid(grid.specs, store, runner, show_progress=show_progress, log=log)
+    specs = grid.specs
+    tuned = None
+    if prof.lr_grid:
+        share = dict(prof.tune_share)
+        choices, tuned = tuning.choose(
+            specs, prof.lr_grid, tuning.tuning_store(out), runner, share=share, use_shipped=not retune,
+            show_progress=show_progress, log=log,
+        )  # fmt: skip
+        specs = tuning.apply(specs, choices, prof.lr_grid, share)
+    outcome = run_grid(specs, store, runner, show_progress=show_progress, log=log)
+    if tuned is not None:
+        outcome.failed[:0] = [(f"tuning {run}", error) for run, error in tuned.failed]
+        outcome.wall_seconds += tuned.wall_seconds
     # This invocation's own grid, never another one's that shares ``out`` (docs/guarantees.md).
-    run_ids = [spec.run_id for spec in grid.specs]
+    run_ids = [spec.run_id for spec in specs]
     summary, files = write_outputs(
         out, report=report, run_ids=run_ids, profile=prof.name, log=log, extra_outputs=extra_outputs
     )

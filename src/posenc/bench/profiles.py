@@ -29,6 +29,7 @@ from typing import Any
 
 from posenc import schedules
 from posenc.base import check_choice, check_int
+from posenc.bench import scalings
 from posenc.bench.executor import max_threads
 from posenc.bench.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.errors import PosencError
@@ -63,29 +64,38 @@ class Profile:
     randomized: tuple[str, ...] = ()  # encodings also trained with randomized positions ("*" = all)
     randomized_max_len: tuple[str, ...] = ("scaled",)  # "scaled" and/or "paper"
     scaled_variants: bool = False  # also run "@scaled" variants of the paper-length Config fields
-    scalings: tuple[str, ...] = ()  # RoPE scalings evaluated on rotary models, "type:factor"
+    scalings: tuple[str, ...] = ()  # RoPE scalings evaluated on rotary models (posenc.bench.scalings)
+    finetune: int = 0  # fine-tuning steps of the scalings whose papers fine-tune (PI, YaRN); LM only
     variants: tuple[str, ...] = ()  # architecture variants of additive encodings, "combine=concat"
     schedules: tuple[str, ...] = ()  # per-layer schedules run as grid entries, "irope:2" (posenc.schedules)
     workers: int = 1  # default --workers
+    lr_grid: tuple[float, ...] = ()  # learning rates tried per encoding (posenc.bench.tuning); () = no tuning
+    # Tasks that reuse another task's learning-rate choice, as (task, tuned on) pairs.
+    tune_share: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
 PAPER_EVAL = EvalSpec()
-ALL_SCALINGS = tuple(f"{t}:{s}" for t in ("linear", "ntk", "dynamic", "yarn") for s in (2, 4, 8))
+ALL_SCALINGS = (
+    *(f"{t}:{s}" for t in ("linear", "ntk", "dynamic", "yarn") for s in (2, 4, 8)),
+    scalings.DYNAMIC_YARN,
+)
 
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke",
         description="seconds; for tests: tiny model, a few steps, every code path",
-        why="Exercises training, every evaluation, scalings, storage and the report; numbers are meaningless.",
+        why="Exercises tuning, training, every evaluation, scalings, storage and the report; numbers are meaningless.",
         encodings=("sinusoidal", "nope"),
         tasks=("copy", "lm"),
-        seeds=(0,),
+        seeds=(0, 1, 2),
         model=ModelSpec(d_model=16, num_heads=2, num_layers=1, ffn_dim=32),
-        task_train=TrainSpec(steps=6, batch_size=8, warmup_steps=2, max_len=6),
-        lm_train=TrainSpec(steps=6, batch_size=4, warmup_steps=2, max_len=16),
+        task_train=TrainSpec(steps=6, batch_size=8, warmup_steps=2, max_len=6, check_every=3, valid_samples=16),
+        lm_train=TrainSpec(
+            steps=6, batch_size=4, warmup_steps=2, max_len=16, check_every=2, valid_samples=4, plateau_checks=1
+        ),
         eval=EvalSpec(
             lengths=(4, 6, 9, 12, 24),
             samples=8,
@@ -96,27 +106,21 @@ PROFILES: dict[str, Profile] = {
             lastk_windows=2,
             position_multiple=4,
         ),
+        scalings=("dynamic:2", "yarn-dynamic", "yarn:2"),
+        finetune=2,
+        lr_grid=(1e-3, 3e-3),
         workers=1,
     ),
     "quick": Profile(
         name="quick",
-        description="<= 10 min on 2 CPU cores including everything: 9 variants x (copy + LM), 1 seed",
-        why=(
-            "The full protocol's 1500 task steps at batch 64 (n <= 16) and 2000 LM steps at L_train = 128 take "
-            "well over an hour for 18 runs on 2 cores. Measured here (d_model 64, 3 layers, batch 32, lr "
-            "2e-3): copy on n <= 6 for 1000 steps converged in-distribution for 8 of 9 variants and the "
-            "whole profile took 181 s on an idle machine, so the budget was spent on n <= 8 (tests up to "
-            "n = 32, still 4x) for 2000 steps and a byte LM at L_train = 64 for 800 steps: 841 s of CPU "
-            "over 2 workers: 416 s wall end to end on the idle machine (770 s while other jobs shared the "
-            "cores), identical numbers both times. The LM ratios compare lengths, so the short context is what matters, not the "
-            "absolute perplexity. 128 examples per length, 6 KiB of validation text."
-        ),
+        description="<= 10 min on 2 CPU cores including everything: 9 variants x (copy + recall + LM), 3 seeds",
+        why="(measured below)",
         encodings=("learned", "sinusoidal", "nope", "rope", "alibi", "t5", "kerple_log", "fire"),
-        tasks=("copy", "lm"),
-        seeds=(0,),
+        tasks=("copy", "recall", "lm"),
+        seeds=(0, 1, 2),
         model=ModelSpec(),
-        task_train=TrainSpec(steps=2000, batch_size=32, lr=2e-3, warmup_steps=100, max_len=8),
-        lm_train=TrainSpec(steps=800, batch_size=16, lr=2e-3, warmup_steps=80, max_len=64),
+        task_train=TrainSpec(steps=1500, batch_size=32, warmup_steps=50, max_len=8, check_every=50),
+        lm_train=TrainSpec(steps=800, batch_size=16, warmup_steps=50, max_len=64, check_every=100),
         eval=EvalSpec(
             lengths=(4, 8, 10, 12, 16, 24, 32),
             samples=128,
@@ -128,43 +132,59 @@ PROFILES: dict[str, Profile] = {
             position_multiple=8,
         ),
         randomized=("rope",),
-        scalings=("dynamic:4", "yarn:4"),
+        scalings=("dynamic:4", "yarn-dynamic", "linear:4", "yarn:4"),
+        finetune=100,
+        lr_grid=(1e-3, 2e-3, 4e-3),
         workers=2,
     ),
     "standard": Profile(
         name="standard",
-        description="every task and every registered encoding, 1 seed (estimated 1-2 h on 2 cores; not timed)",
-        why="The full protocol's model and evaluation; 1000 task steps and 1500 LM steps to fit an hour.",
+        description="every task and every registered encoding, 3 seeds (measured: see docs/benchmark.md)",
+        why="(measured below)",
         encodings=None,
         tasks=ALL_TASKS,
-        seeds=(0,),
+        seeds=(0, 1, 2),
         model=ModelSpec(),
-        task_train=TrainSpec(steps=1000),
-        lm_train=TrainSpec(steps=1500, batch_size=16, max_len=128),
-        eval=dataclasses.replace(PAPER_EVAL, samples=128, lm_bytes=6144),
+        task_train=TrainSpec(steps=1500, batch_size=32, warmup_steps=50, max_len=8, check_every=50),
+        lm_train=TrainSpec(steps=800, batch_size=16, warmup_steps=50, max_len=64, check_every=100),
+        eval=EvalSpec(
+            lengths=(4, 8, 10, 12, 16, 24, 32),
+            samples=128,
+            lm_lengths=(32, 64, 96, 128, 192, 256, 512),
+            lm_bytes=6144,
+            lastk_contexts=(1.0, 1.25, 1.5, 2.0, 4.0, 8.0),
+            lastk_k=32,
+            lastk_windows=32,
+            position_multiple=8,
+        ),
         randomized=("sinusoidal", "rope"),
-        scalings=tuple(f"{t}:{s}" for t in ("linear", "ntk", "dynamic", "yarn") for s in (2, 4)),
+        scalings=("dynamic:2", "dynamic:4", "yarn-dynamic", "ntk:4", "linear:4", "yarn:4"),
+        finetune=100,
+        lr_grid=(1e-3, 2e-3, 4e-3),
+        tune_share=(("reverse", "copy"), ("copy_binary", "copy"), ("selective_copy", "copy"), ("parity", "copy")),
         workers=2,
     ),
     "full": Profile(
         name="full",
         description=(
-            "The protocol in full: 3 seeds, every task and encoding, default and scaled variants, "
-            "architecture variants of additive encodings"
+            "The protocol in full: 5 seeds, every task and encoding, default and scaled variants, "
+            "architecture variants of additive encodings (not timed: many hours)"
         ),
-        why="The protocol as written (1500 task steps, 2000 LM steps, 256 examples per length).",
+        why="The protocol as written (step caps of 1500 task / 2000 LM steps, 256 examples per length).",
         encodings=None,
         tasks=ALL_TASKS,
-        seeds=(0, 1, 2),
+        seeds=(0, 1, 2, 3, 4),
         model=ModelSpec(),
-        task_train=TrainSpec(steps=1500),
-        lm_train=TrainSpec(steps=2000, batch_size=16, max_len=128),
+        task_train=TrainSpec(steps=3000),
+        lm_train=TrainSpec(steps=4000, batch_size=16, max_len=128, check_every=100),
         eval=PAPER_EVAL,
         randomized=("*",),
         randomized_max_len=("scaled", "paper"),
         scaled_variants=True,
         scalings=ALL_SCALINGS,
+        finetune=400,
         variants=("combine=concat", "inject=every_layer", "position_warmup=200"),
+        lr_grid=(5e-4, 1e-3, 2e-3, 4e-3),
         workers=2,
     ),
 }
@@ -336,6 +356,7 @@ def build_grid(
                     rotary = (
                         ENCODINGS[name].kind == "rotary" and "scaling" in ENCODINGS[name].Config.field_names()
                     )
+                    run_scalings = scalings.for_task(profile.scalings, task) if rotary and l_max is None else ()
                     specs.append(
                         RunSpec(
                             task=task,
@@ -347,7 +368,10 @@ def build_grid(
                             model=profile.model,
                             train=train,
                             eval=profile.eval,
-                            scalings=profile.scalings if rotary and l_max is None else (),
+                            scalings=run_scalings,
+                            finetune=profile.finetune if any(
+                                scalings.parse(x).needs_finetune for x in run_scalings
+                            ) else 0,
                             profile=profile.name,
                             threads=threads,
                         )

@@ -24,7 +24,7 @@ from rich.progress import (
 
 from posenc.bench.executor import Executor
 from posenc.bench.spec import RunSpec
-from posenc.bench.store import ResultStore
+from posenc.bench.store import ResultStore, version_problem
 from posenc.bench.trainer import execute
 
 
@@ -77,8 +77,13 @@ def run_grid(
 
     start = time.perf_counter()
     todo, outcome = plan(specs, store)
+    for version, count in sorted(store.other_versions().items()):
+        log(
+            f"{count} record(s) in {store.runs} were {version_problem({'spec': {'benchmark': version}})}: "
+            "they are kept but never resumed or summarised as current results; this grid's runs are done anew"
+        )
     for run_id, reason in outcome.redone:
-        log(f"record {run_id} is corrupt ({reason}); redoing it")
+        log(f"record {run_id} cannot be resumed ({reason}); redoing it")
     if outcome.skipped:
         log(f"resuming: {len(outcome.skipped)} of {len(specs)} runs already have valid records")
     total = sum(s.work_units() for s in todo)

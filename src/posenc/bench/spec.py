@@ -4,6 +4,11 @@ A :class:`RunSpec` says everything a worker needs to train and evaluate one
 model (encoding variant x task x seed); its :attr:`RunSpec.run_id` is a hash of
 that content, so a finished record is found again by recomputing the spec.
 Execution details (threads) are not part of the identity.
+
+:data:`BENCHMARK_VERSION` names the semantics of a run (what "trained" and "evaluated"
+mean). It is part of the identity and of every record, so a record written under other
+semantics is never resumed or summarised as a current result (see
+:mod:`posenc.bench.store`). Bump it whenever a change alters what a record's numbers mean.
 """
 
 from __future__ import annotations
@@ -13,6 +18,19 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+#: Version 2: training stops at in-distribution convergence (held-out checks, a step
+#: cap), the learning rate is chosen per encoding by in-distribution validation, several
+#: seeds, PI/YaRN fine-tuned at the target length. Version 1 (no ``benchmark`` field):
+#: a fixed number of steps at one learning rate, scalings applied without fine-tuning.
+BENCHMARK_VERSION = 2
+#: What each earlier version meant (for the message that refuses its records).
+BENCHMARK_HISTORY = {
+    1: "fixed step counts at one learning rate, no convergence check, scalings without fine-tuning",
+    2: "training to in-distribution convergence, learning rate tuned per encoding, fine-tuned PI/YaRN",
+}
+#: Payload key of a run's trained weights (bytes); the store writes them next to the record.
+WEIGHTS_KEY = "weights_bytes"
 
 
 @dataclass(frozen=True)
@@ -28,7 +46,7 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class TrainSpec:
-    steps: int = 1500
+    steps: int = 1500  # step cap: training stops earlier once it has converged
     batch_size: int = 64
     lr: float = 1e-3  # AdamW peak learning rate
     betas: tuple[float, float] = (0.9, 0.98)
@@ -39,11 +57,22 @@ class TrainSpec:
     min_len: int = 1  # task: n ~ U{min_len .. max_len}
     max_len: int = 16  # task: longest training n; lm: L_train (bytes per window)
     position_warmup_steps: int = 0  # additive signal scaled by min(1, step / this); 0 = off
+    # Convergence: every ``check_every`` steps the model is scored on a held-out set drawn
+    # from the training distribution (``valid_samples`` examples, or LM windows of L_train
+    # bytes); never on an evaluation length.
+    check_every: int = 50
+    valid_samples: int = 256
+    converge_at: float = 0.99  # tasks: held-out exact match at which training stops
+    # LM: converged once the best held-out loss of the last ``plateau_checks`` checks is less
+    # than ``plateau`` (relative) below the best before them.
+    plateau: float = 0.01
+    plateau_checks: int = 3
 
 
 #: Fields added after records existed, with the value that means "as before": left
 #: out of the identity at that value, so older records keep their run ids.
 _NEW_DEFAULTS: dict[str, dict[str, Any]] = {
+    "": {"benchmark": 1, "finetune": 0},
     "model": {"combine": "add", "inject": "input", "num_kv_heads": None},
     "train": {"position_warmup_steps": 0},
 }
@@ -60,6 +89,12 @@ class EvalSpec:
     lastk_contexts: tuple[float, ...] = (1.0, 1.25, 1.5, 2.0, 4.0, 8.0)  # x L_train
     lastk_k: int = 64
     lastk_windows: int = 32
+    # How perplexity at L_valid is computed: "nonoverlapping" windows (the ALiBi paper's
+    # protocol) or "sliding" windows of L_valid advancing by ``sliding_stride`` bytes,
+    # each scoring only its last ``sliding_stride`` bytes (every byte sees >= L_valid -
+    # stride bytes of context; costs L_valid / stride times more).
+    lm_protocol: str = "nonoverlapping"
+    sliding_stride: int = 16
     position_multiple: int = 8  # loss by position at this multiple of L_train
     batch_size: int = 64  # evaluation rows per forward pass (memory only; no effect on numbers)
     seed: int = 0  # seed of the evaluation sets (not the run seed: identical across runs)
@@ -78,11 +113,17 @@ class RunSpec:
     model: ModelSpec = ModelSpec()
     train: TrainSpec = TrainSpec()
     eval: EvalSpec = EvalSpec()
-    scalings: tuple[str, ...] = ()  # RoPE scalings evaluated without retraining, e.g. "yarn:4"
+    # RoPE scalings evaluated on the trained model, e.g. "dynamic:4" (no training, as the
+    # method is meant to be used) or "yarn:4" / "linear:4" (after ``finetune`` steps at
+    # factor x L_train, as their papers do; see posenc.bench.scalings).
+    scalings: tuple[str, ...] = ()
+    finetune: int = 0  # fine-tuning steps for the scalings that need them (0: none)
     # a per-layer schedule (posenc.schedules.parse), e.g. "irope:2"; "" = `encoding` in every layer.
     # With a schedule, `encoding` is its first layer's and encoding_config maps names to overrides.
     schedule: str = ""
+    benchmark: int = BENCHMARK_VERSION  # the semantics this run follows (see BENCHMARK_VERSION)
     profile: str = ""  # name of the profile that made it (provenance only, not identity)
+    lr_source: str = ""  # how train.lr was chosen (provenance only, not identity)
     threads: int = 1  # torch intra-op threads (execution only, not identity)
 
     @property
@@ -113,13 +154,15 @@ class RunSpec:
         """The content that determines the numbers (everything but provenance and threads)."""
         data = dataclasses.asdict(self)
         data.pop("profile")
+        data.pop("lr_source")
         data.pop("threads")
         if not data["schedule"]:  # added after records existed: "" keeps older run ids
             del data["schedule"]
         for part, defaults in _NEW_DEFAULTS.items():
+            node = data[part] if part else data
             for key, value in defaults.items():
-                if data[part][key] == value:
-                    del data[part][key]
+                if node[key] == value:
+                    del node[key]
         return data
 
     @property
@@ -140,11 +183,13 @@ class RunSpec:
         }
         ev = EvalSpec(**eval_fields)
         data["scalings"] = tuple(data.get("scalings", ()))
+        data.setdefault("benchmark", 1)  # records from before the field existed
         return cls(model=model, train=train, eval=ev, **data)
 
     def work_units(self) -> int:
-        """Rough cost in training-step equivalents (for one progress bar over a grid)."""
-        return self.train.steps + self.eval_units()
+        """Rough cost in training-step equivalents (for one progress bar over a grid): the
+        step cap (a run that converges earlier tops up its share when it finishes)."""
+        return self.train.steps + self.finetune * len(self.scalings) + self.eval_units()
 
     def eval_units(self) -> int:
         if self.task == "lm":

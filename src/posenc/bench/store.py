@@ -16,6 +16,15 @@ the shape every reader needs (:func:`result_problem`: a checksum-valid record
 from another posenc version must not crash a summary or silently lose a seed).
 Anything else is reported as corrupt, moved aside (``*.corrupt``) and redone.
 
+A record names the benchmark version it was written under (:data:`BENCHMARK_VERSION`,
+in its spec); one from another version is never resumed or summarised as a current
+result: :func:`version_problem` says why, and the runner says so once per directory.
+
+Each record keeps the trained model's weights next to it (``<record stem>.pt``,
+``torch.save`` of the state dict, written atomically before the record; the record
+holds their SHA-256): :func:`load_weights` checks them, :func:`load_model` rebuilds
+the trained model (e.g. to draw its attention).
+
 Several processes may share a results directory (see docs/guarantees.md):
 records are per run and written atomically; a temp file is named after the
 host and pid of its writer and removed only when that writer is gone (or the
@@ -44,7 +53,8 @@ import numpy
 import torch
 
 import posenc
-from posenc.bench.spec import RunSpec
+from posenc.bench.spec import BENCHMARK_HISTORY, BENCHMARK_VERSION, WEIGHTS_KEY, RunSpec
+from posenc.errors import PosencError
 
 SCHEMA = "posenc.bench.run/1"
 REQUIRED = ("schema", "run_id", "label", "spec", "versions", "result", "checksum")
@@ -103,21 +113,31 @@ def versions() -> dict[str, str]:
     }
 
 
-def make_record(spec: RunSpec, payload: dict[str, Any]) -> dict[str, Any]:
+def make_record(spec: RunSpec, payload: dict[str, Any], weights: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The record of a finished run; ``weights``: ``{"file", "sha256", "bytes"}`` of its weights file."""
     record = {
         "schema": SCHEMA,
         "run_id": spec.run_id,
         "label": spec.label,
+        "benchmark": spec.benchmark,
         "spec": spec.to_dict(),
         "versions": versions(),
         "result": _finite(payload),
     }
+    if weights is not None:
+        record["weights"] = weights
     record["checksum"] = checksum(record)
     return record
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the whole new one.
+    """Write ``text`` to ``path`` so that readers see the old file or the whole new one (see
+    :func:`atomic_write_bytes`)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one.
 
     The temp file ``.NAME~HOST~PID~RANDOM.tmp`` names its writer, so that cleaning up
     after a killed writer never removes the file a live one is writing
@@ -127,10 +147,10 @@ def atomic_write_text(path: Path, text: str) -> None:
     prefix = f".{path.name}~{_HOST}~{os.getpid()}~"
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "wb") as handle:
             if hasattr(os, "fchmod"):  # mkstemp makes 0600 files; results are meant to be shared
                 os.fchmod(handle.fileno(), 0o666 & ~_umask())
-            handle.write(text)
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -192,6 +212,34 @@ def _numbers_problem(where: str, value: Any, length: int | None = None) -> str |
     return None
 
 
+def _int_list_problem(where: str, value: Any) -> str | None:
+    if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+        return f"{where} is not a list of integers"
+    return None
+
+
+def _train_problem(train: Any) -> str | None:
+    """What the summaries read of ``result.train`` (shared by runs and tuning candidates)."""
+    if not isinstance(train, dict):
+        return "result.train is missing"
+    if not isinstance(train.get("converged"), bool):
+        return "result.train.converged is not true/false"
+    if not isinstance(train.get("steps"), int) or isinstance(train.get("steps"), bool):
+        return "result.train.steps is not an integer"
+    if train["converged"] and not isinstance(train.get("steps_to_converge"), int):
+        return "result.train.steps_to_converge is not an integer"
+    checks = train.get("checks")
+    if not isinstance(checks, dict) or _int_list_problem("result.train.checks.step", checks.get("step")):
+        return "result.train.checks is missing"
+    metrics = [k for k in checks if k != "step"]
+    if len(metrics) != 1:
+        return "result.train.checks must hold one metric"
+    problem = _numbers_problem(f"result.train.checks.{metrics[0]}", checks[metrics[0]], len(checks["step"]))
+    if problem or not _is_number(train.get("final_loss")):
+        return problem or "result.train.final_loss is not a number"
+    return None
+
+
 def result_problem(result: Any, spec: RunSpec) -> str | None:
     """None if ``result`` has everything the summaries, figures and report read, else what is wrong.
 
@@ -201,11 +249,12 @@ def result_problem(result: Any, spec: RunSpec) -> str | None:
     if not isinstance(result, dict):
         return "result is not a JSON object"
     train, timing, evaluation = result.get("train"), result.get("timing"), result.get("eval")
-    if not isinstance(train, dict):
-        return "result.train is missing"
-    problem = _numbers_problem("result.train.loss", train.get("loss"))
-    if problem or not _is_number(train.get("final_loss")):
-        return problem or "result.train.final_loss is not a number"
+    problem = _train_problem(train)
+    if problem:
+        return problem
+    problem = _numbers_problem("result.train.loss", train.get("loss"), train["steps"])
+    if problem:
+        return problem
     if not isinstance(timing, dict):
         return "result.timing is missing"
     for key in ("steps_per_second", "train_wall_seconds"):
@@ -230,28 +279,72 @@ def result_problem(result: Any, spec: RunSpec) -> str | None:
             problem = _numbers_problem(f"{where}.{key}", ev.get(key), len(lengths))
             if problem:
                 return problem
-        if not lm:
-            continue
-        if ev.get("ratio_to_train") is not None:
-            problem = _numbers_problem(f"{where}.ratio_to_train", ev["ratio_to_train"], len(lengths))
-            if problem:
-                return problem
-        lastk, by_position = ev.get("lastk"), ev.get("loss_by_position")
-        if not isinstance(lastk, dict) or not isinstance(lastk.get("contexts"), list):
-            return f"{where}.lastk is missing"
-        problem = _numbers_problem(f"{where}.lastk.contexts", lastk["contexts"]) or _numbers_problem(
-            f"{where}.lastk.nats_per_byte", lastk.get("nats_per_byte"), len(lastk["contexts"])
-        )
-        if problem:
-            return problem
-        if not isinstance(by_position, dict):
-            return f"{where}.loss_by_position is missing"
-        problem = _numbers_problem(
-            f"{where}.loss_by_position.nats_per_byte", by_position.get("nats_per_byte")
-        )
+        problem = _lm_problem(where, ev, len(lengths)) if lm else _task_problem(where, ev, spec)
         if problem:
             return problem
     return None
+
+
+def _task_problem(where: str, ev: dict[str, Any], spec: RunSpec) -> str | None:
+    per = ev.get("per_example")
+    if not isinstance(per, dict):
+        return f"{where}.per_example is missing"
+    for key in ("exact_match", "token_accuracy"):
+        rows = per.get(key)
+        if not isinstance(rows, list) or len(rows) != len(spec.eval.lengths):
+            return f"{where}.per_example.{key} has no row per length"
+        for row in rows:
+            problem = _numbers_problem(f"{where}.per_example.{key}", row, spec.eval.samples)
+            if problem:
+                return problem
+    return None
+
+
+def _lm_problem(where: str, ev: dict[str, Any], count: int) -> str | None:
+    if ev.get("ratio_to_train") is not None:
+        problem = _numbers_problem(f"{where}.ratio_to_train", ev["ratio_to_train"], count)
+        if problem:
+            return problem
+    windows = ev.get("window_nats")
+    if not isinstance(windows, list) or len(windows) != count:
+        return f"{where}.window_nats has no row per length"
+    for row in windows:
+        problem = _numbers_problem(f"{where}.window_nats", row)
+        if problem:
+            return problem
+    lastk, by_position = ev.get("lastk"), ev.get("loss_by_position")
+    if not isinstance(lastk, dict) or not isinstance(lastk.get("contexts"), list):
+        return f"{where}.lastk is missing"
+    problem = _numbers_problem(f"{where}.lastk.contexts", lastk["contexts"]) or _numbers_problem(
+        f"{where}.lastk.nats_per_byte", lastk.get("nats_per_byte"), len(lastk["contexts"])
+    )
+    if problem:
+        return problem
+    if not isinstance(by_position, dict):
+        return f"{where}.loss_by_position is missing"
+    return _numbers_problem(f"{where}.loss_by_position.nats_per_byte", by_position.get("nats_per_byte"))
+
+
+def record_version(data: Any) -> int | None:
+    """The benchmark version a record was written under (1 if it predates versions), or None
+    when ``data`` does not look like a record at all."""
+    spec = data.get("spec") if isinstance(data, dict) else None
+    if not isinstance(spec, dict):
+        return None
+    version = spec.get("benchmark", 1)
+    return version if isinstance(version, int) and not isinstance(version, bool) else None
+
+
+def version_problem(data: Any) -> str | None:
+    """Why a record of another benchmark version is not a current result (None if it is current)."""
+    version = record_version(data)
+    if version is None or version == BENCHMARK_VERSION:
+        return None
+    meaning = BENCHMARK_HISTORY.get(version, "unknown to this posenc")
+    return (
+        f"written by benchmark version {version} ({meaning}); this posenc runs version "
+        f"{BENCHMARK_VERSION} ({BENCHMARK_HISTORY[BENCHMARK_VERSION]})"
+    )
 
 
 def read_record_file(path: Path) -> tuple[Any, str | None]:
@@ -270,10 +363,26 @@ def read_record_file(path: Path) -> tuple[Any, str | None]:
         return None, f"unreadable JSON ({type(exc).__name__})"
 
 
-def validate_record(data: Any, expected_run_id: str | None = None) -> str | None:
-    """None if ``data`` is a trustworthy record, else the reason it is not."""
+ResultCheck = Callable[[Any, RunSpec], "str | None"]
+
+
+def tune_problem(result: Any, spec: RunSpec) -> str | None:
+    """:func:`result_problem` for a learning-rate candidate (held-out checks only)."""
+    if not isinstance(result, dict) or not _is_number(result.get("lr")):
+        return "result.lr is not a number"
+    return _train_problem(result.get("train"))
+
+
+def validate_record(
+    data: Any, expected_run_id: str | None = None, problem: ResultCheck = result_problem
+) -> str | None:
+    """None if ``data`` is a trustworthy record, else the reason it is not (``problem``
+    checks the result: :func:`result_problem` for runs, :func:`tune_problem` for candidates)."""
     if not isinstance(data, dict):
         return "not a JSON object"
+    other = version_problem(data)
+    if other:
+        return other
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         return f"missing keys {missing}"
@@ -291,15 +400,55 @@ def validate_record(data: Any, expected_run_id: str | None = None) -> str | None
         return f"run_id {data['run_id']} != expected {expected_run_id}"
     if not isinstance(data["label"], str):
         return "label is not a string"
-    return result_problem(data["result"], spec)
+    weights = data.get("weights")
+    if weights is not None and not (
+        isinstance(weights, dict) and isinstance(weights.get("file"), str) and isinstance(weights.get("sha256"), str)
+    ):
+        return "weights entry is malformed"
+    return problem(data["result"], spec)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def weights_problem(record_path: Path, record: dict[str, Any]) -> str | None:
+    """None if the weights file a record names is there and matches its checksum."""
+    entry = record.get("weights")
+    if entry is None:
+        return None
+    path = record_path.parent / entry["file"]
+    try:
+        actual = file_sha256(path)
+    except OSError as exc:
+        return f"weights file {path.name} unreadable ({exc.strerror or type(exc).__name__})"
+    return None if actual == entry["sha256"] else f"weights file {path.name} does not match its checksum"
+
+
+def load_weights(record_path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """The trained weights (state dict) kept next to a record, after checking record and checksum."""
+    path = Path(record_path)
+    data, reason = read_record_file(path)
+    reason = reason or validate_record(data)
+    if reason is None and "weights" not in data:
+        reason = "it keeps no weights"
+    reason = reason or weights_problem(path, data)
+    if reason is not None:
+        raise PosencError(f"cannot load the weights of {path}: {reason}")
+    return torch.load(path.parent / data["weights"]["file"], map_location="cpu", weights_only=True)
 
 
 class ResultStore:
-    """Records of finished runs under ``root``."""
+    """Records of finished runs under ``root`` (``problem``: how a result is checked)."""
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    def __init__(self, root: str | os.PathLike, *, problem: ResultCheck = result_problem) -> None:
         self.root = Path(root)
         self.runs = self.root / "runs"
+        self.problem = problem
 
     def path_for(self, spec: RunSpec) -> Path:
         safe = spec.label.replace("/", "_").replace("@", "-at-")
@@ -312,7 +461,7 @@ class ResultStore:
             return None, None
         data, reason = read_record_file(path)
         if reason is None:
-            reason = validate_record(data, spec.run_id)
+            reason = validate_record(data, spec.run_id, self.problem) or weights_problem(path, data)
             if reason is None:
                 return data, None
         return None, reason
@@ -336,11 +485,31 @@ class ResultStore:
         return target
 
     def write(self, spec: RunSpec, payload: dict[str, Any]) -> Path:
+        """Write the record of a finished run; payload key ``weights_bytes`` (the trained
+        weights) goes to ``<record stem>.pt`` first, so a record never names a missing file."""
         path = self.path_for(spec)
+        payload = dict(payload)
+        blob = payload.pop(WEIGHTS_KEY, None)
+        weights = None
+        if blob is not None:
+            target = path.with_suffix(".pt")
+            atomic_write_bytes(target, blob)
+            weights = {"file": target.name, "sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
         atomic_write_text(
-            path, json.dumps(make_record(spec, payload), indent=1, sort_keys=True, allow_nan=False)
+            path, json.dumps(make_record(spec, payload, weights), indent=1, sort_keys=True, allow_nan=False)
         )
         return path
+
+    def other_versions(self) -> dict[int, int]:
+        """``{benchmark version: number of records}`` under ``runs/`` written by another
+        benchmark version than this posenc's (never resumed, never summarised)."""
+        counts: dict[int, int] = {}
+        for path in self.runs.glob("*/*.json"):
+            data, reason = read_record_file(path)
+            version = None if reason else record_version(data)
+            if version is not None and version != BENCHMARK_VERSION:
+                counts[version] = counts.get(version, 0) + 1
+        return counts
 
     def current_grid(self) -> set[str] | None:
         """Run ids of the grid whose summaries are in this directory (``grid.json``), if any."""
@@ -403,8 +572,10 @@ class ResultStore:
         out = []
         for path in sorted(self.runs.glob("*/*.json")):
             data, reason = read_record_file(path)
+            if reason is None and version_problem(data):
+                continue  # another benchmark version: counted once by the caller (other_versions)
             if reason is None:
-                reason = validate_record(data)
+                reason = validate_record(data, problem=self.problem)
             if reason is not None:
                 _warn_once(
                     warn, path, f"posenc: skipping {path}: not a valid record ({reason}); "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import math
 import time
 from collections.abc import Callable
@@ -23,12 +24,14 @@ import torch
 import torch.nn.functional as F
 
 from posenc import schedules
+from posenc.base import RotaryEncoding
+from posenc.bench import scalings
 from posenc.bench.profiles import train_length
-from posenc.bench.spec import RunSpec
+from posenc.bench.spec import WEIGHTS_KEY, RunSpec
 from posenc.errors import PosencError
 from posenc.model import Transformer, TransformerConfig
 from posenc.positions import randomized as randomized_positions
-from posenc.rope_scaling import ORIGINAL, ROPE_SCALINGS, apply_to_model
+from posenc.rope_scaling import apply_to_model
 from posenc.tasks import synthetic, text
 
 Progress = Callable[[int], None]  # advance the caller's progress by this many work units
@@ -124,37 +127,129 @@ def training_forward(model: Transformer, *, compiled: bool | None = None) -> Cal
     use = COMPILE_TRAINING if compiled is None else compiled
     return torch.compile(model, dynamic=True) if use else model
 
+VALID_SEED = 50_000  # held-out in-distribution set: its own generator (not the stream, not a test set)
 
-def train(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
-    """Fixed-step training; returns the loss curve and timing (wall-clock and steps/s separately)."""
-    data_gen = torch.Generator().manual_seed(spec.seed)  # the shared data stream
-    pos_gen = torch.Generator().manual_seed(spec.seed + 7_777)  # randomized positions only
+
+def heldout_task_batch(spec: RunSpec) -> synthetic.TaskBatch:
+    """The held-out in-distribution set of a task run: ``valid_samples`` examples with n ~
+    U{min_len .. max_len} (the training distribution), from a generator of their own."""
+    generator = torch.Generator().manual_seed(VALID_SEED + spec.eval.seed)
+    tr = spec.train
+    return synthetic.sample_batch(
+        spec.task, tr.valid_samples, min_len=tr.min_len, max_len=tr.max_len, generator=generator
+    )
+
+
+def heldout_lm_windows(spec: RunSpec) -> tuple[torch.Tensor, torch.Tensor]:
+    """``valid_samples`` windows of L_train bytes from the end of the validation text (never
+    the bytes any evaluation scores, which start at its beginning)."""
+    return text.tail_windows(text.stdlib_corpus().valid, spec.train.max_len, spec.train.valid_samples)
+
+
+class Checker:
+    """Held-out in-distribution checks during training: exact match for tasks, loss for the LM.
+
+    ``check(model)`` scores the held-out set and returns True once converged: exact match
+    >= ``converge_at`` (tasks), or (LM) the best loss of the last ``plateau_checks``
+    checks less than ``plateau`` (relative) below the best before them.
+    """
+
+    def __init__(self, spec: RunSpec) -> None:
+        self.spec = spec
+        self.steps: list[int] = []
+        self.values: list[float] = []  # exact match (tasks) or nats/byte (LM)
+        if spec.task == "lm":
+            self.inputs, self.targets = heldout_lm_windows(spec)
+            self.batch = None
+        else:
+            self.batch = heldout_task_batch(spec)
+
+    @property
+    def metric(self) -> str:
+        return "valid_loss" if self.batch is None else "valid_exact_match"
+
+    @torch.no_grad()
+    def score(self, model: Transformer) -> float:
+        was_training = model.training
+        model.eval()
+        if self.batch is None:
+            value = float(_window_losses(model, self.spec, self.inputs, self.targets, 64).mean())
+        else:
+            hits = 0
+            pos_gen = torch.Generator().manual_seed(VALID_SEED + 1)
+            for lo in range(0, self.batch.inputs.shape[0], self.spec.eval.batch_size):
+                part = _rows(self.batch, slice(lo, lo + self.spec.eval.batch_size))
+                positions = _positions(self.spec, part.inputs.shape[0], part.inputs.shape[1], pos_gen)
+                exact, _ = synthetic.score(model(part.inputs, positions=positions), part)
+                hits += int(exact.sum())
+            value = hits / self.batch.inputs.shape[0]
+        model.train(was_training)
+        return value
+
+    def check(self, model: Transformer, step: int) -> bool:
+        self.steps.append(step)
+        self.values.append(self.score(model))
+        tr = self.spec.train
+        if self.batch is not None:
+            return self.values[-1] >= tr.converge_at
+        k = tr.plateau_checks
+        if len(self.values) <= k:
+            return False
+        before, recent = min(self.values[:-k]), min(self.values[-k:])
+        return recent > before * (1 - tr.plateau)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": list(self.steps), self.metric: list(self.values)}
+
+
+def _rows(batch: synthetic.TaskBatch, rows: slice) -> synthetic.TaskBatch:
+    return synthetic.TaskBatch(batch.inputs[rows], batch.targets[rows], batch.loss_mask[rows], batch.lengths[rows])
+
+
+def _training_batch(spec: RunSpec, generator: torch.Generator, corpus, seq_len: int, batch_size: int):
+    if corpus is not None:
+        inputs, targets = text.sample_windows(corpus, batch_size, seq_len, generator)
+        return inputs, targets, None
+    batch = synthetic.sample_batch(
+        spec.task, batch_size, min_len=spec.train.min_len, max_len=spec.train.max_len, generator=generator
+    )
+    return batch.inputs, batch.targets, batch.loss_mask
+
+
+def _loop(
+    model: Transformer,
+    spec: RunSpec,
+    *,
+    steps: int,
+    lr_at: Callable[[int], float],
+    seq_len: int,
+    batch_size: int,
+    seed_offset: int = 0,
+    checker: Checker | None = None,
+    progress: Progress = _noop,
+) -> dict[str, Any]:
+    """The training loop shared by training and fine-tuning.
+
+    No host synchronisation per step: losses stay on the device until the end (or a
+    check); finiteness is checked at every check and at the end.
+    """
+    data_gen = torch.Generator().manual_seed(spec.seed + seed_offset)  # the shared data stream
+    pos_gen = torch.Generator().manual_seed(spec.seed + 7_777 + seed_offset)  # randomized positions only
     optimizer = make_optimizer(model, spec)
-    corpus = text.stdlib_corpus() if spec.task == "lm" else None
-    losses: list[float] = []
+    corpus = text.stdlib_corpus().train if spec.task == "lm" else None
+    losses = torch.zeros(steps)
     model.train()
     forward = training_forward(model)
     compute = 0.0
+    converged_at: int | None = None
+    taken = 0
     start = time.perf_counter()
-    for step in range(spec.train.steps):
-        if corpus is not None:
-            inputs, targets = text.sample_windows(
-                corpus.train, spec.train.batch_size, spec.train.max_len, data_gen
-            )
-            mask = None
-        else:
-            batch = synthetic.sample_batch(
-                spec.task,
-                spec.train.batch_size,
-                min_len=spec.train.min_len,
-                max_len=spec.train.max_len,
-                generator=data_gen,
-            )
-            inputs, targets, mask = batch.inputs, batch.targets, batch.loss_mask
+    for step in range(steps):
+        inputs, targets, mask = _training_batch(spec, data_gen, corpus, seq_len, batch_size)
         positions = _positions(spec, inputs.shape[0], inputs.shape[1], pos_gen)
         tic = time.perf_counter()
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, spec)
+            group["lr"] = lr_at(step)
         if spec.train.position_warmup_steps:
             model.position_scale = position_scale(step, spec)
         logits = forward(inputs, positions=positions)  # (b, t, V)
@@ -162,58 +257,130 @@ def train(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> dict
         loss = loss_all.mean() if mask is None else loss_all[mask.flatten()].mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), spec.train.clip_norm)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), spec.train.clip_norm, foreach=True)
         optimizer.step()
+        losses[step] = loss.detach()
         compute += time.perf_counter() - tic
-        losses.append(float(loss.detach()))
-        if not math.isfinite(losses[-1]):
-            raise FloatingPointError(
-                f"training loss became {losses[-1]} at step {step} ({spec.label}, {spec.task})"
-            )
+        taken = step + 1
         progress(1)
+        if checker is not None and taken % spec.train.check_every == 0:
+            _check_finite(losses[:taken], spec)
+            if checker.check(model, taken):
+                converged_at = taken
+                break
+    _check_finite(losses[:taken], spec)
     wall = time.perf_counter() - start
+    values = losses[:taken].tolist()
+    tail = values[-20:] or [math.nan]
     return {
-        "loss": losses,
-        "final_loss": sum(losses[-20:]) / len(losses[-20:]),
+        "loss": values,
+        "steps": taken,
+        "converged": converged_at is not None,
+        "steps_to_converge": converged_at,
+        "final_loss": sum(tail) / len(tail),
         "wall_seconds": wall,
         "compute_seconds": compute,
-        "steps_per_second": spec.train.steps / compute if compute > 0 else None,
-        "final_position_scale": model.position_scale,  # evaluation uses the scale training ended at
+        "steps_per_second": taken / compute if compute > 0 else None,
     }
+
+
+def _check_finite(losses: torch.Tensor, spec: RunSpec) -> None:
+    bad = (~torch.isfinite(losses)).nonzero()
+    if len(bad):
+        step = int(bad[0])
+        raise FloatingPointError(
+            f"training loss became {float(losses[step])} at step {step} ({spec.label}, {spec.task})"
+        )
+
+
+def train(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
+    """Train until the held-out in-distribution check says converged, or the step cap.
+
+    Returns the loss curve, the checks, ``converged`` / ``steps_to_converge`` and timing
+    (wall-clock and steps/s separately).
+    """
+    checker = Checker(spec)
+    out = _loop(
+        model,
+        spec,
+        steps=spec.train.steps,
+        lr_at=lambda step: learning_rate(step, spec),
+        seq_len=spec.train.max_len,
+        batch_size=spec.train.batch_size,
+        checker=checker,
+        progress=progress,
+    )
+    out["checks"] = checker.to_dict()
+    out["final_position_scale"] = model.position_scale  # evaluation uses the scale training ended at
+    return out
+
+
+def finetune(model: Transformer, spec: RunSpec, length: int, progress: Progress = _noop) -> dict[str, Any]:
+    """``spec.finetune`` steps of LM training at ``length`` bytes (a scaling's target length).
+
+    The same number of bytes per batch as training (fewer, longer windows), at the
+    learning rate training ended at (``min_lr_ratio * lr``, as PI and YaRN fine-tune at
+    a small fraction of the pre-training rate) after a warm-up of a tenth of the steps.
+    """
+    tr = spec.train
+    batch = max(1, tr.batch_size * tr.max_len // length)
+    warm = max(1, spec.finetune // 10)
+    lr = tr.lr * tr.min_lr_ratio
+    return _loop(
+        model,
+        spec,
+        steps=spec.finetune,
+        lr_at=lambda step: lr * min(1.0, (step + 1) / warm),
+        seq_len=length,
+        batch_size=batch,
+        seed_offset=31_337,
+        progress=progress,
+    )
 
 
 # ---------------------------------------------------------------------------
 # Evaluation.
 # ---------------------------------------------------------------------------
 
+AtLength = Callable[[int], None]  # called with the sequence length before each evaluation batch
+
+
+def _at_nothing(_: int) -> None:
+    pass
+
 
 @torch.no_grad()
-def evaluate_task(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
-    """Exact match and token accuracy at every evaluation length (same examples for everyone)."""
+def evaluate_task(
+    model: Transformer, spec: RunSpec, progress: Progress = _noop, at_length: AtLength = _at_nothing
+) -> dict[str, Any]:
+    """Exact match and token accuracy at every evaluation length (same examples for everyone),
+    per example (``per_example``: 0/1 exact match and token accuracy) and averaged."""
     model.eval()
     pos_gen = torch.Generator().manual_seed(10_000 + spec.eval.seed)  # identical across runs
-    exact, token = [], []
+    exact, token, per_exact, per_token = [], [], [], []
     digest = hashlib.sha256()
     for n in spec.eval.lengths:
         batch = synthetic.eval_batch(spec.task, n, spec.eval.samples, seed=spec.eval.seed)
         digest.update(batch.inputs.numpy().tobytes())
-        hits = tokens = 0.0
+        at_length(batch.inputs.shape[1])
+        hits, accs = [], []
         for lo in range(0, spec.eval.samples, spec.eval.batch_size):
-            rows = slice(lo, lo + spec.eval.batch_size)
-            part = synthetic.TaskBatch(
-                batch.inputs[rows], batch.targets[rows], batch.loss_mask[rows], batch.lengths[rows]
-            )
+            part = _rows(batch, slice(lo, lo + spec.eval.batch_size))
             positions = _positions(spec, part.inputs.shape[0], part.inputs.shape[1], pos_gen)
             ex, tok = synthetic.score(model(part.inputs, positions=positions), part)
-            hits += float(ex.float().sum())
-            tokens += float(tok.sum())
-        exact.append(hits / spec.eval.samples)
-        token.append(tokens / spec.eval.samples)
+            hits.append(ex)
+            accs.append(tok)
+        ex_all, tok_all = torch.cat(hits).int(), torch.cat(accs).double()
+        exact.append(float(ex_all.double().mean()))
+        token.append(float(tok_all.mean()))
+        per_exact.append(ex_all.tolist())
+        per_token.append([round(x, 6) for x in tok_all.tolist()])
         progress(1)
     return {
         "lengths": list(spec.eval.lengths),
         "exact_match": exact,
         "token_accuracy": token,
+        "per_example": {"exact_match": per_exact, "token_accuracy": per_token},
         "eval_data_sha256": digest.hexdigest(),
     }
 
@@ -233,29 +400,55 @@ def _window_losses(
     return torch.cat(out)
 
 
-@torch.no_grad()
-def evaluate_lm(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
-    """Non-overlapping perplexity per L_valid, last-k loss per context, loss by position.
+LM_PROTOCOLS = {
+    "nonoverlapping": "non-overlapping windows of L_valid bytes (Press et al. 2022, ALiBi)",
+    "sliding": "sliding windows of L_valid bytes, each scoring its last stride bytes",
+}
 
-    Randomized-position models are evaluated as they were trained (Ruoss et al.
-    2023): sorted positions sampled from ``[0, L_max)``, from a fixed generator.
+
+def _perplexity_windows(spec: RunSpec, corpus_valid: torch.Tensor, length: int, total: int):
+    """``(inputs, targets, scored)`` for perplexity at ``length``: ``scored`` = how many of the
+    last targets of each window count (all of them for non-overlapping windows)."""
+    ev = spec.eval
+    if ev.lm_protocol == "sliding":
+        stride = min(ev.sliding_stride, length)
+        longest = max(ev.lm_lengths)
+        inputs, targets = text.lastk_windows(corpus_valid, length, stride, total // stride, longest)
+        return inputs, targets, stride
+    inputs, targets = text.nonoverlapping_windows(corpus_valid, length, total)
+    return inputs, targets, length
+
+
+@torch.no_grad()
+def evaluate_lm(
+    model: Transformer, spec: RunSpec, progress: Progress = _noop, at_length: AtLength = _at_nothing
+) -> dict[str, Any]:
+    """Perplexity per L_valid (``spec.eval.lm_protocol``), last-k loss per context, loss by position.
+
+    Every L_valid scores the same bytes. ``window_nats`` keeps the mean loss of each
+    scored window, the unit the intervals resample. Randomized-position models are
+    evaluated as they were trained (Ruoss et al. 2023): sorted positions sampled from
+    ``[0, L_max)``, from a fixed generator.
     """
     model.eval()
     corpus = text.stdlib_corpus()
     ev, l_train = spec.eval, spec.train.max_len
     rows_per_pass = max(1, ev.batch_size * 64 // max(ev.lm_lengths))  # bound memory at long lengths
     total = text.scored_bytes(list(ev.lm_lengths), ev.lm_bytes)
-    nats, by_position = [], None
+    nats, windows, by_position = [], [], None
     position_len = ev.position_multiple * l_train
     for length in ev.lm_lengths:
-        inputs, targets = text.nonoverlapping_windows(corpus.valid, length, total)
-        losses = _window_losses(model, spec, inputs, targets, rows_per_pass)  # (w, length)
+        inputs, targets, scored = _perplexity_windows(spec, corpus.valid, length, total)
+        at_length(length)
+        losses = _window_losses(model, spec, inputs, targets, rows_per_pass)[:, -scored:]  # (w, scored)
         nats.append(float(losses.mean()))
-        if length == position_len:
+        windows.append([float(x) for x in losses.mean(1)])
+        if length == position_len and ev.lm_protocol == "nonoverlapping":
             by_position = losses.mean(0)
         progress(1)
-    if by_position is None:  # the profile did not list 8 * L_train among the L_valid
+    if by_position is None:  # 8 * L_train is not among the non-overlapping L_valid
         inputs, targets = text.nonoverlapping_windows(corpus.valid, position_len, position_len * 4)
+        at_length(position_len)
         by_position = _window_losses(model, spec, inputs, targets, rows_per_pass).mean(0)
     contexts = [int(round(c * l_train)) for c in ev.lastk_contexts]
     lastk = []
@@ -263,14 +456,18 @@ def evaluate_lm(model: Transformer, spec: RunSpec, progress: Progress = _noop) -
         inputs, targets = text.lastk_windows(
             corpus.valid, context, ev.lastk_k, ev.lastk_windows, max(contexts)
         )
+        at_length(context)
         lastk.append(
             float(_window_losses(model, spec, inputs, targets, rows_per_pass)[:, -ev.lastk_k :].mean())
         )
     train_nats = nats[list(ev.lm_lengths).index(l_train)] if l_train in ev.lm_lengths else None
     return {
+        "protocol": ev.lm_protocol,
+        "protocol_description": LM_PROTOCOLS[ev.lm_protocol],
         "lengths": list(ev.lm_lengths),
         "scored_bytes": total,
         "nats_per_byte": nats,
+        "window_nats": windows,
         "bits_per_byte": [x / math.log(2) for x in nats],
         "perplexity": [math.exp(x) for x in nats],
         "ratio_to_train": None if train_nats is None else [math.exp(x - train_nats) for x in nats],
@@ -279,25 +476,54 @@ def evaluate_lm(model: Transformer, spec: RunSpec, progress: Progress = _noop) -
     }
 
 
-def parse_scaling(text_form: str, train_len: int) -> dict[str, Any]:
-    """``"yarn:4"`` -> HF-style dict for :func:`posenc.rope_scaling.apply_to_model`."""
-    rope_type, _, factor = text_form.partition(":")
-    scaling: dict[str, Any] = {"rope_type": rope_type, "factor": float(factor)}
-    spec = ROPE_SCALINGS.get(rope_type)
-    if spec is not None and ORIGINAL in spec.required:  # the trained length is the original context
-        scaling[ORIGINAL] = train_len
-    return scaling
+def _rotary_geometry(model: Transformer) -> tuple[int, float]:
+    """(rotated dimension, base) of the model's rotary encoding."""
+    for module in model.modules():
+        if isinstance(module, RotaryEncoding) and module.supports_scaling:
+            return int(module.rotary_dim), float(module.config.base)
+    raise PosencError("this model has no rotary encoding to scale")
+
+
+def evaluate_scaling(
+    model: Transformer, spec: RunSpec, name: str, progress: Progress = _noop
+) -> dict[str, Any]:
+    """One scaling as its paper uses it (see :mod:`posenc.bench.scalings`), on a copy of ``model``."""
+    fn = evaluate_lm if spec.task == "lm" else evaluate_task
+    scaling = scalings.parse(name)
+    original = train_length(spec.task, spec.train)
+    dim, base = _rotary_geometry(model)
+    scaled = copy.deepcopy(model)
+    note: dict[str, Any] = {"scaling": name}
+    regime = scalings.yarn_regime(dim=dim, base=base, original=original) if scaling.rope_type == "yarn" else None
+    if regime:
+        note["bands"] = regime
+
+    def apply(seq_len: int | None) -> dict:
+        config = scalings.scaling_dict(scaling, dim=dim, base=base, original=original, seq_len=seq_len)
+        if apply_to_model(scaled, config) == 0:
+            raise PosencError(f"scaling {name!r} needs a rotary encoding; {spec.encoding!r} has none")
+        return config
+
+    note["params"] = apply(None)
+    if scaling.needs_finetune:
+        if spec.finetune > 0:
+            length = scalings.finetune_length(scaling, original)
+            tuned = finetune(scaled, spec, length, progress)
+            note["finetune"] = {k: tuned[k] for k in ("steps", "final_loss", "wall_seconds")} | {"length": length}
+        else:
+            note["outside_regime"] = f"{scaling.rope_type} is meant to be fine-tuned at the target length; evaluated without"
+    at_length = (lambda seq_len: apply(seq_len)) if scaling.per_length else _at_nothing
+    result = fn(scaled, spec, progress, at_length)
+    result["method"] = note
+    return result
 
 
 def evaluate(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
-    """The default evaluation plus one per RoPE scaling (applied to a copy, no retraining)."""
+    """The default evaluation plus one per RoPE scaling (each on a copy of the trained model)."""
     fn = evaluate_lm if spec.task == "lm" else evaluate_task
     results = {"default": fn(model, spec, progress)}
     for name in spec.scalings:
-        scaled = copy.deepcopy(model)
-        if apply_to_model(scaled, parse_scaling(name, train_length(spec.task, spec.train))) == 0:
-            raise PosencError(f"scaling {name!r} needs a rotary encoding; {spec.encoding!r} has none")
-        results[name] = fn(scaled, spec, progress)
+        results[name] = evaluate_scaling(model, spec, name, progress)
     return results
 
 
@@ -305,13 +531,22 @@ def evaluate(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> d
 # The unit of work.
 # ---------------------------------------------------------------------------
 
+def weights_bytes(model: Transformer) -> bytes:
+    """The trained model's state dict, serialised (``torch.save``), for the store."""
+    buffer = io.BytesIO()
+    torch.save({k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, buffer)
+    return buffer.getvalue()
+
 
 def execute(spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
-    """Train and evaluate ``spec``; the payload of one result record."""
+    """Train and evaluate ``spec``; the payload of one result record (plus the trained
+    weights under :data:`WEIGHTS_KEY`, which the store writes next to the record)."""
     torch.set_num_threads(max(1, spec.threads))
     start = time.perf_counter()
     model = build_model(spec)
     training = train(model, spec, progress)
+    progress(spec.train.steps - training["steps"])  # a converged run gives back its unused steps
+    weights = weights_bytes(model)
     tic = time.perf_counter()
     evaluation = evaluate(model, spec, progress)
     payload: dict[str, Any] = {
@@ -326,6 +561,7 @@ def execute(spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
             "eval_wall_seconds": time.perf_counter() - tic,
             "threads": torch.get_num_threads(),
         },
+        WEIGHTS_KEY: weights,
     }
     if spec.task == "lm":
         payload["data"] = text.stdlib_corpus().describe()
@@ -336,3 +572,14 @@ def execute(spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
             "vocab": synthetic.VOCAB_SIZE,
         }
     return payload
+
+
+def tune_execute(spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
+    """A learning-rate candidate: train ``spec`` and report its held-out in-distribution
+    checks only. Nothing here reads an evaluation length (the lr choice must not)."""
+    torch.set_num_threads(max(1, spec.threads))
+    model = build_model(spec)
+    training = train(model, spec, progress)
+    progress(spec.train.steps - training["steps"])
+    keep = ("steps", "converged", "steps_to_converge", "final_loss", "checks", "steps_per_second")
+    return {"lr": spec.train.lr, "train": {k: training[k] for k in keep}}

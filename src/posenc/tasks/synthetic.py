@@ -21,9 +21,15 @@ The vocabulary is shared by every task: 5 special tokens, then 128 symbols.
 | ``copy_binary`` | n bits | x | content cannot align |
 | ``selective_copy`` | n symbols with 0-3 blanks after each (but the last) | the n symbols | count what matters |
 | ``parity`` | n bits | parity bit | control: nothing should extrapolate |
+| ``recall`` | 4 key-value pairs, n filler tokens, a query key | the queried key's value | retrieval from far back |
 
 ``n`` is always the number of *content* tokens (for ``selective_copy`` the input
-holds up to ``4n - 3`` tokens; the answer has n).
+holds up to ``4n - 3`` tokens; the answer has n), except for ``recall``, where it is
+the number of filler tokens between the pairs and the query: the pairs always come
+first and the query last, so a longer n puts what must be retrieved farther back
+(associative recall, as in the passkey and multi-query recall probes; keys come from
+the first half of the symbols, values and filler from the second, so the queried key
+occurs exactly once before the query).
 """
 
 from __future__ import annotations
@@ -111,24 +117,39 @@ def parity(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     return x, (((x - FIRST_SYMBOL).sum() % 2) + FIRST_SYMBOL).reshape(1)
 
 
+RECALL_PAIRS = 4  # key-value pairs at the start of every recall example
+_KEYS = NUM_SYMBOLS // 2  # keys: symbols [0, 64); values and filler: [64, 128)
+
+
+def recall(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """4 pairs (distinct keys, random values), n filler tokens, one of the keys; y = its value."""
+    keys = torch.randperm(_KEYS, generator=g)[:RECALL_PAIRS] + FIRST_SYMBOL
+    values = torch.randint(_KEYS, NUM_SYMBOLS, (RECALL_PAIRS,), generator=g) + FIRST_SYMBOL
+    filler = torch.randint(_KEYS, NUM_SYMBOLS, (n,), generator=g) + FIRST_SYMBOL
+    pick = int(torch.randint(0, RECALL_PAIRS, (1,), generator=g))
+    pairs = torch.stack([keys, values], 1).flatten()
+    return torch.cat([pairs, filler, keys[pick : pick + 1]]), values[pick : pick + 1].clone()
+
+
 TASKS: dict[str, Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]] = {
     "copy": copy,
     "reverse": reverse,
     "copy_binary": copy_binary,
     "selective_copy": selective_copy,
     "parity": parity,
+    "recall": recall,
 }
 
 #: Chance level of one answer token (1 / size of the answer alphabet).
 CHANCE = {"copy": 1 / NUM_SYMBOLS, "reverse": 1 / NUM_SYMBOLS, "copy_binary": 0.5,
-          "selective_copy": 1 / NUM_SYMBOLS, "parity": 0.5}  # fmt: skip
+          "selective_copy": 1 / NUM_SYMBOLS, "parity": 0.5, "recall": 1 / RECALL_PAIRS}  # fmt: skip
 
 
 def max_sequence_length(task: str, n: int) -> int:
     """Longest ``inputs`` row (sequence minus one) an example of length n can produce."""
     check_choice("task", task, tuple(TASKS))
-    x_len = 4 * n - 3 if task == "selective_copy" else n
-    y_len = 1 if task == "parity" else n
+    x_len = {"selective_copy": 4 * n - 3, "recall": 2 * RECALL_PAIRS + n + 1}.get(task, n)
+    y_len = 1 if task in ("parity", "recall") else n
     return 1 + x_len + 1 + y_len + 1 - 1
 
 

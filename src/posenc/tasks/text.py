@@ -152,3 +152,16 @@ def lastk_windows(
     idx = ends[:, None] - context + torch.arange(context + 1)  # (w, context+1)
     rows = data[idx].long()
     return rows[:, :-1], rows[:, 1:]
+
+
+def tail_windows(data: torch.Tensor, length: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``count`` consecutive windows of ``length`` bytes ending at the end of ``data``:
+    ``(inputs, targets)`` ``(count, length)`` (held out from anything read from the start)."""
+    check_int("length", length, minimum=1)
+    check_int("count", count, minimum=1)
+    total = length * count
+    if total + 1 > data.numel():
+        raise PosencError(f"need {total + 1} bytes for {count} windows of {length}, have {data.numel()}")
+    tail = data[-(total + 1) :]
+    return tail[:-1].long().view(count, length), tail[1:].long().view(count, length)
+
