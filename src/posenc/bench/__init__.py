@@ -30,7 +30,7 @@ from posenc.bench.runner import GridOutcome, run_grid
 from posenc.bench.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.bench.store import ResultStore, atomic_write_text
 from posenc.bench.tables import render_table, summarize, to_csv, to_json
-from posenc.viz.extrapolation import save_all
+from posenc.bench.figures import save_all
 
 __all__ = [
     "PROFILES",

@@ -1,4 +1,4 @@
-"""Summaries of result records: length buckets, LM ratios, CSV/JSON files, the terminal table.
+"""Summaries of result records: cells with intervals, CSV/JSON files, the terminal table.
 
 Buckets (relative to the longest training n of the run, ``n_train``):
 
@@ -8,11 +8,13 @@ Buckets (relative to the longest training n of the run, ``n_train``):
 | ``2x`` | n_train < n <= 2 n_train |
 | ``4x`` | 2 n_train < n <= 4 n_train |
 
-A bucket's value is the mean exact match over its lengths (equal sample counts).
-For the language model, ``ratio 2x`` / ``ratio 4x`` are perplexity(L_valid) /
-perplexity(L_train) at L_valid = 2 and 4 L_train (non-overlapping windows, the ALiBi
-paper's protocol; below 1 means longer windows help). Several seeds are averaged
-(and counted in ``seeds``).
+Every cell is a mean over the label's converged seeds with a 95% interval
+(:mod:`posenc.bench.stats`, which says how it is computed). A label whose runs did
+not converge in-distribution shows ``n.c.`` (not converged) instead of numbers, and
+``k/N`` when only k of its N seeds converged. For the language model, ``ratio 2x`` /
+``ratio 4x`` are perplexity(L_valid) / perplexity(L_train) at L_valid = 2 and 4 L_train
+(the protocol each record names: non-overlapping windows as in the ALiBi paper, or
+sliding windows); below 1 means longer windows help.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-BUCKETS = (("in", 0.0, 1.0), ("2x", 1.0, 2.0), ("4x", 2.0, 4.0))
+from posenc.bench import stats
+from posenc.bench.stats import BUCKETS, METHOD
+
+NOT_CONVERGED = "n.c."
 
 
 def _num(x: Any) -> float:
@@ -43,6 +48,7 @@ def _mean(xs: list[float]) -> float:
 
 
 def bucket_values(lengths: list[int], values: list[float], n_train: int) -> dict[str, float]:
+    """Mean of ``values`` over the lengths of each bucket (equal sample counts per length)."""
     out = {}
     for name, lo, hi in BUCKETS:
         picked = [_num(v) for n, v in zip(lengths, values) if lo * n_train < n <= hi * n_train]
@@ -59,26 +65,32 @@ def lm_ratio(ev: dict[str, Any], l_train: int, multiple: int) -> float:
 
 
 def run_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One flat row per (record, evaluation variant): what the CSV holds."""
+    """One flat row per (record, evaluation variant): what the CSV holds (every seed)."""
     rows = []
     for rec in records:
         spec, result = rec["spec"], rec["result"]
+        train = result["train"]
         for variant, ev in result["eval"].items():
-            label = rec["label"] if variant == "default" else f"{rec['label']}[{variant}]"
             row: dict[str, Any] = {
-                "label": label,
+                "label": stats.run_label(rec, variant),
                 "encoding": spec["encoding"],
                 "task": spec["task"],
                 "seed": spec["seed"],
-                "steps": spec["train"]["steps"],
+                "lr": spec["train"]["lr"],
+                "converged": bool(train["converged"]),
+                "steps_to_converge": train["steps_to_converge"],
+                "steps": train["steps"],
+                "step_cap": spec["train"]["steps"],
+                "finetune_steps": (ev.get("method") or {}).get("finetune", {}).get("steps", 0),
                 "steps_per_second": _num(result["timing"]["steps_per_second"]),
                 "train_wall_seconds": _num(result["timing"]["train_wall_seconds"]),
-                "final_train_loss": _num(result["train"]["final_loss"]),
+                "final_train_loss": _num(train["final_loss"]),
                 "run_id": rec["run_id"],
             }
             if spec["task"] == "lm":
                 l_train = spec["train"]["max_len"]
                 lengths = ev["lengths"]
+                row["protocol"] = ev.get("protocol", "nonoverlapping")
                 row["bpb_train"] = (
                     _num(ev["bits_per_byte"][lengths.index(l_train)]) if l_train in lengths else math.nan
                 )
@@ -94,21 +106,29 @@ def run_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Seed-averaged summary: ``{"tasks": [...], "rows": {label: {column: value}}}``."""
-    grouped: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    """``{"tasks", "method", "rows": {label: {"encoding", "TASK:COLUMN": cell dict, ...}}}``.
+
+    A cell dict is :meth:`posenc.bench.stats.Cell.to_dict` (mean, low, high, n, runs,
+    units, converged). Per task the row also has ``steps_per_second``, ``steps_to_converge``
+    (mean over converged runs), ``seeds`` (runs) and ``converged`` (converged runs).
+    """
+    per_run: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in run_rows(records):
-        grouped[(row["label"], row["task"])].append(row)
-    tasks = sorted({task for _, task in grouped}, key=lambda t: (t == "lm", t))
+        per_run[(row["label"], row["task"])].append(row)
     table: dict[str, dict[str, Any]] = {}
-    for (label, task), rows in grouped.items():
+    for (label, task), rows in per_run.items():
         entry = table.setdefault(label, {"encoding": rows[0]["encoding"]})
-        keys = [k for k in rows[0] if k.startswith(("em_", "tok_", "ratio_", "bpb_"))]
-        for key in keys:
-            entry[f"{task}:{key}"] = _mean([r[key] for r in rows])
+        for column in stats.columns(task):
+            entry[f"{task}:{column}"] = stats.cell(records, label=label, task=task, column=column).to_dict()
         entry[f"{task}:steps_per_second"] = _mean([r["steps_per_second"] for r in rows])
+        done = [r for r in rows if r["converged"]]
+        entry[f"{task}:steps_to_converge"] = _mean([float(r["steps_to_converge"]) for r in done])
         entry[f"{task}:seeds"] = len(rows)
+        entry[f"{task}:converged"] = len(done)
+        entry[f"{task}:lr"] = sorted({r["lr"] for r in rows})
+    tasks = sorted({task for _, task in per_run}, key=lambda t: (t == "lm", t))
     order = sorted(table, key=lambda name: (name.count("["), name))
-    return {"tasks": tasks, "rows": {name: table[name] for name in order}}
+    return {"tasks": tasks, "method": METHOD, "rows": {name: table[name] for name in order}}
 
 
 def _fmt(value: float, percent: bool) -> str:
@@ -119,8 +139,26 @@ def _fmt(value: float, percent: bool) -> str:
     return f"{100 * value:.0f}%" if percent else f"{value:.2f}"
 
 
+def format_cell(c: dict[str, Any] | None, percent: bool, sep: str = " ") -> str:
+    """``"72% [65, 80]"`` / ``"1.04 [1.01, 1.08]"`` (``sep`` between mean and interval);
+    ``n.c.`` when no seed converged; a ``k/N`` suffix when only k of N seeds did."""
+    if not c or not c.get("runs"):
+        return "-"
+    if not c["n"]:
+        return NOT_CONVERGED
+    mean, low, high = (_num(c[k]) for k in ("mean", "low", "high"))
+    comma = "," if sep == "\n" else ", "
+    if percent:
+        text = f"{100 * mean:.0f}%{sep}[{100 * low:.0f}{comma}{100 * high:.0f}]"
+    else:
+        text = f"{_fmt(mean, False)}{sep}[{_fmt(low, False)}{comma}{_fmt(high, False)}]"
+    if c["n"] < c["runs"]:
+        text += f" {c['n']}/{c['runs']}"
+    return text
+
+
 def table_columns(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    """(header, summary key, is-percent) for the terminal table."""
+    """(header, summary key, is-percent) for the tables."""
     cols = []
     for task in summary["tasks"]:
         if task == "lm":
@@ -131,32 +169,42 @@ def table_columns(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
     return cols
 
 
-def _cell(entry: dict[str, Any], key: str, percent: bool) -> str:
-    """Exact-match cells also show answer-token accuracy: ``"0% (12%)"``."""
-    text = _fmt(entry.get(key, math.nan), percent)
-    if ":em_" in key:
-        tok = _fmt(entry.get(key.replace(":em_", ":tok_"), math.nan), True)
-        text = f"{text} ({tok})"
-    return text
+def speed_key(summary: dict[str, Any]) -> str:
+    return next((f"{t}:steps_per_second" for t in summary["tasks"] if t != "lm"), "lm:steps_per_second")
+
+
+def caption(summary: dict[str, Any]) -> str:
+    return (
+        "tasks: exact match per length bucket (in = n <= n_train, 2x, 4x); LM: bits/byte at L_train, "
+        "perplexity ratio to L_train at 2x / 4x. Cells: mean [95% interval], "
+        f"{summary.get('method', METHOD)}. {NOT_CONVERGED} = not converged in-distribution (left out of "
+        "rankings and claims); k/N = only k of N seeds converged. steps/s of the first task."
+    )
 
 
 def render_table(summary: dict[str, Any], *, title: str = "posenc compare"):
-    """A rich Table: encodings x (exact match per bucket, LM perplexity ratios)."""
-    table = Table(
-        title=title,
-        caption="tasks: exact match (answer-token accuracy) per length bucket; "
-        "LM: bits/byte at L_train, perplexity ratio to L_train at 2x / 4x; steps/s of the first task",
-    )
-    table.add_column("encoding")
+    """A rich Table: encodings x (exact match per bucket, LM perplexity ratios), mean [interval]."""
+    table = Table(title=title, caption=caption(summary))
+    table.add_column("encoding", no_wrap=True)
     cols = table_columns(summary)
     for header, _, _ in cols:
-        table.add_column(header, justify="right")
-    speed_key = next((f"{t}:steps_per_second" for t in summary["tasks"] if t != "lm"), "lm:steps_per_second")
+        table.add_column(header, justify="right", no_wrap=True)
     table.add_column("steps/s", justify="right")
     for label, entry in summary["rows"].items():
-        cells = [_cell(entry, key, pct) for _, key, pct in cols]
-        table.add_row(escape(label), *cells, _fmt(entry.get(speed_key, math.nan), False))
+        cells = [format_cell(entry.get(key), pct, sep="\n") for _, key, pct in cols]
+        table.add_row(escape(label), *cells, _fmt(entry.get(speed_key(summary), math.nan), False))
     return table
+
+
+def markdown_table(summary: dict[str, Any]) -> str:
+    """The same table as Markdown (README and docs are regenerated from it)."""
+    cols = table_columns(summary)
+    head = ["encoding", *(c[0] for c in cols), "steps/s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, entry in summary["rows"].items():
+        cells = [format_cell(entry.get(key), pct) for _, key, pct in cols]
+        lines.append("| " + " | ".join([label, *cells, _fmt(entry.get(speed_key(summary), math.nan), False)]) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def to_csv(records: list[dict[str, Any]]) -> str:

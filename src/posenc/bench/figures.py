@@ -1,9 +1,11 @@
 """Train-short / test-long curves from ``posenc compare`` result records.
 
 Every function takes a list of records (``ResultStore.records()``) and returns a
-matplotlib ``Figure``; :func:`save_all` writes PNGs. Seeds are averaged; the
-shaded band (when there are several seeds) is min..max. A dashed vertical line
-marks the longest training length.
+matplotlib ``Figure``; :func:`save_all` writes PNGs. Only runs that converged
+in-distribution are drawn (the others are named in the title: "not converged");
+the line is the mean over seeds and the shaded band its 95% bootstrap interval
+(:mod:`posenc.bench.stats`: over seeds and evaluation examples for the task curves,
+over seeds for the LM curves). A dotted vertical line marks the longest training length.
 """
 
 from __future__ import annotations
@@ -14,50 +16,81 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
+from posenc.bench import stats
+
 from posenc.viz.figures import new_figure
+
 
 
 def _num(x: Any) -> float:
     return math.nan if x is None else float(x)
 
 
-def _curves(
-    records, task: str, getter
-) -> tuple[dict[str, tuple[list[float], list[list[float]]]], int | None]:
-    """label -> (x values, one y list per seed) for ``task``; plus the training length."""
-    by_label: dict[str, tuple[list[float], list[list[float]]]] = {}
+Curves = dict[str, tuple[list[float], list[np.ndarray]]]  # label -> (x, one unit array (or value) per point per seed)
+
+
+def _curves(records, task: str, getter) -> tuple[Curves, int | None, list[str]]:
+    """label -> (x, per seed: values per point) of the converged runs of ``task``, the training
+    length, and the labels with a run that did not converge."""
+    by_label: Curves = {}
     train_len = None
+    failed: set[str] = set()
     for rec in records:
         spec = rec["spec"]
         if spec["task"] != task:
             continue
         train_len = spec["train"]["max_len"]
         for variant, ev in rec["result"]["eval"].items():
-            label = rec["label"] if variant == "default" else f"{rec['label']}[{variant}]"
+            label = stats.run_label(rec, variant)
+            if not stats.converged(rec):
+                failed.add(label)
+                continue
             got = getter(ev, spec)
             if got is None:
                 continue
             x, y = got
-            by_label.setdefault(label, (list(x), []))[1].append([_num(v) for v in y])
-    return by_label, train_len
+            by_label.setdefault(label, (list(x), []))[1].append(y)
+    return by_label, train_len, sorted(failed)
 
 
-def _plot(ax, curves, *, log_y: bool = False) -> None:
+def _band(per_seed: list) -> tuple[list[float], list[float], list[float]]:
+    """Mean, low, high per point: ``per_seed[s][k]`` is a number or an array of unit values."""
+    mean, low, high = [], [], []
+    for k in range(len(per_seed[0])):
+        point = [seed[k] for seed in per_seed]
+        if np.ndim(point[0]) == 0:
+            c = stats.per_seed([_num(v) for v in point])
+        else:
+            values = np.stack([np.asarray(v, dtype=float) for v in point])
+            statistic = lambda s, u, v=values: v[s[..., :, None], u[..., None, :]].mean(axis=(-1, -2))  # noqa: E731
+            lo, hi = stats.bootstrap_interval(statistic, values.shape)
+            c = stats.Cell(float(values.mean()), lo, hi, len(values), len(values), values.shape[1])
+        mean.append(c.mean)
+        low.append(c.low)
+        high.append(c.high)
+    return mean, low, high
+
+
+def _plot(ax, curves: Curves, *, log_y: bool = False) -> None:
     cmap = colormaps["tab20"]
     for index, (label, (x, ys)) in enumerate(sorted(curves.items())):
-        cols = list(zip(*ys))
-        mean = [sum(c) / len(c) for c in cols]
+        mean, low, high = _band(ys)
         style = "--" if "[" in label or "+rand" in label else "-"
         ax.plot(x, mean, style, marker="o", markersize=3, label=label, color=cmap(index % 20))
-        if len(ys) > 1:
-            ax.fill_between(
-                x, [min(c) for c in cols], [max(c) for c in cols], alpha=0.15, color=cmap(index % 20)
-            )
+        if len(ys) > 1 or np.ndim(ys[0][0]) > 0:
+            ax.fill_between(x, low, high, alpha=0.15, color=cmap(index % 20), linewidth=0)
     if log_y:
         ax.set_yscale("log")
+
+
+def _title(ax, text: str, failed: list[str]) -> None:
+    if failed:
+        text += "\nnot converged (not drawn): " + ", ".join(failed)
+    ax.set_title(text, fontsize=9 if failed else None)
 
 
 def _finish(fig: Figure, ax, train_len: float | None, *, train_label: str) -> Figure:
@@ -73,12 +106,12 @@ def _finish(fig: Figure, ax, train_len: float | None, *, train_label: str) -> Fi
 
 def task_accuracy_figure(records: list[dict[str, Any]], task: str, *, metric: str = "exact_match") -> Figure:
     """Accuracy vs evaluation length n for one synthetic task (one line per encoding variant)."""
-    curves, train_len = _curves(records, task, lambda ev, spec: (ev["lengths"], ev[metric]))
+    curves, train_len, failed = _curves(records, task, lambda ev, spec: (ev["lengths"], ev["per_example"][metric]))
     fig = new_figure(7, 4.2, margins=None)  # Agg canvas, no pyplot state
     ax = fig.add_subplot()
     _plot(ax, curves)
     name = "sequence exact match" if metric == "exact_match" else "answer-token accuracy"
-    ax.set_title(f"{task}: {name} vs length (trained on n <= {train_len})")
+    _title(ax, f"{task}: {name} vs length (trained on n <= {train_len})", failed)
     ax.set_xlabel("input length n (tokens)")
     ax.set_ylabel(f"{name} (fraction)")
     ax.set_ylim(-0.03, 1.03)
@@ -93,13 +126,15 @@ def lm_ratio_figure(records: list[dict[str, Any]]) -> Figure:
             return None
         return [n / spec["train"]["max_len"] for n in ev["lengths"]], ev["ratio_to_train"]
 
-    curves, _ = _curves(records, "lm", get)
+    curves, _, failed = _curves(records, "lm", get)
     fig = new_figure(7, 4.2, margins=None)  # Agg canvas, no pyplot state
     ax = fig.add_subplot()
     _plot(ax, curves, log_y=True)
     ax.set_xscale("log", base=2)
     ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_title("byte LM: perplexity ratio vs evaluation length (non-overlapping windows)")
+    protocols = sorted({r["result"]["eval"]["default"].get("protocol", "nonoverlapping") for r in records
+                        if r["spec"]["task"] == "lm"})  # fmt: skip
+    _title(ax, f"byte LM: perplexity ratio vs evaluation length ({', '.join(protocols)} windows)", failed)
     ax.set_xlabel("L_valid / L_train")
     ax.set_ylabel("perplexity(L_valid) / perplexity(L_train)")
     return _finish(fig, ax, 1.0, train_label=" L_train")
@@ -114,12 +149,12 @@ def lastk_figure(records: list[dict[str, Any]]) -> Figure:
             _num(v) / math.log(2) for v in lk["nats_per_byte"]
         ]
 
-    curves, _ = _curves(records, "lm", get)
+    curves, _, failed = _curves(records, "lm", get)
     fig = new_figure(7, 4.2, margins=None)  # Agg canvas, no pyplot state
     ax = fig.add_subplot()
     _plot(ax, curves)
     ax.set_xscale("log", base=2)
-    ax.set_title("byte LM: loss on the last k bytes vs context length")
+    _title(ax, "byte LM: loss on the last k bytes vs context length", failed)
     ax.set_xlabel("context / L_train")
     ax.set_ylabel("loss on last k bytes (bits/byte)")
     return _finish(fig, ax, 1.0, train_label=" L_train")
@@ -136,11 +171,11 @@ def loss_by_position_figure(records: list[dict[str, Any]], *, smooth: int = 16) 
         ]
         return [i + width / 2 for i in range(0, len(values), width)], means
 
-    curves, train_len = _curves(records, "lm", get)
+    curves, train_len, failed = _curves(records, "lm", get)
     fig = new_figure(7, 4.2, margins=None)  # Agg canvas, no pyplot state
     ax = fig.add_subplot()
     _plot(ax, curves)
-    ax.set_title(f"byte LM: loss by position (mean over windows, {smooth}-byte bins)")
+    _title(ax, f"byte LM: loss by position (mean over windows, {smooth}-byte bins)", failed)
     ax.set_xlabel("position in window (bytes)")
     ax.set_ylabel("loss (bits/byte)")
     return _finish(fig, ax, train_len, train_label=" L_train")
