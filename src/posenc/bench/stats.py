@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as scipy_stats
+
+from posenc.errors import PosencError
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -158,6 +159,12 @@ def bootstrap_interval(statistic: Callable[..., np.ndarray], sizes: Sequence[int
     factor fixed the interval is the point itself. ``statistic`` receives index arrays
     with matching leading (resample) dimensions.
     """
+    try:
+        from scipy import stats as scipy_stats  # optional dependency: the bench extra
+    except ImportError:
+        raise PosencError(
+            "the benchmark's intervals need scipy: pip install 'posenc[bench]' (bash scripts/setup.sh does)"
+        ) from None
     indices = [np.arange(size) for size in sizes]
     free = [k for k, size in enumerate(sizes) if size >= 2]
     if not free:
