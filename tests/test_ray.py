@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from posenc import bench
 from posenc.bench import profiles
-from posenc.bench.executor import LocalExecutor, make_executor
+from posenc.bench.executor import make_executor
 from posenc.bench.runner import run_grid
+from posenc.bench.spec import RunSpec
 from posenc.bench.store import ResultStore
 from posenc.cli import main
 
@@ -102,9 +104,9 @@ def test_make_executor_knows_ray_and_rejects_bad_arguments():
 def local_records(tmp_path_factory) -> dict[str, dict]:
     """The reference: the smoke grid run in this process."""
     out = tmp_path_factory.mktemp("local")
-    specs = profiles.build_grid(SMOKE, threads=1).specs
-    outcome = run_grid(specs, ResultStore(out), LocalExecutor(1), show_progress=False, log=quiet)
-    assert len(outcome.done) == len(specs) and not outcome.failed
+    # As `posenc compare` runs it: learning rates chosen first (on the same executor kind).
+    result = bench.compare("smoke", threads=1, workers=1, out=out, report=False, show_progress=False, log=quiet)
+    assert len(result.outcome.done) == len(profiles.build_grid(SMOKE).specs) and not result.outcome.failed
     return by_run_id(out)
 
 
@@ -161,7 +163,7 @@ def test_a_worker_killed_mid_run_is_retried_and_nothing_is_lost_or_duplicated(
         return execute(spec, advance)
 
     out = tmp_path / "ray"
-    specs = profiles.build_grid(SMOKE, threads=1).specs
+    specs = [RunSpec.from_dict(r["spec"]) for r in local_records.values()]  # with the chosen learning rates
     executor = make_executor("ray", workers=2)
     outcome = run_grid(
         specs, ResultStore(out), executor, show_progress=False, log=quiet, work_fn=dies_on_first_attempt
@@ -179,7 +181,7 @@ def test_a_worker_killed_mid_run_is_retried_and_nothing_is_lost_or_duplicated(
 def test_a_run_that_keeps_dying_is_reported_failed_not_retried_forever(tmp_path, ray_two_workers):
     from posenc.bench.ray_executor import RayExecutor
 
-    (spec,) = profiles.build_grid(SMOKE, encodings=("nope",), tasks=("copy",), threads=1).specs
+    (spec,) = profiles.build_grid(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0,), threads=1).specs
 
     def always_dies(spec, advance):
         os._exit(1)

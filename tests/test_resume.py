@@ -66,3 +66,49 @@ def test_sigkill_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path):
         assert _numbers(resumed[run_id]) == _numbers(record), run_id
     for run_id in survivors:  # records written before the kill were kept, not redone
         assert resumed[run_id]["checksum"] == survivors[run_id]["checksum"]
+
+
+def test_records_of_another_benchmark_version_are_never_resumed_or_summarised(tmp_path):
+    """A record written under older benchmark semantics (version 1: fixed steps, one learning
+    rate) stays on disk but is not resumed as current, not summarised, and the run says why."""
+    import dataclasses
+
+    from posenc.bench import profiles
+    from posenc.bench.executor import LocalExecutor
+    from posenc.bench.runner import run_grid
+    from posenc.bench.spec import BENCHMARK_VERSION, RunSpec
+    from posenc.bench.store import make_record, validate_record, version_problem
+    from posenc.bench.trainer import execute
+
+    (spec,) = profiles.build_grid(profiles.get_profile("smoke"), encodings=("nope",), tasks=("copy",), seeds=(0,)).specs
+    payload = execute(spec)
+    payload.pop("weights_bytes")
+    store = ResultStore(tmp_path)
+    # The same run as an older posenc wrote it: no version field in its spec (= version 1).
+    old_spec = dataclasses.replace(spec, benchmark=1)
+    old = make_record(old_spec, payload)
+    old_dict = json.loads(json.dumps(old))
+    del old_dict["spec"]["benchmark"]
+    assert RunSpec.from_dict(old_dict["spec"]).benchmark == 1
+    assert old_spec.run_id != spec.run_id  # the version is part of what a run is
+    path = store.path_for(old_spec)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(old))
+    reason = validate_record(json.loads(path.read_text()))
+    assert reason is not None and "benchmark version 1" in reason and f"version {BENCHMARK_VERSION}" in reason
+    assert version_problem(json.loads(path.read_text())) == reason
+
+    logs: list[str] = []
+    outcome = run_grid([spec], store, LocalExecutor(1), show_progress=False, log=logs.append)
+    assert outcome.done == [spec.run_id] and not outcome.skipped  # redone, not resumed
+    assert any("benchmark version 1" in line and "never resumed" in line for line in logs)
+    assert path.exists()  # kept on disk for the user
+    assert [r["run_id"] for r in store.records(latest_grid=False)] == [spec.run_id]  # not summarised
+
+    # Even at the current run's own path, a record claiming another version is refused.
+    current = store.path_for(spec)
+    forged = make_record(spec, payload)
+    forged["spec"]["benchmark"] = BENCHMARK_VERSION + 1
+    current.write_text(json.dumps(forged))
+    record, why = store.load(spec)
+    assert record is None and f"benchmark version {BENCHMARK_VERSION + 1}" in why

@@ -198,12 +198,13 @@ SMOKE_2_LAYERS = dataclasses.replace(
 
 def test_the_grid_runs_a_schedule_per_task_and_seed_with_the_length_overrides_of_its_encodings():
     profile = dataclasses.replace(SMOKE_2_LAYERS, schedules=("irope:2",))
-    grid = profiles.build_grid(profile, encodings=("rope",))
+    grid = profiles.build_grid(profile, encodings=("rope",), seeds=(0,))
     runs = [spec for spec in grid.specs if spec.schedule]
     assert [(s.task, s.label) for s in runs] == [("copy", "irope:2"), ("lm", "irope:2")]
     plain = {s.task: s for s in grid.specs if not s.schedule}
     for spec in runs:
         assert spec.encoding == "rope" and spec.scalings == plain[spec.task].scalings
+        assert spec.finetune == plain[spec.task].finetune
         assert spec.encoding_config == {"rope": plain[spec.task].encoding_config}  # the training context
         assert spec.run_id != plain[spec.task].run_id
         assert RunSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
@@ -212,7 +213,7 @@ def test_the_grid_runs_a_schedule_per_task_and_seed_with_the_length_overrides_of
 
 def test_a_schedule_run_trains_the_scheduled_model():
     profile = dataclasses.replace(SMOKE_2_LAYERS, schedules=("irope:2",))
-    specs = profiles.build_grid(profile, encodings=("rope",), tasks=("copy",)).specs
+    specs = profiles.build_grid(profile, encodings=("rope",), tasks=("copy",), seeds=(0,)).specs
     scheduled, plain = next(s for s in specs if s.schedule), next(s for s in specs if not s.schedule)
     model = build_model(scheduled)
     assert [block.attn.encoding.kind for block in model.blocks] == ["rotary", "none"]

@@ -7,7 +7,12 @@ Pieces, each usable alone:
 - :mod:`~posenc.bench.executor`: the seam that runs a grid (``LocalExecutor``; Ray later)
 - :mod:`~posenc.bench.store`: atomic, checksummed JSON records; resume and redo
 - :mod:`~posenc.bench.runner`: skip finished work, execute the rest, write each record at once
-- :mod:`~posenc.bench.tables`: buckets, CSV/JSON summaries, the terminal table
+- :mod:`~posenc.bench.tuning`: a learning rate per encoding, by in-distribution validation
+- :mod:`~posenc.bench.scalings`: RoPE context extension as each paper uses it
+- :mod:`~posenc.bench.stats`: per-cell means and 95% intervals (:func:`cell`)
+- :mod:`~posenc.bench.claims`: the papers' claims (data) judged with those intervals
+- :mod:`~posenc.bench.tables`: CSV/JSON summaries, the terminal and Markdown tables
+- :mod:`~posenc.bench.figures`: curves with bands
 - :mod:`~posenc.bench.report_section`: the HTML fragment for ``posenc report``
 
 :func:`compare` ties them together; the CLI is a thin wrapper around it.
@@ -15,8 +20,10 @@ Pieces, each usable alone:
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +34,10 @@ from posenc.bench.executor import LocalExecutor, make_executor
 from posenc.bench.profiles import PROFILES, Profile, build_grid, get_profile
 from posenc.bench.report_section import write_page
 from posenc.bench.runner import GridOutcome, run_grid
-from posenc.bench.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
-from posenc.bench.store import ResultStore, atomic_write_text
+from posenc.bench.spec import BENCHMARK_VERSION, EvalSpec, ModelSpec, RunSpec, TrainSpec
+from posenc.bench.stats import Cell, cell, cells
+from posenc.bench.store import ResultStore, atomic_write_text, load_weights, versions
+from posenc.bench.trainer import build_model
 from posenc.bench.tables import render_table, summarize, to_csv, to_json
 from posenc.bench.figures import save_all
 
@@ -42,9 +51,13 @@ __all__ = [
     "ResultStore",
     "RunSpec",
     "TrainSpec",
+    "Cell",
     "build_grid",
+    "cell",
+    "cells",
     "compare",
     "get_profile",
+    "load_model",
 ]
 
 
@@ -83,6 +96,15 @@ class CompareResult:
             "files": self.files,
             "missing_encodings": self.missing_encodings,
         }
+
+
+def load_model(record_path: str | os.PathLike):
+    """The trained model of a run, rebuilt from its record and the weights kept next to it
+    (checksums verified), in eval mode: e.g. to draw its attention."""
+    data = json.loads(Path(record_path).read_text(encoding="utf-8"))
+    model = build_model(RunSpec.from_dict(data["spec"]))
+    model.load_state_dict(load_weights(record_path))
+    return model.eval()
 
 
 def default_threads(workers: int) -> int:
@@ -135,6 +157,25 @@ def write_outputs(
     return summary, files
 
 
+def write_run_info(out: Path, prof: Profile, outcome: GridOutcome, command: str) -> Path:
+    """``out/run.json``: what this invocation ran and how long it took, end to end (the
+    tables in the docs quote it; a resumed invocation says how many runs it resumed)."""
+    info = {
+        "profile": prof.name,
+        "command": command,
+        "benchmark": BENCHMARK_VERSION,
+        "posenc": versions()["posenc"],
+        "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "wall_seconds": round(outcome.wall_seconds, 1),
+        "runs_done": len(outcome.done),
+        "runs_resumed": len(outcome.skipped),
+        "runs_failed": len(outcome.failed),
+        "cores": os.cpu_count(),
+    }
+    atomic_write_text(out / "run.json", json.dumps(info, indent=1))
+    return out / "run.json"
+
+
 def compare(
     profile: str | Profile = "quick",
     *,
@@ -150,6 +191,7 @@ def compare(
     log: Callable[[str], None] = print,
     extra_outputs: Callable[[Path], dict[str, str]] | None = None,
     retune: bool = False,
+    command: str = "",
 ) -> CompareResult:
     """Run (or resume) a profile's grid into ``out``; write summaries, figures and the benchmark page
     (and ``extra_outputs``, see :func:`write_outputs`) from this invocation's own grid.
@@ -158,6 +200,7 @@ def compare(
     (:mod:`posenc.bench.tuning`: shipped choices, else cached under ``out/tuning``, else
     tuned now; ``retune`` ignores the shipped ones).
     """
+    start = time.perf_counter()
     prof = get_profile(profile) if isinstance(profile, str) else profile
     workers = prof.workers if workers is None else workers
     threads = default_threads(workers) if threads is None else threads
@@ -186,6 +229,8 @@ def compare(
     summary, files = write_outputs(
         out, report=report, run_ids=run_ids, profile=prof.name, log=log, extra_outputs=extra_outputs
     )
+    outcome.wall_seconds = time.perf_counter() - start  # everything, figures and report included
+    files["run"] = str(write_run_info(out, prof, outcome, command))
     finished = set(outcome.done) | set(outcome.skipped)
     missing = finished - {r["run_id"] for r in store.records(run_ids=run_ids, warn=log)}
     if missing:

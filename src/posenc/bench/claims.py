@@ -260,7 +260,7 @@ CLAIMS: list[Claim] = [
         NOPE,
         "length-generalisation ranking (mean reciprocal rank over 10 tasks)",
         "nope 0.69 > t5 0.55 > alibi 0.50 > rope 0.33 > sinusoidal 0.22",
-        Ranking(("nope", "t5", "alibi", "rope", "sinusoidal"), ("copy", "recall"), "em_out"),
+        Ranking(("nope", "t5", "alibi", "rope", "sinusoidal"), ("copy", "passkey"), "em_out"),
     ),
     *(_nope_copy(n, high) for n, high in
       {"nope": True, "t5": True, "rope": False, "sinusoidal": False, "learned": False}.items()),  # fmt: skip

@@ -83,7 +83,7 @@ def run_grid(
             "they are kept but never resumed or summarised as current results; this grid's runs are done anew"
         )
     for run_id, reason in outcome.redone:
-        log(f"record {run_id} cannot be resumed ({reason}); redoing it")
+        log(f"record {run_id} is corrupt ({reason}); redoing it")
     if outcome.skipped:
         log(f"resuming: {len(outcome.skipped)} of {len(specs)} runs already have valid records")
     total = sum(s.work_units() for s in todo)

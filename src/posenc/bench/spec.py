@@ -19,6 +19,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from posenc.bench import scalings
+
 #: Version 2: training stops at in-distribution convergence (held-out checks, a step
 #: cap), the learning rate is chosen per encoding by in-distribution validation, several
 #: seeds, PI/YaRN fine-tuned at the target length. Version 1 (no ``benchmark`` field):
@@ -189,7 +191,8 @@ class RunSpec:
     def work_units(self) -> int:
         """Rough cost in training-step equivalents (for one progress bar over a grid): the
         step cap (a run that converges earlier tops up its share when it finishes)."""
-        return self.train.steps + self.finetune * len(self.scalings) + self.eval_units()
+        tuned = sum(1 for name in self.scalings if scalings.parse(name).needs_finetune)
+        return self.train.steps + self.finetune * tuned + self.eval_units()
 
     def eval_units(self) -> int:
         if self.task == "lm":

@@ -146,6 +146,15 @@ def heldout_lm_windows(spec: RunSpec) -> tuple[torch.Tensor, torch.Tensor]:
     return text.tail_windows(text.stdlib_corpus().valid, spec.train.max_len, spec.train.valid_samples)
 
 
+def plateaued(losses: list[float], *, checks: int, tolerance: float) -> bool:
+    """True when the best of the last ``checks`` held-out losses is less than ``tolerance``
+    (relative) below the best one before them (needs more than ``checks`` values)."""
+    if len(losses) <= checks:
+        return False
+    before, recent = min(losses[:-checks]), min(losses[-checks:])
+    return recent > before * (1 - tolerance)
+
+
 class Checker:
     """Held-out in-distribution checks during training: exact match for tasks, loss for the LM.
 
@@ -192,11 +201,7 @@ class Checker:
         tr = self.spec.train
         if self.batch is not None:
             return self.values[-1] >= tr.converge_at
-        k = tr.plateau_checks
-        if len(self.values) <= k:
-            return False
-        before, recent = min(self.values[:-k]), min(self.values[-k:])
-        return recent > before * (1 - tr.plateau)
+        return plateaued(self.values, checks=tr.plateau_checks, tolerance=tr.plateau)
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": list(self.steps), self.metric: list(self.values)}
@@ -326,7 +331,7 @@ def finetune(model: Transformer, spec: RunSpec, length: int, progress: Progress 
     batch = max(1, tr.batch_size * tr.max_len // length)
     warm = max(1, spec.finetune // 10)
     lr = tr.lr * tr.min_lr_ratio
-    return _loop(
+    out = _loop(
         model,
         spec,
         steps=spec.finetune,
@@ -336,6 +341,8 @@ def finetune(model: Transformer, spec: RunSpec, length: int, progress: Progress 
         seed_offset=31_337,
         progress=progress,
     )
+    out["batch_size"] = batch
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -509,7 +516,7 @@ def evaluate_scaling(
         if spec.finetune > 0:
             length = scalings.finetune_length(scaling, original)
             tuned = finetune(scaled, spec, length, progress)
-            note["finetune"] = {k: tuned[k] for k in ("steps", "final_loss", "wall_seconds")} | {"length": length}
+            note["finetune"] = {k: tuned[k] for k in ("steps", "final_loss", "batch_size")} | {"length": length}
         else:
             note["outside_regime"] = f"{scaling.rope_type} is meant to be fine-tuned at the target length; evaluated without"
     at_length = (lambda seq_len: apply(seq_len)) if scaling.per_length else _at_nothing

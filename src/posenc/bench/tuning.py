@@ -114,7 +114,7 @@ class Choice:
 
 
 def shipped_table() -> dict[str, Any]:
-    """The choices shipped with posenc: ``{"command": ..., "entries": {key: {...}}}``."""
+    """The choices shipped with posenc: ``{"commands": [...], "entries": {key: {...}}}``."""
     try:
         text = resources.files("posenc.bench").joinpath(SHIPPED).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -150,7 +150,7 @@ def choose(
             entry = shipped[key]
             choices[key] = Choice(float(entry["lr"]), f"shipped with posenc ({entry['why']})", entry["candidates"])
         else:
-            todo += candidates(spec, grid, share)
+            todo += [c for c in candidates(spec, grid, share) if out.load(c)[0] is None]
     outcome = None
     if todo:
         log(f"tuning the learning rate: {len(todo)} candidate run(s) over {', '.join(f'{g:g}' for g in grid)}")
@@ -198,13 +198,14 @@ def table(specs: Sequence[RunSpec], choices: dict[str, Choice], command: str, sh
             choice = choices[key]
             why = choice.source.split("(", 1)[-1].rstrip(")") if "(" in choice.source else choice.source
             entries[key] = {
+                "profile": spec.profile,
                 "label": spec.label,
                 "task": tuning_task(spec, share or {}),
                 "lr": choice.lr,
                 "why": why,
                 "candidates": choice.candidates,
             }
-    return {"command": command, "entries": dict(sorted(entries.items(), key=lambda kv: (kv[1]["task"], kv[1]["label"])))}
+    return {"commands": [command], "entries": dict(sorted(entries.items()))}
 
 
 def tuning_store(root) -> ResultStore:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -94,6 +95,31 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     help="key/value heads of every model (grouped-query attention): a divisor of the profile's heads, or a "
     "preset name (its query heads per key/value head: llama-3.1 has 4, so 4 heads -> 1)",
 )
+@click.option(
+    "--finetune",
+    default=None,
+    type=int,
+    help="fine-tuning steps at the target length for the RoPE scalings whose papers fine-tune "
+    "(PI, YaRN); 0 evaluates them without, marked as outside their regime (default: the profile's)",
+)
+@click.option(
+    "--lm-protocol",
+    default=None,
+    type=click.Choice(["nonoverlapping", "sliding"]),
+    help="LM perplexity: non-overlapping windows (the ALiBi paper's protocol; default) or sliding windows",
+)
+@click.option(
+    "--sliding-stride",
+    default=None,
+    type=int,
+    help="with --lm-protocol sliding: bytes each window advances and scores (default 16)",
+)
+@click.option(
+    "--retune",
+    is_flag=True,
+    help="choose every learning rate here (in-distribution validation) instead of using the choices "
+    "shipped with posenc; candidates are cached under OUT/tuning",
+)
 @click.option("--list-profiles", is_flag=True, help="print the profiles and exit")
 @FORMAT
 def compare_command(
@@ -110,6 +136,10 @@ def compare_command(
     variants,
     schedules,
     kv_heads,
+    finetune,
+    lm_protocol,
+    sliding_stride,
+    retune,
     list_profiles,
     fmt,
 ):
@@ -131,6 +161,8 @@ def compare_command(
       posenc compare --variants combine=concat,inject=every_layer,position_warmup=200
       posenc compare --encodings rope,nope --schedules irope:2,local_global:3
       posenc compare --encodings rope,alibi --kv-heads llama-3.1   # grouped-query, as Llama 3.1
+      posenc compare --encodings rope --tasks lm --finetune 400
+      posenc compare --tasks lm --lm-protocol sliding --sliding-stride 32
 
     --variants adds runs of each additive encoding that change how position is
     added (labels like sinusoidal[concat], sinusoidal[pe-warmup:200]); other
@@ -141,6 +173,11 @@ def compare_command(
 
     --kv-heads gives every model fewer key/value heads than query heads; labels get
     [kv:N] and the run ids change (a different model), other runs keep theirs.
+
+    Every cell is a mean over seeds with a 95% interval (bootstrap over seeds and
+    evaluation examples); training stops at in-distribution convergence (or the step
+    cap: such runs show as n.c. and are left out of rankings and claims); each
+    encoding's learning rate is chosen by in-distribution validation.
     """
     if list_profiles:
         rows = {name: {"description": p.description, "why": p.why} for name, p in PROFILES.items()}
@@ -159,6 +196,7 @@ def compare_command(
         prof = dataclasses.replace(
             prof, model=dataclasses.replace(prof.model, num_kv_heads=_kv_heads(kv_heads, prof))
         )
+    prof = _with_options(prof, finetune, lm_protocol, sliding_stride)
     if address and executor != "ray":
         raise click.UsageError("--address needs --executor ray")
     if threads is not None:
@@ -181,6 +219,8 @@ def compare_command(
         show_progress=fmt == "table",
         log=(lambda msg: click.echo(msg, err=True)),
         extra_outputs=_full_report,  # written with the summaries, from the same grid, under one lock
+        retune=retune,
+        command=" ".join(["posenc", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("posenc") else "",
     )
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2, default=str))
@@ -191,6 +231,20 @@ def compare_command(
             console.print(line)
     if result.outcome.failed:
         raise SystemExit(1)
+
+
+def _with_options(prof, finetune: int | None, protocol: str | None, stride: int | None):
+    """The profile with --finetune, --lm-protocol and --sliding-stride applied (checked first)."""
+    if finetune is not None:
+        prof = dataclasses.replace(prof, finetune=check_int("--finetune", finetune, minimum=0, maximum=100_000))
+    if stride is not None:
+        if (protocol or prof.eval.lm_protocol) != "sliding":
+            raise click.UsageError("--sliding-stride needs --lm-protocol sliding")
+        check_int("--sliding-stride", stride, minimum=1, maximum=min(prof.eval.lm_lengths))
+        prof = dataclasses.replace(prof, eval=dataclasses.replace(prof.eval, sliding_stride=stride))
+    if protocol is not None:
+        prof = dataclasses.replace(prof, eval=dataclasses.replace(prof.eval, lm_protocol=protocol))
+    return prof
 
 
 def _with_variants(profile: str, text: str | None, encodings: tuple[str, ...] | None):

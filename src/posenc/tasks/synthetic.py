@@ -21,15 +21,16 @@ The vocabulary is shared by every task: 5 special tokens, then 128 symbols.
 | ``copy_binary`` | n bits | x | content cannot align |
 | ``selective_copy`` | n symbols with 0-3 blanks after each (but the last) | the n symbols | count what matters |
 | ``parity`` | n bits | parity bit | control: nothing should extrapolate |
-| ``recall`` | 4 key-value pairs, n filler tokens, a query key | the queried key's value | retrieval from far back |
+| ``passkey`` | a 2-symbol passkey, then n filler symbols | the passkey | retrieval from far back |
 
 ``n`` is always the number of *content* tokens (for ``selective_copy`` the input
-holds up to ``4n - 3`` tokens; the answer has n), except for ``recall``, where it is
-the number of filler tokens between the pairs and the query: the pairs always come
-first and the query last, so a longer n puts what must be retrieved farther back
-(associative recall, as in the passkey and multi-query recall probes; keys come from
-the first half of the symbols, values and filler from the second, so the queried key
-occurs exactly once before the query).
+holds up to ``4n - 3`` tokens; the answer has n), except for ``passkey``, where it is
+the number of filler tokens between the passkey and the question (``SEP``): the key
+always comes first, so a longer n puts what must be retrieved farther back, past any
+distance seen in training (the passkey probe of Mohtashami and Jaggi 2023, which
+separates "perplexity stays flat" from "far context is used"; the key comes from one
+half of the symbols and the filler from the other, so it is found by content, and
+only the distance changes).
 """
 
 from __future__ import annotations
@@ -117,18 +118,15 @@ def parity(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     return x, (((x - FIRST_SYMBOL).sum() % 2) + FIRST_SYMBOL).reshape(1)
 
 
-RECALL_PAIRS = 4  # key-value pairs at the start of every recall example
-_KEYS = NUM_SYMBOLS // 2  # keys: symbols [0, 64); values and filler: [64, 128)
+PASSKEY_LEN = 2  # symbols in a passkey
+_HALF = NUM_SYMBOLS // 2  # passkey symbols: [64, 128); filler: [0, 64)
 
 
-def recall(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """4 pairs (distinct keys, random values), n filler tokens, one of the keys; y = its value."""
-    keys = torch.randperm(_KEYS, generator=g)[:RECALL_PAIRS] + FIRST_SYMBOL
-    values = torch.randint(_KEYS, NUM_SYMBOLS, (RECALL_PAIRS,), generator=g) + FIRST_SYMBOL
-    filler = torch.randint(_KEYS, NUM_SYMBOLS, (n,), generator=g) + FIRST_SYMBOL
-    pick = int(torch.randint(0, RECALL_PAIRS, (1,), generator=g))
-    pairs = torch.stack([keys, values], 1).flatten()
-    return torch.cat([pairs, filler, keys[pick : pick + 1]]), values[pick : pick + 1].clone()
+def passkey(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A 2-symbol passkey, then n filler symbols; y = the passkey."""
+    key = torch.randint(_HALF, NUM_SYMBOLS, (PASSKEY_LEN,), generator=g) + FIRST_SYMBOL
+    filler = torch.randint(0, _HALF, (n,), generator=g) + FIRST_SYMBOL
+    return torch.cat([key, filler]), key.clone()
 
 
 TASKS: dict[str, Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]] = {
@@ -137,19 +135,19 @@ TASKS: dict[str, Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tens
     "copy_binary": copy_binary,
     "selective_copy": selective_copy,
     "parity": parity,
-    "recall": recall,
+    "passkey": passkey,
 }
 
 #: Chance level of one answer token (1 / size of the answer alphabet).
 CHANCE = {"copy": 1 / NUM_SYMBOLS, "reverse": 1 / NUM_SYMBOLS, "copy_binary": 0.5,
-          "selective_copy": 1 / NUM_SYMBOLS, "parity": 0.5, "recall": 1 / RECALL_PAIRS}  # fmt: skip
+          "selective_copy": 1 / NUM_SYMBOLS, "parity": 0.5, "passkey": 1 / _HALF}  # fmt: skip
 
 
 def max_sequence_length(task: str, n: int) -> int:
     """Longest ``inputs`` row (sequence minus one) an example of length n can produce."""
     check_choice("task", task, tuple(TASKS))
-    x_len = {"selective_copy": 4 * n - 3, "recall": 2 * RECALL_PAIRS + n + 1}.get(task, n)
-    y_len = 1 if task in ("parity", "recall") else n
+    x_len = {"selective_copy": 4 * n - 3, "passkey": PASSKEY_LEN + n}.get(task, n)
+    y_len = {"parity": 1, "passkey": PASSKEY_LEN}.get(task, n)
     return 1 + x_len + 1 + y_len + 1 - 1
 
 

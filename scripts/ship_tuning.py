@@ -1,0 +1,62 @@
+"""Choose every learning rate of a profile and ship the choices with posenc.
+
+Usage:
+    python scripts/ship_tuning.py --profile quick [--out DIR] [--workers N]
+
+Runs the profile's learning-rate candidates (``posenc.bench.tuning``: each encoding x
+task at every rate of ``Profile.lr_grid``, on the tuning seed, scored by held-out
+in-distribution checks only; cached under ``DIR/tuning``, so it resumes), then writes
+the choices into ``src/posenc/bench/tuned_lr.json`` next to the command that made them.
+``posenc compare`` uses a shipped choice when its key (the run's identity without the
+learning rate, seed and evaluation) matches, so a change to a profile's training
+settings makes the old choices unused until this script is run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from posenc.bench import profiles, tuning
+from posenc.bench.executor import make_executor
+
+TARGET = Path(__file__).resolve().parent.parent / "src" / "posenc" / "bench" / tuning.SHIPPED
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", required=True, choices=tuple(profiles.PROFILES))
+    parser.add_argument("--out", type=Path, default=Path("posenc-tuning"))
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args(argv)
+    prof = profiles.get_profile(args.profile)
+    if not prof.lr_grid:
+        raise SystemExit(f"profile {prof.name} has no learning-rate grid")
+    specs = profiles.build_grid(prof, seeds=prof.seeds[:1]).specs
+    share = dict(prof.tune_share)
+    choices, outcome = tuning.choose(
+        specs, prof.lr_grid, tuning.tuning_store(args.out), make_executor("local", workers=args.workers),
+        share=share, use_shipped=False,
+    )  # fmt: skip
+    if outcome is not None and outcome.failed:
+        raise SystemExit(f"{len(outcome.failed)} candidate(s) failed: {outcome.failed[:3]}")
+    command = f"python scripts/ship_tuning.py --profile {prof.name}"
+    new = tuning.table(specs, choices, command, share)
+    old = json.loads(TARGET.read_text(encoding="utf-8")) if TARGET.exists() else {"entries": {}}
+    entries = {k: v for k, v in old.get("entries", {}).items() if v.get("profile") != prof.name}
+    entries.update(new["entries"])
+    commands = sorted({*old.get("commands", []), command})
+    TARGET.write_text(
+        json.dumps({"commands": commands, "entries": dict(sorted(entries.items()))}, indent=1) + "\n",
+        encoding="utf-8",
+    )
+    for entry in new["entries"].values():
+        print(f"{entry['task']:15s} {entry['label']:20s} lr {entry['lr']:g}  ({entry['why']})")
+    print(f"wrote {TARGET}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

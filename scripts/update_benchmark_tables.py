@@ -1,0 +1,103 @@
+"""Rewrite the benchmark tables in README.md and docs/benchmark.md from a results directory.
+
+Usage:
+    python scripts/update_benchmark_tables.py --results DIR --block quick|standard [--check]
+
+``DIR`` is what ``posenc compare --out DIR`` wrote (records, ``run.json``). The block
+between ``<!-- compare-BLOCK:start -->`` and ``<!-- compare-BLOCK:end -->`` in each file
+that has it is replaced by: the command and its measured wall time, the summary table
+(mean [95% interval] per cell, n.c. where no seed converged), and, in docs/benchmark.md,
+the claims table. With ``--check`` nothing is written; exit 1 if a block differs.
+
+The tables in the docs are therefore always a run of the code as shipped: regenerate
+them (same command) whenever the benchmark changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from posenc.bench import claims, tables
+from posenc.bench.spec import BENCHMARK_VERSION
+from posenc.bench.store import ResultStore
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = {ROOT / "README.md": False, ROOT / "docs" / "benchmark.md": True}  # path -> with claims
+
+
+def markers(block: str) -> tuple[str, str]:
+    return f"<!-- compare-{block}:start -->", f"<!-- compare-{block}:end -->"
+
+
+def render(results: Path, *, with_claims: bool) -> str:
+    """The Markdown of one block from the records (and ``run.json``) under ``results``."""
+    records = ResultStore(results).records()
+    if not records:
+        raise SystemExit(f"{results}: no records")
+    info_path = results / "run.json"
+    info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.exists() else {}
+    summary = tables.summarize(records)
+    seeds = sorted({r["spec"]["seed"] for r in records})
+    versions = records[0]["versions"]
+    lines = [
+        f"`{info.get('command') or 'posenc compare --profile ' + info.get('profile', '?')}`: "
+        f"{len(records)} runs, seeds {', '.join(map(str, seeds))}; benchmark version {BENCHMARK_VERSION}; "
+        f"{_wall(info)}; python {versions['python']}, torch {versions['torch']}.",
+        "",
+        tables.markdown_table(summary).rstrip("\n"),
+        "",
+        tables.caption(summary),
+    ]
+    if with_claims:
+        rows = claims.claims(records)
+        lines += ["", "| source | claim | paper | ours | verdict |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {r['source']} | {r['claim']} | {r['paper']} | {r['ours']} | **{r['verdict']}** |" for r in rows
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _wall(info: dict) -> str:
+    if "wall_seconds" not in info:
+        return "wall time not recorded"
+    resumed = f", {info['runs_resumed']} runs resumed" if info.get("runs_resumed") else ""
+    return f"{info['wall_seconds']:.0f} s wall end to end on {info.get('cores', '?')} cores ({info.get('finished', '')}{resumed})"
+
+
+def replace(text: str, block: str, body: str, path: Path) -> str:
+    start, end = markers(block)
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise SystemExit(f"{path}: expected one {start} followed by one {end}")
+    head, rest = text.split(start)
+    _, tail = rest.split(end)
+    return f"{head}{start}\n{body}{end}{tail}"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, required=True, help="a posenc compare --out directory")
+    parser.add_argument("--block", choices=("quick", "standard"), required=True)
+    parser.add_argument("--check", action="store_true", help="only report (exit 1) when a block differs")
+    args = parser.parse_args(argv)
+    stale = 0
+    for path, with_claims in FILES.items():
+        text = path.read_text(encoding="utf-8")
+        if markers(args.block)[0] not in text:
+            continue
+        new = replace(text, args.block, render(args.results, with_claims=with_claims), path)
+        if new == text:
+            continue
+        if args.check:
+            print(f"{path.name}: the {args.block} block differs from {args.results}")
+            stale += 1
+        else:
+            path.write_text(new, encoding="utf-8")
+            print(f"{path.name}: {args.block} block updated")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,119 @@
+"""Cell statistics: means and 95% intervals against hand-computed cases; verdicts use them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from posenc.bench import claims, stats
+from posenc.bench.stats import Cell, bootstrap_interval
+
+
+def _mean_stat(values: np.ndarray):
+    return lambda s, u: values[s[..., :, None], u[..., None, :]].mean(axis=(-1, -2))
+
+
+def test_units_only_interval_matches_the_binomial_by_hand():
+    """One seed, 10 examples, five right: a resampled mean is Binomial(10, 1/2) / 10.
+
+    P(X <= 1) = 11/1024 = 1.1% < 2.5% < P(X <= 2) = 56/1024 = 5.5%, so the 2.5% quantile
+    is 0.2; by symmetry the 97.5% quantile is 0.8. The interval is [0.2, 0.8].
+    """
+    values = np.array([[0.0] * 5 + [1.0] * 5])
+    assert bootstrap_interval(_mean_stat(values), values.shape) == (0.2, 0.8)
+
+
+def test_three_seeds_interval_is_their_range():
+    """Three seeds, one unit each: each extreme resample (all three the same seed) has
+    probability 1/27 = 3.7% > 2.5%, so the 95% percentile interval is [min, max]."""
+    values = np.array([[0.0], [0.3], [0.9]])
+    assert bootstrap_interval(_mean_stat(values), values.shape) == (0.0, 0.9)
+
+
+def test_crossed_interval_widens_by_the_seed_spread():
+    """Two seeds whose units differ by a constant 0.5: the statistic is the units' binomial
+    mean plus 0, 0.25 or 0.5 (both resampled seeds the first, one of each, both the second)
+    with probability 1/4, 1/2, 1/4. Exact distribution by enumeration; the bootstrap's
+    quantiles must land on it."""
+    base = np.array([0.0] * 5 + [1.0] * 5)
+    values = np.stack([base, base + 0.5])
+    low, high = bootstrap_interval(_mean_stat(values), values.shape)
+    support: dict[float, float] = {}
+    for k in range(11):
+        p_units = math.comb(10, k) / 1024
+        for shift, p_seed in ((0.0, 0.25), (0.25, 0.5), (0.5, 0.25)):
+            key = round(k / 10 + shift, 10)
+            support[key] = support.get(key, 0.0) + p_units * p_seed
+    cdf, acc = {}, 0.0
+    for x in sorted(support):
+        acc += support[x]
+        cdf[x] = acc
+    lo_exact = min(x for x in cdf if cdf[x] >= 0.025)
+    hi_exact = min(x for x in cdf if cdf[x] >= 0.975)
+    assert (round(low, 10), round(high, 10)) == (lo_exact, hi_exact)
+    assert high - low > 0.6  # wider than the units alone ([0.2, 0.8])
+
+
+def test_a_cell_averages_converged_runs_only_and_counts_the_others():
+    def record(seed, hits, converged=True):
+        per = [[1] * hits + [0] * (4 - hits)]
+        return {
+            "label": "x",
+            "spec": {"task": "copy", "seed": seed, "train": {"max_len": 4}},
+            "result": {
+                "train": {"converged": converged},
+                "eval": {"default": {"lengths": [6], "per_example": {"exact_match": per, "token_accuracy": per}}},
+            },
+        }
+
+    records = [record(0, 4), record(1, 2), record(2, 0, converged=False)]
+    c = stats.cell(records, label="x", task="copy", column="em_2x")
+    assert (c.mean, c.n, c.runs, c.units) == (0.75, 2, 3, 4)
+    assert not c.converged and c.low <= 0.75 <= c.high
+    none = stats.cell([record(0, 4, converged=False)], label="x", task="copy", column="em_2x")
+    assert none.n == 0 and math.isnan(none.mean) and not none.measured
+
+
+def test_lm_ratio_units_pair_each_long_window_with_the_short_ones_it_covers():
+    ev = {
+        "lengths": [2, 4],
+        "window_nats": [[1.0, 1.0, 2.0, 2.0], [1.0, 3.0]],  # windows of 2 bytes; of 4 bytes
+        "protocol": "nonoverlapping",
+    }
+    longer, base = stats.units({"spec": {"task": "lm", "train": {"max_len": 2}}, "result": {"eval": {"default": ev}}},
+                               "default", "ratio_2x")  # fmt: skip
+    np.testing.assert_array_equal(longer, [1.0, 3.0])
+    np.testing.assert_array_equal(base, [1.0, 2.0])
+    statistic = stats._stat_ratio(np.stack([longer]), np.stack([base]))
+    # exp(mean(1, 3) - mean(1, 2)) = exp(0.5)
+    assert float(statistic(np.arange(1), np.arange(2))) == pytest.approx(math.exp(0.5))
+
+
+@pytest.mark.parametrize(
+    ("cell", "side", "verdict"),
+    [
+        (Cell(0.95, 0.92, 0.99, 3, 3, 10), ">=", "agrees"),
+        (Cell(0.95, 0.85, 0.99, 3, 3, 10), ">=", "inconclusive"),
+        (Cell(0.50, 0.40, 0.60, 3, 3, 10), ">=", "disagrees"),
+        (Cell(0.95, 0.92, 0.99, 3, 3, 10), "<=", "disagrees"),
+        (Cell(0.05, 0.00, 0.08, 3, 3, 10), "<=", "agrees"),
+        (Cell(math.nan, math.nan, math.nan, 0, 3, 0), ">=", "not measured"),
+    ],
+)
+def test_verdicts_only_where_the_interval_decides(cell, side, verdict):
+    assert stats.verdict_vs(cell, 0.9, side) == verdict
+
+
+def test_claims_are_data_and_each_names_a_test():
+    assert claims.CLAIMS and all(isinstance(c, claims.Claim) and hasattr(c.test, "judge") for c in claims.CLAIMS)
+    before = len(claims.CLAIMS)
+    extra = claims.Claim("a paper", "nope beats rope on copy", "yes", claims.Compare("nope", "rope", "copy", "em_2x", ">"))
+    claims.CLAIMS.append(extra)
+    try:
+        rows = claims.claims([])
+        assert rows == []  # no runs of the named encodings: nothing to show
+    finally:
+        claims.CLAIMS.pop()
+    assert len(claims.CLAIMS) == before

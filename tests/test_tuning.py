@@ -1,0 +1,119 @@
+"""Learning-rate choice per encoding: in-distribution validation only, recorded, never test lengths."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from posenc import bench
+from posenc.bench import profiles, tuning
+from posenc.bench.executor import LocalExecutor
+from posenc.bench.runner import run_grid
+from posenc.bench.store import ResultStore
+from posenc.bench.trainer import tune_execute
+from posenc.tasks import synthetic, text
+
+SMOKE = profiles.get_profile("smoke")
+
+
+def _specs(**narrow):
+    narrow.setdefault("seeds", (0,))
+    return profiles.build_grid(SMOKE, **narrow).specs
+
+
+def _forbid_test_data(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("an evaluation set was read while choosing a learning rate")
+
+    monkeypatch.setattr(synthetic, "eval_batch", refuse)
+    monkeypatch.setattr(text, "nonoverlapping_windows", refuse)
+    monkeypatch.setattr(text, "lastk_windows", refuse)
+
+
+@pytest.mark.parametrize("task", ["copy", "lm"])
+def test_a_candidate_never_reads_an_evaluation_set(monkeypatch, task):
+    (spec,) = _specs(encodings=("nope",), tasks=(task,))
+    _forbid_test_data(monkeypatch)
+    for candidate in tuning.candidates(spec, SMOKE.lr_grid):
+        result = tune_execute(candidate)
+        assert set(result) == {"lr", "train"} and result["lr"] == candidate.train.lr
+
+
+def test_the_choice_does_not_depend_on_the_evaluation_lengths(tmp_path):
+    other = dataclasses.replace(SMOKE, eval=dataclasses.replace(SMOKE.eval, lengths=(3, 30, 60), samples=4))
+    a = profiles.build_grid(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0,)).specs[0]
+    b = profiles.build_grid(other, encodings=("nope",), tasks=("copy",), seeds=(0,)).specs[0]
+    assert a.run_id != b.run_id  # different benchmarks ...
+    assert tuning.tuning_key(a) == tuning.tuning_key(b)  # ... the same choice
+    assert [c.run_id for c in tuning.candidates(a, (1e-3, 3e-3))] == [
+        c.run_id for c in tuning.candidates(b, (1e-3, 3e-3))
+    ]
+    assert all(c.eval == tuning.TUNE_EVAL and c.seed == tuning.TUNE_SEED for c in tuning.candidates(a, (1e-3,)))
+    # Nor on the seed being evaluated: every seed shares one choice.
+    assert tuning.tuning_key(a) == tuning.tuning_key(dataclasses.replace(a, seed=7))
+
+
+def _result(lr, converged, steps, values, metric="valid_exact_match"):
+    return {"lr": lr, "train": {"converged": converged, "steps_to_converge": steps if converged else None,
+                                "steps": steps, "checks": {"step": list(range(len(values))), metric: values}}}  # fmt: skip
+
+
+def test_selection_rules():
+    # Tasks: fewest steps among converged candidates, whatever their final numbers.
+    lr, why = tuning.select([_result(1e-3, True, 400, [0.5, 1.0]), _result(2e-3, True, 200, [0.99]),
+                             _result(4e-3, False, 600, [0.98])])  # fmt: skip
+    assert lr == 2e-3 and "fewest steps" in why
+    # None converged: the highest final held-out exact match.
+    lr, _ = tuning.select([_result(1e-3, False, 600, [0.2, 0.4]), _result(2e-3, False, 600, [0.6, 0.5])])
+    assert lr == 2e-3
+    # LM: the lowest held-out loss reached.
+    lr, _ = tuning.select([_result(1e-3, False, 600, [3.0, 2.5], "valid_loss"),
+                           _result(2e-3, True, 300, [3.0, 2.6], "valid_loss")])  # fmt: skip
+    assert lr == 1e-3
+
+
+def test_compare_tunes_caches_and_records_the_choice(tmp_path, monkeypatch):
+    monkeypatch.setattr(tuning, "shipped_table", lambda: {"entries": {}})
+    result = bench.compare("smoke", encodings=("nope",), tasks=("copy",), seeds=(0, 1), out=tmp_path,
+                           report=False, show_progress=False, log=lambda _: None)  # fmt: skip
+    assert not result.outcome.failed
+    records = ResultStore(tmp_path).records()
+    assert len(records) == 2 and len({r["spec"]["train"]["lr"] for r in records}) == 1
+    assert all(r["spec"]["train"]["lr"] in SMOKE.lr_grid for r in records)
+    assert all("in-distribution validation" in r["spec"]["lr_source"] for r in records)
+    cached = ResultStore(tmp_path / "tuning", problem=tuning.tune_problem).records()
+    assert sorted(r["spec"]["train"]["lr"] for r in cached) == sorted(SMOKE.lr_grid)
+    # A second invocation reuses the cached candidates (nothing tuned again).
+    logs = []
+    bench.compare("smoke", encodings=("nope",), tasks=("copy",), seeds=(0, 1), out=tmp_path,
+                  report=False, show_progress=False, log=logs.append)  # fmt: skip
+    assert not any("tuning the learning rate" in line for line in logs)
+
+
+def test_shipped_choices_are_used_and_named(tmp_path, monkeypatch):
+    (spec,) = _specs(encodings=("nope",), tasks=("copy",))
+    key = tuning.tuning_key(spec)
+    entry = {"label": "nope", "task": "copy", "lr": 3e-3, "why": "a test", "candidates": []}
+    monkeypatch.setattr(tuning, "shipped_table", lambda: {"command": "x", "entries": {key: entry}})
+    bench.compare("smoke", encodings=("nope",), tasks=("copy",), seeds=(0,), out=tmp_path,
+                  report=False, show_progress=False, log=lambda _: None)  # fmt: skip
+    (record,) = ResultStore(tmp_path).records()
+    assert record["spec"]["train"]["lr"] == 3e-3 and "shipped" in record["spec"]["lr_source"]
+    assert not (tmp_path / "tuning" / "runs").exists()
+
+
+def test_the_shipped_table_matches_the_profiles_it_names():
+    table = tuning.shipped_table()
+    for key, entry in table["entries"].items():
+        assert entry["lr"] in profiles.get_profile(entry["profile"]).lr_grid
+        assert len(key) == 16
+
+
+def test_tuning_records_are_resumable_like_runs(tmp_path):
+    (spec,) = _specs(encodings=("nope",), tasks=("copy",))
+    store = tuning.tuning_store(tmp_path)
+    cands = tuning.candidates(spec, SMOKE.lr_grid)
+    first = run_grid(cands, store, LocalExecutor(1), show_progress=False, log=lambda _: None, work_fn=tune_execute)
+    again = run_grid(cands, store, LocalExecutor(1), show_progress=False, log=lambda _: None, work_fn=tune_execute)
+    assert len(first.done) == len(cands) and len(again.skipped) == len(cands) and not again.done
