@@ -224,7 +224,7 @@ class LastkRise:
         side = ">=" if self.explodes else "<="
         rule = f"last-k loss at {self.multiple:g}x vs 1x L_train; interval wholly {side} {100 * self.threshold:+.0f}% agrees"
         if not c.measured:
-            return "not converged or not run", "not measured", rule
+            return f"no converged run measured at {self.multiple:g}x", "not measured", rule
         ours = f"{100 * c.mean:+.0f}% [{100 * c.low:+.0f}, {100 * c.high:+.0f}] loss at {self.multiple:g}x ({c.n} seeds)"
         return ours, stats.verdict_vs(c, self.threshold, side), rule
 

@@ -99,7 +99,8 @@ def _finish(fig: Figure, ax, train_len: float | None, *, train_label: str) -> Fi
         ax.annotate(train_label, (train_len, 1.0), xycoords=("data", "axes fraction"), fontsize=8, color="grey",
                     ha="left", va="top")  # fmt: skip
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="best")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, ncol=2, loc="best")
     fig.tight_layout()
     return fig
 

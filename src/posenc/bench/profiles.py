@@ -78,6 +78,23 @@ class Profile:
 
 
 PAPER_EVAL = EvalSpec()
+#: quick and standard train alike (so standard shares quick's learning-rate choices):
+#: copy-like tasks on n <= 8, batch 32, step cap 1500, a held-out check every 50 steps;
+#: the byte LM on 64-byte windows, batch 16, step cap 1000, a check every 100 steps.
+QUICK_TASK_TRAIN = TrainSpec(steps=1500, batch_size=32, warmup_steps=50, max_len=8, check_every=50)
+QUICK_LM_TRAIN = TrainSpec(
+    steps=1000, batch_size=16, warmup_steps=50, max_len=64, check_every=100, plateau_checks=2
+)
+QUICK_EVAL = EvalSpec(
+    lengths=(4, 8, 10, 12, 16, 24, 32),
+    samples=128,
+    lm_lengths=(32, 64, 96, 128, 192, 256, 512),
+    lm_bytes=6144,
+    lastk_contexts=(1.0, 1.25, 1.5, 2.0, 4.0, 8.0),
+    lastk_k=32,
+    lastk_windows=32,
+    position_multiple=8,
+)
 ALL_SCALINGS = (
     *(f"{t}:{s}" for t in ("linear", "ntk", "dynamic", "yarn") for s in (2, 4, 8)),
     scalings.DYNAMIC_YARN,
@@ -119,18 +136,9 @@ PROFILES: dict[str, Profile] = {
         tasks=("copy", "passkey", "lm"),
         seeds=(0, 1, 2),
         model=ModelSpec(),
-        task_train=TrainSpec(steps=1500, batch_size=64, warmup_steps=50, max_len=8, check_every=50),
-        lm_train=TrainSpec(steps=800, batch_size=16, warmup_steps=50, max_len=64, check_every=100),
-        eval=EvalSpec(
-            lengths=(4, 8, 10, 12, 16, 24, 32),
-            samples=128,
-            lm_lengths=(32, 64, 96, 128, 192, 256, 512),
-            lm_bytes=6144,
-            lastk_contexts=(1.0, 1.25, 1.5, 2.0, 4.0, 8.0),
-            lastk_k=32,
-            lastk_windows=32,
-            position_multiple=8,
-        ),
+        task_train=QUICK_TASK_TRAIN,
+        lm_train=QUICK_LM_TRAIN,
+        eval=QUICK_EVAL,
         randomized=("rope",),
         scalings=("dynamic:4", "yarn-dynamic", "linear:4", "yarn:4"),
         finetune=100,
@@ -145,23 +153,14 @@ PROFILES: dict[str, Profile] = {
         tasks=ALL_TASKS,
         seeds=(0, 1, 2),
         model=ModelSpec(),
-        task_train=TrainSpec(steps=1500, batch_size=64, warmup_steps=50, max_len=8, check_every=50),
-        lm_train=TrainSpec(steps=800, batch_size=16, warmup_steps=50, max_len=64, check_every=100),
-        eval=EvalSpec(
-            lengths=(4, 8, 10, 12, 16, 24, 32),
-            samples=128,
-            lm_lengths=(32, 64, 96, 128, 192, 256, 512),
-            lm_bytes=6144,
-            lastk_contexts=(1.0, 1.25, 1.5, 2.0, 4.0, 8.0),
-            lastk_k=32,
-            lastk_windows=32,
-            position_multiple=8,
-        ),
+        task_train=QUICK_TASK_TRAIN,
+        lm_train=QUICK_LM_TRAIN,
+        eval=QUICK_EVAL,
         randomized=("sinusoidal", "rope"),
         scalings=("dynamic:2", "dynamic:4", "yarn-dynamic", "ntk:4", "linear:4", "yarn:4"),
         finetune=100,
         lr_grid=(1e-3, 2e-3, 4e-3),
-        tune_share=(("reverse", "copy"), ("copy_binary", "copy"), ("selective_copy", "copy"), ("parity", "copy")),
+        tune_share=tuple((task, "copy") for task in ALL_TASKS if task not in ("copy", "passkey", "lm")),
         workers=2,
     ),
     "full": Profile(
