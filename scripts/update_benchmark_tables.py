@@ -55,7 +55,8 @@ def render(results: Path, *, with_claims: bool) -> str:
         rows = claims.claims(records)
         lines += ["", "| source | claim | paper | ours | verdict |", "|---|---|---|---|---|"]
         lines += [
-            f"| {r['source']} | {r['claim']} | {r['paper']} | {r['ours']} | **{r['verdict']}** |" for r in rows
+            f"| {r['source']} | {r['claim']} | {r['paper']} | {r['ours']} | **{r['verdict']}** |"
+            for r in rows
         ]
     return "\n".join(lines) + "\n"
 

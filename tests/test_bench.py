@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 import posenc
 from posenc.bench import profiles, tables
-from posenc.bench.executor import LocalExecutor
 from posenc.bench.claims import claims
+from posenc.bench.executor import LocalExecutor
 from posenc.bench.report_section import render
 from posenc.bench.runner import run_grid
 from posenc.bench.spec import RunSpec
@@ -111,7 +111,9 @@ def test_quick_profile_meets_the_brief():
     rope_lm = [s for s in grid.specs if s.label == "rope" and s.task == "lm"]
     assert rope_lm and all(s.finetune > 0 and "yarn:4" in s.scalings for s in rope_lm)
     rope_copy = [s for s in grid.specs if s.label == "rope" and s.task == "copy"]
-    assert all("yarn:4" not in s.scalings and "dynamic:4" in s.scalings for s in rope_copy)  # no fine-tune on tasks
+    assert all(
+        "yarn:4" not in s.scalings and "dynamic:4" in s.scalings for s in rope_copy
+    )  # no fine-tune on tasks
     assert all(s.encoding in posenc.ENCODINGS for s in grid.specs)
 
 
@@ -351,7 +353,9 @@ def test_summary_table_csv_and_json(smoke_results):
     assert "bootstrap" in summary["method"]
     csv_text = tables.to_csv(records)
     header = csv_text.splitlines()[0].split(",")
-    assert header[:3] == ["label", "encoding", "task"] and {"lr", "converged", "steps_to_converge"} <= set(header)
+    assert header[:3] == ["label", "encoding", "task"] and {"lr", "converged", "steps_to_converge"} <= set(
+        header
+    )
     assert len(csv_text.strip().splitlines()) == 1 + 4
     assert json.loads(tables.to_json(summary))["rows"]["nope"]["copy:seeds"] == 1
     markdown = tables.markdown_table(summary)
@@ -368,8 +372,12 @@ def test_report_section_has_curves_table_and_claims(smoke_results):
     verdicts = {r["verdict"] for r in rows}
     assert verdicts <= {"agrees", "disagrees", "inconclusive", "mixed", "not measured"}
     # smoke's copy runs did not converge: every copy claim about them is "not measured"
-    copy_rows = [r for r in rows if "copy" in r["source"] and ("nope:" in r["claim"] or "sinusoidal:" in r["claim"])]
-    assert copy_rows and all(r["verdict"] == "not measured" and "not converged" in r["ours"] for r in copy_rows)
+    copy_rows = [
+        r for r in rows if "copy" in r["source"] and ("nope:" in r["claim"] or "sinusoidal:" in r["claim"])
+    ]
+    assert copy_rows and all(
+        r["verdict"] == "not measured" and "not converged" in r["ours"] for r in copy_rows
+    )
     assert "Not converged in-distribution" in fragment and "n.c." in fragment
     assert "<p>No finished runs" in render(smoke_results / "nowhere")
 

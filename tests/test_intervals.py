@@ -64,7 +64,9 @@ def test_a_cell_averages_converged_runs_only_and_counts_the_others():
             "spec": {"task": "copy", "seed": seed, "train": {"max_len": 4}},
             "result": {
                 "train": {"converged": converged},
-                "eval": {"default": {"lengths": [6], "per_example": {"exact_match": per, "token_accuracy": per}}},
+                "eval": {
+                    "default": {"lengths": [6], "per_example": {"exact_match": per, "token_accuracy": per}}
+                },
             },
         }
 
@@ -107,9 +109,13 @@ def test_verdicts_only_where_the_interval_decides(cell, side, verdict):
 
 
 def test_claims_are_data_and_each_names_a_test():
-    assert claims.CLAIMS and all(isinstance(c, claims.Claim) and hasattr(c.test, "judge") for c in claims.CLAIMS)
+    assert claims.CLAIMS and all(
+        isinstance(c, claims.Claim) and hasattr(c.test, "judge") for c in claims.CLAIMS
+    )
     before = len(claims.CLAIMS)
-    extra = claims.Claim("a paper", "nope beats rope on copy", "yes", claims.Compare("nope", "rope", "copy", "em_2x", ">"))
+    extra = claims.Claim(
+        "a paper", "nope beats rope on copy", "yes", claims.Compare("nope", "rope", "copy", "em_2x", ">")
+    )
     claims.CLAIMS.append(extra)
     try:
         rows = claims.claims([])

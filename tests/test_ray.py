@@ -105,7 +105,9 @@ def local_records(tmp_path_factory) -> dict[str, dict]:
     """The reference: the smoke grid run in this process."""
     out = tmp_path_factory.mktemp("local")
     # As `posenc compare` runs it: learning rates chosen first (on the same executor kind).
-    result = bench.compare("smoke", threads=1, workers=1, out=out, report=False, show_progress=False, log=quiet)
+    result = bench.compare(
+        "smoke", threads=1, workers=1, out=out, report=False, show_progress=False, log=quiet
+    )
     assert len(result.outcome.done) == len(profiles.build_grid(SMOKE).specs) and not result.outcome.failed
     return by_run_id(out)
 

@@ -80,7 +80,9 @@ def test_records_of_another_benchmark_version_are_never_resumed_or_summarised(tm
     from posenc.bench.store import make_record, validate_record, version_problem
     from posenc.bench.trainer import execute
 
-    (spec,) = profiles.build_grid(profiles.get_profile("smoke"), encodings=("nope",), tasks=("copy",), seeds=(0,)).specs
+    (spec,) = profiles.build_grid(
+        profiles.get_profile("smoke"), encodings=("nope",), tasks=("copy",), seeds=(0,)
+    ).specs
     payload = execute(spec)
     payload.pop("weights_bytes")
     store = ResultStore(tmp_path)

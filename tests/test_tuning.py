@@ -49,7 +49,9 @@ def test_the_choice_does_not_depend_on_the_evaluation_lengths(tmp_path):
     assert [c.run_id for c in tuning.candidates(a, (1e-3, 3e-3))] == [
         c.run_id for c in tuning.candidates(b, (1e-3, 3e-3))
     ]
-    assert all(c.eval == tuning.TUNE_EVAL and c.seed == tuning.TUNE_SEED for c in tuning.candidates(a, (1e-3,)))
+    assert all(
+        c.eval == tuning.TUNE_EVAL and c.seed == tuning.TUNE_SEED for c in tuning.candidates(a, (1e-3,))
+    )
     # Nor on the seed being evaluated: every seed shares one choice.
     assert tuning.tuning_key(a) == tuning.tuning_key(dataclasses.replace(a, seed=7))
 
@@ -114,6 +116,10 @@ def test_tuning_records_are_resumable_like_runs(tmp_path):
     (spec,) = _specs(encodings=("nope",), tasks=("copy",))
     store = tuning.tuning_store(tmp_path)
     cands = tuning.candidates(spec, SMOKE.lr_grid)
-    first = run_grid(cands, store, LocalExecutor(1), show_progress=False, log=lambda _: None, work_fn=tune_execute)
-    again = run_grid(cands, store, LocalExecutor(1), show_progress=False, log=lambda _: None, work_fn=tune_execute)
+    first = run_grid(
+        cands, store, LocalExecutor(1), show_progress=False, log=lambda _: None, work_fn=tune_execute
+    )
+    again = run_grid(
+        cands, store, LocalExecutor(1), show_progress=False, log=lambda _: None, work_fn=tune_execute
+    )
     assert len(first.done) == len(cands) and len(again.skipped) == len(cands) and not again.done

@@ -109,7 +109,9 @@ def test_trainer_applies_the_schedule_every_step():
     model = build_model(spec)
     seen: list[float] = []
     # training steps only (the held-out checks in between run the model in eval mode)
-    model.register_forward_pre_hook(lambda module, args: seen.append(module.position_scale) if module.training else None)
+    model.register_forward_pre_hook(
+        lambda module, args: seen.append(module.position_scale) if module.training else None
+    )
     result = train(model, spec)
     assert seen == [min(1.0, step / 4) for step in range(spec.train.steps)]
     assert result["final_position_scale"] == 1.0

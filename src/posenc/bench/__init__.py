@@ -31,15 +31,15 @@ from typing import Any
 
 from posenc.bench import tuning
 from posenc.bench.executor import LocalExecutor, make_executor
+from posenc.bench.figures import save_all
 from posenc.bench.profiles import PROFILES, Profile, build_grid, get_profile
 from posenc.bench.report_section import write_page
 from posenc.bench.runner import GridOutcome, run_grid
 from posenc.bench.spec import BENCHMARK_VERSION, EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.bench.stats import Cell, cell, cells
 from posenc.bench.store import ResultStore, atomic_write_text, load_weights, versions
-from posenc.bench.trainer import build_model
 from posenc.bench.tables import render_table, summarize, to_csv, to_json
-from posenc.bench.figures import save_all
+from posenc.bench.trainer import build_model
 
 __all__ = [
     "PROFILES",

@@ -111,7 +111,9 @@ class Compare:
         if not d.measured:
             ours = "not converged or not run"
             return ours, "not measured", ""
-        ours = f"{self.a} - {self.b}: {scale * d.mean:+.2f} [{scale * d.low:+.2f}, {scale * d.high:+.2f}]{unit}"
+        ours = (
+            f"{self.a} - {self.b}: {scale * d.mean:+.2f} [{scale * d.low:+.2f}, {scale * d.high:+.2f}]{unit}"
+        )
         ours += f"; {self.what}" if self.what else ""
         m = self.margin
         if self.non_inferior:  # a no worse than b by more than the margin
@@ -126,7 +128,9 @@ class Compare:
             rule = f"interval of {self.a} - {self.b} wholly above {m:+g} agrees, wholly at or below disagrees"
         else:
             verdict = "agrees" if d.high < -m else ("disagrees" if d.low >= -m else "inconclusive")
-            rule = f"interval of {self.a} - {self.b} wholly below {-m:+g} agrees, wholly at or above disagrees"
+            rule = (
+                f"interval of {self.a} - {self.b} wholly below {-m:+g} agrees, wholly at or above disagrees"
+            )
         return ours, verdict, rule
 
 
@@ -142,7 +146,9 @@ class Ranking:
     def judge(self, records: Records) -> tuple[str, str, str]:
         agree = disagree = undecided = 0
         for task in self.tasks:
-            present = [n for n in self.order if stats.cell(records, label=n, task=task, column=self.column).measured]
+            present = [
+                n for n in self.order if stats.cell(records, label=n, task=task, column=self.column).measured
+            ]
             for better, worse in itertools.combinations(present, 2):  # paper: better > worse
                 d = stats.difference(records, better, worse, task=task, column=self.column)
                 if d.low > 0:
@@ -187,7 +193,9 @@ class SeedRatio:
             return {
                 r["spec"]["seed"]: float(r["result"]["timing"][self.key])
                 for r in records
-                if r["label"] == label and r["spec"]["task"] == self.task and r["result"]["timing"].get(self.key)
+                if r["label"] == label
+                and r["spec"]["task"] == self.task
+                and r["result"]["timing"].get(self.key)
             }
 
         a, b = by_seed(self.a), by_seed(self.b)
@@ -254,19 +262,44 @@ def _nope_copy(name: str, high: bool) -> Claim:
 
 
 CLAIMS: list[Claim] = [
-    *(_alibi_ratio(n, two, five) for n, (two, five) in
-      {"sinusoidal": (2.17, 6.6), "rope": (1.06, 1.57), "t5": (0.96, 1.04), "alibi": (0.95, 0.93)}.items()),  # fmt: skip
+    *(
+        _alibi_ratio(n, two, five)
+        for n, (two, five) in {
+            "sinusoidal": (2.17, 6.6),
+            "rope": (1.06, 1.57),
+            "t5": (0.96, 1.04),
+            "alibi": (0.95, 0.93),
+        }.items()
+    ),  # fmt: skip
     Claim(
         NOPE,
         "length-generalisation ranking (mean reciprocal rank over 10 tasks)",
         "nope 0.69 > t5 0.55 > alibi 0.50 > rope 0.33 > sinusoidal 0.22",
         Ranking(("nope", "t5", "alibi", "rope", "sinusoidal"), ("copy", "passkey"), "em_out"),
     ),
-    *(_nope_copy(n, high) for n, high in
-      {"nope": True, "t5": True, "rope": False, "sinusoidal": False, "learned": False}.items()),  # fmt: skip
-    *(Claim("NoPE paper (Kazemnejad et al. 2023), last-k loss, 1B code model", f"{n}: {text}",
-            text, LastkRise(n, 1.5, 0.10, explodes=n == "rope"))
-      for n, text in {"rope": "explodes by 1.2-1.4x", "nope": "holds to ~1.5x", "alibi": "holds to ~1.5x"}.items()),  # fmt: skip
+    *(
+        _nope_copy(n, high)
+        for n, high in {
+            "nope": True,
+            "t5": True,
+            "rope": False,
+            "sinusoidal": False,
+            "learned": False,
+        }.items()
+    ),  # fmt: skip
+    *(
+        Claim(
+            "NoPE paper (Kazemnejad et al. 2023), last-k loss, 1B code model",
+            f"{n}: {text}",
+            text,
+            LastkRise(n, 1.5, 0.10, explodes=n == "rope"),
+        )
+        for n, text in {
+            "rope": "explodes by 1.2-1.4x",
+            "nope": "holds to ~1.5x",
+            "alibi": "holds to ~1.5x",
+        }.items()
+    ),  # fmt: skip
     Claim(
         "Randomized positions (Ruoss et al. 2023), 15 tasks",
         "randomized positions improve accuracy on unseen lengths",
@@ -285,18 +318,30 @@ CLAIMS: list[Claim] = [
         "holds past the original context",
         Compare("rope[yarn-dynamic]", "rope", "lm", "ratio_4x", "<", what="LM ratio at 4x"),
     ),
-    *(Claim(EXTENSION, f"{name} after a short fine-tune at 4x L_train holds to 4x", "holds at the target length",
-            Threshold(f"rope[{scaling}]", "lm", "ratio_4x", HOLDS, "<=", "LM ratio at 4x, after fine-tuning"))
-      for name, scaling in (("PI", "linear:4"), ("YaRN", "yarn:4"))),  # fmt: skip
+    *(
+        Claim(
+            EXTENSION,
+            f"{name} after a short fine-tune at 4x L_train holds to 4x",
+            "holds at the target length",
+            Threshold(f"rope[{scaling}]", "lm", "ratio_4x", HOLDS, "<=", "LM ratio at 4x, after fine-tuning"),
+        )
+        for name, scaling in (("PI", "linear:4"), ("YaRN", "yarn:4"))
+    ),  # fmt: skip
     Claim(
         "ALiBi paper (Press et al. 2022)",
         "T5 bias trains >= 2x slower than sinusoidal",
         ">= 2x",
         SeedRatio("sinusoidal", "t5", "copy", "steps_per_second", 2.0, ">="),
     ),
-    *(Claim("KERPLE / Sandwich / FIRE papers", f"{n} extrapolates at least as well as ALiBi", "<= ALiBi",
-            Compare(n, "alibi", "lm", "ratio_4x", "<", margin=0.05, non_inferior=True, what="LM ratio at 4x"))
-      for n in ("kerple_log", "kerple_power", "sandwich", "fire")),  # fmt: skip
+    *(
+        Claim(
+            "KERPLE / Sandwich / FIRE papers",
+            f"{n} extrapolates at least as well as ALiBi",
+            "<= ALiBi",
+            Compare(n, "alibi", "lm", "ratio_4x", "<", margin=0.05, non_inferior=True, what="LM ratio at 4x"),
+        )
+        for n in ("kerple_log", "kerple_power", "sandwich", "fire")
+    ),  # fmt: skip
 ]
 
 

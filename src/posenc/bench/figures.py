@@ -21,16 +21,16 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from posenc.bench import stats
-
 from posenc.viz.figures import new_figure
-
 
 
 def _num(x: Any) -> float:
     return math.nan if x is None else float(x)
 
 
-Curves = dict[str, tuple[list[float], list[np.ndarray]]]  # label -> (x, one unit array (or value) per point per seed)
+Curves = dict[
+    str, tuple[list[float], list[np.ndarray]]
+]  # label -> (x, one unit array (or value) per point per seed)
 
 
 def _curves(records, task: str, getter) -> tuple[Curves, int | None, list[str]]:
@@ -107,7 +107,9 @@ def _finish(fig: Figure, ax, train_len: float | None, *, train_label: str) -> Fi
 
 def task_accuracy_figure(records: list[dict[str, Any]], task: str, *, metric: str = "exact_match") -> Figure:
     """Accuracy vs evaluation length n for one synthetic task (one line per encoding variant)."""
-    curves, train_len, failed = _curves(records, task, lambda ev, spec: (ev["lengths"], ev["per_example"][metric]))
+    curves, train_len, failed = _curves(
+        records, task, lambda ev, spec: (ev["lengths"], ev["per_example"][metric])
+    )
     fig = new_figure(7, 4.2, margins=None)  # Agg canvas, no pyplot state
     ax = fig.add_subplot()
     _plot(ax, curves)

@@ -109,9 +109,17 @@ PROFILES: dict[str, Profile] = {
         tasks=("copy", "lm"),
         seeds=(0, 1, 2),
         model=ModelSpec(d_model=16, num_heads=2, num_layers=1, ffn_dim=32),
-        task_train=TrainSpec(steps=6, batch_size=8, warmup_steps=2, max_len=6, check_every=3, valid_samples=16),
+        task_train=TrainSpec(
+            steps=6, batch_size=8, warmup_steps=2, max_len=6, check_every=3, valid_samples=16
+        ),
         lm_train=TrainSpec(
-            steps=6, batch_size=4, warmup_steps=2, max_len=16, check_every=2, valid_samples=4, plateau_checks=1
+            steps=6,
+            batch_size=4,
+            warmup_steps=2,
+            max_len=16,
+            check_every=2,
+            valid_samples=4,
+            plateau_checks=1,
         ),
         eval=EvalSpec(
             lengths=(4, 6, 9, 12, 24),

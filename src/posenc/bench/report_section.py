@@ -15,12 +15,11 @@ import html
 from pathlib import Path
 from typing import Any
 
-
 from posenc.bench.claims import claims
 from posenc.bench.figures import figure_base64, figures
 from posenc.bench.stats import BUCKETS
 from posenc.bench.store import ResultStore, atomic_write_text
-from posenc.bench.tables import caption, format_cell, speed_key, summarize, table_columns, _fmt
+from posenc.bench.tables import _fmt, caption, format_cell, speed_key, summarize, table_columns
 
 __all__ = ["claims", "render", "write_page"]
 
@@ -101,7 +100,8 @@ def render(results_dir: str | Path) -> str:
     if not_converged:
         parts.append(
             "<p><b>Not converged in-distribution</b> (shown as n.c., left out of rankings, claims and curves): "
-            + html.escape("; ".join(not_converged)) + "</p>"
+            + html.escape("; ".join(not_converged))
+            + "</p>"
         )
     parts.append("<h3>Summary</h3>" + _summary_html(summary))
     parts.append("<h3>Published claims next to our measurements</h3>")

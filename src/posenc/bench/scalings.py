@@ -116,7 +116,9 @@ def yarn_regime(*, dim: int, base: float, original: int) -> str | None:
     return None
 
 
-def scaling_dict(scaling: Scaling, *, dim: int, base: float, original: int, seq_len: int | None = None) -> dict:
+def scaling_dict(
+    scaling: Scaling, *, dim: int, base: float, original: int, seq_len: int | None = None
+) -> dict:
     """The Hugging Face style dict for :func:`posenc.rope_scaling.apply_to_model`.
 
     ``seq_len``: the current length, for ``yarn-dynamic`` (factor max(1, seq_len / L0)).

@@ -113,7 +113,9 @@ def versions() -> dict[str, str]:
     }
 
 
-def make_record(spec: RunSpec, payload: dict[str, Any], weights: dict[str, Any] | None = None) -> dict[str, Any]:
+def make_record(
+    spec: RunSpec, payload: dict[str, Any], weights: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The record of a finished run; ``weights``: ``{"file", "sha256", "bytes"}`` of its weights file."""
     record = {
         "schema": SCHEMA,
@@ -250,8 +252,8 @@ def result_problem(result: Any, spec: RunSpec) -> str | None:
         return "result is not a JSON object"
     train, timing, evaluation = result.get("train"), result.get("timing"), result.get("eval")
     problem = _train_problem(train)
-    if problem:
-        return problem
+    if problem or not isinstance(train, dict):
+        return problem or "result.train is missing"
     problem = _numbers_problem("result.train.loss", train.get("loss"), train["steps"])
     if problem:
         return problem
@@ -402,7 +404,9 @@ def validate_record(
         return "label is not a string"
     weights = data.get("weights")
     if weights is not None and not (
-        isinstance(weights, dict) and isinstance(weights.get("file"), str) and isinstance(weights.get("sha256"), str)
+        isinstance(weights, dict)
+        and isinstance(weights.get("file"), str)
+        and isinstance(weights.get("sha256"), str)
     ):
         return "weights entry is malformed"
     return problem(data["result"], spec)

@@ -203,7 +203,9 @@ def markdown_table(summary: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, entry in summary["rows"].items():
         cells = [format_cell(entry.get(key), pct) for _, key, pct in cols]
-        lines.append("| " + " | ".join([label, *cells, _fmt(entry.get(speed_key(summary), math.nan), False)]) + " |")
+        lines.append(
+            "| " + " | ".join([label, *cells, _fmt(entry.get(speed_key(summary), math.nan), False)]) + " |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -208,7 +208,9 @@ class Checker:
 
 
 def _rows(batch: synthetic.TaskBatch, rows: slice) -> synthetic.TaskBatch:
-    return synthetic.TaskBatch(batch.inputs[rows], batch.targets[rows], batch.loss_mask[rows], batch.lengths[rows])
+    return synthetic.TaskBatch(
+        batch.inputs[rows], batch.targets[rows], batch.loss_mask[rows], batch.lengths[rows]
+    )
 
 
 def _training_batch(spec: RunSpec, generator: torch.Generator, corpus, seq_len: int, batch_size: int):
@@ -487,7 +489,8 @@ def _rotary_geometry(model: Transformer) -> tuple[int, float]:
     """(rotated dimension, base) of the model's rotary encoding."""
     for module in model.modules():
         if isinstance(module, RotaryEncoding) and module.supports_scaling:
-            return int(module.rotary_dim), float(module.config.base)
+            rotary: Any = module  # RoPE: rotary_dim and config.base (checked by its Config)
+            return int(rotary.rotary_dim), float(rotary.config.base)
     raise PosencError("this model has no rotary encoding to scale")
 
 
@@ -501,7 +504,9 @@ def evaluate_scaling(
     dim, base = _rotary_geometry(model)
     scaled = copy.deepcopy(model)
     note: dict[str, Any] = {"scaling": name}
-    regime = scalings.yarn_regime(dim=dim, base=base, original=original) if scaling.rope_type == "yarn" else None
+    regime = (
+        scalings.yarn_regime(dim=dim, base=base, original=original) if scaling.rope_type == "yarn" else None
+    )
     if regime:
         note["bands"] = regime
 
@@ -516,10 +521,17 @@ def evaluate_scaling(
         if spec.finetune > 0:
             length = scalings.finetune_length(scaling, original)
             tuned = finetune(scaled, spec, length, progress)
-            note["finetune"] = {k: tuned[k] for k in ("steps", "final_loss", "batch_size")} | {"length": length}
+            note["finetune"] = {k: tuned[k] for k in ("steps", "final_loss", "batch_size")} | {
+                "length": length
+            }
         else:
-            note["outside_regime"] = f"{scaling.rope_type} is meant to be fine-tuned at the target length; evaluated without"
-    at_length = (lambda seq_len: apply(seq_len)) if scaling.per_length else _at_nothing
+            note["outside_regime"] = (
+                f"{scaling.rope_type} is meant to be fine-tuned at the target length; evaluated without"
+            )
+    def reapply(seq_len: int) -> None:
+        apply(seq_len)
+
+    at_length = reapply if scaling.per_length else _at_nothing
     result = fn(scaled, spec, progress, at_length)
     result["method"] = note
     return result
@@ -537,6 +549,7 @@ def evaluate(model: Transformer, spec: RunSpec, progress: Progress = _noop) -> d
 # ---------------------------------------------------------------------------
 # The unit of work.
 # ---------------------------------------------------------------------------
+
 
 def weights_bytes(model: Transformer) -> bytes:
     """The trained model's state dict, serialised (``torch.save``), for the store."""

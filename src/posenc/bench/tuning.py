@@ -148,12 +148,16 @@ def choose(
     for key, spec in keys.items():
         if key in shipped:
             entry = shipped[key]
-            choices[key] = Choice(float(entry["lr"]), f"shipped with posenc ({entry['why']})", entry["candidates"])
+            choices[key] = Choice(
+                float(entry["lr"]), f"shipped with posenc ({entry['why']})", entry["candidates"]
+            )
         else:
             todo += [c for c in candidates(spec, grid, share) if out.load(c)[0] is None]
     outcome = None
     if todo:
-        log(f"tuning the learning rate: {len(todo)} candidate run(s) over {', '.join(f'{g:g}' for g in grid)}")
+        log(
+            f"tuning the learning rate: {len(todo)} candidate run(s) over {', '.join(f'{g:g}' for g in grid)}"
+        )
         outcome = run_grid(todo, out, executor, show_progress=show_progress, log=log, work_fn=tune_execute)
     for key, spec in keys.items():
         if key in choices:
@@ -171,7 +175,10 @@ def choose(
 
 
 def apply(
-    specs: Sequence[RunSpec], choices: dict[str, Choice], grid: Sequence[float], share: dict[str, str] | None = None
+    specs: Sequence[RunSpec],
+    choices: dict[str, Choice],
+    grid: Sequence[float],
+    share: dict[str, str] | None = None,
 ) -> list[RunSpec]:
     """``specs`` with each learning rate replaced by its choice (and its provenance recorded)."""
     out = []
@@ -179,7 +186,9 @@ def apply(
     for spec in specs:
         choice = choices.get(tuning_key(spec, share))
         if choice is None:
-            out.append(dataclasses.replace(spec, lr_source=f"profile default (tuning over {grid_text} failed)"))
+            out.append(
+                dataclasses.replace(spec, lr_source=f"profile default (tuning over {grid_text} failed)")
+            )
             continue
         task = tuning_task(spec, share or {})
         source = f"chosen from {grid_text} on {task}, by in-distribution validation: {choice.source}"
@@ -189,7 +198,9 @@ def apply(
     return out
 
 
-def table(specs: Sequence[RunSpec], choices: dict[str, Choice], command: str, share: dict[str, str] | None = None) -> dict:
+def table(
+    specs: Sequence[RunSpec], choices: dict[str, Choice], command: str, share: dict[str, str] | None = None
+) -> dict:
     """The shippable form of ``choices`` (what ``scripts/ship_tuning.py`` writes)."""
     entries = {}
     for spec in specs:

@@ -236,7 +236,9 @@ def compare_command(
 def _with_options(prof, finetune: int | None, protocol: str | None, stride: int | None):
     """The profile with --finetune, --lm-protocol and --sliding-stride applied (checked first)."""
     if finetune is not None:
-        prof = dataclasses.replace(prof, finetune=check_int("--finetune", finetune, minimum=0, maximum=100_000))
+        prof = dataclasses.replace(
+            prof, finetune=check_int("--finetune", finetune, minimum=0, maximum=100_000)
+        )
     if stride is not None:
         if (protocol or prof.eval.lm_protocol) != "sliding":
             raise click.UsageError("--sliding-stride needs --lm-protocol sliding")

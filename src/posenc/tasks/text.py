@@ -164,4 +164,3 @@ def tail_windows(data: torch.Tensor, length: int, count: int) -> tuple[torch.Ten
         raise PosencError(f"need {total + 1} bytes for {count} windows of {length}, have {data.numel()}")
     tail = data[-(total + 1) :]
     return tail[:-1].long().view(count, length), tail[1:].long().view(count, length)
-
