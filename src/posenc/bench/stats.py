@@ -11,7 +11,7 @@ resampled with replacement (``scipy.stats.bootstrap`` with the seed indices and 
 unit indices as two samples, percentile method, 95%, 2000 resamples, fixed generator
 so that summaries are reproducible). It covers both sources of spread: training
 randomness (which seed) and the finite test set (which examples). With 3 seeds the
-seed part can only be as wide as the seeds are apart; the percentile bootstrap is
+seed part can only be as wide as the runs are apart; the percentile bootstrap is
 known to be somewhat narrow with so few seeds, so read "inconclusive" generously.
 
 Columns:

@@ -116,7 +116,9 @@ def versions() -> dict[str, str]:
 def make_record(
     spec: RunSpec, payload: dict[str, Any], weights: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The record of a finished run; ``weights``: ``{"file", "sha256", "bytes"}`` of its weights file."""
+    """The record of a finished run; ``weights``: ``{"file", "sha256", "bytes"}`` of its weights file
+    (the weights themselves, payload key ``weights_bytes``, never go into the JSON)."""
+    payload = {k: v for k, v in payload.items() if k != WEIGHTS_KEY}
     record = {
         "schema": SCHEMA,
         "run_id": spec.run_id,

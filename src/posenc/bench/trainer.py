@@ -528,6 +528,7 @@ def evaluate_scaling(
             note["outside_regime"] = (
                 f"{scaling.rope_type} is meant to be fine-tuned at the target length; evaluated without"
             )
+
     def reapply(seq_len: int) -> None:
         apply(seq_len)
 

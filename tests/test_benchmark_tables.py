@@ -1,0 +1,74 @@
+"""The benchmark tables in README.md and docs/benchmark.md are generated, never typed."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from posenc import bench
+from posenc.bench.spec import BENCHMARK_VERSION
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location(
+        "update_benchmark_tables", ROOT / "scripts" / "update_benchmark_tables.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tables")
+    bench.compare("smoke", encodings=("nope",), out=out, report=False, show_progress=False, log=lambda _: None,
+                  command="posenc compare --profile smoke --encodings nope")  # fmt: skip
+    return out
+
+
+def test_a_block_is_rendered_from_the_records_and_run_info(results):
+    script = _script()
+    text = script.render(results, with_claims=True)
+    first = text.splitlines()[0]
+    assert first.startswith("`posenc compare --profile smoke --encodings nope`: 6 runs, seeds 0, 1, 2")
+    assert f"benchmark version {BENCHMARK_VERSION}" in first and "s wall end to end" in first
+    assert "| encoding | copy in | copy 2x | copy 4x | LM bpb@L |" in text
+    assert "| nope | n.c. | n.c. | n.c. |" in text  # smoke's copy runs do not converge
+    assert "| source | claim | paper | ours | verdict |" in text
+    assert "| source |" not in script.render(results, with_claims=False)
+
+
+def test_replace_and_check(results, tmp_path, monkeypatch):
+    script = _script()
+    doc = tmp_path / "doc.md"
+    doc.write_text("intro\n<!-- compare-quick:start -->\nold\n<!-- compare-quick:end -->\noutro\n")
+    monkeypatch.setattr(script, "FILES", {doc: False})
+    assert script.main(["--results", str(results), "--block", "quick", "--check"]) == 1
+    assert script.main(["--results", str(results), "--block", "quick"]) == 0
+    text = doc.read_text()
+    assert text.startswith("intro\n<!-- compare-quick:start -->\n`posenc compare") and text.endswith(
+        "end -->\noutro\n"
+    )
+    assert script.main(["--results", str(results), "--block", "quick", "--check"]) == 0  # idempotent
+    doc.write_text("no markers\n<!-- compare-quick:start -->\n")
+    with pytest.raises(SystemExit, match="expected one"):
+        script.main(["--results", str(results), "--block", "quick"])
+
+
+@pytest.mark.parametrize(
+    ("path", "blocks"), [("README.md", ("quick",)), ("docs/benchmark.md", ("quick", "standard"))]
+)
+def test_the_shipped_tables_were_generated_under_this_benchmark_version(path, blocks):
+    """A change of benchmark semantics (BENCHMARK_VERSION) makes the shipped tables stale
+    until they are regenerated (scripts/update_benchmark_tables.py)."""
+    text = (ROOT / path).read_text(encoding="utf-8")
+    for block in blocks:
+        body = text.split(f"<!-- compare-{block}:start -->")[1].split(f"<!-- compare-{block}:end -->")[0]
+        header = body.strip().splitlines()[0]
+        assert re.search(rf"benchmark version {BENCHMARK_VERSION};", header), (path, block, header)
+        assert "| encoding |" in body and "mean [95% interval]" in body
