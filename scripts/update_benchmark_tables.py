@@ -2,12 +2,15 @@
 
 Usage:
     python scripts/update_benchmark_tables.py --results DIR --block quick|standard [--check]
+    python scripts/update_benchmark_tables.py --block tuning [--check]
 
 ``DIR`` is what ``posenc compare --out DIR`` wrote (records, ``run.json``). The block
 between ``<!-- compare-BLOCK:start -->`` and ``<!-- compare-BLOCK:end -->`` in each file
 that has it is replaced by: the command and its measured wall time, the summary table
 (mean [95% interval] per cell, n.c. where no seed converged), and, in docs/benchmark.md,
-the claims table. With ``--check`` nothing is written; exit 1 if a block differs.
+the claims table. ``--block tuning`` renders the learning-rate choices shipped with posenc
+(``src/posenc/bench/tuned_lr.json``) with every candidate's held-out result. With
+``--check`` nothing is written; exit 1 if a block differs.
 
 The tables in the docs are therefore always a run of the code as shipped: regenerate
 them (same command) whenever the benchmark changes.
@@ -20,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from posenc.bench import claims, tables
+from posenc.bench import claims, tables, tuning
 from posenc.bench.spec import BENCHMARK_VERSION
 from posenc.bench.store import ResultStore
 
@@ -61,6 +64,33 @@ def render(results: Path, *, with_claims: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_tuning() -> str:
+    """The shipped learning-rate choices, one row per (task, encoding), every candidate shown."""
+    table = tuning.shipped_table()
+    lines = [
+        f"Written by `{'`, `'.join(table.get('commands', []))}`; seed {tuning.TUNE_SEED} (no profile evaluates "
+        "it). Candidate cells: held-out steps to converge (tasks, `n.c.`: not converged at the cap, then the "
+        "final held-out exact match) or the lowest held-out loss (LM, nats/byte).",
+        "",
+        "| profile | task | encoding | chosen lr | candidates |",
+        "|---|---|---|---|---|",
+    ]
+    rows = sorted(table["entries"].values(), key=lambda e: (e["profile"], e["task"], e["label"]))
+    for entry in rows:
+        cells = []
+        for c in entry["candidates"]:
+            if c["metric"] == "valid_loss":
+                cells.append(f"{c['lr']:g}: {c['best']:.3f}" + ("" if c["converged"] else " (n.c.)"))
+            elif c["converged"]:
+                cells.append(f"{c['lr']:g}: {c['steps_to_converge']} steps")
+            else:
+                cells.append(f"{c['lr']:g}: n.c. ({100 * c['final']:.0f}%)")
+        lines.append(
+            f"| {entry['profile']} | {entry['task']} | {entry['label']} | {entry['lr']:g} | {'; '.join(cells)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _wall(info: dict) -> str:
     if "wall_seconds" not in info:
         return "wall time not recorded"
@@ -79,16 +109,22 @@ def replace(text: str, block: str, body: str, path: Path) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, required=True, help="a posenc compare --out directory")
-    parser.add_argument("--block", choices=("quick", "standard"), required=True)
+    parser.add_argument("--results", type=Path, help="a posenc compare --out directory (not for tuning)")
+    parser.add_argument("--block", choices=("quick", "standard", "tuning"), required=True)
     parser.add_argument("--check", action="store_true", help="only report (exit 1) when a block differs")
     args = parser.parse_args(argv)
+    if args.block != "tuning" and args.results is None:
+        parser.error("--results is required for the quick and standard blocks")
     stale = 0
     for path, with_claims in FILES.items():
         text = path.read_text(encoding="utf-8")
         if markers(args.block)[0] not in text:
             continue
-        new = replace(text, args.block, render(args.results, with_claims=with_claims), path)
+        if args.block == "tuning":
+            body = render_tuning()
+        else:
+            body = render(args.results, with_claims=with_claims)
+        new = replace(text, args.block, body, path)
         if new == text:
             continue
         if args.check:

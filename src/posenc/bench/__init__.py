@@ -82,6 +82,11 @@ class CompareResult:
             lines.append(
                 f"profile names unregistered encodings (skipped): {', '.join(self.missing_encodings)}"
             )
+        failed_to_converge = len(self.summary.get("not_converged", []))
+        if failed_to_converge:
+            lines.append(
+                f"{failed_to_converge} run(s) did not converge in-distribution (n.c.; left out of claims)"
+            )
         for run, error in self.outcome.failed:
             lines.append(f"FAILED {run}: {error}")
         lines += [f"{kind}: {path}" for kind, path in self.files.items()]

@@ -76,6 +76,32 @@ _CAPTIONS = {
 }
 
 
+def _methods(records: list[dict[str, Any]]) -> list[str]:
+    """One line per RoPE scaling evaluated: without training or fine-tuned, its bands, its regime."""
+    out: dict[str, str] = {}
+    for record in records:
+        for variant, ev in record["result"]["eval"].items():
+            method = ev.get("method")
+            if variant == "default" or not method or variant in out:
+                continue
+            text = f"{variant} ({record['spec']['task']}): "
+            tuned = method.get("finetune")
+            text += (
+                f"fine-tuned {tuned['steps']} steps at {tuned['length']} tokens before evaluation"
+                if tuned
+                else "applied to the trained model without training"
+            )
+            params = method.get("params", {})
+            if "beta_fast" in params:
+                text += f"; beta_fast {params['beta_fast']:.3g}, beta_slow {params['beta_slow']:.3g}"
+            if method.get("bands"):
+                text += f" ({method['bands']})"
+            if method.get("outside_regime"):
+                text += f"; outside its regime: {method['outside_regime']}"
+            out[variant] = text
+    return list(out.values())
+
+
 def render(results_dir: str | Path) -> str:
     """HTML fragment for ``posenc report``: curves, summary table, claims vs measurements."""
     records = ResultStore(results_dir).records()
@@ -104,6 +130,13 @@ def render(results_dir: str | Path) -> str:
             + "</p>"
         )
     parts.append("<h3>Summary</h3>" + _summary_html(summary))
+    methods = _methods(records)
+    if methods:
+        parts.append(
+            "<h3>How each RoPE scaling was used</h3><ul>"
+            + "".join(f"<li>{html.escape(m)}</li>" for m in methods)
+            + "</ul>"
+        )
     parts.append("<h3>Published claims next to our measurements</h3>")
     parts.append(
         "<p>A tiny CPU model trained for minutes may disagree with papers that trained large models for days; "

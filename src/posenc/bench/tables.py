@@ -128,7 +128,17 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         entry[f"{task}:lr"] = sorted({r["lr"] for r in rows})
     tasks = sorted({task for _, task in per_run}, key=lambda t: (t == "lm", t))
     order = sorted(table, key=lambda name: (name.count("["), name))
-    return {"tasks": tasks, "method": METHOD, "rows": {name: table[name] for name in order}}
+    not_converged = sorted(
+        f"{r['label']} / {r['spec']['task']} / seed {r['spec']['seed']}"
+        for r in records
+        if not stats.converged(r)
+    )
+    return {
+        "tasks": tasks,
+        "method": METHOD,
+        "not_converged": not_converged,
+        "rows": {name: table[name] for name in order},
+    }
 
 
 def _fmt(value: float, percent: bool) -> str:
