@@ -14,7 +14,7 @@ from posenc.bench.store import ResultStore
 from posenc.bench.trainer import tune_execute
 from posenc.tasks import synthetic, text
 
-SMOKE = profiles.get_profile("smoke")
+SMOKE = dataclasses.replace(profiles.get_profile("smoke"), lr_grid=(1e-3, 3e-3))
 
 
 def _specs(**narrow):
@@ -77,7 +77,7 @@ def test_selection_rules():
 
 def test_compare_tunes_caches_and_records_the_choice(tmp_path, monkeypatch):
     monkeypatch.setattr(tuning, "shipped_table", lambda: {"entries": {}})
-    result = bench.compare("smoke", encodings=("nope",), tasks=("copy",), seeds=(0, 1), out=tmp_path,
+    result = bench.compare(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0, 1), out=tmp_path,
                            report=False, show_progress=False, log=lambda _: None)  # fmt: skip
     assert not result.outcome.failed
     records = ResultStore(tmp_path).records()
@@ -86,11 +86,11 @@ def test_compare_tunes_caches_and_records_the_choice(tmp_path, monkeypatch):
     assert all("in-distribution validation" in r["spec"]["lr_source"] for r in records)
     cached = ResultStore(tmp_path / "tuning", problem=tuning.tune_problem).records()
     assert sorted(r["spec"]["train"]["lr"] for r in cached) == sorted(SMOKE.lr_grid)
+    assert result.tuning is not None and len(result.tuning.done) == len(SMOKE.lr_grid)
     # A second invocation reuses the cached candidates (nothing tuned again).
-    logs = []
-    bench.compare("smoke", encodings=("nope",), tasks=("copy",), seeds=(0, 1), out=tmp_path,
-                  report=False, show_progress=False, log=logs.append)  # fmt: skip
-    assert not any("tuning the learning rate" in line for line in logs)
+    again = bench.compare(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0, 1), out=tmp_path,
+                          report=False, show_progress=False, log=lambda _: None)  # fmt: skip
+    assert again.tuning is None and len(again.outcome.skipped) == 2
 
 
 def test_shipped_choices_are_used_and_named(tmp_path, monkeypatch):
@@ -98,7 +98,7 @@ def test_shipped_choices_are_used_and_named(tmp_path, monkeypatch):
     key = tuning.tuning_key(spec)
     entry = {"label": "nope", "task": "copy", "lr": 3e-3, "why": "a test", "candidates": []}
     monkeypatch.setattr(tuning, "shipped_table", lambda: {"command": "x", "entries": {key: entry}})
-    bench.compare("smoke", encodings=("nope",), tasks=("copy",), seeds=(0,), out=tmp_path,
+    bench.compare(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0,), out=tmp_path,
                   report=False, show_progress=False, log=lambda _: None)  # fmt: skip
     (record,) = ResultStore(tmp_path).records()
     assert record["spec"]["train"]["lr"] == 3e-3 and "shipped" in record["spec"]["lr_source"]
@@ -110,6 +110,15 @@ def test_the_shipped_table_matches_the_profiles_it_names():
     for key, entry in table["entries"].items():
         assert entry["lr"] in profiles.get_profile(entry["profile"]).lr_grid
         assert len(key) == 16
+
+
+def test_a_one_rate_grid_runs_no_candidate(tmp_path):
+    one = dataclasses.replace(SMOKE, lr_grid=(2e-3,))
+    result = bench.compare(one, encodings=("nope",), tasks=("copy",), seeds=(0,), out=tmp_path,
+                           report=False, show_progress=False, log=lambda _: None)  # fmt: skip
+    assert result.tuning is None and not (tmp_path / "tuning").exists()
+    (record,) = ResultStore(tmp_path).records()
+    assert record["spec"]["train"]["lr"] == 2e-3 and "only candidate" in record["spec"]["lr_source"]
 
 
 def test_tuning_records_are_resumable_like_runs(tmp_path):

@@ -69,6 +69,7 @@ class CompareResult:
     summary: dict[str, Any]
     files: dict[str, str] = field(default_factory=dict)
     missing_encodings: list[str] = field(default_factory=list)
+    tuning: GridOutcome | None = None  # the learning-rate candidates run by this invocation, if any
 
     def table(self):
         return render_table(self.summary, title=f"posenc compare --profile {self.profile.name}")
@@ -241,4 +242,4 @@ def compare(
     if missing:
         log(f"{len(missing)} run(s) of this grid have no valid record in {out} (removed by another "
             "process?); rerun the same command to redo them")  # fmt: skip
-    return CompareResult(prof, out, outcome, summary, files, grid.missing_encodings)
+    return CompareResult(prof, out, outcome, summary, files, grid.missing_encodings, tuned)

@@ -72,6 +72,7 @@ def run_grid(
     show_progress: bool = True,
     log: Callable[[str], None] = print,
     work_fn=execute,
+    title: str = "posenc compare",
 ) -> GridOutcome:
     """Execute every spec without a valid record; each finished run is written at once."""
 
@@ -97,7 +98,7 @@ def run_grid(
         TimeRemainingColumn(),
     )
     with Progress(*columns, disable=not show_progress, transient=False) as bar:
-        task = bar.add_task("posenc compare", total=max(total, 1), runs=f"0/{len(todo)}")
+        task = bar.add_task(title, total=max(total, 1), runs=f"0/{len(todo)}")
         given: dict[str, int] = {}
 
         def advance(spec: RunSpec, units: int) -> None:

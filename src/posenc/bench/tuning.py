@@ -146,7 +146,9 @@ def choose(
     choices: dict[str, Choice] = {}
     todo: list[RunSpec] = []
     for key, spec in keys.items():
-        if key in shipped:
+        if len(grid) == 1:  # nothing to choose between
+            choices[key] = Choice(float(grid[0]), "the profile's only candidate", [])
+        elif key in shipped:
             entry = shipped[key]
             choices[key] = Choice(
                 float(entry["lr"]), f"shipped with posenc ({entry['why']})", entry["candidates"]
