@@ -45,8 +45,14 @@ def main(argv: list[str]) -> int:
     command = f"python scripts/ship_tuning.py --profile {prof.name}"
     new = tuning.table(specs, choices, command, share)
     old = json.loads(TARGET.read_text(encoding="utf-8")) if TARGET.exists() else {"entries": {}}
-    entries = {k: v for k, v in old.get("entries", {}).items() if v.get("profile") != prof.name}
-    entries.update(new["entries"])
+    entries = {}  # this profile's old choices go; an entry other profiles also use stays theirs
+    for key, entry in old.get("entries", {}).items():
+        others = [p for p in entry.get("profiles", []) if p != prof.name]
+        if others:
+            entries[key] = entry | {"profiles": others}
+    for key, entry in new["entries"].items():
+        shared = entries[key]["profiles"] if key in entries else []
+        entries[key] = entry | {"profiles": sorted({*shared, *entry["profiles"]})}
     commands = sorted({*old.get("commands", []), command})
     TARGET.write_text(
         json.dumps({"commands": commands, "entries": dict(sorted(entries.items()))}, indent=1) + "\n",

@@ -72,10 +72,10 @@ def render_tuning() -> str:
         "it). Candidate cells: held-out steps to converge (tasks, `n.c.`: not converged at the cap, then the "
         "final held-out exact match) or the lowest held-out loss (LM, nats/byte).",
         "",
-        "| profile | task | encoding | chosen lr | candidates |",
+        "| profiles | task | encoding | chosen lr | candidates |",
         "|---|---|---|---|---|",
     ]
-    rows = sorted(table["entries"].values(), key=lambda e: (e["profile"], e["task"], e["label"]))
+    rows = sorted(table["entries"].values(), key=lambda e: (len(e["profiles"]) == 1, e["task"], e["label"]))
     for entry in rows:
         cells = []
         for c in entry["candidates"]:
@@ -86,7 +86,7 @@ def render_tuning() -> str:
             else:
                 cells.append(f"{c['lr']:g}: n.c. ({100 * c['final']:.0f}%)")
         lines.append(
-            f"| {entry['profile']} | {entry['task']} | {entry['label']} | {entry['lr']:g} | {'; '.join(cells)} |"
+            f"| {', '.join(entry['profiles'])} | {entry['task']} | {entry['label']} | {entry['lr']:g} | {'; '.join(cells)} |"
         )
     return "\n".join(lines) + "\n"
 

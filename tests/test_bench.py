@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import math
 import pickle
@@ -11,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import posenc
-from posenc.bench import profiles, tables
+from posenc.bench import profiles, stats, tables
 from posenc.bench.claims import claims
 from posenc.bench.executor import LocalExecutor
 from posenc.bench.report_section import render
@@ -357,6 +359,20 @@ def test_summary_table_csv_and_json(smoke_results):
         header
     )
     assert len(csv_text.strip().splitlines()) == 1 + 4
+    cell_rows = list(csv.DictReader(io.StringIO(tables.summary_csv(summary))))
+    assert [r["column"] for r in cell_rows if r["label"] == "nope"] == [
+        *stats.TASK_COLUMNS,
+        *stats.LM_COLUMNS,
+    ]
+    ratio = next(r for r in cell_rows if r["label"] == "nope" and r["column"] == "ratio_2x")
+    assert (float(ratio["mean"]), float(ratio["low"]), float(ratio["high"])) == (
+        lm["mean"],
+        lm["low"],
+        lm["high"],
+    )
+    assert ratio["n"] == "1" and ratio["seeds"] == "1" and ratio["converged"] == "True"
+    not_conv = next(r for r in cell_rows if r["label"] == "nope" and r["column"] == "em_in")
+    assert not_conv["mean"] == "" and not_conv["n"] == "0" and not_conv["converged"] == "False"
     assert json.loads(tables.to_json(summary))["rows"]["nope"]["copy:seeds"] == 1
     markdown = tables.markdown_table(summary)
     assert markdown.splitlines()[0].startswith("| encoding | copy in |") and "n.c." in markdown
@@ -401,6 +417,7 @@ def test_cli_compare_smoke_json_then_resume(tmp_path):
     assert data["outcome"]["done"] == 6 and "nope" in data["summary"]["rows"]  # 3 seeds x (copy, LM)
     assert data["summary"]["rows"]["nope"]["lm:seeds"] == 3
     assert (tmp_path / "summary.csv").exists() and (tmp_path / "summary.json").exists()
+    assert (tmp_path / "runs.csv").exists()
     info = json.loads((tmp_path / "run.json").read_text())
     assert info["runs_done"] == 6 and info["wall_seconds"] > 0 and info["benchmark"] >= 2
     second = json.loads(runner.invoke(main, [*args, "--no-report"]).stdout)
@@ -442,3 +459,23 @@ def test_summaries_show_only_the_latest_grid_of_a_reused_directory(smoke_results
         assert len(store.records(latest_grid=False)) == len(every) == 4
     finally:
         (smoke_results / "grid.json").unlink()
+
+
+def test_a_scaling_evaluated_without_its_fine_tune_is_its_own_labelled_cell(tmp_path):
+    smoke = profiles.get_profile("smoke")
+    (spec,) = profiles.build_grid(smoke, encodings=("rope",), tasks=("lm",), seeds=(0,)).specs
+    assert "yarn:2" in spec.scalings and spec.finetune > 0
+    plain = dataclasses.replace(spec, finetune=0)
+    store = ResultStore(tmp_path)
+    outcome = run_grid([spec, plain], store, LocalExecutor(1), show_progress=False, log=lambda _: None)
+    assert len(outcome.done) == 2 and not outcome.failed
+    rows = tables.summarize(store.records())["rows"]
+    assert "rope[yarn:2]" in rows and "rope[yarn:2, no fine-tune]" in rows
+    assert (
+        rows["rope[yarn:2]"]["lm:ratio_2x"]["runs"]
+        == 1
+        == rows["rope[yarn:2, no fine-tune]"]["lm:ratio_2x"]["runs"]
+    )
+    assert (
+        "rope[dynamic:2]" in rows and rows["rope[dynamic:2]"]["lm:ratio_2x"]["runs"] == 2
+    )  # no fine-tune needed

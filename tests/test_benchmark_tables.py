@@ -72,3 +72,30 @@ def test_the_shipped_tables_were_generated_under_this_benchmark_version(path, bl
         header = body.strip().splitlines()[0]
         assert re.search(rf"benchmark version {BENCHMARK_VERSION};", header), (path, block, header)
         assert "| encoding |" in body and "mean [95% interval]" in body
+
+
+def test_the_tuning_block_shows_every_candidate(monkeypatch):
+    from posenc.bench import tuning
+
+    candidates = [
+        {
+            "lr": 1e-3,
+            "metric": "valid_exact_match",
+            "converged": True,
+            "steps_to_converge": 450,
+            "final": 0.996,
+        },
+        {
+            "lr": 4e-3,
+            "metric": "valid_exact_match",
+            "converged": False,
+            "steps_to_converge": None,
+            "final": 0.5,
+        },
+    ]
+    entry = {"profiles": ["quick", "standard"], "label": "rope", "task": "copy", "lr": 1e-3,
+             "why": "converged in the fewest steps (450)", "candidates": candidates}  # fmt: skip
+    table = {"commands": ["python scripts/ship_tuning.py --profile quick"], "entries": {"k" * 16: entry}}
+    monkeypatch.setattr(tuning, "shipped_table", lambda: table)
+    text = _script().render_tuning()
+    assert "| quick, standard | copy | rope | 0.001 | 0.001: 450 steps; 0.004: n.c. (50%) |" in text

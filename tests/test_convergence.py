@@ -89,6 +89,12 @@ def test_an_lm_run_stops_on_a_plateau():
     assert list(out["checks"]) == ["step", "valid_loss"]
 
 
+def test_an_lm_plateau_before_plateau_after_does_not_count():
+    spec = _spec("lm", steps=40, check_every=2, plateau_checks=1, plateau=1.0, plateau_after=6)
+    out = execute(spec)["train"]
+    assert out["converged"] is True and out["steps"] == 6 and out["checks"]["step"] == [2, 4, 6]
+
+
 def test_a_converged_run_hands_back_its_unused_progress():
     spec = _spec("copy", steps=30, check_every=4, converge_at=0.0)
     seen = []

@@ -123,3 +123,39 @@ def test_claims_are_data_and_each_names_a_test():
     finally:
         claims.CLAIMS.pop()
     assert len(claims.CLAIMS) == before
+
+
+def test_cells_of_a_results_directory(tmp_path):
+    """The public entry point: every cell of a run, from its directory or its records, equal;
+    each mean is the average over seeds of the per-example results in the bucket."""
+    import dataclasses
+
+    from posenc import bench
+    from posenc.bench import profiles
+    from posenc.bench.store import ResultStore
+    from posenc.errors import PosencError
+
+    smoke = profiles.get_profile("smoke")
+    smoke = dataclasses.replace(smoke, task_train=dataclasses.replace(smoke.task_train, converge_at=0.0))
+    bench.compare(smoke, encodings=("nope",), tasks=("copy",), seeds=(0, 1, 2), out=tmp_path,
+                  report=False, show_progress=False, log=lambda _: None)  # fmt: skip
+    records = ResultStore(tmp_path).records()
+    table = bench.cells(tmp_path)
+    assert set(table) == {("nope", "copy", c) for c in stats.TASK_COLUMNS}
+    assert table == stats.cells(records)
+    assert bench.cells(tmp_path, tasks=["lm"]) == {} and bench.cells(tmp_path, labels=["rope"]) == {}
+    c = table[("nope", "copy", "em_2x")]
+    n_train = smoke.task_train.max_len
+    by_hand = []
+    for record in records:
+        ev = record["result"]["eval"]["default"]
+        rows = [
+            row
+            for n, row in zip(ev["lengths"], ev["per_example"]["exact_match"])
+            if n_train < n <= 2 * n_train
+        ]
+        by_hand.append(np.mean(np.concatenate(rows)))
+    assert c.mean == pytest.approx(np.mean(by_hand)) and (c.n, c.runs) == (3, 3) and c.converged
+    assert c.low <= c.mean <= c.high and c.to_dict()["converged"] is True
+    with pytest.raises(PosencError, match="not a posenc compare results directory"):
+        bench.cells(tmp_path / "runs")

@@ -108,8 +108,21 @@ def test_shipped_choices_are_used_and_named(tmp_path, monkeypatch):
 def test_the_shipped_table_matches_the_profiles_it_names():
     table = tuning.shipped_table()
     for key, entry in table["entries"].items():
-        assert entry["lr"] in profiles.get_profile(entry["profile"]).lr_grid
-        assert len(key) == 16
+        assert entry["profiles"] and len(key) == 16
+        for name in entry["profiles"]:
+            assert entry["lr"] in profiles.get_profile(name).lr_grid
+        assert entry["lr"] in {c["lr"] for c in entry["candidates"]}
+
+
+@pytest.mark.parametrize("name", ["quick", "standard"])
+def test_every_choice_quick_and_standard_need_is_shipped(name):
+    """A fresh clone's posenc compare never tunes: every tuning key of the grid has a shipped
+    choice, listed under this profile (rerun scripts/ship_tuning.py after changing the profile)."""
+    prof = profiles.get_profile(name)
+    entries = tuning.shipped_table()["entries"]
+    for spec in profiles.build_grid(prof).specs:
+        key = tuning.tuning_key(spec, dict(prof.tune_share))
+        assert key in entries and name in entries[key]["profiles"], (name, spec.label, spec.task)
 
 
 def test_a_one_rate_grid_runs_no_candidate(tmp_path):

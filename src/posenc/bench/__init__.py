@@ -9,7 +9,8 @@ Pieces, each usable alone:
 - :mod:`~posenc.bench.runner`: skip finished work, execute the rest, write each record at once
 - :mod:`~posenc.bench.tuning`: a learning rate per encoding, by in-distribution validation
 - :mod:`~posenc.bench.scalings`: RoPE context extension as each paper uses it
-- :mod:`~posenc.bench.stats`: per-cell means and 95% intervals (:func:`cell`)
+- :mod:`~posenc.bench.stats`: per-cell means and 95% intervals (:func:`cells`: every cell of a
+  results directory or of records, with seeds and convergence)
 - :mod:`~posenc.bench.claims`: the papers' claims (data) judged with those intervals
 - :mod:`~posenc.bench.tables`: CSV/JSON summaries, the terminal and Markdown tables
 - :mod:`~posenc.bench.figures`: curves with bands
@@ -38,7 +39,7 @@ from posenc.bench.runner import GridOutcome, run_grid
 from posenc.bench.spec import BENCHMARK_VERSION, EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.bench.stats import Cell, cell, cells
 from posenc.bench.store import ResultStore, atomic_write_text, load_weights, versions
-from posenc.bench.tables import render_table, summarize, to_csv, to_json
+from posenc.bench.tables import render_table, summarize, summary_csv, to_csv, to_json
 from posenc.bench.trainer import build_model
 
 __all__ = [
@@ -151,9 +152,11 @@ def write_outputs(
         summary = summarize(records)
         files = {}
         atomic_write_text(out / "summary.json", to_json(summary))
-        atomic_write_text(out / "summary.csv", to_csv(records))
+        atomic_write_text(out / "summary.csv", summary_csv(summary))
+        atomic_write_text(out / "runs.csv", to_csv(records))
         files["summary"] = str(out / "summary.json")
         files["csv"] = str(out / "summary.csv")
+        files["runs"] = str(out / "runs.csv")
         if report and records:
             save_all(records, out / "figures")
             files["figures"] = str(out / "figures")

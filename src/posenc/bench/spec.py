@@ -66,9 +66,12 @@ class TrainSpec:
     valid_samples: int = 256
     converge_at: float = 0.99  # tasks: held-out exact match at which training stops
     # LM: converged once the best held-out loss of the last ``plateau_checks`` checks is less
-    # than ``plateau`` (relative) below the best before them.
+    # than ``plateau`` (relative) below the best before them, at a check from step
+    # ``plateau_after`` on (earlier flat stretches, e.g. before the model starts to use
+    # context, do not count).
     plateau: float = 0.01
     plateau_checks: int = 3
+    plateau_after: int = 0
 
 
 #: Fields added after records existed, with the value that means "as before": left
@@ -76,7 +79,7 @@ class TrainSpec:
 _NEW_DEFAULTS: dict[str, dict[str, Any]] = {
     "": {"benchmark": 1, "finetune": 0},
     "model": {"combine": "add", "inject": "input", "num_kv_heads": None},
-    "train": {"position_warmup_steps": 0},
+    "train": {"position_warmup_steps": 0, "plateau_after": 0},
 }
 
 

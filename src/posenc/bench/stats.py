@@ -23,18 +23,22 @@ Columns:
 | ``bpb_train`` | one scored window at L_train | mean bits per byte |
 | ``ratio_2x`` / ``ratio_4x`` | m x L_train bytes (one window at m L, m at L) | mean over seeds of exp(mean loss at mL - mean loss at L) |
 
-:func:`cell` is the public entry point (the report and any notes page reuse it).
+:func:`cells` is the public entry point: every cell of a results directory (or of a list
+of records) with its mean, interval, seeds and convergence; :func:`cell` computes one.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from posenc.bench.store import ResultStore
 from posenc.errors import PosencError
 
 CONFIDENCE = 0.95
@@ -75,8 +79,22 @@ class Cell:
         return asdict(self) | {"converged": self.converged}
 
 
+#: Appended to the label of a scaling evaluated outside its regime (PI or YaRN without the
+#: fine-tune their papers do): a cell of its own, never averaged with the fine-tuned ones.
+NOT_FINETUNED = "no fine-tune"
+
+
 def run_label(record: dict[str, Any], variant: str) -> str:
-    return record["label"] if variant == "default" else f"{record['label']}[{variant}]"
+    """The table label of one evaluation of a run: ``rope``, ``rope[dynamic:4]``, or
+    ``rope[linear:4, no fine-tune]`` for a scaling evaluated outside its regime."""
+    if variant == "default":
+        return record["label"]
+    method = record["result"]["eval"][variant].get("method") or {}
+    return (
+        f"{record['label']}[{variant}, {NOT_FINETUNED}]"
+        if method.get("outside_regime")
+        else f"{record['label']}[{variant}]"
+    )
 
 
 def converged(record: dict[str, Any]) -> bool:
@@ -287,10 +305,47 @@ def columns(task: str) -> tuple[str, ...]:
     return LM_COLUMNS if task == "lm" else TASK_COLUMNS
 
 
-def cells(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str], Cell]:
-    """Every cell of the records: ``{(label, task, column): Cell}``."""
+def cells(
+    source: str | os.PathLike | Sequence[dict[str, Any]],
+    *,
+    labels: Iterable[str] | None = None,
+    tasks: Iterable[str] | None = None,
+) -> dict[tuple[str, str, str], Cell]:
+    """Per-cell statistics of a benchmark run: ``{(label, task, column): Cell}``.
+
+    ``source`` is a results directory (what ``posenc compare --out DIR`` wrote: the
+    records of the grid its summaries were made from, ``DIR/grid.json``, as the tables
+    read them) or a list of records. ``labels`` / ``tasks`` keep only those (default:
+    every label and task in the records; labels as the tables print them: ``rope``,
+    ``rope+rand``, ``rope[dynamic:4]``).
+
+    Each :class:`Cell` has the ``mean`` over the converged seeds, the 95% interval
+    ``low`` .. ``high`` (:data:`METHOD`), ``n`` converged seeds out of ``runs``, ``units``
+    evaluation units per seed, and ``converged`` (every seed converged in-distribution);
+    with no converged seed, ``mean``/``low``/``high`` are NaN (``measured`` is False).
+    Columns are :data:`TASK_COLUMNS` for tasks (``em_in``, ``em_2x``, ``em_4x``, ``tok_*``)
+    and :data:`LM_COLUMNS` for the LM (``bpb_train``, ``ratio_2x``, ``ratio_4x``).
+
+    >>> table = cells("posenc-results", tasks=["copy"])  # doctest: +SKIP
+    >>> c = table[("alibi", "copy", "em_2x")]  # doctest: +SKIP
+    >>> f"{c.mean:.0%} [{c.low:.0%}, {c.high:.0%}], {c.n}/{c.runs} seeds"  # doctest: +SKIP
+    '61% [55%, 68%], 3/3 seeds'
+    """
+    if isinstance(source, (str, os.PathLike)):
+        root = Path(source)
+        if not (root / "runs").is_dir():
+            raise PosencError(f"{root}: not a posenc compare results directory (no runs/ in it)")
+        records: Sequence[dict[str, Any]] = ResultStore(root).records()
+    else:
+        records = source
+    wanted_labels = None if labels is None else set(labels)
+    wanted_tasks = None if tasks is None else set(tasks)
     out = {}
     for label, task in labels_and_tasks(records):
+        if (wanted_labels is not None and label not in wanted_labels) or (
+            wanted_tasks is not None and task not in wanted_tasks
+        ):
+            continue
         for column in columns(task):
             out[(label, task, column)] = cell(records, label=label, task=task, column=column)
     return out

@@ -219,8 +219,43 @@ def markdown_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary_csv(summary: dict[str, Any]) -> str:
+    """``summary.csv``: one row per cell (label x task x column) with its mean, 95% interval
+    (``low``, ``high``), converged seeds ``n`` of ``seeds``, ``converged`` (all of them),
+    evaluation units per seed, the learning rate(s) and the mean steps to converge."""
+    rows = []
+    for label, entry in summary["rows"].items():
+        for task in summary["tasks"]:
+            for column in stats.columns(task):
+                c = entry.get(f"{task}:{column}")
+                if not c:
+                    continue
+                rows.append(
+                    {
+                        "label": label,
+                        "encoding": entry["encoding"],
+                        "task": task,
+                        "column": column,
+                        "mean": _num(c["mean"]),
+                        "low": _num(c["low"]),
+                        "high": _num(c["high"]),
+                        "n": c["n"],
+                        "seeds": c["runs"],
+                        "converged": c["converged"],
+                        "units": c["units"],
+                        "lr": " ".join(f"{lr:g}" for lr in entry.get(f"{task}:lr", [])),
+                        "steps_to_converge": entry.get(f"{task}:steps_to_converge", math.nan),
+                    }
+                )
+    return _csv(rows)
+
+
 def to_csv(records: list[dict[str, Any]]) -> str:
-    rows = run_rows(records)
+    """``runs.csv``: one row per run and evaluation variant (every seed, no statistics)."""
+    return _csv(run_rows(records))
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
     keys: list[str] = []
     for row in rows:
         keys += [k for k in row if k not in keys]

@@ -114,7 +114,8 @@ class Choice:
 
 
 def shipped_table() -> dict[str, Any]:
-    """The choices shipped with posenc: ``{"commands": [...], "entries": {key: {...}}}``."""
+    """The choices shipped with posenc: ``{"commands": [...], "entries": {key: {...}}}``; an
+    entry names the ``profiles`` whose runs use it (quick and standard share settings)."""
     try:
         text = resources.files("posenc.bench").joinpath(SHIPPED).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -211,7 +212,7 @@ def table(
             choice = choices[key]
             why = choice.source.split("(", 1)[-1].rstrip(")") if "(" in choice.source else choice.source
             entries[key] = {
-                "profile": spec.profile,
+                "profiles": [spec.profile],
                 "label": spec.label,
                 "task": tuning_task(spec, share or {}),
                 "lr": choice.lr,
