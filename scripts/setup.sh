@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # Set up posenc in ./.venv on a fresh machine: CPU torch first (never a CUDA build),
-# then the package with the extras named in $POSENC_EXTRAS (default: cli,bench, which the
-# command line, figures, report and the benchmark's statistics need; POSENC_EXTRAS=
-# installs the bare library).
+# then the package with the extras named in $POSENC_EXTRAS (default: cli, which the
+# command line, figures and report need; POSENC_EXTRAS= installs the bare library).
 # Idempotent: re-running with nothing changed returns in about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${POSENC_EXTRAS-cli,bench}"
+extras="${POSENC_EXTRAS-cli}"
 py="${PYTHON:-python3}"
 venv=.venv
 find_links=()

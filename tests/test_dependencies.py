@@ -1,5 +1,5 @@
-"""The library needs only numpy and torch; click, rich and matplotlib serve the CLI, figures,
-report and benchmark (the ``cli`` extra). Importing posenc changes no global state.
+"""The library needs only numpy and torch; click, rich, matplotlib and scipy serve the CLI,
+figures, report and benchmark (the ``cli`` extra). Importing posenc changes no global state.
 
 Each check runs in a fresh interpreter: the parent test process has long imported everything.
 """
@@ -17,7 +17,7 @@ import posenc
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(posenc.__file__).parent
-EXTRAS = ("click", "rich", "matplotlib")
+EXTRAS = ("click", "rich", "matplotlib", "scipy")
 # The parts of posenc that use the `cli` extra (everything else is the library).
 USES_EXTRAS = ("posenc.bench", "posenc.cli", "posenc.report", "posenc.tour", "posenc.viz", "posenc.__main__")
 
@@ -25,7 +25,7 @@ BLOCKER = textwrap.dedent(
     """
     import sys
 
-    class Blocker:  # as if click, rich and matplotlib were not installed
+    class Blocker:  # as if click, rich, matplotlib and scipy were not installed
         def find_spec(self, name, path=None, target=None):
             if name.split(".")[0] in {extras!r}:
                 raise ImportError(f"No module named {{name!r}}", name=name)
@@ -61,7 +61,7 @@ def test_the_package_needs_numpy_and_torch_only_and_the_cli_extra_has_the_rest()
 
 
 def test_the_readme_setup_command_installs_the_cli_extra_by_default():
-    """`bash scripts/setup.sh && .venv/bin/posenc compare` needs click, rich and matplotlib."""
+    """`bash scripts/setup.sh && .venv/bin/posenc compare` needs click, rich, matplotlib and scipy."""
     setup = (ROOT / "scripts/setup.sh").read_text()
     assert 'extras="${POSENC_EXTRAS-cli}"' in setup
     assert "bash scripts/setup.sh && .venv/bin/posenc compare" in (ROOT / "README.md").read_text()

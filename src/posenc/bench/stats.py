@@ -178,10 +178,10 @@ def bootstrap_interval(statistic: Callable[..., np.ndarray], sizes: Sequence[int
     with matching leading (resample) dimensions.
     """
     try:
-        from scipy import stats as scipy_stats  # optional dependency: the bench extra
+        from scipy import stats as scipy_stats  # optional dependency: the cli extra
     except ImportError:
         raise PosencError(
-            "the benchmark's intervals need scipy: pip install 'posenc[bench]' (bash scripts/setup.sh does)"
+            "the benchmark's intervals need scipy: pip install 'posenc[cli]' (bash scripts/setup.sh does)"
         ) from None
     indices = [np.arange(size) for size in sizes]
     free = [k for k, size in enumerate(sizes) if size >= 2]
