@@ -156,7 +156,7 @@ def write_outputs(
         atomic_write_text(out / "runs.csv", to_csv(records))
         files["summary"] = str(out / "summary.json")
         files["csv"] = str(out / "summary.csv")
-        files["runs"] = str(out / "runs.csv")
+        files["runs_csv"] = str(out / "runs.csv")
         if report and records:
             save_all(records, out / "figures")
             files["figures"] = str(out / "figures")
