@@ -210,7 +210,8 @@ def table(
         key = tuning_key(spec, share)
         if key in choices and key not in entries:
             choice = choices[key]
-            why = choice.source.split("(", 1)[-1].rstrip(")") if "(" in choice.source else choice.source
+            why = choice.source.split("(", 1)[-1] if "(" in choice.source else choice.source
+            why = why.removesuffix(")") if "(" in choice.source else why  # the outer parenthesis only
             entries[key] = {
                 "profiles": [spec.profile],
                 "label": spec.label,
