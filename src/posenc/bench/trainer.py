@@ -135,6 +135,7 @@ def training_forward(model: Transformer, *, compiled: bool | None = None) -> Cal
     use = COMPILE_TRAINING if compiled is None else compiled
     return torch.compile(model, dynamic=True) if use else model
 
+
 VALID_SEED = 50_000  # held-out in-distribution set: its own generator (not the stream, not a test set)
 
 
