@@ -149,6 +149,10 @@ def _fmt(value: float, percent: bool) -> str:
     return f"{100 * value:.0f}%" if percent else f"{value:.2f}"
 
 
+def _speed(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.0f}"
+
+
 def format_cell(c: dict[str, Any] | None, percent: bool, sep: str = " ") -> str:
     """``"72% [65, 80]"`` / ``"1.04 [1.01, 1.08]"`` (``sep`` between mean and interval);
     ``n.c.`` when no seed converged; a ``k/N`` suffix when only k of N seeds did."""
@@ -202,7 +206,7 @@ def render_table(summary: dict[str, Any], *, title: str = "posenc compare"):
     table.add_column("steps/s", justify="right")
     for label, entry in summary["rows"].items():
         cells = [format_cell(entry.get(key), pct, sep="\n") for _, key, pct in cols]
-        table.add_row(escape(label), *cells, _fmt(entry.get(speed_key(summary), math.nan), False))
+        table.add_row(escape(label), *cells, _speed(entry.get(speed_key(summary), math.nan)))
     return table
 
 
@@ -214,7 +218,7 @@ def markdown_table(summary: dict[str, Any]) -> str:
     for label, entry in summary["rows"].items():
         cells = [format_cell(entry.get(key), pct) for _, key, pct in cols]
         lines.append(
-            "| " + " | ".join([label, *cells, _fmt(entry.get(speed_key(summary), math.nan), False)]) + " |"
+            "| " + " | ".join([label, *cells, _speed(entry.get(speed_key(summary), math.nan))]) + " |"
         )
     return "\n".join(lines) + "\n"
 
