@@ -225,7 +225,7 @@ def compare_command(
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2, default=str))
     else:
-        console = Console(width=max(150, Console().width))  # 11 columns of mean [interval]
+        console = Console(width=max(160, Console().width))  # 11 columns of mean [interval]
         console.print(result.table())
         for line in result.notes():
             console.print(line)
