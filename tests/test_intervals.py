@@ -159,3 +159,32 @@ def test_cells_of_a_results_directory(tmp_path):
     assert c.low <= c.mean <= c.high and c.to_dict()["converged"] is True
     with pytest.raises(PosencError, match="not a posenc compare results directory"):
         bench.cells(tmp_path / "runs")
+
+
+@pytest.mark.parametrize(
+    ("agree", "disagree", "undecided", "verdict"),
+    [(3, 0, 0, "agrees"), (1, 0, 11, "inconclusive"), (6, 0, 4, "agrees"), (0, 2, 1, "disagrees"),
+     (2, 1, 0, "mixed"), (0, 0, 5, "inconclusive")],
+)  # fmt: skip
+def test_a_ranking_needs_more_decided_pairs_than_undecided(agree, disagree, undecided, verdict):
+    assert claims.ranking_verdict(agree, disagree, undecided) == verdict
+
+
+def test_a_claim_is_shown_only_when_every_encoding_it_names_ran(monkeypatch):
+    record = {
+        "label": "alibi",
+        "spec": {"task": "lm", "seed": 0, "train": {"max_len": 4}},
+        "result": {
+            "train": {"converged": True},
+            "eval": {"default": {"lengths": [4], "window_nats": [[1.0]]}},
+        },
+    }
+    mine = [
+        claims.Claim("a", "alibi holds", "yes", claims.Threshold("alibi", "lm", "ratio_2x", 1.1, "<=")),
+        claims.Claim(
+            "b", "fire as good as alibi", "yes", claims.Compare("fire", "alibi", "lm", "ratio_4x", "<")
+        ),
+        claims.Claim("c", "order", "x", claims.Ranking(("nope", "alibi"), ("copy",), "em_out")),
+    ]
+    monkeypatch.setattr(claims, "CLAIMS", mine)
+    assert [r["claim"] for r in claims.claims([record])] == ["alibi holds"]

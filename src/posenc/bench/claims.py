@@ -160,20 +160,25 @@ class Ranking:
         pairs = agree + disagree + undecided
         rule = (
             "each pair of converged encodings in the paper's order: the 95% interval of the difference "
-            "decides it or not; agrees if decided pairs all agree, disagrees if all disagree"
+            "decides it or not; agrees if no decided pair disagrees and more pairs agree than are "
+            "undecided (disagrees: the reverse), mixed if decided pairs go both ways, else inconclusive"
         )
         if not pairs:
             return "fewer than 2 converged encodings", "not measured", rule
-        if agree and disagree:
-            verdict = "mixed"
-        elif agree:
-            verdict = "agrees"
-        elif disagree:
-            verdict = "disagrees"
-        else:
-            verdict = "inconclusive"
+        verdict = ranking_verdict(agree, disagree, undecided)
         ours = f"{agree} pair(s) agree, {disagree} disagree, {undecided} undecided ({', '.join(self.tasks)})"
         return ours, verdict, rule
+
+
+def ranking_verdict(agree: int, disagree: int, undecided: int) -> str:
+    """A ranking's verdict from its pairs: decided ones must outnumber the undecided."""
+    if agree and disagree:
+        return "mixed"
+    if agree > undecided:
+        return "agrees"
+    if disagree > undecided:
+        return "disagrees"
+    return "inconclusive"
 
 
 @dataclass(frozen=True)
@@ -346,13 +351,16 @@ CLAIMS: list[Claim] = [
 
 
 def claims(records: Records) -> list[dict[str, str]]:
-    """One row per claim of :data:`CLAIMS` whose runs are in ``records`` (a claim about
-    encodings none of which ran is left out rather than shown as not measured)."""
+    """One row per claim of :data:`CLAIMS` whose runs are in ``records``: a claim is left out
+    (rather than shown as not measured) unless every encoding it names ran, or for a
+    ranking at least two of them. A claim whose runs ran but did not converge stays, as
+    not measured."""
     labels = {stats.run_label(r, v) for r in records for v in r["result"]["eval"]}
     rows = []
     for claim in CLAIMS:
         named = _labels_of(claim.test)
-        if named and not (named & labels):
+        ranking = isinstance(claim.test, Ranking)
+        if named and (len(named & labels) < 2 if ranking else not named <= labels):
             continue
         rows.append(claim.row(records))
     return rows
