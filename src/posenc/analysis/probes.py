@@ -12,7 +12,7 @@ Axis legend: b batch, n sequence, L layers, h heads, i/j query/key positions, V 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -82,25 +82,68 @@ def position_sensitivity(
     the logits compared. Word-aligned change is 0 for a permutation-equivariant model
     (no encoding, bidirectional); causal masks alone already break equivariance.
     """
+    word_order(original, permuted)  # a bad permutation fails before any model is built
     words = sorted(set(original) | set(permuted))
+    ids = {w: i for i, w in enumerate(words)}
+    model = small_model(name, causal=causal, seed=seed, vocab_size=max(8, len(words)), **model_kwargs)
+    token, pooled = word_order_change(model, original, permuted, lambda w: [ids[w]])
+    return Sensitivity(name, causal, token, pooled)
+
+
+def word_order(original: Sequence[str], permuted: Sequence[str]) -> list[int]:
+    """``perm[t]`` = index in ``original`` of the word at position t of ``permuted`` (first unused match)."""
     if sorted(original) != sorted(permuted):
         raise PosencError(f"permuted must reorder the words of original, got {original!r} vs {permuted!r}")
-    ids = {w: i for i, w in enumerate(words)}
-    x = torch.tensor([[ids[w] for w in original]])  # (1, n)
-    px = torch.tensor([[ids[w] for w in permuted]])
-    # perm[t] = index in `original` of the word at position t of `permuted` (first unused match).
     used: set[int] = set()
     perm = []
     for w in permuted:
         i = next(k for k, o in enumerate(original) if o == w and k not in used)
         used.add(i)
         perm.append(i)
-    model = small_model(name, causal=causal, seed=seed, vocab_size=max(8, len(words)), **model_kwargs)
+    return perm
+
+
+def word_order_change(
+    model: Transformer,
+    original: Sequence[str],
+    permuted: Sequence[str],
+    tokens_of: Callable[[str], list[int]],
+    *,
+    prefix: Sequence[int] = (),
+) -> tuple[float, float]:
+    """``(word-aligned change, pooled change)`` of ``model``'s logits when the words are permuted.
+
+    Each word becomes the token ids ``tokens_of(word)`` (one or more); both sentences
+    follow the same ``prefix`` (e.g. a BOS token). Word-aligned: each word's logits in
+    the permuted sentence against the same word's in the original,
+    ``||f(Px) - P f(x)|| / ||f(x)||`` over the words' positions; pooled: the mean over
+    those positions, ``||mean f(Px) - mean f(x)|| / ||mean f(x)||``.
+    """
+    perm = word_order(original, permuted)
+    pieces = [list(tokens_of(w)) for w in original]
+    if any(not p for p in pieces):
+        raise PosencError("every word must map to at least one token")
+    start = len(prefix)
+    spans, offset = [], start  # spans[k]: positions of original word k in the original sentence
+    for piece in pieces:
+        spans.append(list(range(offset, offset + len(piece))))
+        offset += len(piece)
+    moved, offset = [[] for _ in pieces], start  # positions of original word k in the permuted one
+    for k in perm:
+        moved[k] = list(range(offset, offset + len(pieces[k])))
+        offset += len(pieces[k])
+    x = torch.tensor([[*prefix, *(t for p in pieces for t in p)]])  # (1, n)
+    px = torch.tensor([[*prefix, *(t for k in perm for t in pieces[k])]])
+    first = next(model.parameters(), None)
+    device = first.device if first is not None else torch.device("cpu")
     with torch.no_grad():
-        out, pout = model(x)[0], model(px)[0]  # (n, V)
-    token = float((pout - out[perm]).norm() / out.norm())
-    pooled = float((pout.mean(0) - out.mean(0)).norm() / out.mean(0).norm())
-    return Sensitivity(name, causal, token, pooled)
+        out, pout = model(x.to(device))[0].double().cpu(), model(px.to(device))[0].double().cpu()  # (n, V)
+    pairs = [(i, j) for k in perm for i, j in zip(moved[k], spans[k])]  # (permuted position, original)
+    here, there = [i for i, _ in pairs], [j for _, j in pairs]
+    base = out[sorted(there)]
+    token = float((pout[here] - out[there]).norm() / base.norm())
+    pooled = float((pout[here].mean(0) - base.mean(0)).norm() / base.mean(0).norm())
+    return token, pooled
 
 
 def permutation_equivariance_gap(
@@ -180,12 +223,39 @@ def attention_maps(
     model = small_model(name, causal=causal, seed=seed, **model_kwargs)
     g = torch.Generator().manual_seed(seed + 1)
     tokens = torch.randint(0, model.config.vocab_size, (1, n), generator=g)  # (1, n)
-    positions = torch.arange(n).unsqueeze(0)
-    maps = []
-    with torch.no_grad():
-        x = model.embed(tokens, positions)  # (1, n, D)
-        for block in model.blocks:
-            _, weights = block.attn(block.ln_attn(x), positions=positions, return_weights=True)
-            maps.append(weights[0].to(torch.float64).numpy())  # (h, i, j)
-            x = block(x, positions=positions, padding_mask=None, cache=None)
+    return model_attention_maps(model, tokens)
+
+
+def model_attention_maps(model: Transformer, tokens: torch.Tensor) -> np.ndarray:
+    """Attention probabilities ``(L, h, i, j)`` of ``model`` on one sequence ``tokens`` ``(1, n)``.
+
+    Read from the model's own forward pass (every layer's attention is asked for its
+    weights), so whatever the model does between layers (position at every layer,
+    per-layer schedules) is what the maps show.
+    """
+    tokens = check_tensor("tokens", tokens, ndim=2)
+    if tokens.shape[0] != 1:
+        raise PosencError(f"tokens must be one sequence (1, n), got shape {tuple(tokens.shape)}")
+    maps: list[np.ndarray] = []
+
+    def ask(_module, args, kwargs):
+        return args, {**kwargs, "return_weights": True}
+
+    def keep(_module, _args, _kwargs, output):
+        out, weights = output
+        maps.append(weights[0].detach().to(torch.float64).cpu().numpy())  # (h, i, j)
+        return out
+
+    handles = []
+    for block in model.blocks:
+        attn = cast(MultiHeadAttention, block.attn)
+        handles.append(attn.register_forward_pre_hook(ask, with_kwargs=True))
+        handles.append(attn.register_forward_hook(keep, with_kwargs=True))
+    try:
+        first = next(model.parameters(), None)
+        with torch.no_grad():
+            model(tokens.to(first.device if first is not None else "cpu"))
+    finally:
+        for handle in handles:
+            handle.remove()
     return np.stack(maps)

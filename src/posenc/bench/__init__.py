@@ -15,6 +15,7 @@ Pieces, each usable alone:
 - :mod:`~posenc.bench.tables`: CSV/JSON summaries, the terminal and Markdown tables
 - :mod:`~posenc.bench.figures`: curves with bands
 - :mod:`~posenc.bench.report_section`: the HTML fragment for ``posenc report``
+- :mod:`~posenc.bench.trained`: a finished run's trained model, its attention, the word-order probe
 
 :func:`compare` ties them together; the CLI is a thin wrapper around it.
 """
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posenc.bench import tuning
+from posenc.bench import trained, tuning
 from posenc.bench.executor import LocalExecutor, make_executor
 from posenc.bench.figures import save_all
 from posenc.bench.profiles import PROFILES, Profile, build_grid, get_profile
@@ -38,9 +39,8 @@ from posenc.bench.report_section import write_page
 from posenc.bench.runner import GridOutcome, run_grid
 from posenc.bench.spec import BENCHMARK_VERSION, EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.bench.stats import Cell, cell, cells
-from posenc.bench.store import ResultStore, atomic_write_text, load_weights, versions
+from posenc.bench.store import ResultStore, atomic_write_text, versions
 from posenc.bench.tables import render_table, summarize, summary_csv, to_csv, to_json
-from posenc.bench.trainer import build_model
 
 __all__ = [
     "PROFILES",
@@ -107,11 +107,8 @@ class CompareResult:
 
 def load_model(record_path: str | os.PathLike):
     """The trained model of a run, rebuilt from its record and the weights kept next to it
-    (checksums verified), in eval mode: e.g. to draw its attention."""
-    data = json.loads(Path(record_path).read_text(encoding="utf-8"))
-    model = build_model(RunSpec.from_dict(data["spec"]))
-    model.load_state_dict(load_weights(record_path))
-    return model.eval()
+    (checksums verified), in eval mode: e.g. to draw its attention (see :mod:`posenc.bench.trained`)."""
+    return trained.load_run(record_path)[0]
 
 
 def default_threads(workers: int) -> int:

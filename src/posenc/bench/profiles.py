@@ -5,6 +5,7 @@
 | ``smoke`` | seconds | 2 encodings, copy + LM, tiny model, 3 seeds; exercises every code path (tests) |
 | ``quick`` | <= 10 min on 2 idle cores, figures and report included (measured: docs/benchmark.md) | the encodings the papers' claims name + randomized RoPE, copy + passkey + LM, 3 seeds |
 | ``standard`` | <= 60 min on 2 cores (measured: docs/benchmark.md) | every registered encoding + randomized sinusoidal and RoPE, copy + passkey + LM, 3 seeds |
+| ``notes`` | about 30 min on 2 cores | sinusoidal + learned with the architecture variants, scaled_sinusoidal, RoPE, T5, ALiBi; copy, 3 seeds |
 | ``full`` | many hours (not timed) | every encoding and task, 5 seeds, default *and* scaled variants, randomized variants, architecture variants |
 
 Encodings always come from the registry (:data:`posenc.ENCODINGS`); a profile
@@ -18,7 +19,8 @@ defined and is scaled without being listed anywhere.
 Architecture variants (*how* position is added, for additive encodings
 only) are written ``key=value`` with ``+`` joining settings of one variant:
 ``combine=concat``, ``inject=every_layer``, ``position_warmup=200`` (the additive
-signal ramps from 0 to 1 over 200 steps), ``inject=every_layer+position_warmup=200``.
+signal ramps from 0 to 1 over 200 steps), ``scale_embeddings=true`` (token embeddings
+times sqrt(d_model), Vaswani et al. 3.4), ``inject=every_layer+position_warmup=200``.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ VARIANT_KEYS: dict[str, tuple[str, str, Any]] = {
     "combine": ("model", "combine", lambda v: check_choice("combine", v, COMBINES)),
     "inject": ("model", "inject", lambda v: check_choice("inject", v, INJECTS)),
     "position_warmup": ("train", "position_warmup_steps", lambda v: _positive_int("position_warmup", v)),
+    "scale_embeddings": (
+        "model",
+        "scale_embeddings",
+        lambda v: check_choice("scale_embeddings", v, ("true", "false")) == "true",
+    ),
 }
 
 #: Ruoss et al. 2023 draw positions from [0, L) with L much larger than any test
@@ -67,10 +74,14 @@ class Profile:
     scalings: tuple[str, ...] = ()  # RoPE scalings evaluated on rotary models (posenc.bench.scalings)
     finetune: int = 0  # fine-tuning steps of the scalings whose papers fine-tune (PI, YaRN); LM only
     variants: tuple[str, ...] = ()  # architecture variants of additive encodings, "combine=concat"
+    variant_encodings: tuple[str, ...] | None = (
+        None  # encodings the variants apply to (None: every additive one)
+    )
     schedules: tuple[str, ...] = ()  # per-layer schedules run as grid entries, "irope:2" (posenc.schedules)
     workers: int = 1  # default --workers
     lr_grid: tuple[float, ...] = ()  # learning rates tried per encoding (posenc.bench.tuning); () = no tuning
-    # Tasks that reuse another task's learning-rate choice, as (task, tuned on) pairs.
+    # Tasks that reuse another task's learning-rate choice, as (task, tuned on) pairs;
+    # ("architecture variants", "default"): variants use their default run's choice.
     tune_share: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,6 +200,30 @@ PROFILES: dict[str, Profile] = {
         lr_grid=(1e-3, 2e-3, 4e-3),
         workers=2,
     ),
+    "notes": Profile(
+        name="notes",
+        description=(
+            "the notes' open questions: add vs concatenate, position at every layer, PE warm-up, "
+            "scaling; sinusoidal and learned on copy, 3 seeds (measured: see docs/benchmark.md)"
+        ),
+        why=(
+            "Standard's model, training and evaluation (so the default runs are standard's); the "
+            "variants on the two additive encodings the notes discuss, plus scaled_sinusoidal (a "
+            "learned gain on the sinusoid); one task (copy) so 3 seeds fit in about 30 minutes on 2 cores."
+        ),
+        encodings=("sinusoidal", "learned", "scaled_sinusoidal"),
+        tasks=("copy",),
+        seeds=(0, 1, 2),
+        model=ModelSpec(),
+        task_train=QUICK_TASK_TRAIN,
+        lm_train=QUICK_LM_TRAIN,
+        eval=QUICK_EVAL,
+        variants=("combine=concat", "inject=every_layer", "position_warmup=200", "scale_embeddings=true"),
+        variant_encodings=("sinusoidal", "learned"),
+        lr_grid=(1e-3, 2e-3, 4e-3),
+        tune_share=(("architecture variants", "default"),),  # posenc.bench.tuning.ARCHITECTURE
+        workers=2,
+    ),
     "full": Profile(
         name="full",
         description=(
@@ -305,6 +340,13 @@ def parse_variants(text: str | None) -> tuple[str, ...]:
     return items
 
 
+def without_variants(profile: Profile, names: list[str]) -> list[str]:
+    """Encodings of ``names`` that the profile's architecture variants are not run for:
+    every one that is not additive, and those outside ``profile.variant_encodings``."""
+    only = profile.variant_encodings
+    return [n for n in names if ENCODINGS[n].kind != "additive" or (only is not None and n not in only)]
+
+
 def has_length_parameters(name: str) -> bool:
     """True when ``name``'s Config has a ``paper_length`` field (a ``@scaled`` variant differs)."""
     return "paper_length" in ENCODINGS[name].Config.meanings("length").values()
@@ -355,7 +397,7 @@ def build_grid(
     if seeds is not None:
         seeds = tuple(check_int("seeds", seed, minimum=0, maximum=MAX_SEED) for seed in seeds)
     changes = [parse_variant(v) for v in profile.variants]  # architecture variants
-    skipped = [n for n in names if ENCODINGS[n].kind != "additive"] if changes else []
+    skipped = without_variants(profile, names) if changes else []
     specs: list[RunSpec] = []
     for seed in seeds if seeds is not None else profile.seeds:
         for task in task_list:

@@ -44,6 +44,8 @@ class ModelSpec:
     combine: str = "add"  # additive encodings: "add" | "concat" (posenc.model.TransformerConfig)
     inject: str = "input"  # additive encodings: "input" | "every_layer"
     num_kv_heads: int | None = None  # key/value heads (grouped-query attention); None = num_heads
+    # token embeddings times sqrt(d_model) (Vaswani et al. 3.4); off: GPT-2 style N(0, 0.02)
+    scale_embeddings: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ class TrainSpec:
 #: out of the identity at that value, so older records keep their run ids.
 _NEW_DEFAULTS: dict[str, dict[str, Any]] = {
     "": {"benchmark": 1, "finetune": 0},
-    "model": {"combine": "add", "inject": "input", "num_kv_heads": None},
+    "model": {"combine": "add", "inject": "input", "num_kv_heads": None, "scale_embeddings": False},
     "train": {"position_warmup_steps": 0, "plateau_after": 0},
 }
 
@@ -135,7 +137,7 @@ class RunSpec:
     def label(self) -> str:
         """Human name of the encoding variant: ``rope``, ``t5@scaled``, ``rope+rand``, ``irope:2``,
         ``sinusoidal[concat]``, ``sinusoidal[every_layer]``, ``sinusoidal[pe-warmup:200]``,
-        ``rope[kv:1]`` (one key/value head)."""
+        ``sinusoidal[scaled-emb]``, ``rope[kv:1]`` (one key/value head)."""
         base = self.schedule or self.encoding
         name = base if self.variant == "default" else f"{base}@{self.variant}"
         tags = self.architecture_tags()
@@ -149,6 +151,8 @@ class RunSpec:
             tags.append(self.model.combine)
         if self.model.inject != "input":
             tags.append(self.model.inject)
+        if self.model.scale_embeddings:
+            tags.append("scaled-emb")
         if self.train.position_warmup_steps:
             tags.append(f"pe-warmup:{self.train.position_warmup_steps}")
         if self.model.num_kv_heads is not None and self.model.num_kv_heads != self.model.num_heads:

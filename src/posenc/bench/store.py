@@ -41,10 +41,12 @@ import json
 import logging
 import math
 import os
+import pickle
 import platform
 import socket
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -436,16 +438,30 @@ def weights_problem(record_path: Path, record: dict[str, Any]) -> str | None:
 
 
 def load_weights(record_path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """The trained weights (state dict) kept next to a record, after checking record and checksum."""
+    """The trained weights (state dict) kept next to a record, after checking the record, its
+    checksum and that the file holds a state dict; each failure one PosencError naming the file."""
     path = Path(record_path)
     data, reason = read_record_file(path)
     reason = reason or validate_record(data)
-    if reason is None and "weights" not in data:
-        reason = "it keeps no weights"
-    reason = reason or weights_problem(path, data)
+    if reason is not None:
+        reason = f"not a valid run record ({reason})"
+    elif "weights" not in data:
+        reason = "the record keeps no weights (written before posenc kept them: rerun posenc compare)"
+    else:
+        reason = weights_problem(path, data)
+        reason = reason and f"{reason}; rerun posenc compare to redo the run"
     if reason is not None:
         raise PosencError(f"cannot load the weights of {path}: {reason}")
-    return torch.load(path.parent / data["weights"]["file"], map_location="cpu", weights_only=True)
+    weights = path.parent / data["weights"]["file"]
+    try:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, zipfile.BadZipFile) as exc:
+        raise PosencError(
+            f"cannot load the weights of {path}: {weights.name} is not a saved state dict ({type(exc).__name__})"
+        ) from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise PosencError(f"cannot load the weights of {path}: {weights.name} is not a state dict of tensors")
+    return state
 
 
 class ResultStore:

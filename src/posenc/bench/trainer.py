@@ -59,6 +59,7 @@ def build_model(spec: RunSpec) -> Transformer:
         ffn_dim=spec.model.ffn_dim,
         combine=spec.model.combine,
         inject=spec.model.inject,
+        scale_embeddings=spec.model.scale_embeddings,
         causal=True,
         encoding=schedules.parse(spec.schedule, spec.model.num_layers) if spec.schedule else spec.encoding,
         encoding_config=dict(spec.encoding_config),

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from posenc.bench.executor import Executor
+from posenc.bench.profiles import VARIANT_KEYS
 from posenc.bench.runner import GridOutcome, run_grid
-from posenc.bench.spec import EvalSpec, RunSpec
+from posenc.bench.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.bench.store import ResultStore, tune_problem
 from posenc.bench.trainer import tune_execute
 
@@ -42,13 +43,33 @@ TUNE_EVAL = EvalSpec()
 SHIPPED = "tuned_lr.json"
 
 
+#: ``share[ARCHITECTURE] = "default"``: architecture variants (``--variants``) take the choice
+#: of their encoding's default run (an ablation at one learning rate) instead of their own.
+ARCHITECTURE = "architecture variants"
+
+
 def tuning_task(spec: RunSpec, share: dict[str, str]) -> str:
     """The task whose tuning ``spec`` uses (``share`` maps a task to another's choice)."""
     return share.get(spec.task, spec.task)
 
 
+def shares_default(spec: RunSpec, share: dict[str, str] | None) -> bool:
+    """True when ``spec`` is an architecture variant that takes its default run's choice."""
+    return bool(spec.architecture_tags()) and (share or {}).get(ARCHITECTURE) == "default"
+
+
 def candidate_base(spec: RunSpec, share: dict[str, str] | None = None) -> RunSpec:
-    """``spec`` as tuned: the tuning task, seed :data:`TUNE_SEED`, no evaluation, no scalings."""
+    """``spec`` as tuned: the tuning task, seed :data:`TUNE_SEED`, no evaluation, no scalings
+    (and the default architecture, when variants share their default run's choice)."""
+    if shares_default(spec, share):
+        defaults: dict[str, dict[str, Any]] = {"model": {}, "train": {}}
+        for part, name, _ in VARIANT_KEYS.values():
+            defaults[part][name] = getattr({"model": ModelSpec(), "train": TrainSpec()}[part], name)
+        spec = dataclasses.replace(
+            spec,
+            model=dataclasses.replace(spec.model, **defaults["model"]),
+            train=dataclasses.replace(spec.train, **defaults["train"]),
+        )
     return dataclasses.replace(
         spec,
         task=tuning_task(spec, share or {}),
@@ -194,7 +215,8 @@ def apply(
             )
             continue
         task = tuning_task(spec, share or {})
-        source = f"chosen from {grid_text} on {task}, by in-distribution validation: {choice.source}"
+        run = " for the default architecture" if shares_default(spec, share) else ""
+        source = f"chosen from {grid_text} on {task}{run}, by in-distribution validation: {choice.source}"
         out.append(
             dataclasses.replace(spec, train=dataclasses.replace(spec.train, lr=choice.lr), lr_source=source)
         )

@@ -15,11 +15,17 @@ from posenc import bench, presets, report
 from posenc.attention import check_kv_heads
 from posenc.base import check_int
 from posenc.bench.executor import max_threads
-from posenc.bench.profiles import MAX_SEED, PROFILES, get_profile, parse_variants, resolve_encodings
+from posenc.bench.profiles import (
+    MAX_SEED,
+    PROFILES,
+    get_profile,
+    parse_variants,
+    resolve_encodings,
+    without_variants,
+)
 from posenc.bench.ray_executor import RayNotInstalled, require_ray
 from posenc.cli.paths import output_dir
 from posenc.errors import PosencError
-from posenc.registry import ENCODINGS
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -81,7 +87,7 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     "--variants",
     default=None,
     help="extra runs of additive encodings, comma-separated key=value ('+' joins settings of one run): "
-    "combine=concat, inject=every_layer, position_warmup=STEPS (see Examples)",
+    "combine=concat, inject=every_layer, position_warmup=STEPS, scale_embeddings=true (see Examples)",
 )
 @click.option(
     "--schedules",
@@ -257,11 +263,15 @@ def _with_variants(profile: str, text: str | None, encodings: tuple[str, ...] | 
         prof = dataclasses.replace(prof, variants=tuple(dict.fromkeys(prof.variants + extra)))
     if prof.variants:
         names, _ = resolve_encodings(prof, encodings)
-        skipped = [n for n in names if ENCODINGS[n].kind != "additive"]
+        skipped = without_variants(prof, names)
         if skipped:
+            scope = (
+                "additive encodings only"
+                if prof.variant_encodings is None
+                else (f"{', '.join(prof.variant_encodings)} only")
+            )
             click.echo(
-                f"note: variants {', '.join(prof.variants)} apply to additive encodings only; "
-                f"not run for: {', '.join(skipped)}",
+                f"note: variants {', '.join(prof.variants)} apply to {scope}; not run for: {', '.join(skipped)}",
                 err=True,
             )
     return prof

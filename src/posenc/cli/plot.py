@@ -6,13 +6,15 @@ import click
 
 from posenc import viz
 from posenc.base import check_int
+from posenc.bench import trained
 from posenc.cli.paths import output_file
 from posenc.errors import PosencError
 from posenc.viz import FIGURE_KINDS, FIGURES
+from posenc.viz.figures import attention_grid
 
 
 @click.command("plot")
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option("--kind", "kind", type=click.Choice(FIGURE_KINDS), required=True, help="which figure")
 @click.option(
     "-o",
@@ -32,10 +34,26 @@ from posenc.viz import FIGURE_KINDS, FIGURES
     "--positions", type=int, default=None, help="number of positions / sequence length / max distance"
 )
 @click.option("--dpi", type=int, default=100, show_default=True, help="resolution of PNG output")
+@click.option(
+    "--run",
+    "run",
+    default=None,
+    help="a run of posenc compare (OUT/runs/TASK/NAME__seedS__ID.json): draw its trained model "
+    "(--kind attention; --positions: content tokens, LM bytes)",
+)
+@click.pass_context
 def plot_command(
-    name: str, kind: str, output: str, d_model: int, num_heads: int, positions: int | None, dpi: int
+    ctx: click.Context,
+    name: str | None,
+    kind: str,
+    output: str,
+    d_model: int,
+    num_heads: int,
+    positions: int | None,
+    dpi: int,
+    run: str | None,
 ) -> None:
-    """Draw figure KIND of encoding NAME.
+    """Draw figure KIND of encoding NAME, or of the trained model of a run (--run).
 
     A kind that does not apply to the encoding (e.g. ``bias`` for sinusoidal) is an
     error (exit status 2) naming the kinds that do.
@@ -48,7 +66,7 @@ def plot_command(
       similarity  cosine similarity between positions
       rotation    one rotated 2-D pair of a rotary encoding (-o x.gif animates)
       bias        per-head bias of a bias encoding
-      attention   attention of a small untrained model
+      attention   attention of a small untrained model, or of a trained one (--run)
       spectrum    wavelengths under every RoPE scaling
       decay       position term against distance
 
@@ -57,7 +75,18 @@ def plot_command(
       posenc plot sinusoidal --kind heatmap -o pe.png
       posenc plot rope --kind rotation -o rope.gif
       posenc plot alibi --kind bias --num-heads 8 -o alibi.svg
+      posenc plot --run results/runs/copy/rope__seed0__ID.json --kind attention -o rope-trained.png
+      posenc plot --run results/runs/copy/rope__seed0__ID.json --kind attention --positions 16 -o at-2x.png
+
+    With --run, the attention is the trained model's on the run's own input: a task
+    example [BOS] x [SEP] y with n content tokens (default: the training n) or, for the
+    language model, a window of validation text (default: L_train bytes).
     """
+    if run is not None:
+        _plot_run(ctx, name, kind, output, positions, dpi, run)
+        return
+    if name is None:
+        raise click.UsageError("missing NAME (an encoding, see posenc list) or --run RUN")
     # upper bounds: one figure; larger sizes allocate gigabytes (attention is positions^2 x heads)
     check_int("--d-model", d_model, minimum=1, maximum=4096)
     check_int("--num-heads", num_heads, minimum=1, maximum=64)
@@ -81,3 +110,24 @@ def plot_command(
 
 
 COMMANDS = [plot_command]
+
+
+def _plot_run(
+    ctx: click.Context, name: str | None, kind: str, output: str, positions: int | None, dpi: int, run: str
+) -> None:
+    """``posenc plot --run RUN --kind attention``: the trained model's attention."""
+    if kind != "attention":
+        raise PosencError(f"--run draws --kind attention only (the trained model's attention), got {kind!r}")
+    for option in ("d_model", "num_heads"):
+        if ctx.get_parameter_source(option) is not click.core.ParameterSource.DEFAULT:
+            flag = "--" + option.replace("_", "-")
+            raise PosencError(f"{flag} does not apply with --run: the run's model has its own")
+    if positions is not None:
+        check_int("--positions", positions, minimum=1, maximum=4096)
+    output_file(output, "-o/--output")
+    maps, spec, example = trained.attention_maps(run, positions)
+    if name is not None and name not in (spec.encoding, spec.label):
+        raise PosencError(f"NAME {name!r} does not match the run, which is {spec.label!r} (leave NAME out)")
+    title = f"{spec.label} trained on {spec.task} (seed {spec.seed}): {example.description}"
+    fig = attention_grid(maps, title, example.labels)
+    click.echo(f"wrote {viz.save(fig, output, dpi=dpi)}")

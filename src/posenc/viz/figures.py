@@ -417,11 +417,19 @@ def attention(
 ) -> Figure:
     """Attention probabilities of an untrained (seeded) causal model, every layer and head."""
     maps = attention_maps(name, seq_len=seq_len, num_layers=num_layers, num_heads=num_heads, seed=seed)
-    layers, heads = maps.shape[:2]
+    return attention_grid(
+        maps, f"{name}: attention of an untrained causal model (seed {seed}, random tokens)"
+    )
+
+
+def attention_grid(maps: np.ndarray, title: str, labels: list[str] | None = None) -> Figure:
+    """Attention probabilities ``(L, h, i, j)`` drawn one panel per layer and head;
+    ``labels`` (one per token, up to 32 tokens) name the tokens on the first column and last row."""
+    layers, heads, n = maps.shape[0], maps.shape[1], maps.shape[-1]
     fig = new_figure(2.2 * heads + 2.0, 2.2 * layers + 1.2, margins=None)
-    _head_grid(
+    axes = _head_grid(
         fig,
-        maps.reshape(layers * heads, seq_len, seq_len),
+        maps.reshape(layers * heads, n, n),
         titles=[f"layer {i} head {k}" for i in range(layers) for k in range(heads)],
         cmap=SEQUENTIAL,
         vmin=0.0,
@@ -429,7 +437,13 @@ def attention(
         label="attention probability (0..1)",
         ncols=heads,
     )
-    fig.suptitle(f"{name}: attention of an untrained causal model (seed {seed}, random tokens)")
+    if labels is not None and len(labels) == n and n <= 32:
+        ticks = list(range(n))
+        for ax in axes[:, 0]:
+            ax.set_yticks(ticks, labels, fontsize=5)
+        for ax in axes[-1, :]:
+            ax.set_xticks(ticks, labels, fontsize=5, rotation=90)
+    fig.suptitle(title)
     return fig
 
 
