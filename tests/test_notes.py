@@ -113,14 +113,31 @@ def test_every_truth_renders_with_its_numbers(demos):
 
 
 def test_with_measurements_fills_pending_rows_only():
-    measured = {"extrapolation:rope": ("corrected", "RoPE fails at 4x here.")}
-    out = notes.with_measurements(measured)
+    measured = {"extrapolation:rope": ("contradicted", "RoPE fails at 2x here {not a field}.")}
+    out = notes.with_measurements(measured, command="posenc compare --profile notes")
     changed = [c for c, old in zip(out, notes.CLAIMS) if c != old]
     assert changed and all(c.measure == "extrapolation:rope" for c in changed)
-    assert all(c.verdict == "corrected" and c.truth == "RoPE fails at 4x here." for c in changed)
+    assert all(c.verdict == "contradicted" and c.command == "posenc compare --profile notes" for c in changed)
+    assert all(notes.render_truth(c, {}) == "RoPE fails at 2x here {not a field}." for c in changed)
     assert notes.counts(out)["pending"] == notes.counts()["pending"] - len(changed)
-    with pytest.raises(ValueError, match="holds or corrected"):
-        notes.with_measurements({"extrapolation:rope": ("pending", "x")})
+    assert notes.counts(out)["contradicted"] == len(changed)
+    still = notes.with_measurements({"extrapolation:t5": ("pending", "Not measured: no seed converged.")})
+    assert {c.truth for c in still if c.measure == "extrapolation:t5"} == {"Not measured: no seed converged."}
+    for wrong in ("corrected", "maybe"):  # corrected is for demonstrations, not measurements
+        with pytest.raises(ValueError, match="holds, contradicted, inconclusive"):
+            notes.with_measurements({"extrapolation:rope": (wrong, "x")})
+
+
+def test_page_tour_and_cli_show_the_shipped_measurements():
+    command, measured = notes.shipped_measurements()
+    shown = notes.measured_claims()
+    for c, static in zip(shown, notes.CLAIMS):
+        if static.measure in measured:
+            assert (c.verdict, c.command) == (measured[static.measure][0], command), c.id
+        else:
+            assert c == static
+    assert notes.summary_line(shown) in notes.markdown()
+    assert {c.id: c.verdict for c in notes.claims(measured=True)} == {c.id: c.verdict for c in shown}
 
 
 def test_filters_and_bad_arguments():

@@ -205,13 +205,10 @@ def notes_errata(console: Console, out: Path) -> None:
         verb = "say" if label.endswith("notes") else "says"
         console.print(f"[bold red]{escape(label).capitalize()} {verb}:[/] {escape(c.says)}")
         console.print(f"  [bold]posenc:[/] {escape(notes.render_truth(c, demos))}")
-    total = notes.counts()
     console.print()
-    console.print(
-        f"All {len(notes.CLAIMS)} claims of the five notes: {total[notes.HOLDS]} hold, "
-        f"{total[notes.CORRECTED]} corrected, {total[notes.PENDING]} pending (measured by posenc compare), "
-        f"{total[notes.NOT_CHECKED]} not checked: [bold]posenc notes[/], docs/notes.md."
-    )
+    summary = notes.summary_line(notes.measured_claims()).replace("`", "")
+    summary = summary.replace(" claims:", " claims of the five notes:", 1)
+    console.print(f"All {summary}: [bold]posenc notes[/], docs/notes.md.")
 
 
 # ---------------------------------------------------------------------------

@@ -9,7 +9,9 @@ with a verdict:
   (``fact``) is true exactly when the note is right; ``tests/test_notes.py`` holds every
   row to it;
 * ``pending`` -- a claim about trained models that ``posenc compare`` measures
-  (``measure``, a key of :data:`MEASURES`); :func:`with_measurements` fills these in;
+  (``measure``, a key of :data:`MEASURES`); :func:`with_measurements` fills these in from
+  benchmark records (:func:`posenc.bench.claims.notes_measurements`) as ``holds``,
+  ``contradicted`` or ``inconclusive``, decided by 95% intervals;
 * ``not checked`` -- outside what posenc models (the text says why).
 
 ``truth`` may quote a demonstration's numbers as ``{key.number:format}`` (``{key.number:<1e-12}``
@@ -20,9 +22,11 @@ the same table.
 
 from __future__ import annotations
 
+import json
 import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from importlib import resources
 from types import SimpleNamespace
 
 from posenc.analysis.demonstrations import DEMONSTRATIONS, Demonstration, run
@@ -46,8 +50,13 @@ LABELS: dict[str, str] = {
 }
 
 HOLDS, CORRECTED, PENDING, NOT_CHECKED = "holds", "corrected", "pending", "not checked"
-VERDICTS = (HOLDS, CORRECTED, PENDING, NOT_CHECKED)
+# Verdicts of measured claims (with_measurements): decided only where a 95% interval excludes the other side.
+CONTRADICTED, INCONCLUSIVE = "contradicted", "inconclusive"
+VERDICTS = (HOLDS, CORRECTED, PENDING, NOT_CHECKED, CONTRADICTED, INCONCLUSIVE)
+MEASURED_VERDICTS = (HOLDS, CONTRADICTED, INCONCLUSIVE)
 PENDING_TEXT = "pending: measured by posenc compare"
+#: The measured verdicts shipped with posenc (next to this module).
+MEASURED_FILE = "notes_measured.json"
 
 # What `posenc compare` measures to settle each pending claim.
 MEASURES: dict[str, str] = {
@@ -611,16 +620,21 @@ CLAIMS: tuple[Claim, ...] = (
 
 
 def claims(
-    *, note: str | None = None, verdict: str | None = None, encoding: str | None = None
+    *,
+    note: str | None = None,
+    verdict: str | None = None,
+    encoding: str | None = None,
+    measured: bool = False,
 ) -> tuple[Claim, ...]:
-    """:data:`CLAIMS`, optionally only one note's, one verdict's or one encoding's."""
+    """:data:`CLAIMS` (``measured``: with the shipped measurements, :func:`measured_claims`),
+    optionally only one note's, one verdict's or one encoding's."""
     if note is not None and note not in NOTES:
         raise PosencError(f"note must be one of {', '.join(NOTES)}, got {note!r}")
     if verdict is not None and verdict not in VERDICTS:
         raise PosencError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")
     return tuple(
         c
-        for c in CLAIMS
+        for c in (measured_claims() if measured else CLAIMS)
         if (note is None or c.note == note)
         and (verdict is None or c.verdict == verdict)
         and (encoding is None or c.encoding == encoding)
@@ -664,24 +678,46 @@ def verdict_text(claim: Claim) -> str:
 
 
 def with_measurements(
-    measured: Mapping[str, tuple[str, str]], selected: Iterable[Claim] = CLAIMS
+    measured: Mapping[str, tuple[str, str]], selected: Iterable[Claim] = CLAIMS, *, command: str | None = None
 ) -> tuple[Claim, ...]:
     """The claims with pending rows settled: ``measured[measure] = (verdict, truth)``.
 
-    Pending claims whose ``measure`` is not in ``measured`` stay pending; the new
-    verdict must be ``holds`` or ``corrected``.
+    The verdict is one of :data:`MEASURED_VERDICTS` (``holds``, ``contradicted``,
+    ``inconclusive``), or ``pending`` with a text saying why nothing was measured.
+    Pending claims whose ``measure`` is not in ``measured`` stay as they are; ``command``
+    (the run that measured them) replaces the settled rows' ``posenc compare``.
     """
     out = []
     for c in selected:
         if c.verdict == PENDING and c.measure is not None and c.measure in measured:
             verdict, truth = measured[c.measure]
-            if verdict not in (HOLDS, CORRECTED):
+            if verdict not in (*MEASURED_VERDICTS, PENDING):
                 raise PosencError(
-                    f"a measured verdict must be holds or corrected, got {verdict!r} for {c.measure}"
+                    f"a measured verdict must be one of {', '.join(MEASURED_VERDICTS)} (or pending), "
+                    f"got {verdict!r} for {c.measure}"
                 )
-            c = replace(c, verdict=verdict, truth=truth, command="posenc compare")
+            truth = truth.replace("{", "{{").replace("}", "}}")  # quoted as is by render_truth
+            c = replace(c, verdict=verdict, truth=truth, command=command or c.command)
         out.append(c)
     return tuple(out)
+
+
+def shipped_measurements() -> tuple[str, dict[str, tuple[str, str]]]:
+    """``(command, {measure: (verdict, text)})`` shipped with posenc (:data:`MEASURED_FILE`,
+    written by ``python scripts/update_notes_page.py --results DIR``); ``("", {})`` if none."""
+    try:
+        text = resources.files("posenc.analysis").joinpath(MEASURED_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return "", {}
+    data = json.loads(text)
+    return data["command"], {k: (v[0], v[1]) for k, v in data["measurements"].items()}
+
+
+def measured_claims(selected: Iterable[Claim] = CLAIMS) -> tuple[Claim, ...]:
+    """The claims with the shipped measurements filled in (what the page, ``posenc notes``,
+    the report and the tour show)."""
+    command, measured = shipped_measurements()
+    return with_measurements(measured, selected, command=command or None)
 
 
 def counts(selected: Iterable[Claim] = CLAIMS) -> dict[str, int]:
@@ -696,11 +732,32 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(demos: Mapping[str, Demonstration] | None = None, selected: Iterable[Claim] = CLAIMS) -> str:
-    """docs/notes.md: every claim, note by note, with verdict, what holds and the command to see it."""
+def summary_line(selected: Iterable[Claim]) -> str:
+    """``"N claims: a hold, b corrected, ..."`` (measured verdicts only when there are any)."""
+    selected = tuple(selected)
+    total = counts(selected)
+    parts = [f"{total[HOLDS]} hold", f"{total[CORRECTED]} corrected"]
+    parts += [f"{total[v]} {v}" for v in (CONTRADICTED, INCONCLUSIVE) if total[v]]
+    parts += [f"{total[PENDING]} pending (measured by `posenc compare`)", f"{total[NOT_CHECKED]} not checked"]
+    return f"{len(selected)} claims: {', '.join(parts)}"
+
+
+def markdown(
+    demos: Mapping[str, Demonstration] | None = None,
+    selected: Iterable[Claim] | None = None,
+    measured_by: str | None = None,
+) -> str:
+    """docs/notes.md: every claim, note by note, with verdict, what holds and the command to see it.
+
+    ``selected`` defaults to :func:`measured_claims` (the shipped measurements) and
+    ``measured_by`` to the command that made them: the ``posenc compare`` run whose
+    records settled the measured claims, named on the page.
+    """
+    if selected is None:
+        selected = measured_claims()
+        measured_by = measured_by or shipped_measurements()[0] or None
     selected = tuple(selected)
     demos = demos if demos is not None else run(checks_of(selected))
-    total = counts(selected)
     lines = [
         "# The notes, claim by claim",
         "",
@@ -713,17 +770,26 @@ def markdown(demos: Mapping[str, Demonstration] | None = None, selected: Iterabl
         "corrections about encoding NAME, and the guided tour (`python -m posenc`) the five",
         "errors a reader meets first.",
         "",
-        f"**{len(selected)} claims: {total[HOLDS]} hold, {total[CORRECTED]} corrected, "
-        f"{total[PENDING]} pending (measured by `posenc compare`), {total[NOT_CHECKED]} not checked.**",
+        f"**{summary_line(selected)}.**",
         "",
         "Verdicts: *holds* and *corrected* rest on a numeric demonstration (`posenc notes --demo KEY`",
-        "prints one); *pending* claims are about trained models and are settled by the",
-        "train-short / test-long benchmark; *not checked* claims are outside what posenc models.",
+        "prints one); claims about trained models are settled by the train-short / test-long",
+        "benchmark (*holds*, *contradicted* or *inconclusive*: decided only where the 95% interval",
+        "excludes the other side; *pending* until measured); *not checked* claims are outside what",
+        "posenc models.",
         "",
         "The tutorial's code runs as `from posenc.reference.tutorial import Embedding, PositionalEncoding`",
         "(its `from src.layers import ...`); `python -m posenc.reference.tutorial` runs its usage",
         "example and its try-it-yourself block.",
     ]
+    if measured_by:
+        lines += [
+            "",
+            f"The measured verdicts come from `{measured_by}` (copy task, 3 seeds; what each",
+            "measured row compares, and the open questions in full: docs/benchmark.md, section",
+            '"The notes\' claims about trained models"). `python scripts/update_notes_page.py',
+            "--results DIR` rewrites this page from such a run.",
+        ]
     for key, title in NOTES.items():
         rows = [c for c in selected if c.note == key]
         if not rows:
@@ -736,7 +802,7 @@ def markdown(demos: Mapping[str, Demonstration] | None = None, selected: Iterabl
             "|---|---|---|---|---|",
         ]
         for c in rows:
-            verdict = f"**{c.verdict}**" if c.verdict == CORRECTED else verdict_text(c)
+            verdict = f"**{c.verdict}**" if c.verdict in (CORRECTED, CONTRADICTED) else verdict_text(c)
             demo = f"posenc notes --demo {c.check}"
             see = f"`{c.command}`" + (f"; `{demo}`" if c.check and c.command != demo else "")
             lines.append(
@@ -756,11 +822,14 @@ def markdown(demos: Mapping[str, Demonstration] | None = None, selected: Iterabl
 
 __all__ = [
     "CLAIMS",
+    "CONTRADICTED",
     "CORRECTED",
     "Claim",
     "DEMONSTRATIONS",
     "HOLDS",
+    "INCONCLUSIVE",
     "LABELS",
+    "MEASURED_VERDICTS",
     "MEASURES",
     "NOTES",
     "NOT_CHECKED",
@@ -771,7 +840,10 @@ __all__ = [
     "claims",
     "counts",
     "markdown",
+    "measured_claims",
+    "shipped_measurements",
     "render_truth",
+    "summary_line",
     "verdict_text",
     "with_measurements",
 ]

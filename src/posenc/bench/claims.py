@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from posenc.analysis import notes
 from posenc.bench import stats
 from posenc.bench.stats import Cell
 
@@ -179,6 +180,43 @@ def ranking_verdict(agree: int, disagree: int, undecided: int) -> str:
     if disagree > undecided:
         return "disagrees"
     return "inconclusive"
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Every encoding of ``better`` against every one of ``worse`` on one column (higher =
+    better), judged as a ranking (:func:`ranking_verdict`): agrees if the decided pairs all
+    favour ``better`` and outnumber the undecided ones, disagrees likewise for ``worse``,
+    mixed if decided pairs go both ways, else inconclusive."""
+
+    better: tuple[str, ...]
+    worse: tuple[str, ...]
+    task: str
+    column: str
+    what: str = ""
+
+    def judge(self, records: Records) -> tuple[str, str, str]:
+        agree = disagree = undecided = 0
+        for a, b in itertools.product(self.better, self.worse):
+            d = stats.difference(records, a, b, task=self.task, column=self.column)
+            if not d.measured:
+                continue
+            if d.low > 0:
+                agree += 1
+            elif d.high < 0:
+                disagree += 1
+            else:
+                undecided += 1
+        rule = (
+            f"each converged pair ({', '.join(self.better)}) x ({', '.join(self.worse)}): the 95% interval of "
+            "the difference decides it or not; agrees if decided pairs all favour the first group and "
+            "outnumber the undecided ones"
+        )
+        if not agree + disagree + undecided:
+            return "no pair with converged runs on both sides", "not measured", rule
+        verdict = ranking_verdict(agree, disagree, undecided)
+        ours = f"{agree} pair(s) agree, {disagree} disagree, {undecided} undecided"
+        return ours + (f"; {self.what}" if self.what else ""), verdict, rule
 
 
 @dataclass(frozen=True)
@@ -350,27 +388,139 @@ CLAIMS: list[Claim] = [
 ]
 
 
+# ---------------------------------------------------------------------------
+# The notes posenc was built from (posenc.analysis.notes): their claims about trained
+# models, each a key of notes.MEASURES judged by one or more claims here.
+# ---------------------------------------------------------------------------
+
+COPY_2X = "copy, 2x bucket (n 10..16, trained on n <= 8)"
+COPY_IN = "copy, in-distribution (n <= 8)"
+
+
+def _notes_source(measure: str) -> str:
+    ids = [c.id for c in notes.CLAIMS if c.measure == measure]
+    return f"The notes posenc was built from ({', '.join(ids)}; docs/notes.md)"
+
+
+def _n(measure: str, claim: str, paper: str, test: Test) -> tuple[str, Claim]:
+    return measure, Claim(_notes_source(measure), claim, paper, test)
+
+
+def _variant_rows(measure: str, tag: str, says: str, better: bool) -> list[tuple[str, Claim]]:
+    """A variant against the default run of each additive encoding the notes discuss,
+    in-distribution and at 2x: ``better`` (the variant is higher) or no worse (margin 5 points)."""
+    rows = []
+    for name in ("sinusoidal", "learned"):
+        for column, what in (("em_in", COPY_IN), ("em_2x", COPY_2X)):
+            if better:
+                test: Test = Compare(f"{name}[{tag}]", name, "copy", column, ">", what=what)
+            else:  # the default (add) at least as good as the variant, within 5 points
+                test = Compare(
+                    name, f"{name}[{tag}]", "copy", column, ">", 0.05, non_inferior=True, what=what
+                )
+            rows.append(_n(measure, f"{name}: {says}", "no number given", test))
+    return rows
+
+
+#: ``(measure, claim)`` pairs: the notes' claims about trained models, judged on the copy task
+#: (2x bucket: up to twice the longest training n). "Extrapolates" reads as exact match of at
+#: least 50% there, "excellent" as at least 90% (the NoPE paper's "near 100%"), "fails" as at
+#: most 10%.
+NOTES_CLAIMS: list[tuple[str, Claim]] = [
+    _n("extrapolation:sinusoidal", 'sinusoidal "can extrapolate to longer sequences"', ">= 50% past training",
+       Threshold("sinusoidal", "copy", "em_2x", 0.5, ">=", COPY_2X)),
+    _n("extrapolation:sinusoidal",
+       'sinusoidal "can extrapolate", with token embeddings x sqrt(d_model) as in the original Transformer',
+       ">= 50% past training", Threshold("sinusoidal[scaled-emb]", "copy", "em_2x", 0.5, ">=", COPY_2X)),
+    _n("extrapolation:learned", 'learned "cannot extrapolate" past its training length', "<= 10% past training",
+       Threshold("learned", "copy", "em_2x", 0.1, "<=", COPY_2X + ", untrained rows past n_train")),
+    _n("extrapolation:rope", 'RoPE "excellent extrapolation"', ">= 90% past training",
+       Threshold("rope", "copy", "em_2x", 0.9, ">=", COPY_2X)),
+    _n("extrapolation:t5", 'T5 bias "excellent length extrapolation"', ">= 90% past training",
+       Threshold("t5", "copy", "em_2x", 0.9, ">=", COPY_2X)),
+    _n("extrapolation:alibi", 'ALiBi "excellent extrapolation"', ">= 90% past training",
+       Threshold("alibi", "copy", "em_2x", 0.9, ">=", COPY_2X)),
+    _n("extrapolation:integer_index", 'integer positions "don\'t generalise well to unseen lengths"',
+       "< 50% past training", Threshold("integer_index", "copy", "em_2x", 0.5, "<=", COPY_2X)),
+    _n("extrapolation:relative", "relative encodings (RoPE, T5, ALiBi) generalise to longer sequences "
+       "better than absolute ones (sinusoidal, learned)", "better",
+       Groups(("rope", "t5", "alibi"), ("sinusoidal", "learned"), "copy", "em_2x", COPY_2X)),
+    _n("in_distribution:learned_vs_sinusoidal", 'learned "often works as well as sinusoidal"',
+       "as well", Compare("learned", "sinusoidal", "copy", "em_in", ">", 0.05, non_inferior=True, what=COPY_IN)),
+    *_variant_rows("open:add_vs_concat", "concat", "adding works at least as well as concatenating", better=False),
+    *_variant_rows("open:every_layer", "every_layer", "position at every layer works better than at the input only",
+                   better=True),
+    *_variant_rows("open:warmup", "pe-warmup:200", "fading position in over 200 steps works better", better=True),
+    *_variant_rows("open:scaling", "scaled-emb", "token embeddings x sqrt(d_model) (a quieter position "
+                   "signal relative to tokens) work better", better=True),
+    _n("open:scaling", "a learned gain on the sinusoid (scaled_sinusoidal) works better than the fixed one",
+       "no number given", Compare("scaled_sinusoidal", "sinusoidal", "copy", "em_in", ">", what=COPY_IN)),
+]  # fmt: skip
+CLAIMS += [claim for _, claim in NOTES_CLAIMS]
+
+#: A notes claim's verdict from the benchmark's: intervals decide, nothing else.
+NOTES_VERDICTS = {
+    "agrees": notes.HOLDS,
+    "disagrees": notes.CONTRADICTED,
+    "inconclusive": notes.INCONCLUSIVE,
+    "mixed": notes.INCONCLUSIVE,
+}
+
+
+def notes_measurements(records: Records) -> dict[str, tuple[str, str]]:
+    """``{measure: (verdict, text)}`` for :func:`posenc.analysis.notes.with_measurements`.
+
+    A measure's rows (:data:`NOTES_CLAIMS`) that ran: it *holds* if every measured row
+    agrees, is *contradicted* if every measured row disagrees, else *inconclusive*; a
+    measure none of whose rows were measured (not run, or no seed converged) stays
+    pending with what happened. The text quotes each row (claim: ours, verdict).
+    """
+    by_measure: dict[str, list[tuple[Claim, dict[str, str]]]] = {}
+    present = _present(records)
+    for measure, claim in NOTES_CLAIMS:
+        if _cells_of(claim.test) & present:
+            by_measure.setdefault(measure, []).append((claim, claim.row(records)))
+    out = {}
+    for measure, rows in by_measure.items():
+        verdicts = {NOTES_VERDICTS[r["verdict"]] for _, r in rows if r["verdict"] in NOTES_VERDICTS}
+        text = "; ".join(f"{c.claim}: {r['ours']} ({r['verdict']})" for c, r in rows)
+        if not verdicts:
+            out[measure] = (notes.PENDING, f"Not measured: {text}.")
+        elif verdicts == {notes.HOLDS}:
+            out[measure] = (notes.HOLDS, f"Holds: {text}.")
+        elif verdicts == {notes.CONTRADICTED}:
+            out[measure] = (notes.CONTRADICTED, f"Contradicted: {text}.")
+        else:
+            out[measure] = (notes.INCONCLUSIVE, f"Inconclusive: {text}.")
+    return out
+
+
 def claims(records: Records) -> list[dict[str, str]]:
     """One row per claim of :data:`CLAIMS` whose runs are in ``records``: a claim is left out
-    (rather than shown as not measured) unless every encoding it names ran, or for a
-    ranking at least two of them. A claim whose runs ran but did not converge stays, as
-    not measured."""
-    labels = {stats.run_label(r, v) for r in records for v in r["result"]["eval"]}
+    (rather than shown as not measured) unless every encoding it names ran on its task, or
+    for a ranking at least two of them. A claim whose runs ran but did not converge stays,
+    as not measured."""
+    present = _present(records)
     rows = []
     for claim in CLAIMS:
-        named = _labels_of(claim.test)
+        cells = _cells_of(claim.test)
         ranking = isinstance(claim.test, Ranking)
-        if named and (len(named & labels) < 2 if ranking else not named <= labels):
+        if cells and (len(cells & present) < 2 if ranking else not cells <= present):
             continue
         rows.append(claim.row(records))
     return rows
 
 
-def _labels_of(test: Any) -> set[str]:
-    out = set()
-    for name in ("label", "a", "b"):
-        value = getattr(test, name, None)
-        if isinstance(value, str):
-            out.add(value)
-    out.update(getattr(test, "order", ()))
-    return out
+def _present(records: Records) -> set[tuple[str, str]]:
+    """Every (label, task) of the records, scalings included."""
+    return {(stats.run_label(r, v), r["spec"]["task"]) for r in records for v in r["result"]["eval"]}
+
+
+def _cells_of(test: Any) -> set[tuple[str, str]]:
+    """The (label, task) pairs a test reads."""
+    labels = {
+        getattr(test, name) for name in ("label", "a", "b") if isinstance(getattr(test, name, None), str)
+    }
+    labels.update(getattr(test, "order", ()), getattr(test, "better", ()), getattr(test, "worse", ()))
+    tasks = getattr(test, "tasks", None) or (getattr(test, "task", None) or "lm",)
+    return {(label, task) for label in labels for task in tasks}

@@ -203,15 +203,18 @@ PROFILES: dict[str, Profile] = {
     "notes": Profile(
         name="notes",
         description=(
-            "the notes' open questions: add vs concatenate, position at every layer, PE warm-up, "
-            "scaling; sinusoidal and learned on copy, 3 seeds (measured: see docs/benchmark.md)"
+            "the notes' claims about trained models: extrapolation of the encodings they name, and "
+            "their open questions (add vs concatenate, position at every layer, PE warm-up, scaling) "
+            "as variants of sinusoidal and learned; copy, 3 seeds (measured: see docs/benchmark.md)"
         ),
         why=(
-            "Standard's model, training and evaluation (so the default runs are standard's); the "
-            "variants on the two additive encodings the notes discuss, plus scaled_sinusoidal (a "
-            "learned gain on the sinusoid); one task (copy) so 3 seeds fit in about 30 minutes on 2 cores."
+            "Standard's model, training and evaluation (so its default runs are standard's runs); "
+            "the variants on the two additive encodings the notes discuss, plus scaled_sinusoidal (a "
+            "learned gain on the sinusoid), and RoPE, T5 and ALiBi for the notes' extrapolation "
+            "claims; one task (copy), and variants at their default run's learning rate, so that 3 "
+            "seeds fit in about 30 minutes on 2 cores."
         ),
-        encodings=("sinusoidal", "learned", "scaled_sinusoidal"),
+        encodings=("sinusoidal", "learned", "scaled_sinusoidal", "rope", "t5", "alibi"),
         tasks=("copy",),
         seeds=(0, 1, 2),
         model=ModelSpec(),

@@ -64,7 +64,8 @@ def notes_command(
 ) -> None:
     """Every claim of the lecture notes, video script, notebook summary, interview answer
     and tutorial posenc was built from: verdict (holds / corrected / pending / not
-    checked), what holds, and the command that shows it.
+    checked; claims about trained models: holds / contradicted / inconclusive, from the
+    benchmark's 95% intervals), what holds, and the command that shows it.
 
     \b
     Examples:
@@ -82,21 +83,17 @@ def notes_command(
         return
     if encoding is not None:
         posenc.get_encoding_class(encoding)  # unknown names: one line with a suggestion
-    selected = notes.claims(note=note, verdict=verdict, encoding=encoding)
+    selected = notes.claims(note=note, verdict=verdict, encoding=encoding, measured=True)
     demos = demonstrations.run(notes.checks_of(selected))
     if fmt == "json":
         click.echo(json.dumps(claim_rows(selected, demos), indent=2))
         return
-    total = notes.counts(selected)
-    table = Table(
-        title=f"{len(selected)} claims: {total['holds']} hold, {total['corrected']} corrected, "
-        f"{total['pending']} pending (posenc compare), {total['not checked']} not checked",
-        show_lines=True,
-    )
+    table = Table(title=notes.summary_line(selected).replace("`", ""), show_lines=True)
     for col, width in (("#", 4), ("the note says", 44), ("verdict", 10), ("what holds", 60), ("see it", 30)):
         table.add_column(col, max_width=width, overflow="fold")
     for c in selected:
-        verdict_cell = "[bold red]corrected[/]" if c.verdict == notes.CORRECTED else notes.verdict_text(c)
+        bold = c.verdict in (notes.CORRECTED, notes.CONTRADICTED)
+        verdict_cell = f"[bold red]{c.verdict}[/]" if bold else notes.verdict_text(c)
         cells = (escape(c.says), verdict_cell, escape(notes.render_truth(c, demos)), escape(c.command))
         table.add_row(c.id, *cells)
     Console(width=170).print(table, markup=True)

@@ -315,16 +315,14 @@ def claims_section(*, dpi: int = DPI) -> str:
 
 def notes_section(selected: Iterable[notes.Claim] | None = None) -> str:
     """Every claim of the notes posenc was built from: the corrections with their numbers, then all claims."""
-    selected = tuple(notes.CLAIMS if selected is None else selected)
+    selected = tuple(notes.measured_claims() if selected is None else selected)
     demos = demonstrations.run(notes.checks_of(selected))
-    total = notes.counts(selected)
+    summary = esc(notes.summary_line(selected)).replace("`posenc compare`", "<code>posenc compare</code>")
     parts = [
         '<section id="notes"><h2>The notes, claim by claim</h2>',
         f"<p>posenc was built from five notes: {esc('; '.join(notes.NOTES.values()))}. Their "
-        f"{len(selected)} claims: {total[notes.HOLDS]} hold, {total[notes.CORRECTED]} corrected, "
-        f"{total[notes.PENDING]} pending (measured by <code>posenc compare</code>), "
-        f"{total[notes.NOT_CHECKED]} not checked. Every verdict rests on a demonstration computed "
-        "for this page. The tutorial's code runs as <code>from posenc.reference.tutorial import "
+        f"{summary}. Every verdict rests on a demonstration computed for this page, or, for claims "
+        "about trained models, on the benchmark's 95% intervals. The tutorial's code runs as <code>from posenc.reference.tutorial import "
         "Embedding, PositionalEncoding</code>; <code>python -m posenc.reference.tutorial</code> runs its "
         "usage example.</p>",
         "<h3>Corrections</h3>",
