@@ -185,9 +185,9 @@ def ranking_verdict(agree: int, disagree: int, undecided: int) -> str:
 @dataclass(frozen=True)
 class Groups:
     """Every encoding of ``better`` against every one of ``worse`` on one column (higher =
-    better), judged as a ranking (:func:`ranking_verdict`): agrees if the decided pairs all
-    favour ``better`` and outnumber the undecided ones, disagrees likewise for ``worse``,
-    mixed if decided pairs go both ways, else inconclusive."""
+    better), pairs with converged runs on both sides: agrees only if the interval decides
+    every pair for ``better``, disagrees only if it decides every pair for ``worse``, mixed
+    if it decides pairs both ways, else inconclusive."""
 
     better: tuple[str, ...]
     worse: tuple[str, ...]
@@ -209,12 +209,17 @@ class Groups:
                 undecided += 1
         rule = (
             f"each converged pair ({', '.join(self.better)}) x ({', '.join(self.worse)}): the 95% interval of "
-            "the difference decides it or not; agrees if decided pairs all favour the first group and "
-            "outnumber the undecided ones"
+            "the difference decides it or not; agrees only if every pair is decided for the first group"
         )
-        if not agree + disagree + undecided:
+        pairs = agree + disagree + undecided
+        if not pairs:
             return "no pair with converged runs on both sides", "not measured", rule
-        verdict = ranking_verdict(agree, disagree, undecided)
+        if agree == pairs:
+            verdict = "agrees"
+        elif disagree == pairs:
+            verdict = "disagrees"
+        else:
+            verdict = "mixed" if agree and disagree else "inconclusive"
         ours = f"{agree} pair(s) agree, {disagree} disagree, {undecided} undecided"
         return ours + (f"; {self.what}" if self.what else ""), verdict, rule
 
@@ -478,7 +483,7 @@ def notes_measurements(records: Records) -> dict[str, tuple[str, str]]:
     by_measure: dict[str, list[tuple[Claim, dict[str, str]]]] = {}
     present = _present(records)
     for measure, claim in NOTES_CLAIMS:
-        if _cells_of(claim.test) & present:
+        if _shown(claim.test, present):
             by_measure.setdefault(measure, []).append((claim, claim.row(records)))
     out = {}
     for measure, rows in by_measure.items():
@@ -501,14 +506,17 @@ def claims(records: Records) -> list[dict[str, str]]:
     for a ranking at least two of them. A claim whose runs ran but did not converge stays,
     as not measured."""
     present = _present(records)
-    rows = []
-    for claim in CLAIMS:
-        cells = _cells_of(claim.test)
-        ranking = isinstance(claim.test, Ranking)
-        if cells and (len(cells & present) < 2 if ranking else not cells <= present):
-            continue
-        rows.append(claim.row(records))
-    return rows
+    return [claim.row(records) for claim in CLAIMS if _shown(claim.test, present)]
+
+
+def _shown(test: Any, present: set[tuple[str, str]]) -> bool:
+    """A ranking needs two of the runs it orders; any other test every run it reads."""
+    cells = _cells_of(test)
+    if not cells:
+        return True
+    if isinstance(test, Ranking):
+        return len(cells & present) >= 2
+    return cells <= present
 
 
 def _present(records: Records) -> set[tuple[str, str]]:

@@ -1,0 +1,92 @@
+"""The notes' claims about trained models, judged from benchmark records with intervals."""
+
+from __future__ import annotations
+
+from posenc.analysis import notes
+from posenc.bench import claims
+
+
+def _record(label, seed, em_in, em_2x, converged=True, task="copy"):
+    """A copy run trained on n <= 4: 8 examples at n = 3 (in) and at n = 6 (2x bucket)."""
+
+    def rows(hits):
+        return [1] * hits + [0] * (8 - hits)
+
+    per = [rows(em_in), rows(em_2x)]
+    encoding, _, tag = label.partition("[")
+    return {
+        "label": label,
+        "spec": {"task": task, "seed": seed, "encoding": encoding, "train": {"max_len": 4}},
+        "result": {
+            "train": {"converged": converged},
+            "eval": {
+                "default": {"lengths": [3, 6], "per_example": {"exact_match": per, "token_accuracy": per}}
+            },
+        },
+    }
+
+
+def _runs(label, em_in, em_2x, converged=True):
+    return [_record(label, seed, em_in, e, converged) for seed, e in enumerate(em_2x)]
+
+
+def test_every_pending_measure_has_claims_and_every_claim_is_in_the_table():
+    measures = {m for m, _ in claims.NOTES_CLAIMS}
+    assert measures == set(notes.MEASURES)
+    assert all(claim in claims.CLAIMS for _, claim in claims.NOTES_CLAIMS)
+    for measure, claim in claims.NOTES_CLAIMS:  # named by the notes' own ids
+        ids = [c.id for c in notes.CLAIMS if c.measure == measure]
+        assert ids and all(i in claim.source for i in ids), measure
+
+
+def test_verdicts_come_from_the_intervals():
+    records = [
+        *_runs("rope", 8, [8, 8, 8]),  # 100% at 2x on every seed and example: holds
+        *_runs("t5", 8, [0, 1, 0]),  # near 0: "excellent" contradicted
+        *_runs("alibi", 8, [8, 4, 8]),  # 83% with seeds 50%..100%: straddles 90%
+        *_runs("learned", 8, [0, 0, 0]),  # fails past its training length: holds
+        *_runs("sinusoidal", 1, [0, 0, 0], converged=False),  # not even in-distribution
+    ]
+    got = claims.notes_measurements(records)
+    assert got["extrapolation:rope"][0] == notes.HOLDS
+    assert got["extrapolation:t5"][0] == notes.CONTRADICTED
+    assert got["extrapolation:alibi"][0] == notes.INCONCLUSIVE
+    assert got["extrapolation:learned"][0] == notes.HOLDS
+    verdict, text = got["extrapolation:sinusoidal"]
+    assert verdict == notes.PENDING and text.startswith("Not measured") and "not converged" in text
+    # relative (rope, t5, alibi) vs absolute (learned; sinusoidal did not converge): rope and alibi
+    # are decided above learned, t5 is not above it
+    verdict, text = got["extrapolation:relative"]
+    assert verdict == notes.INCONCLUSIVE and "2 pair(s) agree, 0 disagree, 1 undecided" in text
+    assert "extrapolation:integer_index" not in got and "open:warmup" not in got  # not run: not judged
+    assert "100% [100, 100] (3 seeds)" in got["extrapolation:rope"][1]
+
+
+def test_open_questions_compare_each_variant_with_its_default_run():
+    records = [
+        *_runs("learned", 8, [0, 0, 0]),
+        *_runs("learned[every_layer]", 8, [8, 8, 7]),  # better at 2x, equal in-distribution
+        *_runs("learned[concat]", 8, [0, 0, 0]),  # add as good as concat in and past training
+    ]
+    got = claims.notes_measurements(records)
+    assert got["open:add_vs_concat"][0] == notes.HOLDS
+    verdict, text = got["open:every_layer"]  # in-distribution a tie (not better), 2x better: split
+    assert verdict == notes.INCONCLUSIVE and "(agrees)" in text and "(disagrees)" in text
+
+
+def test_claims_table_shows_only_claims_whose_task_ran():
+    rows = claims.claims(_runs("rope", 8, [8, 8, 8]))
+    sources = {r["claim"] for r in rows}
+    assert 'RoPE "excellent extrapolation"' in sources
+    assert not any("perplexity" in r["claim"] for r in rows)  # LM claims about rope: no LM run
+
+
+def test_measured_notes_page_names_the_verdicts():
+    records = [*_runs("rope", 8, [8, 8, 8]), *_runs("t5", 8, [0, 1, 0])]
+    selected = notes.with_measurements(
+        claims.notes_measurements(records), command="posenc compare --profile notes"
+    )
+    page = notes.markdown(selected=selected, measured_by="posenc compare --profile notes")
+    assert "| **contradicted** |" in page and "`posenc compare --profile notes`" in page
+    v18 = next(c for c in selected if c.id == "V18")
+    assert v18.verdict == notes.HOLDS and "RoPE" in notes.render_truth(v18, {})
