@@ -6,10 +6,11 @@ import dataclasses
 import json
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 import posenc
-from posenc.bench import profiles
+from posenc.bench import profiles, tuning
 from posenc.bench.executor import LocalExecutor
 from posenc.bench.runner import run_grid
 from posenc.bench.spec import RunSpec
@@ -152,3 +153,48 @@ def test_cli_variants_run_and_note_skipped_encodings(tmp_path):
     assert "not run for: nope" in result.stderr
     data = json.loads(result.stdout)
     assert set(data["summary"]["rows"]) == {"sinusoidal", "sinusoidal[concat]", "nope"}
+
+
+def test_scale_embeddings_variant_scales_tokens_and_keeps_old_run_ids():
+    grid = _grid(variants=("scale_embeddings=true", "scale_embeddings=false"), tasks=("copy",))
+    sinus = [s for s in grid.specs if s.encoding == "sinusoidal"]
+    assert [s.label for s in sinus] == ["sinusoidal", "sinusoidal[scaled-emb]"]  # =false is the default run
+    plain, scaled = (build_model(s) for s in sinus)
+    tokens = torch.tensor([[5, 6, 7]])
+    torch.testing.assert_close(scaled.token_embeddings(tokens), plain.token_embeddings(tokens) * 16**0.5)
+    old = sinus[0].to_dict()  # a record written before the field existed
+    del old["model"]["scale_embeddings"]
+    assert RunSpec.from_dict(old).run_id == sinus[0].run_id != sinus[1].run_id
+    with pytest.raises(ValueError, match="scale_embeddings"):
+        profiles.parse_variants("scale_embeddings=yes")
+
+
+def test_notes_profile_runs_the_variants_on_the_encodings_the_notes_discuss():
+    prof = profiles.get_profile("notes")
+    grid = profiles.build_grid(prof)
+    labels = {s.label for s in grid.specs}
+    for name in ("sinusoidal", "learned"):
+        assert {name, f"{name}[concat]", f"{name}[every_layer]", f"{name}[pe-warmup:200]",
+                f"{name}[scaled-emb]"} <= labels  # fmt: skip
+    assert {"scaled_sinusoidal", "rope", "t5", "alibi"} <= labels
+    assert not any("[" in s.label for s in grid.specs if s.encoding not in ("sinusoidal", "learned"))
+    assert set(grid.skipped_variants) == {"scaled_sinusoidal", "rope", "t5", "alibi"}
+    assert {s.seed for s in grid.specs} == {0, 1, 2} and {s.task for s in grid.specs} == {"copy"}
+    standard = profiles.build_grid(profiles.get_profile("standard"), tasks=("copy",))
+    defaults = {s.run_id for s in grid.specs if not s.architecture_tags()}
+    assert defaults <= {s.run_id for s in standard.specs}  # its default runs are standard's own
+
+
+def test_variants_can_share_their_default_runs_learning_rate():
+    prof = profiles.get_profile("notes")
+    share = dict(prof.tune_share)
+    specs = profiles.build_grid(prof, encodings=("learned",), seeds=(0,)).specs
+    assert len(specs) == 5 and len({tuning.tuning_key(s, share) for s in specs}) == 1
+    assert len({tuning.tuning_key(s, {}) for s in specs}) == 5  # without sharing each is tuned
+    (candidate,) = {c.run_id: c for c in tuning.candidates(specs[1], (1e-3,), share)}.values()
+    assert not candidate.architecture_tags() and candidate.seed == tuning.TUNE_SEED
+    choices = {tuning.tuning_key(specs[0], share): tuning.Choice(2e-3, "tuned here (x)", [])}
+    applied = tuning.apply(specs, choices, (1e-3, 2e-3), share)
+    assert {s.train.lr for s in applied} == {2e-3}
+    assert "for the default architecture" in applied[1].lr_source
+    assert "for the default architecture" not in applied[0].lr_source

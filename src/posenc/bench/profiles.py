@@ -117,6 +117,7 @@ QUICK_EVAL = EvalSpec(
     lastk_windows=32,
     position_multiple=8,
 )
+STANDARD_SCALINGS = ("dynamic:2", "dynamic:4", "yarn-dynamic", "ntk:4", "linear:4", "yarn:4")
 ALL_SCALINGS = (
     *(f"{t}:{s}" for t in ("linear", "ntk", "dynamic", "yarn") for s in (2, 4, 8)),
     scalings.DYNAMIC_YARN,
@@ -195,7 +196,7 @@ PROFILES: dict[str, Profile] = {
         lm_train=QUICK_LM_TRAIN,
         eval=QUICK_EVAL,
         randomized=("sinusoidal", "rope"),
-        scalings=("dynamic:2", "dynamic:4", "yarn-dynamic", "ntk:4", "linear:4", "yarn:4"),
+        scalings=STANDARD_SCALINGS,
         finetune=100,
         lr_grid=(1e-3, 2e-3, 4e-3),
         workers=2,
@@ -221,6 +222,8 @@ PROFILES: dict[str, Profile] = {
         task_train=QUICK_TASK_TRAIN,
         lm_train=QUICK_LM_TRAIN,
         eval=QUICK_EVAL,
+        scalings=STANDARD_SCALINGS,
+        finetune=100,
         variants=("combine=concat", "inject=every_layer", "position_warmup=200", "scale_embeddings=true"),
         variant_encodings=("sinusoidal", "learned"),
         lr_grid=(1e-3, 2e-3, 4e-3),
