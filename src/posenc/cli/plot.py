@@ -128,6 +128,6 @@ def _plot_run(
     maps, spec, example = trained.attention_maps(run, positions)
     if name is not None and name not in (spec.encoding, spec.label):
         raise PosencError(f"NAME {name!r} does not match the run, which is {spec.label!r} (leave NAME out)")
-    title = f"{spec.label} trained on {spec.task} (seed {spec.seed}): {example.description}"
+    title = f"{spec.label}, trained on {spec.task} (seed {spec.seed})\n{example.description}"
     fig = attention_grid(maps, title, example.labels)
     click.echo(f"wrote {viz.save(fig, output, dpi=dpi)}")

@@ -443,7 +443,7 @@ def attention_grid(maps: np.ndarray, title: str, labels: list[str] | None = None
             ax.set_yticks(ticks, labels, fontsize=5)
         for ax in axes[-1, :]:
             ax.set_xticks(ticks, labels, fontsize=5, rotation=90)
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=10 if "\n" in title else None)
     return fig
 
 
