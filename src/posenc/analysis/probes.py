@@ -128,7 +128,8 @@ def word_order_change(
     for piece in pieces:
         spans.append(list(range(offset, offset + len(piece))))
         offset += len(piece)
-    moved, offset = [[] for _ in pieces], start  # positions of original word k in the permuted one
+    moved: list[list[int]] = [[] for _ in pieces]
+    offset = start  # positions of original word k in the permuted one
     for k in perm:
         moved[k] = list(range(offset, offset + len(pieces[k])))
         offset += len(pieces[k])

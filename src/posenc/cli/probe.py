@@ -4,6 +4,7 @@ through a small untrained model (NAME) or the trained model of a benchmark run (
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 from rich.console import Console
@@ -51,7 +52,7 @@ def probe_command(names: str | None, runs: tuple[str, ...], causal: bool, fmt: s
     """
     if not names and not runs:
         raise click.UsageError("give encoding NAMES (e.g. nope,rope) or --run RUN")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in names.split(",") if names else []:
         name = check_choice("encoding", name.strip(), tuple(ENCODINGS))
         s = position_sensitivity(name, causal=causal)
