@@ -53,7 +53,7 @@ def test_verdicts_come_from_the_intervals():
     assert got["extrapolation:alibi"][0] == notes.INCONCLUSIVE
     assert got["extrapolation:learned"][0] == notes.HOLDS
     verdict, text = got["extrapolation:sinusoidal"]
-    assert verdict == notes.PENDING and text.startswith("Not measured") and "not converged" in text
+    assert verdict == notes.PENDING and text.startswith("Not measured (no run converged in-distribution)")
     # relative (rope, t5, alibi) vs absolute (learned; sinusoidal did not converge): rope and alibi
     # are decided above learned, t5 is not above it
     verdict, text = got["extrapolation:relative"]
@@ -90,3 +90,23 @@ def test_measured_notes_page_names_the_verdicts():
     assert "| **contradicted** |" in page and "`posenc compare --profile notes`" in page
     v18 = next(c for c in selected if c.id == "V18")
     assert v18.verdict == notes.HOLDS and "RoPE" in notes.render_truth(v18, {})
+
+
+def test_a_variant_that_learns_where_the_default_does_not_counts_as_better():
+    records = [
+        *_runs("sinusoidal", 0, [0, 0, 0], converged=False),
+        *_runs("sinusoidal[scaled-emb]", 8, [0, 0, 0]),
+        *_runs("sinusoidal[concat]", 0, [0, 0, 0], converged=False),
+    ]
+    got = claims.notes_measurements(records)
+    verdict, text = got["open:scaling"]
+    assert verdict == notes.HOLDS and "sinusoidal[scaled-emb]: 3/3 seeds converged, sinusoidal: 0/3" in text
+    verdict, text = got["open:add_vs_concat"]  # neither learns: adding is no worse
+    assert verdict == notes.HOLDS and "0/3 seeds converged" in text and "not measured" in text
+    ours, verdict, _ = claims.Converges("sinusoidal[scaled-emb]", "sinusoidal", "copy").judge(records[:4])
+    assert (ours, verdict) == (
+        "sinusoidal[scaled-emb]: 1/1 seeds converged, sinusoidal: 0/3 (copy)",
+        "agrees",
+    )
+    ours, verdict, _ = claims.Converges("sinusoidal[concat]", "sinusoidal", "copy").judge(records)
+    assert verdict == "disagrees"  # 0/3 against 0/3: not more often

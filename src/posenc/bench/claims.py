@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from posenc.analysis import notes
 from posenc.bench import stats
 from posenc.bench.stats import Cell
@@ -225,6 +227,40 @@ class Groups:
 
 
 @dataclass(frozen=True)
+class Converges:
+    """How many seeds of ``a`` learn the task in-distribution (converge) against ``b``: the
+    interval of the difference in converged fractions (bootstrap over each side's seeds).
+    ``side=">"``: a converges more often; ``">="``: at least as often."""
+
+    a: str
+    b: str
+    task: str
+    side: str = ">"
+
+    def judge(self, records: Records) -> tuple[str, str, str]:
+        def flags(label: str) -> np.ndarray:
+            return np.asarray([float(stats.converged(r)) for r in records
+                               if r["label"] == label and r["spec"]["task"] == self.task])  # fmt: skip
+
+        fa, fb = flags(self.a), flags(self.b)
+        rule = (
+            f"seeds converged in-distribution, {self.a} minus {self.b} (fractions); interval wholly "
+            f"{'above' if self.side == '>' else 'at or above'} 0 agrees, wholly on the other side disagrees"
+        )
+        if not len(fa) or not len(fb):
+            return "not run", "not measured", rule
+        low, high = stats.bootstrap_interval(
+            lambda sa, sb: fa[sa].mean(-1) - fb[sb].mean(-1), (len(fa), len(fb))
+        )
+        ours = f"{self.a}: {int(fa.sum())}/{len(fa)} seeds converged, {self.b}: {int(fb.sum())}/{len(fb)} ({self.task})"
+        if self.side == ">":
+            verdict = "agrees" if low > 0 else ("disagrees" if high <= 0 else "inconclusive")
+        else:
+            verdict = "agrees" if low >= 0 else ("disagrees" if high < 0 else "inconclusive")
+        return ours, verdict, rule
+
+
+@dataclass(frozen=True)
 class SeedRatio:
     """A per-seed number from two runs of the same seed (e.g. steps/s of a over b),
     against a line, with a bootstrap interval over seeds."""
@@ -416,6 +452,11 @@ def _variant_rows(measure: str, tag: str, says: str, better: bool) -> list[tuple
     in-distribution and at 2x: ``better`` (the variant is higher) or no worse (margin 5 points)."""
     rows = []
     for name in ("sinusoidal", "learned"):
+        if better:  # learns the task where the default does not (sinusoidal, unscaled, does not)
+            converges: Test = Converges(f"{name}[{tag}]", name, "copy", ">")
+        else:
+            converges = Converges(name, f"{name}[{tag}]", "copy", ">=")
+        rows.append(_n(measure, f"{name}: {says} (learning copy at all)", "no number given", converges))
         for column, what in (("em_in", COPY_IN), ("em_2x", COPY_2X)):
             if better:
                 test: Test = Compare(f"{name}[{tag}]", name, "copy", column, ">", what=what)
@@ -458,6 +499,8 @@ NOTES_CLAIMS: list[tuple[str, Claim]] = [
     *_variant_rows("open:warmup", "pe-warmup:200", "fading position in over 200 steps works better", better=True),
     *_variant_rows("open:scaling", "scaled-emb", "token embeddings x sqrt(d_model) (a quieter position "
                    "signal relative to tokens) work better", better=True),
+    _n("open:scaling", "a learned gain on the sinusoid (scaled_sinusoidal) works better than the fixed one "
+       "(learning copy at all)", "no number given", Converges("scaled_sinusoidal", "sinusoidal", "copy", ">")),
     _n("open:scaling", "a learned gain on the sinusoid (scaled_sinusoidal) works better than the fixed one",
        "no number given", Compare("scaled_sinusoidal", "sinusoidal", "copy", "em_in", ">", what=COPY_IN)),
 ]  # fmt: skip
@@ -488,9 +531,15 @@ def notes_measurements(records: Records) -> dict[str, tuple[str, str]]:
     out = {}
     for measure, rows in by_measure.items():
         verdicts = {NOTES_VERDICTS[r["verdict"]] for _, r in rows if r["verdict"] in NOTES_VERDICTS}
-        text = "; ".join(f"{c.claim}: {r['ours']} ({r['verdict']})" for c, r in rows)
+        text = "; ".join(
+            f"{c.claim}: {r['ours']} ({r['verdict']})" for c, r in rows if r["verdict"] != "not measured"
+        )
+        unmeasured = [c.claim for c, r in rows if r["verdict"] == "not measured"]
+        if unmeasured:
+            none = "not measured (no run converged in-distribution)"
+            text = f"{text}; {none}: {'; '.join(unmeasured)}" if text else f"{none}: {'; '.join(unmeasured)}"
         if not verdicts:
-            out[measure] = (notes.PENDING, f"Not measured: {text}.")
+            out[measure] = (notes.PENDING, f"{text[0].upper()}{text[1:]}.")
         elif verdicts == {notes.HOLDS}:
             out[measure] = (notes.HOLDS, f"Holds: {text}.")
         elif verdicts == {notes.CONTRADICTED}:
