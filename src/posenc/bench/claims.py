@@ -457,14 +457,14 @@ def _variant_rows(measure: str, tag: str, says: str, better: bool) -> list[tuple
         else:
             converges = Converges(name, f"{name}[{tag}]", "copy", ">=")
         rows.append(_n(measure, f"{name}: {says} (learning copy at all)", "no number given", converges))
-        for column, what in (("em_in", COPY_IN), ("em_2x", COPY_2X)):
+        for column, what, where in (("em_in", COPY_IN, "in-distribution"), ("em_2x", COPY_2X, "at 2x")):
             if better:
                 test: Test = Compare(f"{name}[{tag}]", name, "copy", column, ">", what=what)
             else:  # the default (add) at least as good as the variant, within 5 points
                 test = Compare(
                     name, f"{name}[{tag}]", "copy", column, ">", 0.05, non_inferior=True, what=what
                 )
-            rows.append(_n(measure, f"{name}: {says}", "no number given", test))
+            rows.append(_n(measure, f"{name}: {says} ({where})", "no number given", test))
     return rows
 
 
