@@ -789,10 +789,10 @@ def markdown(
     if measured_by:
         lines += [
             "",
-            f"The measured verdicts come from `{measured_by}` (copy task, 3 seeds; what each",
-            "measured row compares, and the open questions in full: docs/benchmark.md, section",
-            '"The notes\' claims about trained models"). `python scripts/update_notes_page.py',
-            "--results DIR` rewrites this page from such a run.",
+            f"The measured verdicts come from `{measured_by}` (the copy task, at the seeds the",
+            "command names; what each measured row compares, and the open questions in full:",
+            'docs/benchmark.md, section "The notes\' claims about trained models").',
+            "`python scripts/update_notes_page.py --results DIR` rewrites this page from such a run.",
         ]
     for key, title in NOTES.items():
         rows = [c for c in selected if c.note == key]
