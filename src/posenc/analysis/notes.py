@@ -789,8 +789,8 @@ def markdown(
     if measured_by:
         lines += [
             "",
-            f"The measured verdicts come from `{measured_by}` (the copy task, at the seeds the",
-            "command names; what each measured row compares, and the open questions in full:",
+            f"The measured verdicts come from `{measured_by}` (the copy task; `--seeds` in the",
+            "command says which training seeds; what each measured row compares, and the open questions in full:",
             'docs/benchmark.md, section "The notes\' claims about trained models").',
             "`python scripts/update_notes_page.py --results DIR` rewrites this page from such a run.",
         ]
