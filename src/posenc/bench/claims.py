@@ -491,6 +491,8 @@ NOTES_CLAIMS: list[tuple[str, Claim]] = [
     _n("extrapolation:relative", "relative encodings (RoPE, T5, ALiBi) generalise to longer sequences "
        "better than absolute ones (sinusoidal, learned)", "better",
        Groups(("rope", "t5", "alibi"), ("sinusoidal", "learned"), "copy", "em_2x", COPY_2X)),
+    _n("in_distribution:learned_vs_sinusoidal", 'learned "often works as well as sinusoidal" (learning copy at all)',
+       "as well", Converges("learned", "sinusoidal", "copy", ">=")),
     _n("in_distribution:learned_vs_sinusoidal", 'learned "often works as well as sinusoidal"',
        "as well", Compare("learned", "sinusoidal", "copy", "em_in", ">", 0.05, non_inferior=True, what=COPY_IN)),
     *_variant_rows("open:add_vs_concat", "concat", "adding works at least as well as concatenating", better=False),
