@@ -89,7 +89,7 @@ def notes_command(
         click.echo(json.dumps(claim_rows(selected, demos), indent=2))
         return
     table = Table(title=notes.summary_line(selected).replace("`", ""), show_lines=True)
-    for col, width in (("#", 4), ("the note says", 44), ("verdict", 10), ("what holds", 60), ("see it", 30)):
+    for col, width in (("#", 4), ("the note says", 44), ("verdict", 13), ("what holds", 60), ("see it", 30)):
         table.add_column(col, max_width=width, overflow="fold")
     for c in selected:
         bold = c.verdict in (notes.CORRECTED, notes.CONTRADICTED)
