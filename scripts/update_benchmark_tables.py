@@ -27,12 +27,11 @@ from posenc.bench import claims, tables, tuning
 from posenc.bench.spec import BENCHMARK_VERSION
 from posenc.bench.store import ResultStore
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docblocks import markers, splice  # noqa: E402  (next to this script)
+
 ROOT = Path(__file__).resolve().parent.parent
 FILES = {ROOT / "README.md": False, ROOT / "docs" / "benchmark.md": True}  # path -> with claims
-
-
-def markers(block: str) -> tuple[str, str]:
-    return f"<!-- compare-{block}:start -->", f"<!-- compare-{block}:end -->"
 
 
 def render(results: Path, *, with_claims: bool) -> str:
@@ -98,15 +97,6 @@ def _wall(info: dict) -> str:
     return f"{info['wall_seconds']:.0f} s wall end to end on {info.get('cores', '?')} cores ({info.get('finished', '')}{resumed})"
 
 
-def replace(text: str, block: str, body: str, path: Path) -> str:
-    start, end = markers(block)
-    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
-        raise SystemExit(f"{path}: expected one {start} followed by one {end}")
-    head, rest = text.split(start)
-    _, tail = rest.split(end)
-    return f"{head}{start}\n{body}{end}{tail}"
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, help="a posenc compare --out directory (not for tuning)")
@@ -118,13 +108,13 @@ def main(argv: list[str]) -> int:
     stale = 0
     for path, with_claims in FILES.items():
         text = path.read_text(encoding="utf-8")
-        if markers(args.block)[0] not in text:
+        if markers(f"compare-{args.block}")[0] not in text:
             continue
         if args.block == "tuning":
             body = render_tuning()
         else:
             body = render(args.results, with_claims=with_claims)
-        new = replace(text, args.block, body, path)
+        new = splice(text, f"compare-{args.block}", body, path)
         if new == text:
             continue
         if args.check:

@@ -9,28 +9,32 @@ With ``--check`` it only reports (exit 1) when the README is out of date.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from posenc.registry import encodings_markdown
 
-START, END = "<!-- encodings-table:start -->", "<!-- encodings-table:end -->"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docblocks import splice  # noqa: E402  (next to this script)
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def render(text: str) -> str:
     """``text`` with the block between the markers replaced by the current table."""
-    if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
-        raise SystemExit(f"{README}: expected one {START} followed by one {END}")
-    head, rest = text.split(START)
-    _, tail = rest.split(END)
-    return f"{head}{START}\n{encodings_markdown()}{END}{tail}"
+    return splice(text, "encodings-table", encodings_markdown(), README)
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check", action="store_true", help="only report (exit 1) when the table is out of date"
+    )
+    check = parser.parse_args(argv).check
     text = README.read_text(encoding="utf-8")
     new = render(text)
-    if "--check" in argv:
+    if check:
         if new != text:
             print("README.md encodings table is out of date; run python scripts/update_readme_table.py")
             return 1

@@ -9,31 +9,28 @@ the command and the record's path), so the README shows a run of the code as shi
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from posenc.bench import speed, speed_compare
 
-START, END = "<!-- speed-table:start -->", "<!-- speed-table:end -->"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docblocks import splice  # noqa: E402  (next to this script)
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print(__doc__)
-        return 2
-    record_path = Path(argv[0]).resolve()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("record", type=Path, help="a benchmarks/results/speed-*.json record of posenc bench")
+    record_path = parser.parse_args(argv).record.resolve()
     record = speed_compare.load(record_path)
     shown = record_path.relative_to(ROOT) if record_path.is_relative_to(ROOT) else record_path
     text = README.read_text(encoding="utf-8")
-    if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
-        raise SystemExit(f"{README}: expected one {START} followed by one {END}")
-    head, rest = text.split(START)
-    _, tail = rest.split(END)
-    README.write_text(
-        f"{head}{START}\n{speed.readme_markdown(record, path=str(shown))}{END}{tail}", encoding="utf-8"
-    )
+    body = speed.readme_markdown(record, path=str(shown))
+    README.write_text(splice(text, "speed-table", body, README), encoding="utf-8")
     print(f"README.md speed section updated from {shown}")
     return 0
 

@@ -70,8 +70,23 @@ def test_open_questions_compare_each_variant_with_its_default_run():
     ]
     got = claims.notes_measurements(records)
     assert got["open:add_vs_concat"][0] == notes.HOLDS
-    verdict, text = got["open:every_layer"]  # in-distribution a tie (not better), 2x better: split
-    assert verdict == notes.INCONCLUSIVE and "(agrees)" in text and "(disagrees)" in text
+    verdict, text = got["open:every_layer"]  # in-distribution an exact tie, 2x better: not all agree
+    assert verdict == notes.INCONCLUSIVE and "(agrees)" in text and "(disagrees)" not in text
+    assert "a tie: identical on every seed and example (inconclusive)" in text
+
+
+def test_an_exact_tie_neither_supports_nor_refutes_better_but_shows_at_least_as_good():
+    tie = [*_runs("rope", 8, [0, 0, 0]), *_runs("rope+rand", 8, [0, 0, 0])]
+    better = claims.Compare("rope+rand", "rope", "copy", "em_2x", ">")
+    ours, verdict, rule = better.judge(tie)
+    assert verdict == "inconclusive" and "+0.00 [+0.00, +0.00]" in ours and "tie" in rule
+    no_worse = claims.Compare("rope+rand", "rope", "copy", "em_2x", ">", 0.05, non_inferior=True)
+    assert no_worse.judge(tie)[1] == "agrees"
+    worse = [*_runs("rope", 8, [4, 4, 4]), *_runs("rope+rand", 8, [0, 0, 0])]  # decided, not a tie
+    assert better.judge(worse)[1] == "disagrees"
+    both_learn = [*_runs("rope", 8, [0, 0, 0]), *_runs("rope+rand", 8, [0, 0, 0])]
+    assert claims.Converges("rope+rand", "rope", "copy", ">").judge(both_learn)[1] == "inconclusive"
+    assert claims.Converges("rope+rand", "rope", "copy", ">=").judge(both_learn)[1] == "agrees"
 
 
 def test_claims_table_shows_only_claims_whose_task_ran():
@@ -109,4 +124,9 @@ def test_a_variant_that_learns_where_the_default_does_not_counts_as_better():
         "agrees",
     )
     ours, verdict, _ = claims.Converges("sinusoidal[concat]", "sinusoidal", "copy").judge(records)
-    assert verdict == "disagrees"  # 0/3 against 0/3: not more often
+    assert verdict == "inconclusive"  # 0/3 against 0/3: a tie, "more often" not shown either way
+    one_seed = claims.fmt_cell(
+        claims.stats.cell(records[4:5], label="sinusoidal[scaled-emb]", task="copy", column="em_in"),
+        percent=True,
+    )
+    assert one_seed.endswith("(1 seed)")

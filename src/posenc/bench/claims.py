@@ -7,7 +7,8 @@ with a ``judge(records)`` method). Every test reads cells through
 :mod:`posenc.bench.stats`, so only converged runs count, and a verdict is
 
 - ``agrees`` / ``disagrees`` only where the 95% interval lies wholly on one side,
-- ``inconclusive`` where it straddles the line,
+- ``inconclusive`` where it straddles the line, or where a claim that one side is
+  better meets an exact tie (both at 0% past training, say),
 - ``mixed`` (rankings) where some decided pairs agree and others disagree,
 - ``not measured`` where the runs are missing or none converged.
 
@@ -29,6 +30,12 @@ from posenc.bench import stats
 from posenc.bench.stats import Cell
 
 HOLDS = 1.10  # a perplexity ratio <= this counts as "holds" (does not degrade)
+#: A claim that one side is *better* meets an exact tie (both sides identical on every
+#: resample, e.g. both 0% at 2x or both converging on every seed): the task cannot tell
+#: them apart, so the claim is neither supported nor refuted. (A claim that one side is
+#: *at least as good* is what a tie shows, and agrees.)
+TIE = "; a tie: identical on every seed and example"
+TIE_RULE = "an exact tie (both sides at the same floor or ceiling) cannot show that one side is better"
 VERDICTS = ("agrees", "disagrees", "inconclusive", "mixed", "not measured")
 
 Records = Sequence[dict[str, Any]]
@@ -53,6 +60,10 @@ class Claim:
                 "verdict": verdict, "rule": rule}  # fmt: skip
 
 
+def _seeds(n: int) -> str:
+    return f"{n} seed" if n == 1 else f"{n} seeds"
+
+
 def fmt_cell(c: Cell, percent: bool) -> str:
     if not c.runs:
         return "no runs"
@@ -62,7 +73,7 @@ def fmt_cell(c: Cell, percent: bool) -> str:
         text = f"{100 * c.mean:.0f}% [{100 * c.low:.0f}, {100 * c.high:.0f}]"
     else:
         text = f"{c.mean:.2f} [{c.low:.2f}, {c.high:.2f}]"
-    return text + (f" ({c.n}/{c.runs} seeds converged)" if c.n < c.runs else f" ({c.n} seeds)")
+    return text + (f" ({c.n}/{c.runs} seeds converged)" if c.n < c.runs else f" ({_seeds(c.n)})")
 
 
 def _percent(column: str) -> bool:
@@ -119,6 +130,8 @@ class Compare:
         )
         ours += f"; {self.what}" if self.what else ""
         m = self.margin
+        if not self.non_inferior and d.low == d.high == 0:
+            return ours + TIE, "inconclusive", TIE_RULE
         if self.non_inferior:  # a no worse than b by more than the margin
             if self.side == "<":
                 verdict = "agrees" if d.high <= m else ("disagrees" if d.low > m else "inconclusive")
@@ -254,6 +267,8 @@ class Converges:
         )
         ours = f"{self.a}: {int(fa.sum())}/{len(fa)} seeds converged, {self.b}: {int(fb.sum())}/{len(fb)} ({self.task})"
         if self.side == ">":
+            if low == high == 0:
+                return ours + TIE, "inconclusive", TIE_RULE
             verdict = "agrees" if low > 0 else ("disagrees" if high <= 0 else "inconclusive")
         else:
             verdict = "agrees" if low >= 0 else ("disagrees" if high < 0 else "inconclusive")
@@ -288,7 +303,7 @@ class SeedRatio:
         rule = f"per-seed {self.key} of {self.a} over {self.b}; interval wholly {self.side} {self.threshold:g} agrees"
         if not c.measured:
             return "not run", "not measured", rule
-        ours = f"{c.mean:.2f}x [{c.low:.2f}, {c.high:.2f}] ({self.task}, {c.n} seeds)"
+        ours = f"{c.mean:.2f}x [{c.low:.2f}, {c.high:.2f}] ({self.task}, {_seeds(c.n)})"
         return ours, stats.verdict_vs(c, self.threshold, self.side), rule
 
 
@@ -317,7 +332,7 @@ class LastkRise:
         rule = f"last-k loss at {self.multiple:g}x vs 1x L_train; interval wholly {side} {100 * self.threshold:+.0f}% agrees"
         if not c.measured:
             return f"no converged run measured at {self.multiple:g}x", "not measured", rule
-        ours = f"{100 * c.mean:+.0f}% [{100 * c.low:+.0f}, {100 * c.high:+.0f}] loss at {self.multiple:g}x ({c.n} seeds)"
+        ours = f"{100 * c.mean:+.0f}% [{100 * c.low:+.0f}, {100 * c.high:+.0f}] loss at {self.multiple:g}x ({_seeds(c.n)})"
         return ours, stats.verdict_vs(c, self.threshold, side), rule
 
 
