@@ -160,19 +160,11 @@ class Ranking:
     scores: dict[str, float] = field(default_factory=dict)  # the paper's numbers, for display
 
     def judge(self, records: Records) -> tuple[str, str, str]:
-        agree = disagree = undecided = 0
-        for task in self.tasks:
-            present = [
-                n for n in self.order if stats.cell(records, label=n, task=task, column=self.column).measured
-            ]
-            for better, worse in itertools.combinations(present, 2):  # paper: better > worse
-                d = stats.difference(records, better, worse, task=task, column=self.column)
-                if d.low > 0:
-                    agree += 1
-                elif d.high < 0:
-                    disagree += 1
-                else:
-                    undecided += 1
+        pairs_per_task = [
+            (task, itertools.combinations(self.order, 2))
+            for task in self.tasks  # paper: better > worse
+        ]
+        agree, disagree, undecided = _tally(records, pairs_per_task, self.column)
         pairs = agree + disagree + undecided
         rule = (
             "each pair of converged encodings in the paper's order: the 95% interval of the difference "
@@ -184,6 +176,24 @@ class Ranking:
         verdict = ranking_verdict(agree, disagree, undecided)
         ours = f"{agree} pair(s) agree, {disagree} disagree, {undecided} undecided ({', '.join(self.tasks)})"
         return ours, verdict, rule
+
+
+def _tally(records: Records, pairs_per_task: Sequence[tuple[str, Any]], column: str) -> tuple[int, int, int]:
+    """``(agree, disagree, undecided)`` over pairs ``(better, worse)`` per task, each pair with
+    converged runs on both sides decided by the 95% interval of better - worse (others skipped)."""
+    agree = disagree = undecided = 0
+    for task, pairs in pairs_per_task:
+        for better, worse in pairs:
+            d = stats.difference(records, better, worse, task=task, column=column)
+            if not d.measured:
+                continue
+            if d.low > 0:
+                agree += 1
+            elif d.high < 0:
+                disagree += 1
+            else:
+                undecided += 1
+    return agree, disagree, undecided
 
 
 def ranking_verdict(agree: int, disagree: int, undecided: int) -> str:
@@ -211,17 +221,9 @@ class Groups:
     what: str = ""
 
     def judge(self, records: Records) -> tuple[str, str, str]:
-        agree = disagree = undecided = 0
-        for a, b in itertools.product(self.better, self.worse):
-            d = stats.difference(records, a, b, task=self.task, column=self.column)
-            if not d.measured:
-                continue
-            if d.low > 0:
-                agree += 1
-            elif d.high < 0:
-                disagree += 1
-            else:
-                undecided += 1
+        agree, disagree, undecided = _tally(
+            records, [(self.task, itertools.product(self.better, self.worse))], self.column
+        )
         rule = (
             f"each converged pair ({', '.join(self.better)}) x ({', '.join(self.worse)}): the 95% interval of "
             "the difference decides it or not; agrees only if every pair is decided for the first group"

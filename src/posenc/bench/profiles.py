@@ -123,6 +123,65 @@ ALL_SCALINGS = (
     scalings.DYNAMIC_YARN,
 )
 
+#: The default profile. Standard and notes derive from it (``dataclasses.replace``), so the
+#: three train and evaluate alike and share quick's learning-rate choices.
+QUICK = Profile(
+    name="quick",
+    description="<= 10 min on 2 idle CPU cores, figures and report included: 6 encodings + randomized RoPE "
+    "x (copy + passkey + LM), 3 seeds, RoPE's context extensions",
+    why=(
+        "The encodings the ALiBi and NoPE papers rank and the notes make claims about; KERPLE and FIRE "
+        "(measured: 145 s and 174 s of the 1241 s of run time with them, 10 min 51 s end to end) run in "
+        "standard, which has every encoding."
+    ),
+    encodings=("learned", "sinusoidal", "nope", "rope", "alibi", "t5"),
+    tasks=("copy", "passkey", "lm"),
+    seeds=(0, 1, 2),
+    model=ModelSpec(),
+    task_train=QUICK_TASK_TRAIN,
+    lm_train=QUICK_LM_TRAIN,
+    eval=QUICK_EVAL,
+    randomized=("rope",),
+    scalings=("dynamic:4", "yarn-dynamic", "linear:4", "yarn:4"),
+    finetune=100,
+    lr_grid=(1e-3, 2e-3, 4e-3),
+    workers=2,
+)
+STANDARD = dataclasses.replace(
+    QUICK,
+    name="standard",
+    description="every registered encoding x (copy + passkey + LM), 3 seeds (<= 60 min on 2 cores)",
+    why=(
+        "Quick's training settings (so it shares quick's learning-rate choices) for every encoding; "
+        "the four other synthetic tasks would take it past an hour on 2 cores (full runs them)."
+    ),
+    encodings=None,
+    randomized=("sinusoidal", "rope"),
+    scalings=STANDARD_SCALINGS,
+)
+NOTES = dataclasses.replace(
+    STANDARD,
+    name="notes",
+    description=(
+        "the notes' claims about trained models: extrapolation of the encodings they name, and "
+        "their open questions (add vs concatenate, position at every layer, PE warm-up, scaling) "
+        "as variants of sinusoidal and learned; copy, 3 seeds (measured: see docs/benchmark.md)"
+    ),
+    why=(
+        "Standard's model, training and evaluation (so its default runs are standard's runs); "
+        "the variants on the two additive encodings the notes discuss, plus scaled_sinusoidal (a "
+        "learned gain on the sinusoid), and RoPE, T5 and ALiBi for the notes' extrapolation "
+        "claims; one task (copy), and variants at their default run's learning rate, so that 3 "
+        "seeds fit in about 30 minutes on 2 cores."
+    ),
+    encodings=("sinusoidal", "learned", "scaled_sinusoidal", "rope", "t5", "alibi"),
+    tasks=("copy",),
+    randomized=(),
+    variants=("combine=concat", "inject=every_layer", "position_warmup=200", "scale_embeddings=true"),
+    variant_encodings=("sinusoidal", "learned"),
+    tune_share=(("architecture variants", "default"),),  # posenc.bench.tuning.ARCHITECTURE
+)
+
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke",
@@ -159,77 +218,9 @@ PROFILES: dict[str, Profile] = {
         lr_grid=(1e-3,),  # one rate: nothing to tune (tests give it a grid to exercise tuning)
         workers=1,
     ),
-    "quick": Profile(
-        name="quick",
-        description="<= 10 min on 2 idle CPU cores, figures and report included: 6 encodings + randomized RoPE "
-        "x (copy + passkey + LM), 3 seeds, RoPE's context extensions",
-        why=(
-            "The encodings the ALiBi and NoPE papers rank and the notes make claims about; KERPLE and FIRE "
-            "(measured: 145 s and 174 s of the 1241 s of run time with them, 10 min 51 s end to end) run in "
-            "standard, which has every encoding."
-        ),
-        encodings=("learned", "sinusoidal", "nope", "rope", "alibi", "t5"),
-        tasks=("copy", "passkey", "lm"),
-        seeds=(0, 1, 2),
-        model=ModelSpec(),
-        task_train=QUICK_TASK_TRAIN,
-        lm_train=QUICK_LM_TRAIN,
-        eval=QUICK_EVAL,
-        randomized=("rope",),
-        scalings=("dynamic:4", "yarn-dynamic", "linear:4", "yarn:4"),
-        finetune=100,
-        lr_grid=(1e-3, 2e-3, 4e-3),
-        workers=2,
-    ),
-    "standard": Profile(
-        name="standard",
-        description="every registered encoding x (copy + passkey + LM), 3 seeds (<= 60 min on 2 cores)",
-        why=(
-            "Quick's training settings (so it shares quick's learning-rate choices) for every encoding; "
-            "the four other synthetic tasks would take it past an hour on 2 cores (full runs them)."
-        ),
-        encodings=None,
-        tasks=("copy", "passkey", "lm"),
-        seeds=(0, 1, 2),
-        model=ModelSpec(),
-        task_train=QUICK_TASK_TRAIN,
-        lm_train=QUICK_LM_TRAIN,
-        eval=QUICK_EVAL,
-        randomized=("sinusoidal", "rope"),
-        scalings=STANDARD_SCALINGS,
-        finetune=100,
-        lr_grid=(1e-3, 2e-3, 4e-3),
-        workers=2,
-    ),
-    "notes": Profile(
-        name="notes",
-        description=(
-            "the notes' claims about trained models: extrapolation of the encodings they name, and "
-            "their open questions (add vs concatenate, position at every layer, PE warm-up, scaling) "
-            "as variants of sinusoidal and learned; copy, 3 seeds (measured: see docs/benchmark.md)"
-        ),
-        why=(
-            "Standard's model, training and evaluation (so its default runs are standard's runs); "
-            "the variants on the two additive encodings the notes discuss, plus scaled_sinusoidal (a "
-            "learned gain on the sinusoid), and RoPE, T5 and ALiBi for the notes' extrapolation "
-            "claims; one task (copy), and variants at their default run's learning rate, so that 3 "
-            "seeds fit in about 30 minutes on 2 cores."
-        ),
-        encodings=("sinusoidal", "learned", "scaled_sinusoidal", "rope", "t5", "alibi"),
-        tasks=("copy",),
-        seeds=(0, 1, 2),
-        model=ModelSpec(),
-        task_train=QUICK_TASK_TRAIN,
-        lm_train=QUICK_LM_TRAIN,
-        eval=QUICK_EVAL,
-        scalings=STANDARD_SCALINGS,
-        finetune=100,
-        variants=("combine=concat", "inject=every_layer", "position_warmup=200", "scale_embeddings=true"),
-        variant_encodings=("sinusoidal", "learned"),
-        lr_grid=(1e-3, 2e-3, 4e-3),
-        tune_share=(("architecture variants", "default"),),  # posenc.bench.tuning.ARCHITECTURE
-        workers=2,
-    ),
+    "quick": QUICK,
+    "standard": STANDARD,
+    "notes": NOTES,
     "full": Profile(
         name="full",
         description=(
