@@ -187,3 +187,35 @@ def test_transformer_compiles_with_dynamic_shapes(name):
         out = compiled(tokens)
         assert_same(out, model(tokens))
         assert_same(grads(out, wrt), grads(model(tokens), wrt))
+
+
+DYNAMIC_SCALINGS = {
+    "dynamic-ntk": {"rope_type": "dynamic", "factor": 4.0},
+    "longrope": {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8,
+                 "original_max_position_embeddings": 8},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("dynamic_shapes", [False, True], ids=["static", "symbolic"])
+@pytest.mark.parametrize("scaling", list(DYNAMIC_SCALINGS))
+def test_length_dependent_rope_scalings_compile_from_the_length(scaling, dynamic_shapes):
+    """Dynamic NTK and LongRoPE recompute their frequencies from the current length: with
+    positions=None that length is a shape, so the frequencies are traced into the graph (both
+    within the original context and past it, where they change); explicit positions carry no
+    bound a graph can read and are refused by name."""
+    enc = posenc.build(
+        "rope", head_dim=16, scaling=DYNAMIC_SCALINGS[scaling], max_position_embeddings=8
+    ).double()
+
+    def call(q, k, positions=None):
+        return enc.rotate(q, k, q_positions=positions, k_positions=positions)
+
+    compiled = torch.compile(call, fullgraph=True, dynamic=dynamic_shapes, backend=TRACE)
+    g = torch.Generator().manual_seed(3)
+    for n in (6, 20, 33):  # inside, then past the original context of 8
+        q, k = (torch.randn(1, 2, n, 16, generator=g, dtype=torch.float64).requires_grad_() for _ in "qk")
+        eager, out = call(q, k), compiled(q, k)
+        assert_same(out, eager)
+        assert_same(grads(out[0] + out[1], [q, k]), grads(eager[0] + eager[1], [q, k]))
+    with pytest.raises(Exception, match="depends on the largest position"):
+        compiled(q, k, torch.arange(33)[None])

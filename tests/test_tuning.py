@@ -114,8 +114,8 @@ def test_the_shipped_table_matches_the_profiles_it_names():
         assert entry["lr"] in {c["lr"] for c in entry["candidates"]}
 
 
-@pytest.mark.parametrize("name", ["quick", "standard"])
-def test_every_choice_quick_and_standard_need_is_shipped(name):
+@pytest.mark.parametrize("name", ["quick", "standard", "notes"])
+def test_every_choice_quick_standard_and_notes_need_is_shipped(name):
     """A fresh clone's posenc compare never tunes: every tuning key of the grid has a shipped
     choice, listed under this profile (rerun scripts/ship_tuning.py after changing the profile)."""
     prof = profiles.get_profile(name)

@@ -186,7 +186,7 @@ def test_notes_profile_runs_the_variants_on_the_encodings_the_notes_discuss():
 
 
 def test_variants_can_share_their_default_runs_learning_rate():
-    prof = profiles.get_profile("notes")
+    prof = dataclasses.replace(profiles.get_profile("notes"), tune_share=((tuning.ARCHITECTURE, "default"),))
     share = dict(prof.tune_share)
     specs = profiles.build_grid(prof, encodings=("learned",), seeds=(0,)).specs
     assert len(specs) == 5 and len({tuning.tuning_key(s, share) for s in specs}) == 1

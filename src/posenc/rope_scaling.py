@@ -524,10 +524,11 @@ def compute(
             does (see :func:`resolve`).
     """
     scaling = resolve(scaling, max_position_embeddings=max_position_embeddings)
-    validate(scaling, dim=dim)
-    base = check_float("base (rope_theta)", base, minimum=1.0, exclusive_minimum=True)
-    if seq_len is not None:
-        seq_len = check_int("seq_len", seq_len, minimum=1)
+    if not torch.compiler.is_compiling():  # in a graph: checked when the encoding was built
+        validate(scaling, dim=dim)
+        base = check_float("base (rope_theta)", base, minimum=1.0, exclusive_minimum=True)
+        if seq_len is not None:
+            seq_len = check_int("seq_len", seq_len, minimum=1)
     name, params = split(scaling)
     try:
         inv_freq, attention_scaling = ROPE_SCALINGS[name](dim=dim, base=base, seq_len=seq_len, params=params)
@@ -535,8 +536,17 @@ def compute(
         inv_freq, attention_scaling = torch.full((dim // 2,), math.nan), math.nan
     # A factor/base so large that float64 overflows would give zero/inf frequencies or an
     # inf attention scaling (silently inf or unrotated outputs): reject it, naming the keys.
-    finite = bool(torch.isfinite(torch.as_tensor(inv_freq)).all() and (torch.as_tensor(inv_freq) > 0).all())
-    if not finite or not abs(attention_scaling) <= torch.finfo(torch.float32).max:
+    inv = torch.as_tensor(inv_freq)
+    if torch.compiler.is_compiling():  # a length-dependent scaling traced in a graph: checked on the device
+        torch._assert_async(
+            torch.isfinite(inv).all() & (inv > 0).all(),
+            f"rope scaling {name!r} overflows float64 at this length (frequencies out of range)",
+        )
+        return inv_freq, attention_scaling
+    if not (
+        bool(torch.isfinite(inv).all() and (inv > 0).all())
+        and abs(attention_scaling) <= torch.finfo(torch.float32).max
+    ):
         raise PosencError(
             f"rope scaling {name!r} with base={base} and {params} overflows float64/float32 "
             "(frequencies or attention_factor out of range); use a smaller factor, base or attention_factor"

@@ -298,7 +298,11 @@ class RoPE(RotaryEncoding):
                     "torch.compile graph cannot read from explicit positions; pass positions=None "
                     "(arange) or run this call eagerly"
                 )
-            return self._table(*self.frequencies(max(bound, 1) - 1))
+            if torch.compiler.is_compiling():  # frequencies traced from the length (shape)
+                inv_freq, attention_scaling = self.frequencies(max(bound, 1) - 1)
+                return SinCosCache(inv_freq, scale=attention_scaling)
+            inv_freq, attention_scaling = self.frequencies(max(bound, 1) - 1)
+            return self._table(inv_freq, attention_scaling)
         return self._table(self._inv_freq, self.attention_scaling)
 
     def rotation_key(self, bound: int | None) -> object:
