@@ -7,6 +7,8 @@ Runs the profile's learning-rate candidates (``posenc.bench.tuning``: each encod
 task at every rate of ``Profile.lr_grid``, on the tuning seed, scored by held-out
 in-distribution checks only; cached under ``DIR/tuning``, so it resumes), then writes
 the choices into ``src/posenc/bench/tuned_lr.json`` next to the command that made them.
+A setting another profile already ships (the same key) keeps that profile's choice, which
+its published runs used, unless ``--replace-shared``.
 ``posenc compare`` uses a shipped choice when its key (the run's identity without the
 learning rate, seed and evaluation) matches, so a change to a profile's training
 settings makes the old choices unused until this script is run again.
@@ -30,6 +32,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--profile", required=True, choices=tuple(profiles.PROFILES))
     parser.add_argument("--out", type=Path, default=Path("posenc-tuning"))
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--replace-shared",
+        action="store_true",
+        help="also replace choices other profiles ship for the same setting (their tables then need re-running)",
+    )
     args = parser.parse_args(argv)
     prof = profiles.get_profile(args.profile)
     if not prof.lr_grid:
@@ -51,8 +58,19 @@ def main(argv: list[str]) -> int:
         if others:
             entries[key] = entry | {"profiles": others}
     for key, entry in new["entries"].items():
-        shared = entries[key]["profiles"] if key in entries else []
-        entries[key] = entry | {"profiles": sorted({*shared, *entry["profiles"]})}
+        kept = entries.get(key)
+        if kept is None or args.replace_shared:
+            shared = kept["profiles"] if kept else []
+            entries[key] = entry | {"profiles": sorted({*shared, *entry["profiles"]})}
+            continue
+        # The same setting is shipped for another profile, whose published runs used that
+        # choice: it stays (--replace-shared replaces it), this profile is added to it.
+        kept["profiles"] = sorted({*kept["profiles"], prof.name})
+        if kept["lr"] != entry["lr"]:
+            print(
+                f"note: {entry['task']} {entry['label']}: kept lr {kept['lr']:g} shipped for "
+                f"{', '.join(p for p in kept['profiles'] if p != prof.name)} (tuned here: {entry['lr']:g})"
+            )
     commands = sorted({*old.get("commands", []), command})
     TARGET.write_text(
         json.dumps({"commands": commands, "entries": dict(sorted(entries.items()))}, indent=1) + "\n",
