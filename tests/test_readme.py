@@ -48,3 +48,13 @@ def test_update_script_is_idempotent_and_detects_drift():
     stale = text.replace(START, START + "\n| stale | row |", 1)
     assert script.render(stale) == once  # a stale table is replaced, the rest untouched
     assert once.split(START)[0] == text.split(START)[0] and once.split(END)[1] == text.split(END)[1]
+
+
+def test_readme_tour_excerpt_counts_the_notes_verdicts_as_shipped():
+    """The README quotes the tour's count of the notes' verdicts; it follows the measured
+    verdicts (rerun scripts/update_notes_page.py, then copy the tour's line)."""
+    from posenc.analysis import notes
+
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    line = notes.summary_line(notes.measured_claims()).replace("`", "")
+    assert f"All {line.replace(' claims:', ' claims of the five notes:', 1)}" in text
