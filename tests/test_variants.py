@@ -176,9 +176,9 @@ def test_notes_profile_runs_the_variants_on_the_encodings_the_notes_discuss():
     for name in ("sinusoidal", "learned"):
         assert {name, f"{name}[concat]", f"{name}[every_layer]", f"{name}[pe-warmup:200]",
                 f"{name}[scaled-emb]"} <= labels  # fmt: skip
-    assert {"scaled_sinusoidal", "rope", "t5", "alibi"} <= labels
+    assert {"scaled_sinusoidal", "integer_index", "rope", "t5", "alibi"} <= labels
     assert not any("[" in s.label for s in grid.specs if s.encoding not in ("sinusoidal", "learned"))
-    assert set(grid.skipped_variants) == {"scaled_sinusoidal", "rope", "t5", "alibi"}
+    assert set(grid.skipped_variants) == {"scaled_sinusoidal", "integer_index", "rope", "t5", "alibi"}
     assert {s.seed for s in grid.specs} == {0, 1, 2} and {s.task for s in grid.specs} == {"copy"}
     standard = profiles.build_grid(profiles.get_profile("standard"), tasks=("copy",))
     defaults = {s.run_id for s in grid.specs if not s.architecture_tags()}

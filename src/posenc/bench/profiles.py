@@ -5,7 +5,7 @@
 | ``smoke`` | seconds | 2 encodings, copy + LM, tiny model, 3 seeds; exercises every code path (tests) |
 | ``quick`` | <= 10 min on 2 idle cores, figures and report included (measured: docs/benchmark.md) | the encodings the papers' claims name + randomized RoPE, copy + passkey + LM, 3 seeds |
 | ``standard`` | <= 60 min on 2 cores (measured: docs/benchmark.md) | every registered encoding + randomized sinusoidal and RoPE, copy + passkey + LM, 3 seeds |
-| ``notes`` | about 7 min on 2 idle cores (measured: docs/benchmark.md) | sinusoidal + learned with the architecture variants, scaled_sinusoidal, RoPE, T5, ALiBi; copy, 3 seeds |
+| ``notes`` | about 7 min on 2 idle cores (measured: docs/benchmark.md) | sinusoidal + learned with the architecture variants, scaled_sinusoidal, integer positions, RoPE, T5, ALiBi; copy, 3 seeds |
 | ``full`` | many hours (not timed) | every encoding and task, 5 seeds, default *and* scaled variants, randomized variants, architecture variants |
 
 Encodings always come from the registry (:data:`posenc.ENCODINGS`); a profile
@@ -170,13 +170,13 @@ NOTES = dataclasses.replace(
     why=(
         "Standard's model, training and evaluation (so its default runs are standard's runs); "
         "the variants on the two additive encodings the notes discuss, plus scaled_sinusoidal (a "
-        "learned gain on the sinusoid), and RoPE, T5 and ALiBi for the notes' extrapolation "
-        "claims; one task (copy). Every variant is tuned on its own (the same learning-rate grid, "
+        "learned gain on the sinusoid), and raw integer positions, RoPE, T5 and ALiBi for the "
+        "notes' extrapolation claims; one task (copy). Every variant is tuned on its own (the same learning-rate grid, "
         "held-out in-distribution checks), so each arm of an open question runs at its best rate: "
         "sinusoidal learns copy at none of the three rates, and an ablation at its rate would only "
         "repeat that."
     ),
-    encodings=("sinusoidal", "learned", "scaled_sinusoidal", "rope", "t5", "alibi"),
+    encodings=("sinusoidal", "learned", "scaled_sinusoidal", "integer_index", "rope", "t5", "alibi"),
     tasks=("copy",),
     randomized=(),
     variants=("combine=concat", "inject=every_layer", "position_warmup=200", "scale_embeddings=true"),

@@ -15,8 +15,8 @@ from typing import Any
 
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     Progress,
+    TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -91,7 +91,7 @@ def run_grid(
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        TaskProgressColumn(),  # of the training steps (work units), not of the runs
         TextColumn("runs {task.fields[runs]}"),
         TimeElapsedColumn(),
         TextColumn("ETA"),
