@@ -87,6 +87,27 @@ def test_targets_are_judged_and_rendered():
     assert [t.title.split(": ")[-1] for t in speed.render(record)][-1] == "targets"
 
 
+def _copy_ratio_record(ratio: float, load: float) -> dict:
+    return {"mode": "quick", "created": "2026-11-23T00:00:00", "machine": {"cpu": "cpu", "torch_threads": 2,
+            "load_average": [load, 0, 0], "load_average_after": [load, 0, 0]},
+            "rope": [{"shape": [1, 32, 2048, 128], "dtype": "float32", "mode": "fwd",
+                      "results": {speed.POSENC_ROPE: {"ms": 1.0, "x_roofline": ratio},
+                                  "hf transformers": {"ms": 4.0, "x_roofline": 4 * ratio}}}],
+            "decode": [], "bias": [], "train": []}  # fmt: skip
+
+
+def test_several_runs_judge_each_goal_on_their_median_and_show_the_range():
+    runs = [_copy_ratio_record(r, load) for r, load in ((1.25, 0.9), (1.0, 0.3), (1.04, 0.4))]
+    (copy,) = speed.targets_over(runs)
+    assert (copy["value"], copy["low"], copy["high"], copy["runs"]) == (1.04, 1.0, 1.25, 3)
+    assert copy["met"] is True and copy["peer_value"] == 4 * 1.04  # the first run alone: missed
+    assert speed.targets(runs[0])[0]["met"] is False
+    text = speed.readme_markdown(runs[0], path="a.json", others=[("b.json", runs[1]), ("c.json", runs[2])])
+    assert "From 3 runs of `posenc bench --quick`" in text and "`c.json` (1-min load 0.40" in text
+    assert "| 1.04x | 1.00x - 1.25x (3) |" in text and "| met |" in text
+    assert "range over runs" not in speed.readme_markdown(runs[0], path="a.json")
+
+
 def test_peak_memory_probe_sees_torch_allocations():
     def allocate():
         x = torch.ones(64, 1 << 20, dtype=torch.uint8)  # 64 MiB, touched

@@ -47,7 +47,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -246,21 +246,51 @@ def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def targets_over(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The targets of several records of the same machine: each value (and peer value) the
+    median over the records that measured it, with its ``low``/``high`` over them and
+    ``runs`` (how many); met or missed by the median. Ratios on a shared machine move far
+    more between runs than within one, so a goal is judged on the median of runs."""
+    per_run = [{t["label"]: t for t in (r.get("targets") or targets(r))} for r in records]
+    out = []
+    for label in dict.fromkeys(label for run in per_run for label in run):
+        found = [run[label] for run in per_run if label in run]
+        values = [t["value"] for t in found]
+        peers = [t["peer_value"] for t in found if t["peer_value"] is not None]
+        first = found[0]
+        value = statistics.median(values)
+        at_most = first["goal"].startswith("<=")
+        out.append(first | {
+            "value": value, "low": min(values), "high": max(values), "runs": len(values),
+            "peer_value": statistics.median(peers) if peers else None,
+            "met": value <= first["limit"] if at_most else value >= first["limit"],
+        })  # fmt: skip
+    return out
+
+
 def _fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     return f"{value:.1f} us" if unit == "us" else f"{value:.2f}x"
 
 
-def targets_markdown(record: dict[str, Any]) -> str:
-    """The targets as a Markdown table (the README's speed table)."""
-    lines = ["| case | posenc | peer | goal | |", "|---|---|---|---|---|"]
-    for t in record.get("targets") or targets(record):
+def targets_markdown(record: dict[str, Any], rows_: list[dict[str, Any]] | None = None) -> str:
+    """The targets as a Markdown table (the README's speed table); ``rows_`` from
+    :func:`targets_over` adds the range over the runs."""
+    found = rows_ if rows_ is not None else (record.get("targets") or targets(record))
+    spread = any(t.get("runs", 1) > 1 for t in found)
+    lines = (
+        ["| case | posenc (median) | range over runs | peer | goal | |", "|---|---|---|---|---|---|"]
+        if spread
+        else ["| case | posenc | peer | goal | |", "|---|---|---|---|---|"]
+    )
+    for t in found:
         peer = "" if t["peer"] is None else f"{t['peer']} {_fmt(t['peer_value'], t['unit'])}"
-        lines.append(
-            f"| {t['label']} | {_fmt(t['value'], t['unit'])} | {peer} | {t['goal']} | "
-            f"{'met' if t['met'] else '**missed**'} |"
-        )
+        cells = [t["label"], _fmt(t["value"], t["unit"])]
+        if spread:
+            cells.append(f"{_fmt(t['low'], t['unit'])} - {_fmt(t['high'], t['unit'])} ({t['runs']})")
+        cells += [peer, t["goal"], "met" if t["met"] else "**missed**"]
+        lines.append(f"| {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
@@ -274,18 +304,38 @@ def _find(record: dict[str, Any], section: str, prefix: str) -> dict[str, Any] |
     return None
 
 
-def readme_markdown(record: dict[str, Any], *, path: str | None = None) -> str:
-    """The README's speed section from one record: where it came from, the targets, then the
-    decode, scaling, compile and training numbers that have no goal of their own."""
+def _load(record: dict[str, Any]) -> str:
     machine = record.get("machine", {})
     before, after = machine.get("load_average"), machine.get("load_average_after")
-    load = "" if not before else f"; 1-min load {before[0]:.2f} before, {after[0]:.2f} after" if after else ""
-    lines = [
+    return "" if not before else f"1-min load {before[0]:.2f} before, {after[0]:.2f} after" if after else ""
+
+
+def readme_markdown(
+    record: dict[str, Any], *, path: str | None = None, others: Sequence[tuple[str, dict[str, Any]]] = ()
+) -> str:
+    """The README's speed section from one record (or, with ``others``, the goals judged on
+    the median over all of them): where it came from, the targets, then the decode,
+    scaling, compile and training numbers (of ``record``) that have no goal of their own."""
+    machine = record.get("machine", {})
+    load = _load(record)
+    where = (
         f"From `posenc bench --{record['mode']}` (record `{path or record.get('path', '?')}`, "
         f"{record.get('created', '?')[:10]}, {machine.get('cpu', '?')}, {machine.get('torch_threads', '?')} "
-        f"threads{load}); ratios interleave the contenders in rounds and take medians:",
+        f"threads{'; ' + load if load else ''})"
+    )
+    if others:
+        runs = "; ".join(f"`{p}` ({_load(r) or 'load not recorded'})" for p, r in others)
+        where = (
+            f"From {len(others) + 1} runs of `posenc bench --{record['mode']}` on {machine.get('cpu', '?')}, "
+            f"{machine.get('torch_threads', '?')} threads: `{path or record.get('path', '?')}` "
+            f"({load or 'load not recorded'}); {runs}. Goals are judged on the median over the runs; "
+            "the notes below the table are from the first"
+        )
+    rows_ = targets_over([record, *(r for _, r in others)]) if others else None
+    lines = [
+        f"{where}; ratios interleave the contenders in rounds and take medians:",
         "",
-        targets_markdown(record),
+        targets_markdown(record, rows_),
     ]
     extra = []
     attention = _find(record, "decode", "attention")
