@@ -86,7 +86,13 @@ def test_the_notes_claims_and_corrections_are_reported(page):
         "47,117",
     ):
         assert shown in flat, shown
-    assert "pending: measured by posenc compare" in flat
+    measured = notes.measured_claims()  # what posenc compare --profile notes settled, shipped
+    pending = [c for c in measured if c.verdict == notes.PENDING]
+    assert ("pending: measured by posenc compare" in flat) == bool(pending)
+    settled = [c for c in measured if c.measure is not None and c.verdict != notes.PENDING]
+    assert settled  # the shipped verdicts of the notes grid
+    for c in settled:  # each with what was measured ("Holds: ... 4% [0, 10] ...")
+        assert c.truth.split(" (")[0] in flat, c.id
 
 
 def test_results_dir_adds_the_benchmark_section(tmp_path):
