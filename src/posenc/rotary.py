@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -365,11 +366,7 @@ class RoPE(RotaryEncoding):
         layout. Tensor positions are checked (their length against the layout's sequence
         axis); a :class:`~posenc.base.Positions` (what attention passes) is trusted.
         """
-        q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim, layout)
-        if layout == "bshd":  # (b, n, h, d) viewed as (b, h, n, d): strides, no copy
-            q, k = self._rotate_bhsd(q.transpose(1, 2), k.transpose(1, 2), qp, kp)
-            return q.transpose(1, 2), k.transpose(1, 2)
-        return self._rotate_bhsd(q, k, qp, kp)
+        return _in_layout(self._rotate_bhsd, q, k, q_positions, k_positions, self.config.head_dim, layout)
 
     def _rotate_bhsd(
         self, q: torch.Tensor, k: torch.Tensor, qp: Positions, kp: Positions
@@ -405,6 +402,27 @@ def same_positions(a: Positions, b: Positions) -> bool:
 
 
 _AXES = {"bhsd": "(batch, heads, seq, dim)", "bshd": "(batch, seq, heads, dim)"}
+
+
+def _in_layout(
+    rotate_bhsd: Callable[
+        [torch.Tensor, torch.Tensor, Positions, Positions], tuple[torch.Tensor, torch.Tensor]
+    ],
+    q,
+    k,
+    q_positions,
+    k_positions,
+    head_dim: int,
+    layout: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rotary hook in either tensor layout: q/k and positions checked (:func:`_check_qk`),
+    then ``rotate_bhsd`` on ``(b, h, n, d)``; a ``"bshd"`` input is viewed as that (strides,
+    no copy) and returned in its own layout."""
+    q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, head_dim, layout)
+    if layout == "bshd":
+        q, k = rotate_bhsd(q.transpose(1, 2), k.transpose(1, 2), qp, kp)
+        return q.transpose(1, 2), k.transpose(1, 2)
+    return rotate_bhsd(q, k, qp, kp)
 
 
 def _check_qk(
@@ -592,11 +610,7 @@ class XPos(RotaryEncoding):
 
         ``layout="bshd"``: ``q (b, i, h, d)``, ``k (b, j, h, d)``, rotated strided (no copy).
         """
-        q, k, qp, kp = _check_qk(q, k, q_positions, k_positions, self.config.head_dim, layout)
-        if layout == "bshd":
-            q, k = self._rotate_bhsd(q.transpose(1, 2), k.transpose(1, 2), qp, kp)
-            return q.transpose(1, 2), k.transpose(1, 2)
-        return self._rotate_bhsd(q, k, qp, kp)
+        return _in_layout(self._rotate_bhsd, q, k, q_positions, k_positions, self.config.head_dim, layout)
 
     def _rotate_bhsd(
         self, q: torch.Tensor, k: torch.Tensor, qp: Positions, kp: Positions

@@ -227,6 +227,10 @@ TARGETS: tuple[Target, ...] = (
 )  # fmt: skip
 
 
+def _met(value: float, limit: float, at_most: bool) -> bool:
+    return value <= limit if at_most else value >= limit
+
+
 def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Every :data:`TARGETS` entry the record has data for: value, peer value, goal, met."""
     found = {(r["section"], r["case"], r["contender"]): r for r in rows(record)}
@@ -240,7 +244,7 @@ def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({
             "label": t.label, "value": value, "unit": t.unit, "limit": t.limit,
             "goal": f"{'<=' if t.at_most else '>='} {t.limit:g}{' us' if t.unit == 'us' else 'x'}",
-            "met": value <= t.limit if t.at_most else value >= t.limit,
+            "at_most": t.at_most, "met": _met(value, t.limit, t.at_most),
             "peer": t.peer, "peer_value": None if peer is None else peer.get(t.metric),
         })  # fmt: skip
     return out
@@ -251,7 +255,7 @@ def targets_over(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     median over the records that measured it, with its ``low``/``high`` over them and
     ``runs`` (how many); met or missed by the median. Ratios on a shared machine move far
     more between runs than within one, so a goal is judged on the median of runs."""
-    per_run = [{t["label"]: t for t in (r.get("targets") or targets(r))} for r in records]
+    per_run = [{t["label"]: t for t in targets(r)} for r in records]  # judged on today's goals
     out = []
     for label in dict.fromkeys(label for run in per_run for label in run):
         found = [run[label] for run in per_run if label in run]
@@ -259,11 +263,10 @@ def targets_over(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         peers = [t["peer_value"] for t in found if t["peer_value"] is not None]
         first = found[0]
         value = statistics.median(values)
-        at_most = first["goal"].startswith("<=")
         out.append(first | {
             "value": value, "low": min(values), "high": max(values), "runs": len(values),
             "peer_value": statistics.median(peers) if peers else None,
-            "met": value <= first["limit"] if at_most else value >= first["limit"],
+            "met": _met(value, first["limit"], first["at_most"]),
         })  # fmt: skip
     return out
 
