@@ -2,16 +2,24 @@
 # Set up posenc in ./.venv on a fresh machine: CPU torch first (never a CUDA build),
 # then the package with the extras named in $POSENC_EXTRAS (default: cli, which the
 # command line, figures and report need; POSENC_EXTRAS= installs the bare library).
+# Every package is installed at the version constraints.txt pins (the tested
+# environment); POSENC_CONSTRAINTS=FILE uses another file, POSENC_CONSTRAINTS= none.
+# POSENC_VENV=DIR sets up DIR instead of .venv (scripts/test_upstream.sh uses it).
 # Idempotent: re-running with nothing changed returns in about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${POSENC_EXTRAS-cli}"
+constraints="${POSENC_CONSTRAINTS-constraints.txt}"
 py="${PYTHON:-python3}"
-venv=.venv
+venv="${POSENC_VENV:-.venv}"
 find_links=()
 [ -d /opt/wheels ] && find_links=(--find-links /opt/wheels)
+pinned=()
+[ -n "$constraints" ] && pinned=(-c "$constraints")
 
-stamp="$venv/.posenc-setup-$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-12)-${extras//,/_}"
+inputs=(pyproject.toml scripts/setup.sh)
+[ -n "$constraints" ] && inputs+=("$constraints")
+stamp="$venv/.posenc-setup-$(cat "${inputs[@]}" | sha1sum | cut -c1-12)-${extras//,/_}"
 if [ -f "$stamp" ]; then exit 0; fi
 
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
@@ -20,6 +28,6 @@ pip=("$venv/bin/python" -m pip install --disable-pip-version-check -q)
 "${pip[@]}" "${find_links[@]}" "torch==2.13.0"
 spec="."
 [ -n "$extras" ] && spec=".[$extras]"
-"${pip[@]}" "${find_links[@]}" -e "$spec"
+"${pip[@]}" "${find_links[@]}" "${pinned[@]}" -e "$spec"
 rm -f "$venv"/.posenc-setup-*
 touch "$stamp"

@@ -1,17 +1,23 @@
 """posenc inside transformers models (posenc.hf.apply): random-weight models built from configs.
 
-Where transformers has the same scheme, the logits of the posenc-applied model equal the
-model's own within 1e-5 and greedy generate() with a KV cache gives the same tokens. Bias
-encodings (which transformers' Llama-style models do not have) are checked against the same
-model run with transformers' eager attention and the bias added by hand as a 4-D float mask.
+Every verified family (posenc.hf.families.FAMILIES) passes every check of posenc.hf.checks
+(logits within 1e-5 of the model's own, greedy generation with and without the KV cache, left
+padding, remove bit-exact, torch.compile fullgraph); every other causal LM transformers ships is
+refused at apply. Where transformers has the same scheme, the logits of the posenc-applied
+model equal the model's own within 1e-5. Bias encodings (which transformers' Llama-style models
+do not have) are checked against the same model run with transformers' eager attention and the
+bias added by hand as a 4-D float mask.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
+import warnings
 
 import pytest
 import torch
+import transformers
 from torch import nn
 from transformers import (
     Gemma3ForCausalLM,
@@ -32,6 +38,10 @@ from transformers import (
 
 import posenc
 from posenc import schedules
+from posenc.hf import checks
+from posenc.hf.families import FAMILIES
+
+pytestmark = pytest.mark.peers
 
 LOGITS = dict(rtol=1e-5, atol=1e-5)  # "equal to transformers' own within 1e-5"
 VOCAB = 97
@@ -42,7 +52,7 @@ GQA = dict(num_key_value_heads=2)  # 4 query heads share 2 key/value heads
 SHORT = [1.0 + 0.05 * i for i in range(8)]  # LongRoPE factors for 16 rotated dims
 LONG = [1.5 + 0.5 * i for i in range(8)]
 
-FAMILIES = {
+MODELS = {
     "llama": (LlamaForCausalLM, LlamaConfig, {**SMALL, **GQA}),
     "mistral": (MistralForCausalLM, MistralConfig, {**SMALL, **GQA, "sliding_window": 12}),
     "qwen2": (Qwen2ForCausalLM, Qwen2Config, {**SMALL, **GQA}),  # q/k/v biases
@@ -64,7 +74,7 @@ ROPES = {
 
 
 def build(family: str, rope: dict | None = None, *, max_positions: int = 16, **extra) -> nn.Module:
-    model_cls, config_cls, dims = FAMILIES[family]
+    model_cls, config_cls, dims = MODELS[family]
     kwargs = {**dims, **extra, "max_position_embeddings": max_positions}
     if rope is not None:
         kwargs["rope_parameters"] = copy.deepcopy(rope)
@@ -81,9 +91,7 @@ def logits(model, ids, **kwargs) -> torch.Tensor:
         return model(ids, **kwargs).logits
 
 
-CASES = [(family, "default") for family in FAMILIES] + [
-    ("llama", name) for name in ROPES if name != "default"
-]
+CASES = [(family, "default") for family in MODELS] + [("llama", name) for name in ROPES if name != "default"]
 CASES += [("qwen2", "yarn"), ("mistral", "dynamic")]
 
 
@@ -234,13 +242,16 @@ def test_nope_leaves_queries_and_keys_unrotated():
     torch.testing.assert_close(logits(model, ids), logits(reference, ids), **LOGITS)
 
 
-def gemma(**rope_extra) -> nn.Module:
+GEMMA_LOCAL = {"rope_type": "default", "rope_theta": 10000.0}
+GEMMA_GLOBAL = {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}
+
+
+def gemma(local: dict = GEMMA_LOCAL, global_: dict = GEMMA_GLOBAL) -> nn.Module:
     config = Gemma3TextConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
         head_dim=16, vocab_size=VOCAB, sliding_window=8, max_position_embeddings=64,
         layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
-        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-                         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}},
+        rope_parameters={"sliding_attention": copy.deepcopy(local), "full_attention": copy.deepcopy(global_)},
     )  # fmt: skip
     torch.manual_seed(0)
     return Gemma3ForCausalLM(config).eval()
@@ -261,6 +272,52 @@ def test_gemma3_local_global_bases_with_scaling_on_global_layers_match_transform
     torch.testing.assert_close(logits(model, ids), want, **LOGITS)
 
 
+SCALED = {"rope_type": "linear", "factor": 4.0}  # (transformers 5.0 cannot build per-layer-type yarn dicts)
+
+
+@pytest.mark.parametrize(
+    "layer_type,local,global_",
+    [
+        (None, GEMMA_LOCAL, {**SCALED, "rope_theta": 1e6}),  # as transformers: the full_attention layers only
+        ("full_attention", GEMMA_LOCAL, {**SCALED, "rope_theta": 1e6}),
+        ("sliding_attention", {**SCALED, "rope_theta": 1e4}, {"rope_type": "default", "rope_theta": 1e6}),
+        ("all", {**SCALED, "rope_theta": 1e4}, {**SCALED, "rope_theta": 1e6}),
+    ],
+)
+def test_gemma3_set_scaling_scales_the_layer_type_transformers_would(layer_type, local, global_):
+    """set_scaling on a Gemma 3 equals the same model built with that scaling in its config: by default
+    on the global (full_attention) layers only, as Gemma3TextConfig puts a flat rope_scaling."""
+    model = gemma(GEMMA_LOCAL, {"rope_type": "default", "rope_theta": 1e6})
+    handle = posenc.hf.apply(model)
+    changed = handle.set_scaling(SCALED, layer_type=layer_type)
+    assert changed == (2 if layer_type == "all" else 1)  # one RoPE per layer type
+    ids = tokens(2, 30)
+    torch.testing.assert_close(logits(model, ids), logits(gemma(local, global_), ids), **LOGITS)
+
+
+def test_gemma3_scaling_given_at_apply_goes_where_set_scaling_puts_it():
+    model = gemma(GEMMA_LOCAL, {"rope_type": "default", "rope_theta": 1e6})
+    posenc.hf.apply(model, scaling=SCALED)
+    ids = tokens(2, 30)
+    torch.testing.assert_close(
+        logits(model, ids), logits(gemma(GEMMA_LOCAL, {**SCALED, "rope_theta": 1e6}), ids), **LOGITS
+    )
+
+
+def test_set_scaling_names_the_layer_types_a_model_has():
+    handle = posenc.hf.apply(gemma())
+    with pytest.raises(
+        posenc.PosencError, match="layer_type must be 'all', 'sliding_attention', 'full_attention'"
+    ):
+        handle.set_scaling(SCALED, layer_type="global")
+    with pytest.raises(posenc.PosencError, match="layer_type must be 'all' for this Llama"):
+        posenc.hf.apply(build("llama", ROPES["default"])).set_scaling(SCALED, layer_type="full_attention")
+    shared = posenc.hf.apply(gemma(), posenc.build("rope", head_dim=16))  # one instance for both types
+    with pytest.raises(posenc.PosencError, match="share one encoding"):
+        shared.set_scaling(SCALED)
+    assert shared.set_scaling(SCALED, layer_type="all") == 1
+
+
 def test_irope_schedule_gives_nope_layers_inside_a_llama():
     model = build("llama", ROPES["default"], num_hidden_layers=4)
     handle = posenc.hf.apply(model, schedules.irope(4, nope_every=2))
@@ -272,21 +329,18 @@ def test_irope_schedule_gives_nope_layers_inside_a_llama():
     torch.testing.assert_close(logits(model, ids), logits(reference, ids), rtol=0, atol=0)
     plain = build("llama", ROPES["default"], num_hidden_layers=4)
     assert not torch.allclose(logits(model, ids), logits(plain, ids), **LOGITS)
-    # its NoPE layers are rotation-free: equal to the model with transformers' rotation disabled there
+    # its NoPE layers are rotation-free: equal to transformers' own model whose layers 1 and 3 are
+    # handed cos = 1, sin = 0 (a pre-hook written here, independent of posenc's)
     nope_layers = build("llama", ROPES["default"], num_hidden_layers=4)
     for index in (1, 3):
-        attn = nope_layers.model.layers[index].self_attn
-        attn.forward = _identity_rotation_forward(attn)
+        nope_layers.model.layers[index].self_attn.register_forward_pre_hook(_no_rotation, with_kwargs=True)
     torch.testing.assert_close(logits(model, ids), logits(nope_layers, ids), **LOGITS)
 
 
-def _identity_rotation_forward(attn: nn.Module):
-    """transformers' own forward for one layer, with apply_rotary_pos_emb doing nothing."""
-    import types
-
-    func = type(attn).forward
-    scope = {**func.__globals__, "apply_rotary_pos_emb": lambda q, k, cos, sin, *a, **kw: (q, k)}
-    return types.MethodType(types.FunctionType(func.__code__, scope, func.__name__, func.__defaults__), attn)
+def _no_rotation(module, args, kwargs):
+    cos, sin = kwargs["position_embeddings"]
+    kwargs["position_embeddings"] = (torch.ones_like(cos), torch.zeros_like(sin))
+    return args, kwargs
 
 
 def test_applying_again_replaces_and_remove_restores_everything():
@@ -323,6 +377,10 @@ def test_learned_bias_parameters_are_model_parameters_and_train():
         (lambda m: posenc.hf.apply(m, posenc.build("alibi", num_heads=3)), "num_heads=3"),
         (lambda m: posenc.hf.apply(m, "rope", bse=2.0), "bse"),
         (lambda m: posenc.hf.apply(m, posenc.build("nope"), base=2.0), "config keywords"),
+        (lambda m: posenc.hf.apply(m, "xpos"), "xPos scales them differently"),
+        (lambda m: posenc.hf.apply(m, "rope", layout="interleaved"), "layout='interleaved'"),
+        (lambda m: posenc.hf.apply(m, "rope", partial_rotary_factor=0.5), "rotary_dim=8"),
+        (lambda m: posenc.hf.apply(m, scaling={"rope_type": "yran"}), "yran"),
     ],
 )
 def test_bad_requests_are_refused_naming_what_is_wrong(call, match):
@@ -332,10 +390,75 @@ def test_bad_requests_are_refused_naming_what_is_wrong(call, match):
     assert type(model.model.rotary_emb).__name__ == "LlamaRotaryEmbedding"  # nothing was changed
 
 
-def test_models_without_a_supported_attention_layer_are_refused():
+def test_models_of_families_posenc_has_not_verified_are_refused():
     model = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=VOCAB))
-    with pytest.raises(ValueError, match="Llama, Mistral, Qwen2"):
+    with pytest.raises(
+        ValueError, match="has not verified GPT2LMHeadModel \\(model_type 'gpt2'\\).*Llama, Mistral"
+    ):
         posenc.hf.apply(model)
+
+
+def test_every_other_causal_lm_of_transformers_is_refused_by_name():
+    """Every causal LM transformers lists outside the verified families (most of them with RoPE)
+    is refused at apply, naming it, before anything changes (built on the meta device: no memory)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    built = 0
+    with warnings.catch_warnings(), _quiet_transformers():
+        warnings.simplefilter("ignore")
+        for model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+            try:  # some configs need arguments or extra packages; they cannot be built here
+                config = transformers.AutoConfig.for_model(model_type)
+                with torch.device("meta"):
+                    model = transformers.AutoModelForCausalLM.from_config(config)
+            except Exception:
+                continue
+            if model.config.model_type in FAMILIES:  # e.g. "llama4" builds the verified llama4_text model
+                continue
+            before = [type(module) for module in model.modules()]
+            name = model.config.model_type
+            with pytest.raises(posenc.PosencError, match=f"has not verified .*model_type {name!r}"):
+                posenc.hf.apply(model)
+            assert [type(module) for module in model.modules()] == before
+            built += 1
+    assert built >= 80  # 94 in transformers 5.0, 181 in 5.24
+
+
+class _quiet_transformers:
+    def __enter__(self):
+        logging.disable(logging.WARNING)
+
+    def __exit__(self, *exc):
+        logging.disable(logging.NOTSET)
+
+
+@pytest.mark.parametrize("check", checks.CHECKS)
+@pytest.mark.parametrize("model_type", list(FAMILIES))
+def test_every_verified_family_passes_every_check(model_type, check):
+    """One cell of docs/hf-support.md: the family's small model, posenc's RoPE from its config."""
+    (result,) = checks.check_family(model_type, (check,))
+    if not result.applicable:  # transformers' own model fails it too, or predates the family's seam
+        pytest.skip(result.detail)
+    assert result.passed, f"{model_type} {check}: error {result.error} {result.detail}"
+
+
+def test_a_model_whose_own_tables_differ_from_its_config_is_refused():
+    """As a transformers release that changed a family's tables would be: posenc compares the model's
+    own rotary embedding with its reading of the config at every apply, and refuses a difference."""
+    model = build("llama", ROPES["default"])
+    with torch.no_grad():
+        model.model.rotary_emb.inv_freq.mul_(1.01)  # the module no longer computes what the config says
+    with pytest.raises(posenc.PosencError, match="does not give posenc's tables.*max difference"):
+        posenc.hf.apply(model)
+    assert type(model.model.rotary_emb).__name__ == "LlamaRotaryEmbedding"
+
+
+def test_a_transformers_release_outside_the_tested_range_is_named_at_apply(monkeypatch):
+    monkeypatch.setattr(posenc.hf.model, "TESTED_TRANSFORMERS", ("1.0.0", "1.0.1"))
+    with pytest.warns(
+        UserWarning, match=f"checked on transformers 1.0.0 to 1.0.1; {transformers.__version__}"
+    ):
+        posenc.hf.apply(build("llama", ROPES["default"]))
 
 
 def test_grouped_query_keys_are_repeated_not_mixed():
@@ -355,13 +478,20 @@ def test_grouped_query_keys_are_repeated_not_mixed():
     torch.testing.assert_close(logits(gqa, ids), logits(mha, ids), **LOGITS)
 
 
-def test_a_model_preset_schedule_drops_into_a_loaded_model():
-    """Llama 4's iRoPE numbers (interleaved pairs, llama3 scaling with low = high = 1) in a small Llama."""
+def test_a_model_preset_schedule_brings_its_own_rope_and_is_refused_where_the_layout_differs():
+    """presets.schedule('llama-4-scout') is Llama 4's whole set-up (interleaved pairs, base 5e5, llama3
+    scaling): a Llama rotates half pairs, so it is refused; the pattern alone is schedules.irope."""
     model = build("llama", ROPES["default"], num_hidden_layers=4)
-    handle = posenc.hf.apply(model, posenc.presets.schedule("llama-4-scout", num_layers=4))
+    with pytest.raises(posenc.PosencError, match="layout='interleaved' but the Llama model rotates 'half'"):
+        posenc.hf.apply(model, posenc.presets.schedule("llama-4-scout", num_layers=4))
+    handle = posenc.hf.apply(model, schedules.irope(4))
     assert [enc.kind for enc in handle.encodings] == ["rotary", "rotary", "rotary", "none"]
     rope = handle.encodings[0]
-    assert (rope.config.base, rope.config.layout, rope.config.head_dim) == (500000.0, "interleaved", 16)
+    assert (rope.config.base, rope.config.layout, rope.config.head_dim) == (
+        10000.0,
+        "half",
+        16,
+    )  # the model's
     prompt = tokens(2, 5)
     settings = dict(max_new_tokens=10, do_sample=False, pad_token_id=0)
     with torch.no_grad():

@@ -467,3 +467,18 @@ def test_posenc_config_survives_hf_and_back(head_dim, partial, base, factor, ori
     resolved = rope_scaling.resolve(scaling, max_position_embeddings=4 * original)
     assert back == {**kwargs, "scaling": resolved}
     assert hf.to_hf(back, like=written) == written
+
+
+def test_every_rope_type_of_transformers_has_parity_or_is_named_unsupported():
+    """transformers' rope types (5.24 added 'proportional') each either map to a posenc scaling with
+    parity (the tests above) or are listed, with what they are, and refused by name."""
+    from posenc.rope_scaling import ROPE_SCALINGS
+
+    for rope_type in ROPE_INIT_FUNCTIONS:
+        assert rope_type in ROPE_SCALINGS or rope_type in posenc.hf.UNSUPPORTED_ROPE_TYPES, rope_type
+    for rope_type in posenc.hf.UNSUPPORTED_ROPE_TYPES:
+        config = {**LLAMA, "rope_parameters": {"rope_type": rope_type, "rope_theta": 1e4}}
+        with pytest.raises(
+            posenc.PosencError, match=f"rope_type '{rope_type}' .* is not implemented by posenc"
+        ):
+            posenc.hf.from_hf(config)

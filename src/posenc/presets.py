@@ -8,7 +8,7 @@ for and the Hugging Face ``config.json`` the numbers were read from::
 
     enc = posenc.presets.build("llama-3.1")          # RoPE, head_dim 128, llama3 scaling
     enc = posenc.presets.build("gpt2", max_len=2048)  # overrides win
-    layers = posenc.presets.schedule("llama-4-scout")  # per layer: NoPE every 4th (iRoPE)
+    layers = posenc.presets.schedule("llama-4-scout")  # Llama 4's RoPE, NoPE every 4th layer
 
 Models whose layers differ (Llama 4, Gemma 3) record the pattern as a
 :mod:`posenc.schedules` builder; ``config`` is then the main layers' encoding (RoPE layers,
@@ -515,7 +515,12 @@ def schedule(name: str, num_layers: int | None = None) -> Schedule:
     """Preset ``name``'s encoding per layer, for its own layer count or ``num_layers`` (the
     pattern repeats: ``schedule("llama-4-scout", 8)`` has NoPE in layers 3 and 7).
 
-    Without a per-layer pattern every layer gets the preset's encoding and config. Use it
+    Without a per-layer pattern every layer gets the preset's encoding and config. Every
+    layer carries the preset's whole set-up, not only its pattern: ``"llama-4-scout"`` is NoPE
+    in every 4th layer *and* Llama 4's RoPE elsewhere (base 500000, llama3 scaling,
+    interleaved pairs). With :func:`posenc.hf.apply` it therefore replaces a model's own RoPE
+    base and scaling, and a model whose pairs are laid out otherwise refuses it; for the
+    pattern alone, keeping the model's RoPE, use the builder (``schedules.irope(n)``). Use it
     in a :class:`~posenc.model.TransformerConfig` or with :func:`posenc.hf.apply`.
     """
     preset = get(name)

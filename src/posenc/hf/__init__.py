@@ -13,15 +13,19 @@
 transformers is an optional peer: nothing here imports it until a model is given.
 """
 
-from posenc.hf.config import DEFAULT_THETA, ORIGINAL, from_hf, rope_from_hf, to_hf
-from posenc.hf.model import ATTENTION, Applied, PositionIds, apply, remove
+from posenc.hf.config import DEFAULT_THETA, ORIGINAL, UNSUPPORTED_ROPE_TYPES, from_hf, rope_from_hf, to_hf
+from posenc.hf.families import FAMILIES, TESTED_TRANSFORMERS
+from posenc.hf.model import ATTENTION, Applied, RotaryTables, apply, remove
 
 __all__ = [
     "ATTENTION",
     "DEFAULT_THETA",
     "ORIGINAL",
     "Applied",
-    "PositionIds",
+    "FAMILIES",
+    "RotaryTables",
+    "TESTED_TRANSFORMERS",
+    "UNSUPPORTED_ROPE_TYPES",
     "apply",
     "from_hf",
     "remove",

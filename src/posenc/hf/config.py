@@ -37,6 +37,12 @@ from posenc.registry import build
 ORIGINAL = rope_scaling.ORIGINAL
 DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
 _NOT_PARAMS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
+# rope types of transformers' ROPE_INIT_FUNCTIONS that posenc does not implement, with what they
+# are (tests/test_hf_parity.py checks that every other one has posenc's parity).
+UNSUPPORTED_ROPE_TYPES = {
+    "proportional": "Gemma 4's proportional RoPE (a partial share of the head rotated, full-width "
+    "tables with zero frequencies for the rest, per-layer configs)",
+}
 
 
 MAX_CONFIG_BYTES = 16 << 20  # a model's config.json is a few KB; never read an endless file whole
@@ -134,6 +140,11 @@ def from_hf(config: Any, *, layer_type: str | None = None) -> dict[str, Any]:
             f"rope dict has type={rope['type']!r} and rope_type={rope['rope_type']!r}; they must agree"
         )
     rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type in UNSUPPORTED_ROPE_TYPES:
+        raise PosencError(
+            f"rope_type {rope_type!r} ({UNSUPPORTED_ROPE_TYPES[rope_type]}) is not implemented by posenc; "
+            f"it implements {list(rope_scaling.ROPE_SCALINGS)}"
+        )
     hf_original = _hf_original(rope_type)
 
     head_dim = cfg.get("head_dim")

@@ -1,7 +1,7 @@
 """Give a loaded Hugging Face model posenc's positional encodings: :func:`apply`.
 
 Axis legend: b batch, h query heads, g key/value heads (``h = g * groups``), i queries,
-j keys (cache included), d head_dim.
+j keys (cache included), n positions, r rotated features per head, e table sources.
 
 ::
 
@@ -9,39 +9,47 @@ j keys (cache included), d head_dim.
     handle = posenc.hf.apply(model)                  # posenc's RoPE from the model's own config
     handle.set_scaling({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096})
     posenc.hf.apply(model, "alibi")                  # a bias encoding in every layer
-    posenc.hf.apply(model, schedules.irope(model.config.num_hidden_layers))   # Llama 4's NoPE layers
-    handle.remove()                                  # back to transformers' own code
+    posenc.hf.apply(model, schedules.irope(model.config.num_hidden_layers))   # NoPE every 4th layer
+    handle.remove()                                  # back to transformers' own modules
 
-In transformers (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 3, ...) the model's rotary embedding
-(``model.model.rotary_emb``) computes ``(cos, sin)`` once per forward pass; every attention
-layer unpacks them and calls its module's ``apply_rotary_pos_emb(q, k, cos, sin)`` before the
-KV cache. In transformers 5 changing ``config.rope_parameters`` after loading changes nothing:
-the frequencies were computed when the model was built. :func:`apply` therefore
+How, through transformers' public seams only (no function of transformers is read or copied,
+so a new decorator or wrapper around an attention ``forward`` cannot break it):
 
-1. replaces the rotary embedding by :class:`PositionIds`, which hands the position ids through
-   that slot, and gives each attention layer its own copy of its ``forward`` in which
-   ``apply_rotary_pos_emb`` is posenc's: the layer's encoding (a submodule,
-   ``posenc_encoding``) rotates q and k with the fused kernel, float64 tables and any posenc
-   scaling (RoPE, xPos, per-layer configs), or leaves them alone (NoPE, bias encodings). Other
-   instances of the same class, and transformers' modules, are not touched;
-2. for bias encodings (ALiBi, T5, KERPLE, FIRE, Sandwich) registers the attention function
-   ``"posenc"`` in transformers' ``AttentionInterface`` (with a mask function that always gives
-   the boolean mask) and switches the model to it: the bias is added by posenc's row-chunked
-   SDPA (:mod:`posenc.kernels.bias_attention`), grouped-query keys and values repeated to the
-   query heads; layers without a bias run transformers' own SDPA function.
+1. **The rotary embedding module.** A model computes its rotation tables once per forward in
+   ``rotary_emb(x, position_ids[, layer_type])`` and hands them to every attention layer as
+   ``position_embeddings``. :func:`apply` puts :class:`RotaryTables` in that slot: posenc's
+   encodings compute the tables from integer positions in float64, in the family's format
+   (:mod:`posenc.hf.families`), and the family's own attention code rotates with them. In
+   transformers 5 changing ``config.rope_parameters`` after loading changes nothing (the
+   frequencies were computed when the model was built); posenc's change at once.
+2. **Per-layer encodings** (a NoPE layer, another base, a bias layer): when the layers of one
+   layer type do not all take the same tables, the module returns the tables of every source
+   stacked (``(e, b, n, r)``) and a forward pre-hook on each attention module picks its own
+   (NoPE and bias layers take the identity rotation, ``cos = 1, sin = 0``).
+3. **Bias encodings** (ALiBi, T5, KERPLE, FIRE, Sandwich) run as the attention function
+   ``"posenc"`` registered in transformers' ``AttentionInterface`` (with a mask function that
+   always gives the boolean mask): posenc's row-chunked SDPA adds the bias, grouped-query keys
+   and values repeated to the query heads; layers without a bias run transformers' SDPA.
 
-Positions: queries take the model's ``position_ids``; the keys of a layer are the cached ones,
-whose positions continue up to the last query's (``k_pos = q_pos[-1] - (j - 1) + arange(j)``),
-which is what left padding and the KV cache give. Length-dependent scalings (dynamic NTK,
-LongRoPE) follow transformers: keys are cached rotated with the frequencies of their step.
+What posenc has not verified it refuses at :func:`apply`, naming it: families outside
+:data:`posenc.hf.families.FAMILIES`, a model whose own rotary tables differ from posenc's for
+its config, an encoding whose layout or rotated size differs from the model's, xPos (its
+queries and keys scale differently, which one table per position cannot express).
+
+Positions: the tables follow the model's ``position_ids``, so left padding, the KV cache
+(keys are cached rotated, as transformers does) and packed sequences are the model's own. The
+bias attention takes the queries' ``position_ids``; the keys of a layer are the cached ones,
+whose positions continue up to the last query's (``k_pos = q_pos[-1] - (j - 1) + arange(j)``).
+Length-dependent scalings (dynamic NTK, LongRoPE) use the largest position of each call;
+transformers' own dynamic NTK keeps the frequencies of the longest call so far.
 """
 
 from __future__ import annotations
 
-import functools
+import copy
 import inspect
 import math
-import types
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -53,45 +61,98 @@ from posenc import rope_scaling
 from posenc.base import PositionalEncoding, RotaryEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.hf.config import from_hf
+from posenc.hf.families import TESTED_TRANSFORMERS, Family, family_of
 from posenc.kernels.bias_attention import bias_attention, repeat_kv
-from posenc.registry import get_encoding_class
+from posenc.registry import build, get_encoding_class
 from posenc.schedules import LayerEncoding, Schedule, uniform
 
 ATTENTION = "posenc"  # the name posenc registers in transformers' AttentionInterface
 KINDS = ("rotary", "bias", "none")  # what can act inside a transformers attention layer
-ROTATE = "apply_rotary_pos_emb"  # the module-level function each supported attention forward calls
+ROTARY = "rotary_emb"  # the attribute every family keeps its rotary embedding in
+IDENTITY = -1  # the table source of layers that do not rotate (NoPE, bias encodings)
+PROBE = 16  # positions at which the model's own tables are compared with posenc's
+PROBE_TOLERANCE = 1e-4  # float32 tables of transformers vs posenc's float64 ones cast to float32
 
 
-class PositionIds(nn.Module):
-    """Stands where the model's rotary embedding was: ``(x, position_ids) -> (position_ids,) * 2``.
+# ---------------------------------------------------------------------------
+# The tables.
+# ---------------------------------------------------------------------------
 
-    The attention layers unpack the pair as ``cos, sin`` and hand it to posenc's rotation,
-    which reads the positions. Extra arguments (Gemma 3's layer type) are ignored.
+
+def format_tables(fmt: str, cos: torch.Tensor, sin: torch.Tensor) -> Any:
+    """posenc's ``cos, sin (b, n, r/2)`` in a family's format (:mod:`posenc.hf.families`)."""
+    if fmt == "cat":
+        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+    if fmt == "repeat":
+        return cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
+    if fmt == "sin_cos":
+        return sin, cos
+    return torch.complex(cos.float(), sin.float())  # "complex"
+
+
+class RotaryTables(nn.Module):
+    """Stands where the model's rotary embedding was: ``(x, position_ids[, layer_type]) -> tables``.
+
+    ``sources`` are the distinct rotary encodings of the model's layers (submodules, so they
+    move and train with the model); ``routes[layer_type]`` lists the sources the layers of
+    that type take (:data:`IDENTITY` for no rotation). One source: its tables; several:
+    stacked along a new first axis, for the layers' hooks to pick from.
     """
 
-    def forward(self, x: torch.Tensor, position_ids: torch.Tensor | None = None, *args: Any, **kwargs: Any):
+    def __init__(
+        self,
+        fmt: str,
+        sources: Sequence[RotaryEncoding],
+        routes: dict[str | None, tuple[int, ...]],
+        pairs: dict[str | None, int],
+    ) -> None:
+        super().__init__()
+        self.fmt = fmt
+        self.sources = nn.ModuleList(sources)
+        self.routes = routes
+        self.pairs = pairs  # r/2 per layer type: the identity tables' width
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None):
         if not isinstance(position_ids, torch.Tensor) or position_ids.is_floating_point():
-            raise PosencError("posenc's rotary embedding needs integer position_ids from the model")
-        return position_ids, position_ids
+            raise PosencError("posenc's rotary tables need integer position_ids from the model")
+        if layer_type not in self.routes:
+            raise PosencError(f"layer_type {layer_type!r} is not one of this model's {list(self.routes)}")
+        dtype = torch.float32 if self.fmt == "complex" else x.dtype
+        tables = [self._tables(index, position_ids, dtype, layer_type) for index in self.routes[layer_type]]
+        if len(tables) == 1:
+            return tables[0]
+        if isinstance(tables[0], torch.Tensor):
+            return torch.stack(torch.broadcast_tensors(*tables))  # (e, b, n, r/2) complex
+        return tuple(torch.stack(torch.broadcast_tensors(*parts)) for parts in zip(*tables))  # (e, b, n, r)
+
+    def _tables(self, index: int, position_ids: torch.Tensor, dtype: torch.dtype, layer_type: str | None):
+        if index == IDENTITY:
+            shape = (*position_ids.shape, self.pairs[layer_type])
+            cos = torch.ones(shape, dtype=dtype, device=position_ids.device)
+            sin = torch.zeros(shape, dtype=dtype, device=position_ids.device)
+        else:
+            source = cast(Any, self.sources[index])
+            cos, sin = source.cos_sin(position_ids, dtype)
+        return format_tables(self.fmt, cos, sin)
 
 
-def _rotate(attn: nn.Module, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, *_: Any, **__: Any):
-    """posenc's ``apply_rotary_pos_emb`` for one attention layer: ``q (b, h, i, d)``, ``k (b, g, i, d)``."""
-    enc = attn.posenc_encoding
-    if not isinstance(enc, RotaryEncoding):  # NoPE, bias encodings: no rotation
-        return q, k
-    return enc.rotate(q, k, q_positions=positions, k_positions=positions, layout="bhsd")
+def _pick(index: int, family: str):
+    """A forward pre-hook giving an attention layer entry ``index`` of the stacked tables."""
 
+    def hook(module: nn.Module, args: tuple, kwargs: dict[str, Any]):
+        tables = kwargs.get("position_embeddings")
+        if tables is None:
+            raise PosencError(
+                f"{family}'s attention layer got no position_embeddings keyword; posenc cannot give its "
+                "layers different encodings"
+            )
+        if isinstance(tables, torch.Tensor):
+            kwargs["position_embeddings"] = tables[index]
+        else:
+            kwargs["position_embeddings"] = tuple(part[index] for part in tables)
+        return args, kwargs
 
-def _patched_forward(attn: nn.Module) -> types.MethodType:
-    """``attn``'s class ``forward`` with ``apply_rotary_pos_emb`` bound to posenc's, for ``attn`` only."""
-    func = type(attn).forward
-    scope = dict(func.__globals__)
-    scope[ROTATE] = functools.partial(_rotate, attn)
-    copy = types.FunctionType(func.__code__, scope, func.__name__, func.__defaults__, func.__closure__)
-    copy.__kwdefaults__ = func.__kwdefaults__
-    copy.__qualname__, copy.__doc__ = func.__qualname__, func.__doc__
-    return types.MethodType(copy, attn)
+    return hook
 
 
 # ---------------------------------------------------------------------------
@@ -185,24 +246,67 @@ class Applied:
     """What :func:`apply` changed, to change the scaling later or to undo it."""
 
     model: nn.Module
+    family: Family
     encodings: list[PositionalEncoding]  # one per layer (shared instances repeat)
+    layer_types: list[str | None]  # per layer (None: the family has no layer types)
     attention_layers: list[nn.Module]
-    rotary: list[tuple[nn.Module, str, nn.Module]] = field(default_factory=list)  # (parent, name, original)
+    rotary: tuple[nn.Module, nn.Module]  # (parent, the model's own rotary embedding)
+    hooks: list[Any] = field(default_factory=list)  # removable handles of the layers' pre-hooks
     attn_implementation: str | None = None  # the model's before "posenc" (None: not switched)
 
-    def set_scaling(self, scaling: dict | None) -> int:
-        """Swap the context-extension scaling of every RoPE layer (any posenc ``rope_type``);
-        returns how many encodings changed. Takes effect at the next forward pass."""
-        return rope_scaling.apply_to_model(self.model, scaling)
+    def set_scaling(self, scaling: dict | None, *, layer_type: str | None = None) -> int:
+        """Swap the context-extension scaling (any posenc ``rope_type``, or None) of RoPE layers.
+
+        Args:
+            scaling: an HF-style rope dict with ``rope_type``, or None for plain RoPE.
+            layer_type: for families with layer types (Gemma 3), which layers: the default is
+                the family's own choice (Gemma 3: ``"full_attention"``, the layers its config
+                scales; the sliding-window layers never are), ``"all"`` for every layer.
+
+        Returns how many encodings changed; they take effect at the next forward pass.
+        """
+        if self.family.rescaling:
+            raise PosencError(self.family.rescaling)
+        rope_scaling.split(scaling)  # a bad rope_type fails before anything changes
+        chosen = self._layers_of(layer_type)
+        targets: list[PositionalEncoding] = []
+        for index in chosen:
+            enc = self.encodings[index]
+            if isinstance(enc, RotaryEncoding) and enc.supports_scaling and enc not in targets:
+                targets.append(enc)
+        for enc in targets:
+            shared = [i for i, other in enumerate(self.encodings) if other is enc and i not in chosen]
+            if shared:
+                raise PosencError(
+                    f"layers {shared} share one encoding with the {layer_type or self.family.scaled_layer_type} "
+                    "layers; apply one encoding per layer type, or set_scaling(..., layer_type='all')"
+                )
+        for enc in targets:
+            cast(RotaryEncoding, enc).set_scaling(scaling)
+        return len(targets)
+
+    def _layers_of(self, layer_type: str | None) -> list[int]:
+        types = [t for t in dict.fromkeys(self.layer_types) if t is not None]
+        if layer_type is None:
+            layer_type = self.family.scaled_layer_type or "all"
+        if layer_type == "all":
+            return list(range(len(self.encodings)))
+        if layer_type not in types:
+            raise PosencError(
+                f"layer_type must be 'all'{''.join(', ' + repr(t) for t in types)} for this "
+                f"{self.family.label} model, got {layer_type!r}"
+            )
+        return [i for i, t in enumerate(self.layer_types) if t == layer_type]
 
     def remove(self) -> None:
-        """Restore the model's rotary embedding, attention forwards and attention function."""
+        """Restore the model's rotary embedding, attention layers and attention function."""
+        for handle in self.hooks:
+            handle.remove()
         for attn in self.attention_layers:
-            attn.__dict__.pop("forward", None)
             if "posenc_encoding" in attn._modules:
                 del attn._modules["posenc_encoding"]
-        for parent, name, original in self.rotary:
-            setattr(parent, name, original)
+        parent, original = self.rotary
+        setattr(parent, ROTARY, original)
         if self.attn_implementation is not None:
             cast(Any, self.model).set_attn_implementation(self.attn_implementation)
         self.model.__dict__.pop("_posenc_applied", None)
@@ -215,15 +319,115 @@ def _text_config(model: nn.Module):
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
-def _calls_rotate(module: nn.Module) -> bool:
-    code = getattr(getattr(type(module), "forward", None), "__code__", None)
-    return code is not None and ROTATE in code.co_names
+def _check_version() -> None:
+    """Warn when the installed transformers is outside the releases posenc.hf was checked on."""
+    import transformers
+    from packaging.version import Version  # a dependency of transformers
+
+    low, high = TESTED_TRANSFORMERS
+    installed = Version(transformers.__version__)
+    if not Version(low) <= installed <= Version(high):
+        warnings.warn(
+            f"posenc.hf was checked on transformers {low} to {high}; {transformers.__version__} is "
+            "installed. Each apply still compares the model's own rotary tables with posenc's and "
+            "refuses a difference, but the checks of docs/hf-support.md were not run on it",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
-def _attention_layers(model: nn.Module) -> list[nn.Module]:
-    """Every attention module whose forward calls ``apply_rotary_pos_emb``, by layer index."""
-    layers = [module for module in model.modules() if hasattr(module, "layer_idx") and _calls_rotate(module)]
+def _config_dict(hf_config: Any) -> dict[str, Any]:
+    """The config as a dict, with the aliases (GPT-J's n_embd as hidden_size) spelled out."""
+    cfg = hf_config.to_dict()
+    for name in ("hidden_size", "num_attention_heads", "max_position_embeddings"):
+        if name not in cfg and getattr(hf_config, name, None) is not None:
+            cfg[name] = getattr(hf_config, name)
+    return cfg
+
+
+def own_rope(family: Family, cfg: dict[str, Any], layer_type: str | None) -> dict[str, Any]:
+    """posenc RoPE keyword arguments of a model of ``family`` with config ``cfg`` (one layer type)."""
+    rope = from_hf(cfg, layer_type=layer_type)
+    if family.rope_config is not None:
+        rope.update(family.rope_config(cfg))
+    rope["layout"] = family.layout_of(cfg)
+    return rope
+
+
+def _rotary_slot(model: nn.Module, label: str) -> tuple[nn.Module, nn.Module]:
+    """``(parent, module)`` of the model's one rotary embedding."""
+    slots = [
+        (parent, child)
+        for parent in model.modules()
+        for name, child in parent.named_children()
+        if name == ROTARY and not isinstance(child, RotaryTables)
+    ]
+    if len(slots) != 1:
+        raise PosencError(
+            f"posenc.hf expects one rotary embedding module named {ROTARY!r} in a {label} model, "
+            f"found {len(slots)}; this transformers release lays the family out differently"
+        )
+    return slots[0]
+
+
+def _attention_layers(model: nn.Module, num_layers: int, label: str) -> list[nn.Module]:
+    """The attention module of every layer, by layer index."""
+    layers = [
+        module
+        for module in model.modules()
+        if isinstance(getattr(module, "layer_idx", None), int) and type(module).__name__.endswith("Attention")
+    ]
+    if len(layers) != num_layers:
+        raise PosencError(
+            f"posenc.hf expects one attention module per layer in a {label} model ({num_layers}), found "
+            f"{len(layers)}; this transformers release lays the family out differently"
+        )
     return sorted(layers, key=lambda module: int(cast(Any, module).layer_idx))
+
+
+def _probe(
+    family: Family, stock: Any, own: dict[str | None, RotaryEncoding], cfg: dict, hf_config: Any
+) -> None:
+    """Refuse unless the model's own rotary embedding gives posenc's tables for its config."""
+    device = next((b.device for b in stock.buffers()), torch.device("cpu"))
+    # Below every original context, where length-dependent scalings use their original
+    # frequencies (compared with a fresh module: the model's keeps its longest call's ones).
+    limits = [cfg.get("max_position_embeddings")]
+    limits += [(enc.config.scaling or {}).get(rope_scaling.ORIGINAL) for enc in own.values()]
+    n = max(1, min([PROBE] + [int(limit) - 1 for limit in limits if limit]))
+    positions = torch.arange(n, device=device)[None]
+    x = torch.zeros(1, n, int(cfg.get("hidden_size") or 1), device=device)
+    for layer_type, enc in own.items():
+        module = stock
+        if cast(Any, enc).cache_unrotated_keys:  # length-dependent: transformers' module keeps the
+            module = type(stock)(hf_config).to(device)  # longest call's frequencies; a fresh one has none
+        with torch.no_grad():
+            want = module(x, positions) if layer_type is None else module(x, positions, layer_type)
+            got = format_tables(family.tables, *cast(Any, enc.to(device)).cos_sin(positions, torch.float32))
+        want_parts = [want] if isinstance(want, torch.Tensor) else list(want)
+        got_parts = [got] if isinstance(got, torch.Tensor) else list(got)
+        error = math.inf
+        if len(want_parts) == len(got_parts) and all(
+            w.shape == g.shape for w, g in zip(want_parts, got_parts)
+        ):
+            error = max(
+                float((torch.view_as_real(w) if w.is_complex() else w).double().sub(
+                    torch.view_as_real(g) if g.is_complex() else g).abs().max())
+                for w, g in zip(want_parts, got_parts)
+            )  # fmt: skip
+        if not error <= PROBE_TOLERANCE:
+            shapes = [tuple(w.shape) for w in want_parts], [tuple(g.shape) for g in got_parts]
+            where = f" ({layer_type} layers)" if layer_type else ""
+            raise PosencError(
+                f"the {family.label} model's own rotary embedding{where} does not give posenc's tables "
+                f"for its config (shapes {shapes[0]} vs {shapes[1]}, max difference {error:.3g}); posenc "
+                f"refuses to stand in for it. posenc read the config as {own_rope_text(enc)}"
+            )
+
+
+def own_rope_text(enc: RotaryEncoding) -> str:
+    config = enc.config.to_dict()
+    return ", ".join(f"{key}={value!r}" for key, value in config.items())
 
 
 def _kind_message(name: str, kind: str) -> str:
@@ -235,7 +439,7 @@ def _kind_message(name: str, kind: str) -> str:
 
 
 def _layer_schedule(
-    encoding: Any, num_layers: int, config: dict[str, Any]
+    encoding: Any, num_layers: int, config: dict[str, Any], rotates: list[int] | None = None
 ) -> Schedule | list[PositionalEncoding]:
     if encoding is None:
         encoding = "rope"
@@ -243,7 +447,11 @@ def _layer_schedule(
         kind = get_encoding_class(encoding).kind
         if kind not in KINDS:
             raise PosencError(_kind_message(encoding, kind))
-        return uniform(num_layers, encoding, **config)
+        schedule = uniform(num_layers, encoding, **config)
+        if encoding == "rope" and rotates is not None:  # the model's own NoPE layers stay NoPE
+            nope = LayerEncoding("nope", {}, "nope")
+            return Schedule(tuple(x if r else nope for x, r in zip(schedule.layers, rotates)), "rope")
+        return schedule
     if config:
         raise PosencError(
             "config keywords go with an encoding name, e.g. apply(model, 'rope', scaling={...})"
@@ -264,89 +472,182 @@ def _layer_schedule(
     )
 
 
+def _check_layer(
+    index: int, enc: PositionalEncoding, own: RotaryEncoding, family: Family, cfg: dict, num_heads: int
+) -> None:
+    """Refuse an encoding layer ``index`` cannot run as the model would."""
+    name = type(enc).__name__
+    if enc.kind not in KINDS:
+        raise PosencError(_kind_message(name, enc.kind))
+    if enc.kind == "rotary":
+        if not callable(getattr(enc, "cos_sin", None)):
+            raise PosencError(
+                f"{name} has no cos_sin(positions, dtype) tables: a transformers model applies one (cos, sin) "
+                "per position to queries and keys alike (xPos scales them differently), so posenc cannot "
+                "run it there"
+            )
+        model_dim, dim = own.config.head_dim, enc.config.head_dim
+        if dim != model_dim:
+            raise PosencError(f"encoding has head_dim={dim} but the model rotates head_dim={model_dim}")
+        r, model_r = cast(Any, enc).rotary_dim, cast(Any, own).rotary_dim
+        if r != model_r:
+            raise PosencError(
+                f"encoding rotates rotary_dim={r} features per head but the {family.label} model rotates "
+                f"{model_r} (its partial rotary is the model's)"
+            )
+        layout = getattr(enc.config, "layout", "half")
+        if layout != own.config.layout:
+            raise PosencError(
+                f"encoding has layout={layout!r} but the {family.label} model rotates {own.config.layout!r} "
+                "pairs; its q/k weights were trained for them (posenc.rotary.permute_qk_weight converts "
+                "weights between layouts)"
+            )
+        key = family.rotary_layers_key
+        if key is not None and not cfg.get(key, [1] * (index + 1))[index]:
+            raise PosencError(
+                f"layer {index} of this {family.label} model never rotates ({key}[{index}] = 0); posenc "
+                "cannot give it a rotary encoding"
+            )
+    if enc.kind == "bias":
+        if not family.bias:
+            raise PosencError(
+                f"{family.label}'s attention does not run through transformers' AttentionInterface, where "
+                "posenc adds bias encodings; only rotary encodings and NoPE run in it"
+            )
+        if enc.config.num_heads != num_heads:
+            raise PosencError(
+                f"encoding has num_heads={enc.config.num_heads} but the model has {num_heads} heads"
+            )
+        if cfg.get("attn_logit_softcapping") is not None:
+            raise PosencError(
+                f"this {family.label} model soft-caps attention logits (attn_logit_softcapping="
+                f"{cfg['attn_logit_softcapping']}), which posenc's bias attention does not implement"
+            )
+
+
+def _one_per_layer_type(
+    encodings: list[PositionalEncoding], layer_types: list[str | None]
+) -> list[PositionalEncoding]:
+    """Copies where one built instance would serve two layer types, so that a scaling set on one
+    layer type (:meth:`Applied.set_scaling`) never reaches the other."""
+    owner: dict[int, str | None] = {}
+    copies: dict[tuple[int, str | None], PositionalEncoding] = {}
+    out = []
+    for enc, layer_type in zip(encodings, layer_types):
+        first = owner.setdefault(id(enc), layer_type)
+        if first != layer_type:
+            enc = copies.setdefault((id(enc), layer_type), copy.deepcopy(enc))
+        out.append(enc)
+    return out
+
+
 def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
     """Give a loaded transformers model posenc's positional encoding, in place.
 
     Args:
-        model: a transformers causal LM (or base model) of a family whose attention layers
-            call ``apply_rotary_pos_emb`` (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 3, ...),
-            built from a config or loaded; weights are not touched.
+        model: a transformers causal LM (or base model) of a verified family
+            (:data:`posenc.hf.families.FAMILIES`: Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2,
+            Gemma 3, OLMo 2, Granite, Cohere, GLM, Phi, StableLM, GPT-NeoX, Falcon, GPT-J,
+            DeepSeek-V3, Llama 4), built from a config or loaded; weights are not touched.
         encoding: ``None`` / ``"rope"``: posenc's RoPE read from the model's config
             (:func:`posenc.hf.from_hf`, per layer type for Gemma 3) with ``config`` overriding
-            fields (``scaling={...}``, ``base=...``); another registry name of kind rotary,
-            bias or none, in every layer; an encoding instance (every layer) or a list of
-            one per layer; or a :class:`~posenc.schedules.Schedule` (its RoPE layers default
-            to the model's own RoPE config, their entries win).
+            fields (``base=...``; ``scaling={...}`` goes where :meth:`Applied.set_scaling`
+            puts it); another registry name of kind rotary, bias or none, in every layer; an
+            encoding instance (every layer) or a list of one per layer; or a
+            :class:`~posenc.schedules.Schedule` (its RoPE layers default to the model's own RoPE
+            config, their entries win).
 
     Returns:
         An :class:`Applied`: ``.encodings`` per layer, ``.set_scaling(...)``, ``.remove()``.
         Applying again first removes the previous application.
 
     Raises:
-        PosencError for a model without supported attention layers, additive / relative /
-        contextual encodings (they do not act inside a transformers attention layer), and
-        dims that do not match the model.
+        PosencError naming what is wrong: a family posenc has not verified, a model whose rotary
+        tables differ from posenc's for its config, additive / relative / contextual encodings
+        (they do not act inside a transformers attention layer), an encoding whose dims or
+        layout differ from the model's.
     """
     previous = model.__dict__.get("_posenc_applied")
     if previous is not None:
         previous.remove()
+    import transformers  # the optional peer: a model of it is at hand
+
     hf_config = _text_config(model)
-    layers = _attention_layers(model)
-    if not layers:
-        raise PosencError(
-            f"{type(model).__name__} has no attention layer that calls {ROTATE}(q, k, cos, sin); "
-            "posenc.hf supports the Llama, Mistral, Qwen2, Qwen3, Phi-3 and Gemma 3 families of transformers"
-        )
-    num_heads = int(hf_config.num_attention_heads)
-    head_dim = int(getattr(hf_config, "head_dim", None) or hf_config.hidden_size // num_heads)
-    nested = isinstance(getattr(hf_config, "rope_parameters", None), dict) and any(
-        isinstance(v, dict) for v in hf_config.rope_parameters.values()
+    _, family = family_of(cast(Any, model).config, type(model).__name__, transformers.__version__)
+    _check_version()
+    cfg = _config_dict(hf_config)
+    num_layers = int(hf_config.num_hidden_layers)
+    parent, stock = _rotary_slot(model, family.label)
+    layers = _attention_layers(model, num_layers, family.label)
+    layer_types: list[str | None] = (
+        [hf_config.layer_types[i] for i in range(num_layers)] if family.layer_types else [None] * num_layers
     )
+    own_config = {t: own_rope(family, cfg, t) for t in dict.fromkeys(layer_types)}
+    own = {t: cast(RotaryEncoding, build("rope", **rope)) for t, rope in own_config.items()}
+    _probe(family, stock, own, cfg, hf_config)
+
+    scaling: Any = None
+    rescale = encoding in (None, "rope") and "scaling" in config
+    if rescale:
+        scaling = config.pop("scaling")
+    num_heads = int(hf_config.num_attention_heads)
 
     def rope_defaults(index: int, layer: LayerEncoding) -> dict[str, Any]:
         if layer.encoding != "rope":
             return {}
-        layer_type = hf_config.layer_types[layers[index].layer_idx] if nested else None
-        rope = from_hf(hf_config, layer_type=layer_type)
+        rope = dict(own_config[layer_types[index]])
         del rope["head_dim"]  # the model's, filled in by build_for_model
         return rope
 
-    plan = _layer_schedule(encoding, len(layers), config)
+    key = family.rotary_layers_key
+    plan = _layer_schedule(encoding, num_layers, config, cfg.get(key) if key else None)
     if isinstance(plan, Schedule):
         encodings = plan.build(
-            d_model=int(hf_config.hidden_size), num_heads=num_heads, head_dim=head_dim, causal=True,
-            defaults=rope_defaults,
+            d_model=int(hf_config.hidden_size), num_heads=num_heads, head_dim=own[layer_types[0]].config.head_dim,
+            causal=True, defaults=rope_defaults,
         )  # fmt: skip
     else:
         encodings = plan
+    given = isinstance(encoding, PositionalEncoding) or (
+        isinstance(encoding, Sequence) and not isinstance(encoding, str)
+    )  # the caller's own instances are used as given
+    if family.layer_types and not given:
+        encodings = _one_per_layer_type(encodings, layer_types)
     device = next(model.parameters()).device
-    for enc in encodings:
-        if enc.kind not in KINDS:
-            raise PosencError(_kind_message(type(enc).__name__, enc.kind))
-        if enc.kind == "rotary" and enc.config.head_dim != head_dim:
-            raise PosencError(
-                f"encoding has head_dim={enc.config.head_dim} but the model has head_dim={head_dim}"
-            )
-        if enc.kind == "bias" and enc.config.num_heads != num_heads:
-            raise PosencError(
-                f"encoding has num_heads={enc.config.num_heads} but the model has {num_heads} heads"
-            )
+    for index, enc in enumerate(encodings):
+        _check_layer(index, enc, own[layer_types[index]], family, cfg, num_heads)
         enc.to(device)
 
-    applied = Applied(model, list(encodings), layers)
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if name == "rotary_emb" and not isinstance(child, PositionIds):
-                applied.rotary.append((parent, name, child))
-                setattr(parent, name, PositionIds())
-    for attn, enc in zip(layers, encodings):
-        attn.posenc_encoding = enc  # a submodule: learned biases train with the model
-        attn.forward = _patched_forward(attn)
+    sources: list[RotaryEncoding] = []
+    for enc in encodings:
+        if enc.kind == "rotary" and not any(enc is s for s in sources):
+            sources.append(cast(RotaryEncoding, enc))
+    route = [
+        next(i for i, s in enumerate(sources) if s is enc) if enc.kind == "rotary" else IDENTITY
+        for enc in encodings
+    ]
+    routes = {t: tuple(dict.fromkeys(r for r, lt in zip(route, layer_types) if lt == t)) for t in own}
+    pairs = {t: cast(Any, enc).rotary_dim // 2 for t, enc in own.items()}
+    applied = Applied(model, family, list(encodings), layer_types, layers, (parent, stock))
+    setattr(parent, ROTARY, RotaryTables(family.tables, sources, routes, pairs).to(device))
+    for index, attn in enumerate(layers):
+        choices = routes[layer_types[index]]
+        if len(choices) > 1:
+            pick = _pick(choices.index(route[index]), family.label)
+            applied.hooks.append(attn.register_forward_pre_hook(pick, with_kwargs=True))
+        if encodings[index].kind == "bias":
+            attn.posenc_encoding = encodings[index]  # a submodule: learned biases train with the model
     if any(enc.kind == "bias" for enc in encodings):
         _register()
         applied.attn_implementation = hf_config._attn_implementation or "sdpa"
         cast(Any, model).set_attn_implementation(ATTENTION)
     model.__dict__["_posenc_applied"] = applied
+    if rescale:
+        try:
+            applied.set_scaling(scaling)
+        except PosencError:
+            applied.remove()
+            raise
     return applied
 
 
@@ -357,4 +658,13 @@ def remove(model: nn.Module) -> None:
         applied.remove()
 
 
-__all__ = ["ATTENTION", "Applied", "PositionIds", "apply", "attention", "remove"]
+__all__ = [
+    "ATTENTION",
+    "Applied",
+    "RotaryTables",
+    "apply",
+    "attention",
+    "format_tables",
+    "own_rope",
+    "remove",
+]
