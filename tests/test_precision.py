@@ -21,7 +21,7 @@ import torch
 
 import posenc
 from posenc.absolute import Sinusoidal
-from posenc.base import Positions
+from posenc.positions import Positions
 
 _SPEC = importlib.util.spec_from_file_location(
     "precision_table", Path(__file__).resolve().parents[1] / "scripts" / "precision_table.py"

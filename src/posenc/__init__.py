@@ -8,7 +8,7 @@ Quick start::
 """
 
 from posenc import hf, presets, schedules
-from posenc.base import KINDS, PositionalEncoding
+from posenc.encoding import KINDS, PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import ENCODINGS, build, build_for_model, get_encoding_class, list_encodings
 

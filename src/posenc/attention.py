@@ -6,7 +6,7 @@ Axis legend:
     d  head_dim (``D`` = d_model = h * d)
 
 Attention never asks *which* encoding it holds, only where the encoding acts
-(its ``kind``, see :mod:`posenc.base`):
+(its ``kind``, see :mod:`posenc.encoding`):
 
 | kind                  | what attention does                                                   |
 |-----------------------|-----------------------------------------------------------------------|
@@ -52,25 +52,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.base import (
+from posenc.checks import check_choice, check_float, check_int, check_tensor, compute_dtype
+from posenc.encoding import (
     BiasEncoding,
     ContextualEncoding,
     PositionalEncoding,
-    Positions,
     RelativeEncoding,
     RotaryEncoding,
-    as_positions,
-    check_choice,
-    check_float,
-    check_int,
-    check_tensor,
-    compute_dtype,
-    joint_bound,
-    resolve_positions,
 )
 from posenc.errors import PosencError, PosencTypeError
 from posenc.kernels.bias_attention import bias_attention, repeat_kv
-from posenc.positions import from_attention_mask
+from posenc.positions import Positions, as_positions, from_attention_mask, joint_bound, resolve_positions
 
 PATHS = ("auto", "sdpa", "plain")
 # Kinds the fused SDPA kernel can express (bias through a float attn_mask).
@@ -263,7 +255,7 @@ class KVCache:
         key_mask: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor, Positions, torch.Tensor | None]:
         """Add a chunk ``(b, h, n, d)`` and return everything cached so far (positions as
-        :class:`~posenc.base.Positions`)."""
+        :class:`~posenc.positions.Positions`)."""
         n = keys.shape[2]
         pos = as_positions(positions, n, batch=keys.shape[0], device=keys.device)
         if self._keys is not None and (keys.dtype != self._keys.dtype or keys.device != self._keys.device):
@@ -347,7 +339,7 @@ def step_positions(
     cache: KVCache | None,
     device=None,
 ) -> Positions:
-    """Positions of the current chunk, checked once: a :class:`~posenc.base.Positions`.
+    """Positions of the current chunk, checked once: a :class:`~posenc.positions.Positions`.
 
     Explicit ``positions`` win (checked, or trusted when already a ``Positions``). Otherwise:
     ``arange`` (or counted over real tokens when a ``padding_mask`` is given, see
@@ -488,7 +480,7 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: key/value heads ``g`` (grouped-query attention; 1 = multi-query);
             must divide ``num_heads``; None = ``num_heads`` (multi-head attention). The k/v
             projections are ``g * head_dim`` wide and a KV cache stores ``g`` heads.
-        encoding: any :class:`~posenc.base.PositionalEncoding` (or None for no encoding).
+        encoding: any :class:`~posenc.encoding.PositionalEncoding` (or None for no encoding).
         causal: mask future keys (decoder) or not (encoder).
         bias: add biases to the q/k/v/out projections.
         dropout: dropout on the attention probabilities (training only).

@@ -50,10 +50,7 @@ import torch
 from torch import nn
 
 from posenc.attention import KVCache, MultiHeadAttention, check_kv_heads, check_padding_mask, step_positions
-from posenc.base import (
-    AdditiveEncoding,
-    PositionalEncoding,
-    Positions,
+from posenc.checks import (
     check_bool,
     check_choice,
     check_float,
@@ -61,9 +58,11 @@ from posenc.base import (
     check_tensor,
     did_you_mean,
     is_integer_dtype,
-    plain_value,
 )
+from posenc.config import plain_value
+from posenc.encoding import AdditiveEncoding, PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
+from posenc.positions import Positions
 from posenc.registry import build_for_model, get_encoding_class
 from posenc.schedules import Schedule
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from posenc import absolute, bias, contextual, hierarchical, relative, rotary
-from posenc.base import PositionalEncoding, did_you_mean
+from posenc.checks import did_you_mean
+from posenc.encoding import PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {

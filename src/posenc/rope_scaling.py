@@ -51,9 +51,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from posenc.base import RotaryEncoding, check_bool, check_float, check_int, did_you_mean, inverse_frequencies
+from posenc.checks import check_bool, check_float, check_int, did_you_mean
+from posenc.encoding import RotaryEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.reference import rope_scaling as ref
+from posenc.tables import inverse_frequencies
 
 Params = dict[str, Any]
 ScalingFn = Callable[..., tuple[torch.Tensor, float]]

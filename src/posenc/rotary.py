@@ -16,7 +16,7 @@ plain rotation :func:`apply_rotary` that the fused kernel must equal.
 :func:`permute_qk_weight` converts projection weights from one to the other.
 
 Numerics: angles ``position * inv_freq`` come from integer positions in float64
-(:class:`posenc.base.SinCosCache`), are cached, and are cast last. The rotation
+(:class:`posenc.tables.SinCosCache`), are cached, and are cast last. The rotation
 itself runs in at least float32 and the result is cast back to the input dtype,
 so a bfloat16 model still tells position 8191 from 8190.
 
@@ -35,28 +35,22 @@ import torch
 import torch.nn.functional as F
 
 from posenc import rope_scaling
-from posenc.base import (
+from posenc.checks import (
     SEQ_AXIS,
-    EncodingConfig,
-    Positions,
-    RotaryEncoding,
-    SinCosCache,
-    as_positions,
     check_choice,
     check_float,
     check_int,
     check_tensor,
     check_tensor_layout,
-    grown_table,
-    inverse_frequencies,
-    joint_bound,
-    length_field,
-    model_field,
     to_layout,
 )
+from posenc.config import EncodingConfig, length_field, model_field
+from posenc.encoding import RotaryEncoding
 from posenc.errors import PosencError
 from posenc.kernels.rope import apply_rotary_fused, rotate_rows, rotate_trusted, table_dtype
+from posenc.positions import Positions, as_positions, joint_bound
 from posenc.rotation import LAYOUTS, apply_rotary
+from posenc.tables import SinCosCache, grown_table, inverse_frequencies
 
 # ---------------------------------------------------------------------------
 # The fast apply path; it must equal the plain one (posenc.rotation.apply_rotary).
@@ -364,7 +358,7 @@ class RoPE(RotaryEncoding):
         nothing is copied. q and k may have different lengths (KV cache, cross-attention) and
         head counts (grouped-query attention). Returns tensors of the same shapes, dtypes and
         layout. Tensor positions are checked (their length against the layout's sequence
-        axis); a :class:`~posenc.base.Positions` (what attention passes) is trusted.
+        axis); a :class:`~posenc.positions.Positions` (what attention passes) is trusted.
         """
         return _in_layout(self._rotate_bhsd, q, k, q_positions, k_positions, self.config.head_dim, layout)
 
