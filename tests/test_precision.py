@@ -86,6 +86,9 @@ class _TableAsBuffer(Sinusoidal):
         return self.table[positions.tensor].to(dtype)
 
 
-def test_cast_check_can_fail(monkeypatch):
-    monkeypatch.setitem(posenc.ENCODINGS, "table_as_buffer", _TableAsBuffer)
-    assert not pt.cast_keeps_tables("table_as_buffer", {}, "bfloat16")
+def test_cast_check_can_fail():
+    posenc.register("table_as_buffer", _TableAsBuffer)
+    try:
+        assert not pt.cast_keeps_tables("table_as_buffer", {}, "bfloat16")
+    finally:
+        posenc.unregister_encoding("table_as_buffer")
