@@ -32,6 +32,7 @@ from posenc.config import EncodingConfig, length_field, model_field
 from posenc.encoding import AdditiveEncoding, NoEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.positions import Positions, as_positions
+from posenc.reference import absolute as reference
 from posenc.tables import SinCosCache, inverse_frequencies
 
 
@@ -127,6 +128,10 @@ class Sinusoidal(_Absolute):
     def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
         return self._sinusoid(positions, dtype)
 
+    def numpy_reference(self, x, positions):
+        """``x + PE(positions)`` in float64 NumPy (:func:`posenc.reference.absolute.sinusoidal`)."""
+        return x + reference.sinusoidal(positions, self.config.dim, self.config.base)
+
 
 @dataclass(frozen=True)
 class ScaledSinusoidalConfig(EncodingConfig):
@@ -165,6 +170,11 @@ class ScaledSinusoidal(Sinusoidal):
 
     def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
         return self._sinusoid(positions, dtype) * self.scale.to(dtype)
+
+    def numpy_reference(self, x, positions):
+        """``x + g * PE(positions)`` in float64 NumPy."""
+        g = float(self.scale.detach())
+        return x + reference.scaled_sinusoidal(positions, self.config.dim, g, self.config.base)
 
 
 # ---------------------------------------------------------------------------
@@ -304,6 +314,11 @@ class Hybrid(_TableMixin, Sinusoidal):
     def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
         residual = self._rows(positions)  # checks the table range first
         return self._sinusoid(positions, dtype) + residual.to(dtype)
+
+    def numpy_reference(self, x, positions):
+        """``x + sinusoidal(pos) + R[pos]`` in float64 NumPy (:func:`posenc.reference.absolute.hybrid`)."""
+        table = self.table.detach().double().numpy()
+        return x + reference.hybrid(positions, table, self.config.base)
 
 
 # ---------------------------------------------------------------------------

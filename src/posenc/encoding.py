@@ -58,6 +58,10 @@ class PositionalEncoding(nn.Module):
     # The model builds one instance for all layers by default (T5 shares its bias table;
     # parameter-free encodings share their caches). Per-layer learned ones set False.
     share_across_layers: ClassVar[bool] = False
+    # True when attention scores depend on positions only through q_pos - k_pos (shifting every
+    # position changes nothing): bias encodings with a Toeplitz bias, RoPE with a static scaling,
+    # xPos, Shaw, Transformer-XL. The bias fast path reads it; posenc.testing checks it.
+    translation_invariant: bool = False
 
     def __init__(self, config: EncodingConfig) -> None:
         super().__init__()
@@ -66,6 +70,16 @@ class PositionalEncoding(nn.Module):
                 f"{type(self).__name__} expects a {self.Config.__name__}, got {type(config).__name__}"
             )
         self.config = config
+
+    def numpy_reference(self, *arrays: Any) -> Any:
+        """Optional: the kind's hook in float64 NumPy, written to be read next to the paper.
+
+        Same arguments as the hook, as arrays: additive ``(x (b,n,d), positions (b,n)) -> (b,n,d)``;
+        rotary ``(q, k, q_positions, k_positions) -> (q, k)``; bias ``(q_positions, k_positions)
+        -> (b|1,h,i,j)``; relative ``(q, k, q_positions, k_positions) -> (b,h,i,j)``. When a class
+        defines it, :func:`posenc.testing.check_encoding` checks the hook against it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} defines no numpy_reference")
 
     @property
     def learnable(self) -> bool:
@@ -140,9 +154,9 @@ class BiasEncoding(PositionalEncoding):
     """Adds a content-free bias ``bias_fn(q_pos, k_pos, head)`` to scaled scores."""
 
     kind = "bias"
-    #: True when ``bias_fn(q, k, h)`` depends on ``q - k`` (and ``h``) only: a Toeplitz bias, which
-    #: the fast path evaluates once per call on the distances (tests check declared == observed).
-    translation_invariant: ClassVar[bool] = False
+    # ``translation_invariant`` (declared on the base class): ``bias_fn(q, k, h)`` depends on
+    # ``q - k`` (and ``h``) only, a Toeplitz bias that the fast path evaluates once per call on the
+    # distances (tests check declared == observed).
 
     @property
     def num_heads(self) -> int:

@@ -292,7 +292,7 @@ def encodings(*, builtin_only: bool = False) -> dict[str, type[PositionalEncodin
         return out
     out.update(_registered)
     for name, point in _discover().items():
-        if name not in out:
+        if name in BUILTINS or name not in out:  # a built-in's name taken by an entry point raises
             out[name] = _load_entry_point(name, point)
     return out
 

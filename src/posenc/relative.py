@@ -101,6 +101,7 @@ class Shaw(RelativeEncoding):
     Config = ShawConfig
     config: ShawConfig
     paper = "Shaw et al. 2018, Self-Attention with Relative Position Representations, https://arxiv.org/abs/1803.02155"
+    translation_invariant = True  # scores see the clipped distance q_pos - k_pos only
     equation = (
         "e_ij = q_i (k_j + a^K_ij)^T / sqrt(d); z_i = sum_j alpha_ij (v_j + a^V_ij); "
         "a^{K,V}_ij = w^{K,V}[clip(j - i, -k, k)]"
@@ -234,6 +235,7 @@ class TransformerXL(RelativeEncoding):
 
     Config = TransformerXLConfig
     config: TransformerXLConfig
+    translation_invariant = True  # scores see the distance q_pos - k_pos only
     paper = (
         "Dai et al. 2019, Transformer-XL: Attentive Language Models Beyond a Fixed-Length Context, "
         "https://arxiv.org/abs/1901.02860"

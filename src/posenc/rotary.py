@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -49,6 +50,7 @@ from posenc.encoding import RotaryEncoding
 from posenc.errors import PosencError
 from posenc.kernels.rope import apply_rotary_fused, rotate_rows, rotate_trusted, table_dtype
 from posenc.positions import Positions, as_positions, joint_bound
+from posenc.reference import rotary as reference
 from posenc.rotation import LAYOUTS, apply_rotary
 from posenc.tables import SinCosCache, grown_table, inverse_frequencies
 
@@ -228,6 +230,7 @@ class RoPE(RotaryEncoding):
         self.config = dataclasses.replace(self.config, scaling=scaling)  # validates
         self._scaling = _effective_scaling(scaling, self.config.max_position_embeddings, self.rotary_dim)
         self._dynamic = rope_scaling.depends_on_seq_len(scaling)
+        self.translation_invariant = not self._dynamic  # dynamic frequencies follow the largest position
         # Static scalings are computed once here; dynamic ones again per call (seq_len known then).
         self._inv_freq, self.attention_scaling = self._compute(None)
 
@@ -255,6 +258,22 @@ class RoPE(RotaryEncoding):
         if self._dynamic:
             return self._compute(max_position + 1)
         return self._inv_freq, self.attention_scaling
+
+    def numpy_reference(self, q, k, q_positions, k_positions):
+        """q and k rotated in float64 NumPy (:func:`posenc.reference.rotary.rope`) with this
+        scaling's frequencies from its NumPy reference (:func:`posenc.rope_scaling.reference`)."""
+        seq_len = int(max(np.max(q_positions), np.max(k_positions))) + 1
+        inv_freq, scale = rope_scaling.reference(
+            self._scaling, dim=self.rotary_dim, base=self.config.base, seq_len=seq_len
+        )
+
+        def rotate(x, positions):
+            return reference.rope(
+                x, np.asarray(positions)[:, None, :], layout=self.config.layout, rotary_dim=self.rotary_dim,
+                inv_freq=inv_freq, attention_scaling=scale,
+            )  # fmt: skip
+
+        return rotate(q, q_positions), rotate(k, k_positions)
 
     # -- tables --------------------------------------------------------------
 
@@ -520,6 +539,7 @@ class XPos(RotaryEncoding):
     share_across_layers = (
         True  # cache_unrotated_keys stays False: the centre is fixed, rotated keys stay valid
     )
+    translation_invariant = True  # the scales are reciprocal on q and k: scores see m - n only
 
     def __init__(self, config: XPosConfig) -> None:
         super().__init__(config)
