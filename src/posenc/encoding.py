@@ -118,8 +118,9 @@ class RotaryEncoding(PositionalEncoding):
     #: True when :meth:`set_scaling` swaps a context-extension scaling in place (RoPE).
     supports_scaling: ClassVar[bool] = False
 
-    def set_scaling(self, scaling: dict | None) -> None:
-        """Swap the context-extension scaling (a Hugging Face ``rope_scaling`` dict or None)."""
+    def set_scaling(self, scaling: Any) -> None:
+        """Swap the context-extension scaling (a Hugging Face ``rope_scaling`` dict, a
+        :class:`posenc.rope_scaling.Scaling`, or None)."""
         raise NotImplementedError(f"{type(self).__name__} has no context-extension scalings")
 
     @property

@@ -160,8 +160,16 @@ class RoPEConfig(EncodingConfig):
         check_float("partial_rotary_factor", self.partial_rotary_factor, minimum=0.0, maximum=1.0)
         if self.max_position_embeddings is not None:
             check_int("max_position_embeddings", self.max_position_embeddings, minimum=1)
-        r = self.resolved_rotary_dim()
-        _effective_scaling(self.scaling, self.max_position_embeddings, r)
+        # the scaling is parsed (filled as Hugging Face does, checked) once, here, and kept typed
+        scaling = rope_scaling.Scaling.parse(
+            self.scaling, dim=self.resolved_rotary_dim(), max_position_embeddings=self.max_position_embeddings
+        )
+        object.__setattr__(self, "_parsed_scaling", scaling)
+
+    @property
+    def parsed_scaling(self) -> rope_scaling.Scaling:
+        """The scaling as the typed object parsed when this config was made."""
+        return self.__dict__["_parsed_scaling"]
 
     def resolved_rotary_dim(self) -> int:
         """The rotated block size ``r`` from ``rotary_dim`` or ``partial_rotary_factor``."""
@@ -181,17 +189,6 @@ class RoPEConfig(EncodingConfig):
                 f"(int({self.head_dim} * {self.partial_rotary_factor}) = {from_factor}); give only one"
             )
         return r
-
-
-def _effective_scaling(scaling: dict | None, max_position_embeddings: int | None, rotary_dim: int):
-    """The scaling dict handed to :func:`rope_scaling.compute`.
-
-    As Hugging Face does, what a scaling can infer from ``max_position_embeddings``
-    (a missing ``original_max_position_embeddings``, LongRoPE's ``factor``) is filled
-    by :func:`rope_scaling.resolve`; the result is validated.
-    """
-    resolved = rope_scaling.resolve(scaling, max_position_embeddings=max_position_embeddings)
-    return rope_scaling.validate(resolved, dim=rotary_dim)
 
 
 class RoPE(RotaryEncoding):
@@ -224,12 +221,15 @@ class RoPE(RotaryEncoding):
 
     # -- scaling -------------------------------------------------------------
 
-    def set_scaling(self, scaling: dict | None) -> None:
-        """Swap the context-extension scaling (HF ``rope_scaling`` dict or None) in place."""
+    def set_scaling(self, scaling: dict | rope_scaling.Scaling | None) -> None:
+        """Swap the context-extension scaling (HF ``rope_scaling`` dict, a parsed
+        :class:`~posenc.rope_scaling.Scaling`, or None) in place; it is parsed and checked once."""
+        if isinstance(scaling, rope_scaling.Scaling):
+            scaling = scaling.to_dict()
         scaling = None if scaling is None else dict(scaling)
-        self.config = dataclasses.replace(self.config, scaling=scaling)  # validates
-        self._scaling = _effective_scaling(scaling, self.config.max_position_embeddings, self.rotary_dim)
-        self._dynamic = rope_scaling.depends_on_seq_len(scaling)
+        self.config = dataclasses.replace(self.config, scaling=scaling)  # parses and checks it, once
+        self._scaling = self.config.parsed_scaling
+        self._dynamic = self._scaling.length_dependent
         self.translation_invariant = not self._dynamic  # dynamic frequencies follow the largest position
         # Static scalings are computed once here; dynamic ones again per call (seq_len known then).
         self._inv_freq, self.attention_scaling = self._compute(None)
@@ -241,9 +241,7 @@ class RoPE(RotaryEncoding):
         return self._dynamic
 
     def _compute(self, seq_len: int | None) -> tuple[torch.Tensor, float]:
-        inv_freq, attention_scaling = rope_scaling.compute(
-            self._scaling, dim=self.rotary_dim, base=self.config.base, seq_len=seq_len
-        )
+        inv_freq, attention_scaling = self._scaling.frequencies(base=self.config.base, seq_len=seq_len)
         inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64).detach().cpu()  # (r/2,)
         if inv_freq.shape != (self.rotary_dim // 2,):
             raise PosencError(
@@ -263,9 +261,7 @@ class RoPE(RotaryEncoding):
         """q and k rotated in float64 NumPy (:func:`posenc.reference.rotary.rope`) with this
         scaling's frequencies from its NumPy reference (:func:`posenc.rope_scaling.reference`)."""
         seq_len = int(max(np.max(q_positions), np.max(k_positions))) + 1
-        inv_freq, scale = rope_scaling.reference(
-            self._scaling, dim=self.rotary_dim, base=self.config.base, seq_len=seq_len
-        )
+        inv_freq, scale = self._scaling.reference(base=self.config.base, seq_len=seq_len)
 
         def rotate(x, positions):
             return reference.rope(
