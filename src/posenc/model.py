@@ -54,7 +54,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from posenc.attention import KVCache, MultiHeadAttention, check_kv_heads, check_padding_mask, step_positions
+from posenc.attention import MultiHeadAttention, check_kv_heads, check_padding_mask
 from posenc.checks import (
     check_bool,
     check_choice,
@@ -67,6 +67,7 @@ from posenc.checks import (
 from posenc.config import plain_value
 from posenc.encoding import AdditiveEncoding, PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
+from posenc.kv_cache import KVCache, step_positions
 from posenc.positions import Positions
 from posenc.registry import build_for_model, encoding_spec, get_encoding_class, model_values
 from posenc.schedules import Schedule

@@ -42,9 +42,10 @@ import numpy as np
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
-from posenc.attention import KVCache, MultiHeadAttention
+from posenc.attention import MultiHeadAttention
 from posenc.encoding import KINDS, PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
+from posenc.kv_cache import KVCache
 from posenc.positions import from_attention_mask, from_document_ids
 from posenc.registry import check_encoding_class, get_encoding_class, model_values
 
