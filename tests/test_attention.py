@@ -16,7 +16,9 @@ from posenc.attention import (
     MultiHeadAttention,
     choose_path,
 )
-from posenc.base import BiasEncoding, EncodingConfig, check_int
+from posenc.checks import check_int
+from posenc.config import EncodingConfig
+from posenc.encoding import BiasEncoding
 from posenc.positions import document_ids_from_lengths, document_ids_from_positions
 from posenc.positions import from_attention_mask as positions_from_padding_mask
 from posenc.positions import from_document_ids as positions_from_document_ids

@@ -1,4 +1,5 @@
-"""One contract, run over every entry of posenc.ENCODINGS (a new entry is tested at once)."""
+"""One contract, run over every entry of posenc.ENCODINGS (a new entry is tested at once): the
+checks below, and the published contract (posenc.testing) that an outside class runs too."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from tests.hooks import apply, inputs, make
 from tests.tolerances import tol
 
 import posenc
+import posenc.testing
 
 NAMES = list(posenc.ENCODINGS)
 B, N = 3, 7
@@ -97,3 +99,15 @@ def test_gradcheck_float64(name):
 
     args = [t[k].requires_grad_(True) for k in keys] + [params[k] for k in pkeys]
     assert torch.autograd.gradcheck(fn, args, eps=1e-6, atol=1e-5, fast_mode=True)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_passes_the_published_contract(name):
+    """Every property of posenc.testing passes (or does not apply) for every registry entry."""
+    report = posenc.testing.check_encoding(name)
+    assert [r.name for r in report.results] == list(posenc.testing.PROPERTIES)
+    assert report.passed, str(report)
+    cls = posenc.ENCODINGS[name]
+    skipped = {r.name for r in report.results if r.passed is None}
+    assert ("kv_cache" in skipped) == (not cls.supports_kv_cache)
+    assert ("relative_invariance" in skipped) == (not make(name).translation_invariant)

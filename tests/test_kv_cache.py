@@ -8,7 +8,7 @@ from tests.tolerances import tol
 
 import posenc
 from posenc.attention import KVCache, MultiHeadAttention
-from posenc.base import NoEncoding
+from posenc.encoding import NoEncoding
 from posenc.model import Transformer, TransformerConfig
 
 NAMES = list(posenc.ENCODINGS)

@@ -1,8 +1,9 @@
 """The package's layering, as docs/architecture.md draws it, read from the source with ``ast``.
 
-Three rules: no ``posenc`` import inside a function or class (imports are visible at the
+Four rules: no ``posenc`` import inside a function or class (imports are visible at the
 top of every module), every import points to the same row of the layer table or a lower
-one, and the module graph has no cycle.
+one, the module graph has no cycle, and the fast paths (``posenc.kernels``) import only the
+leaves (the table's rows 0 and 1), never the encoding base classes or a family.
 """
 
 from __future__ import annotations
@@ -97,6 +98,26 @@ def test_imports_point_down_the_layer_table(name):
     assert not up, f"{name} (row {row(name)}) imports {[(t, row(t)) for t in up]} from a higher row"
 
 
+LEAF_ROWS = (0, 1)  # errors; checks, config, positions, tables, rotation, reference, kernels._build
+
+
+def kernel_imports_above_the_leaves(name: str) -> list[str]:
+    """What a ``posenc.kernels`` module imports beyond the leaves and the kernels themselves."""
+    return [
+        t
+        for t in GRAPH[name]
+        if not (t == "posenc.kernels" or t.startswith("posenc.kernels.")) and row(t) not in LEAF_ROWS
+    ]
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in MODULES if n == "posenc.kernels" or n.startswith("posenc.kernels."))
+)
+def test_kernels_import_only_leaves(name):
+    above = kernel_imports_above_the_leaves(name)
+    assert not above, f"{name} imports {[(t, row(t)) for t in above]}; kernels import only the leaves"
+
+
 def test_the_module_graph_has_no_cycle():
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
 
@@ -116,9 +137,16 @@ def test_the_module_graph_has_no_cycle():
 
 def test_the_rules_catch_what_they_forbid(tmp_path):
     """The checks can fail: a late import, an upward import and a cycle are each found."""
-    source = "import posenc.base\n\ndef f():\n    from posenc.cli import main\n"
+    source = "import posenc.checks\n\ndef f():\n    from posenc.cli import main\n"
     path = tmp_path / "m.py"
     path.write_text(source)
     found = imports(path)
-    assert ("posenc.base", 1, False) in found and ("posenc.cli", 4, True) in found
-    assert row("posenc.cli") > row("posenc.base")
+    assert ("posenc.checks", 1, False) in found and ("posenc.cli", 4, True) in found
+    assert row("posenc.cli") > row("posenc.checks")
+    # a kernel importing the base classes or a family is caught
+    GRAPH["posenc.kernels.rope"] = [*GRAPH["posenc.kernels.rope"], "posenc.encoding", "posenc.rotary"]
+    try:
+        assert kernel_imports_above_the_leaves("posenc.kernels.rope") == ["posenc.encoding", "posenc.rotary"]
+    finally:
+        GRAPH["posenc.kernels.rope"] = GRAPH["posenc.kernels.rope"][:-2]
+    assert row("posenc.positions") in LEAF_ROWS and row("posenc.encoding") not in LEAF_ROWS

@@ -9,8 +9,15 @@ from hypothesis import strategies as st
 from tests.tolerances import tol
 
 import posenc
-from posenc.base import Positions, SinCosCache, as_positions, inverse_frequencies
-from posenc.positions import from_attention_mask, from_document_lengths, randomized, with_offset
+from posenc.positions import (
+    Positions,
+    as_positions,
+    from_attention_mask,
+    from_document_lengths,
+    randomized,
+    with_offset,
+)
+from posenc.tables import SinCosCache, inverse_frequencies
 
 # ---------------------------------------------------------------------------
 # from_attention_mask

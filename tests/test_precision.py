@@ -21,7 +21,7 @@ import torch
 
 import posenc
 from posenc.absolute import Sinusoidal
-from posenc.base import Positions
+from posenc.positions import Positions
 
 _SPEC = importlib.util.spec_from_file_location(
     "precision_table", Path(__file__).resolve().parents[1] / "scripts" / "precision_table.py"
@@ -86,6 +86,9 @@ class _TableAsBuffer(Sinusoidal):
         return self.table[positions.tensor].to(dtype)
 
 
-def test_cast_check_can_fail(monkeypatch):
-    monkeypatch.setitem(posenc.ENCODINGS, "table_as_buffer", _TableAsBuffer)
-    assert not pt.cast_keeps_tables("table_as_buffer", {}, "bfloat16")
+def test_cast_check_can_fail():
+    posenc.register("table_as_buffer", _TableAsBuffer)
+    try:
+        assert not pt.cast_keeps_tables("table_as_buffer", {}, "bfloat16")
+    finally:
+        posenc.unregister_encoding("table_as_buffer")

@@ -510,3 +510,39 @@ def test_every_scaling_has_a_numpy_reference_and_an_example_and_they_agree(name)
         )
         torch.testing.assert_close(got, torch.from_numpy(want), rtol=1e-13, atol=0)
         assert got_scale == pytest.approx(want_scale, rel=1e-13)
+
+
+def test_a_scaling_is_parsed_once_and_never_checked_on_the_forward_path(monkeypatch):
+    """set_scaling resolves and validates its scaling once; a dynamic scaling's forward (new
+    frequencies at every length) checks nothing again. The typed Scaling round-trips."""
+    calls = {"resolve": 0, "validate": 0}
+    for name in calls:
+        original = getattr(rope_scaling, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(rope_scaling, name, counted)
+    enc = posenc.build("rope", head_dim=8, max_position_embeddings=16)
+    calls.update(resolve=0, validate=0)
+    enc.set_scaling({"rope_type": "dynamic", "factor": 2.0})
+    assert calls == {"resolve": 1, "validate": 1}
+    assert isinstance(enc.config.parsed_scaling, rope_scaling.Scaling)
+    assert enc.config.parsed_scaling.params == {"factor": 2.0, "original_max_position_embeddings": 16}
+    q = torch.randn(1, 2, 40, 8)
+    for n in (8, 24, 40):  # within and past the original context: the frequencies change
+        enc.rotate(q[:, :, :n], q[:, :, :n])
+    assert calls == {"resolve": 1, "validate": 1}
+    parsed = rope_scaling.Scaling.parse(
+        {"rope_type": "yarn", "factor": 4.0}, dim=8, max_position_embeddings=32
+    )
+    assert rope_scaling.Scaling.parse(parsed, dim=8) is parsed  # already checked for this dim
+    assert parsed.to_dict() == {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}
+    enc.set_scaling(parsed)
+    assert enc.config.scaling == parsed.to_dict() and enc.config.parsed_scaling == parsed
+    with pytest.raises(posenc.PosencError, match="must have dim/2 = 8 entries"):
+        rope_scaling.Scaling.parse(
+            {"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [1.0] * 4}, dim=16,
+            max_position_embeddings=32,
+        )  # fmt: skip

@@ -2,7 +2,7 @@
 
 Axis legend: b batch, n sequence, d d_model.
 
-Every member is an :class:`~posenc.base.AdditiveEncoding`:
+Every member is an :class:`~posenc.encoding.AdditiveEncoding`:
 ``embed(x (b, n, d), *, positions (b|1, n)) -> (b, n, d)``. Each class docstring
 gives the paper and the equation; the float64 NumPy reference for each lives in
 :mod:`posenc.reference.absolute` and the tests compare the two on full tensors.
@@ -27,22 +27,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.base import (
-    AdditiveEncoding,
-    EncodingConfig,
-    NoEncoding,
-    Positions,
-    SinCosCache,
-    as_positions,
-    check_float,
-    check_int,
-    check_tensor,
-    compute_dtype,
-    inverse_frequencies,
-    length_field,
-    model_field,
-)
+from posenc.checks import check_float, check_int, check_tensor, compute_dtype
+from posenc.config import EncodingConfig, length_field, model_field
+from posenc.encoding import AdditiveEncoding, NoEncoding
 from posenc.errors import PosencError, PosencTypeError
+from posenc.positions import Positions, as_positions
+from posenc.reference import absolute as reference
+from posenc.tables import SinCosCache, inverse_frequencies
 
 
 class _HasDim(Protocol):
@@ -116,7 +107,7 @@ class Sinusoidal(_Absolute):
     .. math:: PE_{(pos, 2i)} = \sin(pos / base^{2i/d}),\quad PE_{(pos, 2i+1)} = \cos(pos / base^{2i/d})
 
     Angles come from integer positions in float64 (cached in a
-    :class:`~posenc.base.SinCosCache`), so position 10^6 is as exact in float32
+    :class:`~posenc.tables.SinCosCache`), so position 10^6 is as exact in float32
     as position 1. Shapes: ``x (b, n, d)``, ``positions (b|1, n)``.
     """
 
@@ -136,6 +127,10 @@ class Sinusoidal(_Absolute):
 
     def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
         return self._sinusoid(positions, dtype)
+
+    def numpy_reference(self, x, positions):
+        """``x + PE(positions)`` in float64 NumPy (:func:`posenc.reference.absolute.sinusoidal`)."""
+        return x + reference.sinusoidal(positions, self.config.dim, self.config.base)
 
 
 @dataclass(frozen=True)
@@ -175,6 +170,11 @@ class ScaledSinusoidal(Sinusoidal):
 
     def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
         return self._sinusoid(positions, dtype) * self.scale.to(dtype)
+
+    def numpy_reference(self, x, positions):
+        """``x + g * PE(positions)`` in float64 NumPy."""
+        g = float(self.scale.detach())
+        return x + reference.scaled_sinusoidal(positions, self.config.dim, g, self.config.base)
 
 
 # ---------------------------------------------------------------------------
@@ -314,6 +314,11 @@ class Hybrid(_TableMixin, Sinusoidal):
     def _pe(self, positions: Positions, dtype: torch.dtype) -> torch.Tensor:
         residual = self._rows(positions)  # checks the table range first
         return self._sinusoid(positions, dtype) + residual.to(dtype)
+
+    def numpy_reference(self, x, positions):
+        """``x + sinusoidal(pos) + R[pos]`` in float64 NumPy (:func:`posenc.reference.absolute.hybrid`)."""
+        table = self.table.detach().double().numpy()
+        return x + reference.hybrid(positions, table, self.config.base)
 
 
 # ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ Axis legend:
     d  head_dim (``D`` = d_model = h * d)
 
 Attention never asks *which* encoding it holds, only where the encoding acts
-(its ``kind``, see :mod:`posenc.base`):
+(its ``kind``, see :mod:`posenc.encoding`):
 
 | kind                  | what attention does                                                   |
 |-----------------------|-----------------------------------------------------------------------|
@@ -46,31 +46,24 @@ rotated with the current positions at every step.
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.base import (
+from posenc.checks import check_choice, check_float, check_int, check_tensor, compute_dtype
+from posenc.encoding import (
     BiasEncoding,
     ContextualEncoding,
     PositionalEncoding,
-    Positions,
     RelativeEncoding,
     RotaryEncoding,
-    as_positions,
-    check_choice,
-    check_float,
-    check_int,
-    check_tensor,
-    compute_dtype,
-    joint_bound,
-    resolve_positions,
 )
 from posenc.errors import PosencError, PosencTypeError
 from posenc.kernels.bias_attention import bias_attention, repeat_kv
-from posenc.positions import from_attention_mask
+from posenc.kv_cache import KVCache, step_positions
+from posenc.positions import Positions, as_positions, joint_bound, resolve_positions
 
 PATHS = ("auto", "sdpa", "plain")
 # Kinds the fused SDPA kernel can express (bias through a float attn_mask).
@@ -153,222 +146,6 @@ def _check_mask(name: str, mask: torch.Tensor) -> torch.Tensor:
     if mask.dtype != torch.bool:
         raise PosencTypeError(f"{name} must be a bool tensor (True = real token), got dtype {mask.dtype}")
     return mask
-
-
-# ---------------------------------------------------------------------------
-# KV cache.
-# ---------------------------------------------------------------------------
-
-
-def _append(buffer: torch.Tensor | None, length: int, chunk: torch.Tensor, dim: int, *, functional: bool):
-    """``buffer`` (first ``length`` entries along ``dim`` valid) with ``chunk`` appended.
-
-    Storage grows by doubling and the chunk is copied in place, so a one-token step copies one
-    token, not the whole cache. ``functional`` (autograd is recording): a fresh ``cat`` instead,
-    so no tensor saved for backward is ever written to.
-    """
-    if buffer is None:
-        return chunk
-    valid = buffer.narrow(dim, 0, length)
-    if functional:
-        return torch.cat([valid, chunk], dim=dim)
-    need = length + chunk.shape[dim]
-    if buffer.shape[dim] < need:
-        shape = list(chunk.shape)
-        shape[dim] = max(need, 2 * length, 16)
-        grown = chunk.new_empty(shape)
-        grown.narrow(dim, 0, length).copy_(valid)
-        buffer = grown
-    buffer.narrow(dim, length, chunk.shape[dim]).copy_(chunk)
-    return buffer
-
-
-class KVCache:
-    """Keys and values of ONE attention layer, grown by each decode step.
-
-    Holds ``keys``/``values`` ``(b, g, j, d)`` (``g`` key/value heads: ``num_kv_heads``), their ``positions`` ``(b|1, j)`` and the
-    key padding mask ``(b, j)`` (None = all real). Storage grows by doubling, so a decode
-    step copies only its own token (under autograd, chunks are concatenated instead). A
-    cache belongs to the first layer that writes to it; handing it to a second layer raises
-    ValueError.
-
-    For encodings with ``cache_unrotated_keys`` (dynamic RoPE scalings) ``keys`` are the raw
-    keys; ``rotated`` holds them rotated under ``rotated_with`` (the encoding's
-    ``rotation_key``), which attention extends token by token while the frequencies stay the
-    same and recomputes when they change.
-    """
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget everything (start a new sequence)."""
-        self._keys: torch.Tensor | None = None  # (b, h, capacity, d)
-        self._values: torch.Tensor | None = None
-        self._positions: torch.Tensor | None = None  # (b|1, capacity)
-        self._rotated: torch.Tensor | None = None  # (b, h, capacity, d), unrotated-key encodings
-        self.rotated_with: object = None
-        self._rotated_length = 0
-        self.key_mask: torch.Tensor | None = None
-        self._length = 0
-        self.bound: int | None = 0  # every cached position is < bound (None: unknown, under compile)
-        self._start: int | None = 0  # cached positions are start + arange(length) (None: not known)
-        self.owner: int | None = None
-
-    @property
-    def length(self) -> int:
-        """Number of cached key positions ``j``."""
-        return self._length
-
-    @property
-    def keys(self) -> torch.Tensor | None:
-        return None if self._keys is None else self._keys[:, :, : self._length]
-
-    @property
-    def values(self) -> torch.Tensor | None:
-        return None if self._values is None else self._values[:, :, : self._length]
-
-    @property
-    def positions(self) -> torch.Tensor | None:
-        return None if self._positions is None else self._positions[:, : self._length]
-
-    @property
-    def rotated(self) -> torch.Tensor | None:
-        """The cached keys rotated under :attr:`rotated_with` (unrotated-key encodings), or None."""
-        if self._rotated is None or self._rotated_length != self._length:
-            return None
-        return self._rotated[:, :, : self._length]
-
-    def next_start(self) -> int | None:
-        """The next position when every cached row is ``start + arange(j)`` with no padding."""
-        if self._start is None or self.key_mask is not None:
-            return None
-        return self._start + self._length
-
-    def next_positions(self) -> torch.Tensor | None:
-        """``(b|1, 1)``: one past the last real cached position per row (0 for rows with none)."""
-        if self._positions is None:
-            return None
-        pos = self.positions
-        assert pos is not None
-        if self.key_mask is not None:
-            pos = torch.where(self.key_mask, pos, torch.full_like(pos, -1))
-        return pos.max(dim=-1, keepdim=True).values + 1
-
-    def append(
-        self,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        positions: torch.Tensor | Positions,
-        key_mask: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, Positions, torch.Tensor | None]:
-        """Add a chunk ``(b, h, n, d)`` and return everything cached so far (positions as
-        :class:`~posenc.base.Positions`)."""
-        n = keys.shape[2]
-        pos = as_positions(positions, n, batch=keys.shape[0], device=keys.device)
-        if self._keys is not None and (keys.dtype != self._keys.dtype or keys.device != self._keys.device):
-            raise PosencError(
-                f"cache holds keys of dtype {self._keys.dtype} on {self._keys.device} but the new chunk is "
-                f"{keys.dtype} on {keys.device}; a cache keeps one dtype and device (call cache.reset() "
-                "after model.to(...), or convert before the first step)"
-            )
-        if self._keys is not None and (
-            keys.shape[0] != self._keys.shape[0] or keys.shape[1::2] != self._keys.shape[1::2]
-        ):
-            raise PosencError(
-                f"cache holds keys of shape (b, h, j, d) = {tuple(self.keys.shape)} but the new "  # type: ignore[union-attr]
-                f"chunk has shape {tuple(keys.shape)}; use one cache per layer and per batch "
-                "(call cache.reset() to start a new sequence)"
-            )
-        batch, length = keys.shape[0], self._length
-        functional = torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad)
-        if self.key_mask is not None or key_mask is not None:
-            old_mask = self._full_mask(self.key_mask, batch, length, keys.device)
-            new_mask = self._full_mask(key_mask, batch, n, keys.device)
-            self.key_mask = torch.cat([old_mask, new_mask], dim=1)
-        stored = self._positions
-        new_pos = pos.tensor
-        if stored is not None and stored.shape[0] != new_pos.shape[0]:  # (1, j) -> (b, j)
-            stored = stored[:, :length].expand(batch, -1).contiguous()
-            new_pos = new_pos.expand(batch, -1)
-        self._keys = _append(self._keys, length, keys, 2, functional=functional)
-        self._values = _append(self._values, length, values, 2, functional=functional)
-        self._positions = _append(stored, length, new_pos, 1, functional=False)
-        if length == 0:
-            self._start = pos.start
-        elif self._start is None or pos.start != self._start + length:
-            self._start = None  # no longer one arange
-        self.bound = None if pos.bound is None or self.bound is None else max(self.bound, pos.bound)
-        self._length = length + n
-        assert self.keys is not None and self.values is not None and self.positions is not None
-        start = self._start if self.key_mask is None else None
-        low = start if start is not None else 0
-        return self.keys, self.values, Positions(self.positions, self.bound, start, low), self.key_mask
-
-    def truncate(self, length: int) -> None:
-        """Keep only the first ``length`` cached positions (e.g. to roll back a draft).
-
-        Storage is kept, so the next steps write in place again; the position bound is exact
-        again for contiguous positions, a (now loose) upper bound otherwise.
-        """
-        length = check_int("length", length, minimum=0, maximum=self._length)
-        self._length = length
-        self._rotated_length = min(self._rotated_length, length)
-        if self.key_mask is not None:
-            self.key_mask = self.key_mask[:, :length]
-        elif self._start is not None:  # contiguous: the bound is exact again
-            self.bound = self._start + length
-
-    def store_rotated(self, rotated: torch.Tensor, key: object) -> None:
-        """Replace the rotated keys (all ``length`` of them) and what they were rotated under."""
-        self._rotated, self._rotated_length, self.rotated_with = rotated, rotated.shape[2], key
-
-    def append_rotated(self, chunk: torch.Tensor) -> torch.Tensor:
-        """Add the newest chunk's rotated keys; returns all rotated keys."""
-        functional = torch.is_grad_enabled() and chunk.requires_grad
-        self._rotated = _append(self._rotated, self._rotated_length, chunk, 2, functional=functional)
-        self._rotated_length += chunk.shape[2]
-        return self._rotated[:, :, : self._rotated_length]
-
-    @staticmethod
-    def _full_mask(mask, batch, length, device) -> torch.Tensor:
-        return torch.ones(batch, length, dtype=torch.bool, device=device) if mask is None else mask
-
-    def __repr__(self) -> str:
-        return f"KVCache(length={self.length})"
-
-
-def step_positions(
-    seq_len: int,
-    *,
-    batch: int,
-    positions: torch.Tensor | Positions | None,
-    padding_mask: torch.Tensor | None,
-    cache: KVCache | None,
-    device=None,
-) -> Positions:
-    """Positions of the current chunk, checked once: a :class:`~posenc.base.Positions`.
-
-    Explicit ``positions`` win (checked, or trusted when already a ``Positions``). Otherwise:
-    ``arange`` (or counted over real tokens when a ``padding_mask`` is given, see
-    :func:`posenc.positions.from_attention_mask`), shifted to continue after the cache's last
-    real position. The largest position comes from shapes and the cache's bookkeeping, never
-    from reading the tensors.
-    """
-    if positions is not None:
-        return as_positions(positions, seq_len, batch=batch, device=device)
-    start = 0 if cache is None else cache.next_start()
-    if padding_mask is None and start is not None:
-        return Positions.arange(seq_len, start=start, device=device)
-    if padding_mask is not None:
-        counted = from_attention_mask(padding_mask).to(device)
-    else:
-        counted = torch.arange(seq_len, device=device, dtype=torch.long).unsqueeze(0)
-    offset = None if cache is None or cache.length == 0 else cache.next_positions()
-    if offset is not None:
-        counted = counted + offset.to(counted.device)
-    previous = 0 if cache is None else cache.bound
-    return Positions(counted, None if previous is None else previous + seq_len)
 
 
 # ---------------------------------------------------------------------------
@@ -479,6 +256,16 @@ def check_kv_heads(num_kv_heads: int | None, num_heads: int) -> int:
     return num_kv_heads
 
 
+class _Keys(NamedTuple):
+    """Keys and values of one call with what attention needs to mask them."""
+
+    k: torch.Tensor  # (b, g, j, d)
+    v: torch.Tensor  # (b, g, j, d)
+    positions: Positions  # (b|1, j)
+    mask: torch.Tensor | None  # (b, j) True = real key, or None
+    documents: torch.Tensor | None  # (b|1, j) document ids, or None
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head (self- or cross-) attention that calls its encoding's hook.
 
@@ -488,7 +275,7 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: key/value heads ``g`` (grouped-query attention; 1 = multi-query);
             must divide ``num_heads``; None = ``num_heads`` (multi-head attention). The k/v
             projections are ``g * head_dim`` wide and a KV cache stores ``g`` heads.
-        encoding: any :class:`~posenc.base.PositionalEncoding` (or None for no encoding).
+        encoding: any :class:`~posenc.encoding.PositionalEncoding` (or None for no encoding).
         causal: mask future keys (decoder) or not (encoder).
         bias: add biases to the q/k/v/out projections.
         dropout: dropout on the attention probabilities (training only).
@@ -588,29 +375,54 @@ class MultiHeadAttention(nn.Module):
             raise PosencError(f"x has feature size {width} but d_model={self.d_model}")
         padding_mask = check_padding_mask(padding_mask, b, n)
         self._check_cache(cache, context, document_ids)
-        enc = self.encoding
         q_pos = step_positions(
             n, batch=b, positions=positions, padding_mask=padding_mask, cache=cache, device=x.device
         )
+        q, keys = self._project(
+            x, q_pos, padding_mask, document_ids, context, context_positions, context_mask
+        )
+        q, keys = self._position_and_cache(q, q_pos, keys, cache)
+        out, weights = self._attend(
+            q, q_pos, keys, document_ids, cross=context is not None, weights=return_weights
+        )
+        out = self.out_proj(out.transpose(1, 2).reshape(b, n, self.d_model))  # (b, n, D)
+        if return_weights:
+            assert weights is not None  # return_weights forces the plain path
+            return out, weights
+        return out
 
+    # -- the steps of forward ------------------------------------------------------------
+
+    def _project(
+        self, x, q_pos: Positions, padding_mask, document_ids, context, context_positions, context_mask
+    ) -> tuple[torch.Tensor, _Keys]:
+        """q ``(b, h, i, d)`` from ``x``; k, v ``(b, g, j, d)`` from ``x`` (or ``context``), with
+        the keys' positions, padding mask and document ids."""
+        b = x.shape[0]
         q = self._split(self.q_proj(x), self.num_heads)  # (b, h, i, d)
         source = x if context is None else self._check_context(context, b)
         k = self._split(self.k_proj(source), self.num_kv_heads)  # (b, g, j, d)
         v = self._split(self.v_proj(source), self.num_kv_heads)
         if context is None:
-            k_pos, key_mask, k_docs = q_pos, padding_mask, document_ids
-        else:
-            m = source.shape[1]
-            k_pos = as_positions(context_positions, m, batch=b, device=x.device, name="context_positions")
-            key_mask = None if context_mask is None else _check_mask("context_mask", context_mask)
-            if key_mask is not None and key_mask.shape != (b, m):
-                raise PosencError(f"context_mask must have shape {(b, m)}, got {tuple(key_mask.shape)}")
-            k_docs = None
+            return q, _Keys(k, v, q_pos, padding_mask, document_ids)
+        m = source.shape[1]
+        k_pos = as_positions(context_positions, m, batch=b, device=x.device, name="context_positions")
+        key_mask = None if context_mask is None else _check_mask("context_mask", context_mask)
+        if key_mask is not None and key_mask.shape != (b, m):
+            raise PosencError(f"context_mask must have shape {(b, m)}, got {tuple(key_mask.shape)}")
+        return q, _Keys(k, v, k_pos, key_mask, None)
 
-        # Rotary: rotate before caching (cache holds rotated keys) unless the encoding asks
-        # for raw keys to be cached (its frequencies depend on the length): then the cached
-        # keys are re-rotated when the frequencies change (_rotate_cached).
-        rotary = cast(RotaryEncoding, enc) if self.kind == "rotary" else None
+    def _position_and_cache(
+        self, q: torch.Tensor, q_pos: Positions, keys: _Keys, cache: KVCache | None
+    ) -> tuple[torch.Tensor, _Keys]:
+        """Rotary encodings rotate q and k; a cache appends the new keys and returns them all.
+
+        Keys are rotated before caching (the cache holds rotated keys) unless the encoding asks
+        for raw keys to be cached (its frequencies depend on the length): then the cached keys
+        are re-rotated when the frequencies change (:func:`_rotate_cached`).
+        """
+        rotary = cast(RotaryEncoding, self.encoding) if self.kind == "rotary" else None
+        k, v, k_pos, key_mask = keys.k, keys.v, keys.positions, keys.mask
         if rotary is not None and cache is not None and rotary.cache_unrotated_keys:
             q, k, v, k_pos, key_mask = _rotate_cached(rotary, cache, q, k, v, q_pos, k_pos, key_mask)
         else:
@@ -618,13 +430,20 @@ class MultiHeadAttention(nn.Module):
                 q, k = rotary.rotate(q, k, q_positions=q_pos, k_positions=k_pos)
             if cache is not None:
                 k, v, k_pos, key_mask = cache.append(k, v, k_pos, key_mask)
+        return q, keys._replace(k=k, v=v, positions=k_pos, mask=key_mask)
 
-        j = k.shape[2]
-        causal = self.causal and context is None
-        pure_causal = causal and key_mask is None and document_ids is None
-        path = choose_path(self.kind, self.path, need_weights=return_weights)
-        # Pure causal masks need no tensor: one query sees every key (decode), and SDPA masks
-        # the square case itself (is_causal).
+    def _attend(
+        self, q: torch.Tensor, q_pos: Positions, keys: _Keys, document_ids, *, cross: bool, weights: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Mask, then the SDPA or the plain path: ``(out (b, h, i, d), probs or None)``.
+
+        Pure causal masks need no tensor: one query sees every key (decode), and SDPA masks the
+        square case itself (``is_causal``). A query row with nothing to attend to outputs zeros.
+        """
+        b, n, j = q.shape[0], q.shape[2], keys.k.shape[2]
+        causal = self.causal and not cross
+        pure_causal = causal and keys.mask is None and document_ids is None
+        path = choose_path(self.kind, self.path, need_weights=weights)
         is_causal = False
         if path == "sdpa" and pure_causal and n == j and n > 1:  # (a branch: guards symbolic shapes)
             is_causal = True
@@ -632,34 +451,31 @@ class MultiHeadAttention(nn.Module):
             allowed = None
         else:
             allowed = attention_mask(
-                n, j, causal=causal, key_mask=key_mask,
-                q_document_ids=_resolve_docs(document_ids, n, b, x.device),
-                k_document_ids=_resolve_docs(k_docs, j, b, x.device), device=x.device,
+                n, j, causal=causal, key_mask=keys.mask,
+                q_document_ids=_resolve_docs(document_ids, n, b, q.device),
+                k_document_ids=_resolve_docs(keys.documents, j, b, q.device), device=q.device,
             )  # fmt: skip
         row_ok = None
         if allowed is not None and not pure_causal:
             row_ok = allowed.any(dim=-1, keepdim=True)  # (b|1, 1, i, 1)
             allowed = allowed | ~row_ok  # empty rows attend everywhere; zeroed below
-
-        weights: torch.Tensor | None = None
+        probs: torch.Tensor | None = None
         if path == "sdpa":
             out = sdpa_attention(
-                q, k, v, encoding=enc, allowed=allowed, q_positions=q_pos, k_positions=k_pos,
-                is_causal=is_causal, dropout=self.dropout, training=self.training,
+                q, keys.k, keys.v, encoding=self.encoding, allowed=allowed, q_positions=q_pos,
+                k_positions=keys.positions, is_causal=is_causal, dropout=self.dropout, training=self.training,
             )  # fmt: skip
         else:
-            out, weights = plain_attention(
-                q, k, v, encoding=enc, allowed=allowed, q_positions=q_pos, k_positions=k_pos,
-                dropout=self.dropout, training=self.training,
+            out, probs = plain_attention(
+                q, keys.k, keys.v, encoding=self.encoding, allowed=allowed, q_positions=q_pos,
+                k_positions=keys.positions, dropout=self.dropout, training=self.training,
             )  # fmt: skip
         if row_ok is not None:
             out = out * row_ok.to(out.dtype)
-            weights = None if weights is None else weights * row_ok.to(weights.dtype)
-        out = self.out_proj(out.transpose(1, 2).reshape(b, n, self.d_model))  # (b, n, D)
-        if return_weights:
-            assert weights is not None  # return_weights forces the plain path
-            return out, weights
-        return out
+            probs = None if probs is None else probs * row_ok.to(probs.dtype)
+        return out, probs
+
+    # -- checks ---------------------------------------------------------------------------
 
     def _check_cache(self, cache, context, document_ids) -> None:
         if cache is None:

@@ -35,20 +35,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.base import (
-    BiasEncoding,
-    EncodingConfig,
-    Positions,
-    check_bool,
-    check_float,
-    check_int,
-    grown_table,
-    is_integer_dtype,
-    length_field,
-    model_field,
-    resolve_positions,
-)
+from posenc.checks import check_bool, check_float, check_int, is_integer_dtype
+from posenc.config import EncodingConfig, length_field, model_field
+from posenc.encoding import BiasEncoding
 from posenc.errors import PosencError, PosencTypeError
+from posenc.positions import Positions, resolve_positions
+from posenc.tables import grown_table
 
 Params = dict[str, torch.Tensor]
 ScoreMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

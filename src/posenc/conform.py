@@ -42,8 +42,8 @@ import numpy as np
 import torch
 
 from posenc import hf, presets, reference, rope_scaling
-from posenc.base import check_choice
 from posenc.bias import ALiBi, t5_relative_position_bucket
+from posenc.checks import check_choice
 from posenc.errors import PosencError
 from posenc.registry import build, get_encoding_class
 from posenc.rotary import RoPE, layout_permutation

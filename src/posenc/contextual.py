@@ -16,15 +16,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from posenc.base import (
-    ContextualEncoding,
-    EncodingConfig,
-    check_bool,
-    check_int,
-    check_tensor,
-    compute_dtype,
-    model_field,
-)
+from posenc.checks import check_bool, check_int, check_tensor, compute_dtype
+from posenc.config import EncodingConfig, model_field
+from posenc.encoding import ContextualEncoding
 from posenc.errors import PosencError
 
 

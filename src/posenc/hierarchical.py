@@ -31,17 +31,10 @@ import torch
 
 from posenc import absolute
 from posenc.absolute import _Absolute
-from posenc.base import (
-    EncodingConfig,
-    Positions,
-    check_choice,
-    check_int,
-    check_tensor,
-    is_integer_dtype,
-    model_field,
-)
+from posenc.checks import check_choice, check_int, check_tensor, is_integer_dtype
+from posenc.config import EncodingConfig, model_field
 from posenc.errors import PosencError, PosencTypeError
-from posenc.positions import segments
+from posenc.positions import Positions, segments
 
 COMBINES = ("concat", "sum")
 

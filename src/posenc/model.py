@@ -17,6 +17,10 @@ the embeddings, every other kind is handed to each layer's
 :class:`~posenc.attention.MultiHeadAttention` (one shared instance, or one per
 layer: ``share_encoding``, default the encoding class's ``share_across_layers``).
 
+``encoding`` is a registry name or an import spec (``"mypkg.pe:MyEncoding"``), an encoding
+instance (used as built: the same module in every layer when the class shares across layers,
+else a copy per layer; its dims must be the model's), or a schedule.
+
 Per-layer encodings: ``encoding`` may also be a :class:`~posenc.schedules.Schedule`, one
 entry per layer (Llama 4's NoPE every 4th layer, Gemma 3's local/global RoPE bases, a
 scaling on global layers only; see :mod:`posenc.schedules`). ``encoding_config`` then maps
@@ -41,6 +45,7 @@ content-dependent ones (complex-valued embeddings) work with every option.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -49,11 +54,8 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from posenc.attention import KVCache, MultiHeadAttention, check_kv_heads, check_padding_mask, step_positions
-from posenc.base import (
-    AdditiveEncoding,
-    PositionalEncoding,
-    Positions,
+from posenc.attention import MultiHeadAttention, check_kv_heads, check_padding_mask
+from posenc.checks import (
     check_bool,
     check_choice,
     check_float,
@@ -61,10 +63,13 @@ from posenc.base import (
     check_tensor,
     did_you_mean,
     is_integer_dtype,
-    plain_value,
 )
+from posenc.config import plain_value
+from posenc.encoding import AdditiveEncoding, PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
-from posenc.registry import build_for_model, get_encoding_class
+from posenc.kv_cache import KVCache, step_positions
+from posenc.positions import Positions
+from posenc.registry import build_for_model, encoding_spec, get_encoding_class, model_values
 from posenc.schedules import Schedule
 
 COMBINES = ("add", "concat")
@@ -80,7 +85,8 @@ class TransformerConfig:
     num_layers: int = 3  # L, number of pre-LN blocks
     ffn_dim: int = 256  # hidden width of the GELU feed-forward
     causal: bool = True  # True: decoder-only LM; False: bidirectional encoder
-    encoding: str | Schedule = "rope"  # a name in posenc.ENCODINGS, or a per-layer Schedule
+    # a registry name or import spec ("pkg.mod:Class"), an encoding instance, or a per-layer Schedule
+    encoding: str | Schedule | PositionalEncoding = "rope"
     # extra Config fields for the encoding; with a Schedule: {registry name: config defaults}
     encoding_config: dict = field(default_factory=dict)
     tie_embeddings: bool = True  # output head shares the token embedding matrix
@@ -132,6 +138,14 @@ class TransformerConfig:
                         f"with a schedule, encoding_config maps the schedule's encodings "
                         f"{list(self.encoding.encodings)} to config dicts; got {name!r}: {config!r}"
                     )
+        elif isinstance(self.encoding, PositionalEncoding):
+            kind = self.encoding.kind
+            if self.encoding_config:
+                raise PosencError(
+                    "encoding_config goes with an encoding name; an encoding instance carries its own "
+                    f"config, got encoding_config={self.encoding_config!r}"
+                )
+            check_model_dims(self.encoding, d_model=self.d_model, num_heads=self.num_heads)
         else:
             kind = get_encoding_class(self.encoding).kind  # unknown names raise ValueError
         check_choice("combine", self.combine, COMBINES)
@@ -144,7 +158,14 @@ class TransformerConfig:
             raise PosencError("inject='every_layer' requires combine='add'")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """A JSON-ready dict; an encoding instance becomes its spec (:func:`posenc.encoding_spec`)
+        and its config, which :meth:`from_dict` builds again (weights live in the model's state)."""
+        if not isinstance(self.encoding, PositionalEncoding):
+            return dataclasses.asdict(self)
+        named = dataclasses.replace(
+            self, encoding=encoding_spec(self.encoding), encoding_config=self.encoding.config.to_dict()
+        )
+        return dataclasses.asdict(named)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TransformerConfig:
@@ -153,6 +174,21 @@ class TransformerConfig:
             if key not in names:
                 raise PosencError(f"unknown TransformerConfig key {key!r}{did_you_mean(key, names)}")
         return cls(**data)
+
+
+def check_model_dims(encoding: PositionalEncoding, *, d_model: int, num_heads: int) -> None:
+    """Raise unless the instance's model-level fields (``dim``, ``head_dim``, ``num_heads``) are
+    the model's, naming the field and both values."""
+    want = model_values(type(encoding), d_model=d_model, num_heads=num_heads)
+    for field_name, value in want.items():
+        if field_name == "bidirectional":
+            continue
+        got = getattr(encoding.config, field_name)
+        if got != value:
+            raise PosencError(
+                f"the encoding instance has {field_name}={got} but the model needs {field_name}={value} "
+                f"(d_model={d_model}, num_heads={num_heads})"
+            )
 
 
 class Block(nn.Module):
@@ -204,13 +240,16 @@ class Transformer(nn.Module):
                 )
             )
         else:
-            name = config.encoding
-            cls = get_encoding_class(name)
+            given = config.encoding
+            cls = type(given) if isinstance(given, PositionalEncoding) else get_encoding_class(given)
             share = cls.share_across_layers if config.share_encoding is None else config.share_encoding
+            copies = iter(range(config.num_layers))
 
             def make() -> PositionalEncoding:
+                if isinstance(given, PositionalEncoding):  # the instance first, then copies of it
+                    return given if next(copies) == 0 else copy.deepcopy(given)
                 return build_for_model(
-                    name,
+                    given,
                     d_model=d,
                     num_heads=config.num_heads,
                     causal=config.causal,

@@ -21,13 +21,18 @@ argument on bad input.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 
-from posenc.base import check_int, check_tensor, is_integer_dtype, resolve_positions
+from posenc.checks import check_int, check_not_meta, check_tensor, is_integer_dtype
 from posenc.errors import PosencError, PosencTypeError
 
 __all__ = [
+    "MAX_POSITION",
+    "Positions",
+    "as_positions",
+    "check_position_values",
     "document_ids_from_lengths",
     "document_ids_from_positions",
     "from_attention_mask",
@@ -36,7 +41,167 @@ __all__ = [
     "randomized",
     "segments",
     "with_offset",
+    "joint_bound",
+    "resolve_positions",
 ]
+
+
+# ---------------------------------------------------------------------------
+# Checked positions: what hooks receive.
+# ---------------------------------------------------------------------------
+
+
+# Largest position whose float64 angle/bias tables are exact: every integer up to 2**53 is a float64.
+MAX_POSITION = 2**53
+
+
+class Positions(NamedTuple):
+    """Integer positions ``(b|1, n)`` checked where they entered, with what is known about them
+    without reading their values.
+
+    Attention and the model build one per forward (from shapes, cache offsets, or explicit
+    positions checked once) and hand it to the hooks, which trust it: no value checks, no
+    ``.item()``, nothing that waits on the device. Every hook also takes a plain integer
+    tensor (checked) or None (``arange``).
+
+    Fields:
+        tensor: int64 ``(b|1, n)``.
+        bound: every position is ``< bound``; None when unknown without reading the tensor
+            (explicit positions inside ``torch.compile``): tables are then computed on the fly.
+        start: every row is ``start + arange(n)``; a table lookup is then a slice (a view).
+        low: every position is ``>= low`` (the minimum when the positions were checked).
+    """
+
+    tensor: torch.Tensor
+    bound: int | None
+    start: int | None = None
+    low: int = 0
+
+    @property
+    def length(self) -> int:
+        """Positions per row, ``n``."""
+        return self.tensor.shape[-1]
+
+    @classmethod
+    def arange(cls, n: int, *, start: int = 0, device: torch.device | str | None = None) -> Positions:
+        """``start + arange(n)`` as ``(1, n)``."""
+        tensor = torch.arange(start, start + n, device=device, dtype=torch.long).unsqueeze(0)
+        if not (isinstance(n, int) and isinstance(start, int)):  # symbolic (torch.compile, dynamic
+            return cls(tensor, None, start, 0)  # shapes): tables cannot be sized by it
+        return cls(tensor, start + n, start, start)
+
+
+def joint_bound(first: Positions, *others: Positions) -> int | None:
+    """The largest ``bound`` of the positions (None if any is unknown)."""
+    bound = first.bound
+    for other in others:
+        if bound is None or other.bound is None:
+            return None
+        bound = max(bound, other.bound)
+    return bound
+
+
+def check_position_values(positions: torch.Tensor, name: str) -> tuple[int, int | None]:
+    """Raise unless every value is in ``[0, 2**53]``; return ``(min, max + 1)`` (``(0, 0)`` when empty).
+
+    Eager: one read of the minimum and maximum (PosencError naming ``name``). Inside
+    ``torch.compile``: device-side asserts (a RuntimeError with the same text) and
+    ``(0, None)``, because a traced graph cannot read values.
+    """
+    if torch.compiler.is_compiling():
+        torch._assert_async((positions >= 0).all(), f"{name} must be >= 0")
+        torch._assert_async((positions <= MAX_POSITION).all(), f"{name} must be <= 2**53")
+        return 0, None
+    count = positions.numel()
+    if not count:
+        return 0, 0
+    if count <= 16 and positions.ndim == 2:  # a decode step: reading a few values beats two reductions
+        rows = positions.tolist()
+        low, high = min(map(min, rows)), max(map(max, rows))
+    else:
+        low, high = (int(v) for v in torch.aminmax(positions))
+    if low < 0:
+        raise PosencError(f"{name} must be >= 0, got minimum {low}")
+    if high > MAX_POSITION:  # float64 tables would round them
+        raise PosencError(f"{name} must be <= 2**53 = {MAX_POSITION}, got maximum {high}")
+    return low, high + 1
+
+
+def as_positions(
+    positions: torch.Tensor | Positions | None,
+    seq_len: int,
+    *,
+    batch: int | None = None,
+    device: torch.device | str | None = None,
+    name: str = "positions",
+) -> Positions:
+    """Check ``positions`` (or build ``arange(seq_len)``) once; returns :class:`Positions`.
+
+    A :class:`Positions` is trusted (only its shape is checked against ``seq_len`` and
+    ``batch``); a tensor must be integer ``(b|1, n)`` or ``(n,)`` with values in ``[0, 2**53]``.
+    Raises PosencTypeError for non-integer dtypes and PosencError for the wrong shape or
+    out-of-range values, naming ``name``.
+    """
+    check_not_meta("device" if positions is None else name, device)
+    if positions is None:
+        return Positions.arange(seq_len, device=device)
+    if isinstance(positions, Positions):
+        tensor = positions.tensor
+        _check_position_shape(tensor, seq_len, batch, name)
+        if device is not None and tensor.device != (
+            device if isinstance(device, torch.device) else torch.device(device)
+        ):
+            positions = positions._replace(tensor=tensor.to(device))
+        return positions
+    if not isinstance(positions, torch.Tensor):
+        raise PosencTypeError(f"{name} must be an integer torch.Tensor of shape (batch, seq) or None")
+    check_not_meta(name, positions.device)
+    if not is_integer_dtype(positions.dtype):
+        raise PosencTypeError(f"{name} must have an integer dtype (int32/int64), got {positions.dtype}")
+    if positions.ndim == 1:
+        positions = positions.unsqueeze(0)
+    _check_position_shape(positions, seq_len, batch, name)
+    low, bound = check_position_values(positions, name)
+    tensor = positions
+    if positions.dtype != torch.long or (
+        device is not None
+        and positions.device != (device if isinstance(device, torch.device) else torch.device(device))
+    ):
+        tensor = positions.to(dtype=torch.long, device=device if device is not None else positions.device)
+    # One position per row, the same in every row (a decode step): an arange of length 1.
+    start = low if bound is not None and tensor.shape[1] == 1 and bound == low + 1 else None
+    return Positions(tensor, bound, start, low)
+
+
+def _check_position_shape(positions: torch.Tensor, seq_len: int, batch: int | None, name: str) -> None:
+    if positions.ndim != 2:
+        raise PosencError(f"{name} must have shape (batch, seq) or (seq,), got {tuple(positions.shape)}")
+    if positions.shape[1] != seq_len:
+        raise PosencError(
+            f"{name} has {positions.shape[1]} positions per row but the input has seq length {seq_len}"
+        )
+    if batch is not None and positions.shape[0] not in (1, batch):
+        raise PosencError(f"{name} has batch size {positions.shape[0]}; expected 1 or {batch}")
+
+
+def resolve_positions(
+    positions: torch.Tensor | Positions | None,
+    seq_len: int,
+    *,
+    batch: int | None = None,
+    device: torch.device | str | None = None,
+    name: str = "positions",
+) -> torch.Tensor:
+    """Validate ``positions`` or build ``arange(seq_len)``; returns int64 ``(b|1, n)``.
+
+    The tensor of :func:`as_positions` (same checks and errors).
+    """
+    return as_positions(positions, seq_len, batch=batch, device=device, name=name).tensor
+
+
+# ---------------------------------------------------------------------------
+# Building positions: padding, packing, offsets, randomized training.
+# ---------------------------------------------------------------------------
 
 
 def from_attention_mask(mask: torch.Tensor) -> torch.Tensor:

@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from posenc.base import PositionalEncoding, check_int, did_you_mean
+from posenc.checks import check_int, did_you_mean
+from posenc.encoding import PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import build_for_model
 from posenc.schedules import SCHEDULES, Schedule, uniform

@@ -19,20 +19,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from posenc.base import (
-    EncodingConfig,
-    Positions,
-    RelativeEncoding,
-    SinCosCache,
-    as_positions,
-    check_bool,
-    check_float,
-    check_int,
-    check_tensor,
-    inverse_frequencies,
-    model_field,
-)
+from posenc.checks import check_bool, check_float, check_int, check_tensor
+from posenc.config import EncodingConfig, model_field
+from posenc.encoding import RelativeEncoding
 from posenc.errors import PosencError
+from posenc.positions import Positions, as_positions
+from posenc.tables import SinCosCache, inverse_frequencies
 
 
 def check_qk(q: torch.Tensor, k: torch.Tensor, *, head_dim: int, num_heads: int) -> tuple[int, int, int, int]:
@@ -59,7 +51,7 @@ def _positions(
     num_keys: int,
     device: torch.device,
 ) -> tuple[Positions, Positions]:
-    """Check both (trusted when already :class:`~posenc.base.Positions`): ``(b|1, i)``, ``(b|1, j)``."""
+    """Check both (trusted when already :class:`~posenc.positions.Positions`): ``(b|1, i)``, ``(b|1, j)``."""
     qp = as_positions(q_positions, num_queries, batch=batch, device=device, name="q_positions")
     kp = as_positions(k_positions, num_keys, batch=batch, device=device, name="k_positions")
     return qp, kp
@@ -109,6 +101,7 @@ class Shaw(RelativeEncoding):
     Config = ShawConfig
     config: ShawConfig
     paper = "Shaw et al. 2018, Self-Attention with Relative Position Representations, https://arxiv.org/abs/1803.02155"
+    translation_invariant = True  # scores see the clipped distance q_pos - k_pos only
     equation = (
         "e_ij = q_i (k_j + a^K_ij)^T / sqrt(d); z_i = sum_j alpha_ij (v_j + a^V_ij); "
         "a^{K,V}_ij = w^{K,V}[clip(j - i, -k, k)]"
@@ -242,6 +235,7 @@ class TransformerXL(RelativeEncoding):
 
     Config = TransformerXLConfig
     config: TransformerXLConfig
+    translation_invariant = True  # scores see the distance q_pos - k_pos only
     paper = (
         "Dai et al. 2019, Transformer-XL: Attentive Language Models Beyond a Fixed-Length Context, "
         "https://arxiv.org/abs/1901.02860"

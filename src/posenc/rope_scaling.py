@@ -51,186 +51,61 @@ import numpy as np
 import torch
 from torch import nn
 
-from posenc.base import RotaryEncoding, check_bool, check_float, check_int, did_you_mean, inverse_frequencies
+from posenc.checks import check_float, check_int, did_you_mean
+from posenc.encoding import RotaryEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.reference import rope_scaling as ref
+from posenc.rope_formulas import (
+    ORIGINAL,
+    Params,
+    check_common,
+    default_freqs,
+    dynamic_freqs,
+    linear_freqs,
+    llama3_bands,
+    llama3_freqs,
+    llama3_smooth,
+    longrope_attention_factor,
+    longrope_freqs,
+    ntk_freqs,
+    validate_llama3,
+    validate_longrope,
+    validate_nothing,
+    validate_ntk,
+    validate_yarn,
+    yarn_bands,
+    yarn_correction_range,
+    yarn_freqs,
+    yarn_mscale,
+    yarn_ramp,
+)
+from posenc.tables import inverse_frequencies
 
-Params = dict[str, Any]
 ScalingFn = Callable[..., tuple[torch.Tensor, float]]
 
-# ---------------------------------------------------------------------------
-# The variants. Each: fn(*, dim, base, seq_len, params) -> (inv_freq (d/2,), scaling).
-# ---------------------------------------------------------------------------
-
-
-def _default(*, dim: int, base: float, seq_len: int | None, params: Params):
-    """Plain RoPE (Su et al. 2021, https://arxiv.org/abs/2104.09864).
-
-    theta_i = b^(-2i/d); attention scaling 1.
-    """
-    return inverse_frequencies(dim, base), 1.0
-
-
-def _linear(*, dim: int, base: float, seq_len: int | None, params: Params):
-    """Position interpolation (Chen et al. 2023, https://arxiv.org/abs/2306.15595).
-
-    Positions m -> m / s, equivalently theta_i' = theta_i / s for every pair.
-    """
-    return inverse_frequencies(dim, base) / params["factor"], 1.0
-
-
-def _ntk(*, dim: int, base: float, seq_len: int | None, params: Params):
-    """Static NTK-aware scaling (bloc97 2023; Peng et al. 2023 sec. 3.1, https://arxiv.org/abs/2309.00071).
-
-    The base is rescaled once: b' = b * s^(d/(d-2)), theta_i' = b'^(-2i/d). The
-    lowest pair (i = d/2-1) is then interpolated by exactly s, the highest (i = 0)
-    is left unchanged. No Hugging Face counterpart (HF only has the dynamic form).
-    """
-    new_base = base * params["factor"] ** (dim / (dim - 2))
-    return inverse_frequencies(dim, new_base), 1.0
-
-
-def _dynamic(*, dim: int, base: float, seq_len: int | None, params: Params):
-    """Dynamic NTK scaling (emozilla 2023, https://www.reddit.com/r/LocalLLaMA/comments/14mrgpr/), as HF.
-
-    With L = max(seq_len, L0) (seq_len None -> L0):
-        b' = b * (s * L / L0 - (s - 1))^(d/(d-2)),   theta_i' = b'^(-2i/d).
-    At L <= L0 this is plain RoPE; the effective factor grows linearly with L.
-    """
-    factor, original = params["factor"], params["original_max_position_embeddings"]
-    length = original if seq_len is None else max(int(seq_len), original)
-    new_base = base * (factor * length / original - (factor - 1)) ** (dim / (dim - 2))
-    return inverse_frequencies(dim, new_base), 1.0
-
-
-def yarn_correction_range(*, dim: int, base: float, params: Params) -> tuple[float, float]:
-    """YaRN's ramp bounds (Peng et al. 2023, eq. 17-18, https://arxiv.org/abs/2309.00071).
-
-    Pair i turns r_i = L0 / (2 pi b^(2i/d)) times over the original context; the
-    pair with r = beta is i(beta) = d * ln(L0 / (2 pi beta)) / (2 ln b). Returns
-    ``(low, high) = (i(beta_fast), i(beta_slow))``, floored/ceiled when ``truncate``
-    (HF default), clamped to [0, d-1].
-    """
-    original = params["original_max_position_embeddings"]
-    beta_fast, beta_slow = params.get("beta_fast", 32.0), params.get("beta_slow", 1.0)
-
-    def pair_of(rotations: float) -> float:
-        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
-
-    low, high = pair_of(beta_fast), pair_of(beta_slow)
-    if params.get("truncate", True):
-        low, high = math.floor(low), math.ceil(high)
-    return max(low, 0), min(high, dim - 1)
-
-
-def yarn_ramp(*, dim: int, base: float, params: Params) -> torch.Tensor:
-    """YaRN ramp_i = clamp((i - low) / (high - low), 0, 1) = 1 - gamma_i (eq. 18), float64 ``(d/2,)``.
-
-    Peng et al. 2023, https://arxiv.org/abs/2309.00071.
-
-    0 -> extrapolate (pair unchanged), 1 -> interpolate (pair divided by s).
-    """
-    low, high = yarn_correction_range(dim=dim, base=base, params=params)
-    if low == high:
-        high += 0.001  # as HF: avoid a zero-width ramp
-    index = torch.arange(dim // 2, dtype=torch.float64)
-    return ((index - low) / (high - low)).clamp(0.0, 1.0)
-
-
-def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
-    """YaRN's attention term sqrt(1/t) = 0.1 * mscale * ln(s) + 1 (1 when s <= 1).
-
-    Peng et al. 2023, eq. 22, https://arxiv.org/abs/2309.00071; ``mscale`` as in DeepSeek-V2.
-    """
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
-
-
-def _yarn(*, dim: int, base: float, seq_len: int | None, params: Params):
-    """YaRN, NTK-by-parts + attention temperature (Peng et al. 2023, https://arxiv.org/abs/2309.00071).
-
-    theta_i' = (1 - ramp_i) * theta_i + ramp_i * theta_i / s   (see :func:`yarn_ramp`).
-    Attention scaling: ``attention_factor`` if given; else, when both ``mscale`` and
-    ``mscale_all_dim`` are set (DeepSeek), (0.1 m ln s + 1) / (0.1 m_all ln s + 1);
-    else 0.1 ln s + 1.
-    """
-    factor = params["factor"]
-    theta = inverse_frequencies(dim, base)
-    ramp = yarn_ramp(dim=dim, base=base, params=params)
-    inv_freq = theta * (1 - ramp) + (theta / factor) * ramp
-    attention = params.get("attention_factor")
-    if attention is None:
-        mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
-        if mscale and mscale_all_dim:
-            attention = yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)
-        else:
-            attention = yarn_mscale(factor)
-    return inv_freq, float(attention)
-
-
-def llama3_smooth(*, dim: int, base: float, params: Params) -> torch.Tensor:
-    """Llama 3.1's per-pair interpolation weight in [0, 1], float64 ``(d/2,)`` (https://arxiv.org/abs/2407.21783).
-
-    With wavelength lambda_i = 2 pi / theta_i: 0 when lambda_i < L0/high_freq_factor
-    (high frequency, unchanged), 1 when lambda_i > L0/low_freq_factor (low frequency,
-    divided by s), and (L0/lambda_i - low) / (high - low) subtracted from 1 between.
-    ``high == low`` (Llama 4 Scout: both 1) leaves no band between; a pair exactly at
-    lambda = L0/low then stays unchanged (Hugging Face divides 0 by 0 there).
-    """
-    original = params["original_max_position_embeddings"]
-    low, high = params["low_freq_factor"], params["high_freq_factor"]
-    wavelen = 2 * math.pi / inverse_frequencies(dim, base)
-    if high == low:
-        smooth = torch.ones_like(wavelen)  # only reached at lambda == L0/low exactly: unchanged
-    else:
-        smooth = (original / wavelen - low) / (high - low)  # 1 at the high edge, 0 at the low edge
-    weight = 1 - smooth
-    weight = torch.where(wavelen < original / high, torch.zeros_like(weight), weight)
-    return torch.where(wavelen > original / low, torch.ones_like(weight), weight)
-
-
-def _llama3(*, dim: int, base: float, seq_len: int | None, params: Params):
-    """Llama 3.1 frequency-band scaling (Meta 2024, https://arxiv.org/abs/2407.21783).
-
-    theta_i' = (1 - w_i) * theta_i + w_i * theta_i / s with w_i from :func:`llama3_smooth`:
-    high-frequency pairs unchanged, low-frequency ones divided by s, a linear blend in
-    1/lambda between. Attention scaling 1.
-    """
-    theta = inverse_frequencies(dim, base)
-    weight = llama3_smooth(dim=dim, base=base, params=params)
-    return theta * (1 - weight) + theta / params["factor"] * weight, 1.0
-
-
-def longrope_attention_factor(params: Params) -> float:
-    """LongRoPE's attention scaling: ``attention_factor`` or sqrt(1 + ln s / ln L0) (1 when s <= 1).
-
-    Ding et al. 2024, https://arxiv.org/abs/2402.13753 (as in Phi-3 and HF).
-    """
-    if params.get("attention_factor") is not None:
-        return float(params["attention_factor"])
-    factor = params.get("factor", 1.0)
-    if factor <= 1.0:
-        return 1.0
-    return math.sqrt(1 + math.log(factor) / math.log(params["original_max_position_embeddings"]))
-
-
-def _longrope(*, dim: int, base: float, seq_len: int | None, params: Params):
-    """LongRoPE / Phi-3 (Ding et al. 2024, https://arxiv.org/abs/2402.13753).
-
-    theta_i' = theta_i / lambda_i with per-pair factors lambda = ``long_factor`` when
-    seq_len > L0, else ``short_factor`` (seq_len None -> short). Attention scaling:
-    :func:`longrope_attention_factor`, the same for both sets (as HF).
-    """
-    original = params["original_max_position_embeddings"]
-    long = seq_len is not None and int(seq_len) > original
-    factors = torch.tensor(params["long_factor" if long else "short_factor"], dtype=torch.float64)
-    return inverse_frequencies(dim, base) / factors, longrope_attention_factor(params)
-
-
-# ---------------------------------------------------------------------------
-# Validation: the keys of each variant, then a parallel literal table of range checks.
-# ---------------------------------------------------------------------------
-
-ORIGINAL = "original_max_position_embeddings"
+__all__ = [  # the formulas' public helpers are part of this module's face
+    "ORIGINAL",
+    "PAPERS",
+    "ROPE_SCALINGS",
+    "ROPE_SCALING_KEYS",
+    "ROPE_SCALING_VALIDATORS",
+    "RopeScaling",
+    "Scaling",
+    "apply_to_model",
+    "compute",
+    "depends_on_seq_len",
+    "describe",
+    "frequency_bands",
+    "llama3_smooth",
+    "longrope_attention_factor",
+    "reference",
+    "resolve",
+    "split",
+    "validate",
+    "yarn_correction_range",
+    "yarn_mscale",
+    "yarn_ramp",
+]
 
 
 def _check_keys(name: str, params: Params) -> None:
@@ -250,85 +125,6 @@ def _check_keys(name: str, params: Params) -> None:
             )
 
 
-def _number(name: str, key: str, value: Any, **limits: Any) -> float:
-    return check_float(f"rope scaling {name!r} key {key!r}", value, **limits)
-
-
-def _check_common(name: str, params: Params, dim: int) -> None:
-    """Ranges shared by several variants: factor >= 1, L0 >= 1, d >= 4 for NTK bases."""
-    if params.get("factor") is not None:
-        _number(name, "factor", params["factor"], minimum=1.0)
-    if ORIGINAL in params:
-        check_int(f"rope scaling {name!r} key {ORIGINAL!r}", params[ORIGINAL], minimum=1)
-    if params.get("attention_factor") is not None:
-        _number(name, "attention_factor", params["attention_factor"], minimum=0.0, exclusive_minimum=True)
-
-
-def _validate_nothing(params: Params, *, dim: int) -> None:
-    """default / linear: keys and factor only (checked by :func:`validate`)."""
-
-
-def _validate_ntk(params: Params, *, dim: int) -> None:
-    """ntk / dynamic: b' = b * x^(d/(d-2)) needs d >= 4."""
-    if dim < 4:
-        raise PosencError(f"NTK-style rope scalings need dim (rotary_dim) >= 4 (b' uses d/(d-2)), got {dim}")
-
-
-def _validate_yarn(params: Params, *, dim: int) -> None:
-    """beta_fast >= beta_slow > 0; mscale, mscale_all_dim >= 0; truncate a bool."""
-    fast = _number("yarn", "beta_fast", params.get("beta_fast", 32.0), minimum=0.0, exclusive_minimum=True)
-    slow = _number("yarn", "beta_slow", params.get("beta_slow", 1.0), minimum=0.0, exclusive_minimum=True)
-    if fast < slow:
-        raise PosencError(
-            f"rope scaling 'yarn' key 'beta_fast' must be >= beta_slow, got beta_fast={fast} < beta_slow={slow}"
-        )
-    for key in ("mscale", "mscale_all_dim"):
-        if params.get(key) is not None:
-            _number("yarn", key, params[key], minimum=0.0)
-    check_bool("rope scaling 'yarn' key 'truncate'", params.get("truncate", True))
-
-
-def _validate_llama3(params: Params, *, dim: int) -> None:
-    """0 < low_freq_factor <= high_freq_factor (equal: no blended band, as Llama 4 Scout)."""
-    low = _number("llama3", "low_freq_factor", params["low_freq_factor"], minimum=0.0, exclusive_minimum=True)
-    high = _number("llama3", "high_freq_factor", params["high_freq_factor"], minimum=0.0)
-    if high < low:
-        raise PosencError(
-            "rope scaling 'llama3' key 'high_freq_factor' must be >= low_freq_factor, "
-            f"got high_freq_factor={high} < low_freq_factor={low}"
-        )
-
-
-def _validate_longrope(params: Params, *, dim: int) -> None:
-    """short_factor / long_factor: lists of dim/2 positive numbers."""
-    for key in ("short_factor", "long_factor"):
-        value = params[key]
-        if not isinstance(value, (list, tuple)):
-            raise PosencTypeError(
-                f"rope scaling 'longrope' key {key!r} must be a list of dim/2 = {dim // 2} numbers, "
-                f"got {type(value).__name__}"
-            )
-        if len(value) != dim // 2:
-            raise PosencError(
-                f"rope scaling 'longrope' key {key!r} must have dim/2 = {dim // 2} entries "
-                f"(one per pair), got {len(value)}"
-            )
-        for number in value:
-            _number("longrope", key + " entry", number, minimum=0.0, exclusive_minimum=True)
-
-
-def _yarn_bands(*, dim: int, base: float, params: Params) -> list[str]:
-    """``extrapolate`` (ramp 0, unchanged) / ``ramp`` / ``interpolate`` (ramp 1, divided by s)."""
-    ramp = yarn_ramp(dim=dim, base=base, params=params)
-    return ["extrapolate" if r == 0 else "interpolate" if r == 1 else "ramp" for r in ramp.tolist()]
-
-
-def _llama3_bands(*, dim: int, base: float, params: Params) -> list[str]:
-    """``high`` (wavelength < L0/high_freq_factor, unchanged) / ``mid`` / ``low`` (divided by s)."""
-    weight = llama3_smooth(dim=dim, base=base, params=params)
-    return ["high" if w == 0 else "low" if w == 1 else "mid" for w in weight.tolist()]
-
-
 # ---------------------------------------------------------------------------
 # The registry: one spec per scaling. Adding a scaling = one entry here (+ its tests).
 # ---------------------------------------------------------------------------
@@ -343,7 +139,7 @@ class RopeScaling:
     required: tuple[str, ...] = ()  # keys of the scaling dict (Hugging Face's names) that must be given
     optional: tuple[str, ...] = ()  # keys it may have
     validate: Callable[..., None] = (
-        _validate_nothing  # fn(params, *, dim): range checks beyond the common ones
+        validate_nothing  # fn(params, *, dim): range checks beyond the common ones
     )
     length_dependent: bool = (
         False  # inv_freq changes with the current length: attention caches keys unrotated
@@ -367,63 +163,63 @@ class RopeScaling:
 
 ROPE_SCALINGS: dict[str, RopeScaling] = {
     "default": RopeScaling(
-        _default,
+        default_freqs,
         "Su et al. 2021, RoFormer, https://arxiv.org/abs/2104.09864",
         reference=ref.rope_scaling_default,
         example=lambda dim: {},
     ),
     "linear": RopeScaling(
-        _linear,
+        linear_freqs,
         "Chen et al. 2023, Position Interpolation, https://arxiv.org/abs/2306.15595",
         ("factor",),
         reference=ref.rope_scaling_linear,
         example=lambda dim: {"factor": 4.0},
     ),
     "ntk": RopeScaling(
-        _ntk,
+        ntk_freqs,
         "bloc97 2023, NTK-aware scaled RoPE, https://www.reddit.com/r/LocalLLaMA/comments/14lz7j5/",
         ("factor",),
-        validate=_validate_ntk,
+        validate=validate_ntk,
         reference=ref.rope_scaling_ntk,
         example=lambda dim: {"factor": 4.0},
     ),
     "dynamic": RopeScaling(
-        _dynamic,
+        dynamic_freqs,
         "emozilla 2023, Dynamically scaled RoPE, https://www.reddit.com/r/LocalLLaMA/comments/14mrgpr/",
         ("factor", ORIGINAL),
-        validate=_validate_ntk,
+        validate=validate_ntk,
         length_dependent=True,
         hf_original="max_position_embeddings",
         reference=ref.rope_scaling_dynamic,
         example=lambda dim: {"factor": 4.0, ORIGINAL: 2048},
     ),
     "yarn": RopeScaling(
-        _yarn,
+        yarn_freqs,
         "Peng et al. 2023, YaRN, https://arxiv.org/abs/2309.00071",
         ("factor", ORIGINAL),
         ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
-        validate=_validate_yarn,
-        bands=_yarn_bands,
+        validate=validate_yarn,
+        bands=yarn_bands,
         hf_original="rope",
         reference=ref.rope_scaling_yarn,
         example=lambda dim: {"factor": 4.0, ORIGINAL: 2048},
     ),
     "llama3": RopeScaling(
-        _llama3,
+        llama3_freqs,
         "Meta 2024, The Llama 3 Herd of Models, https://arxiv.org/abs/2407.21783",
         ("factor", ORIGINAL, "low_freq_factor", "high_freq_factor"),
-        validate=_validate_llama3,
-        bands=_llama3_bands,
+        validate=validate_llama3,
+        bands=llama3_bands,
         hf_original="rope",
         reference=ref.rope_scaling_llama3,
         example=lambda dim: {"factor": 8.0, ORIGINAL: 2048, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
     ),
     "longrope": RopeScaling(
-        _longrope,
+        longrope_freqs,
         "Ding et al. 2024, LongRoPE, https://arxiv.org/abs/2402.13753",
         ("short_factor", "long_factor", ORIGINAL),
         ("factor", "attention_factor"),
-        validate=_validate_longrope,
+        validate=validate_longrope,
         length_dependent=True,
         hf_original="rope",
         factor_from_context=True,
@@ -499,23 +295,116 @@ def validate(scaling: Params | None, *, dim: int) -> Params | None:
     check_int("dim (rotary_dim)", dim, minimum=2, even=True)
     name, params = split(scaling)
     _check_keys(name, params)
-    _check_common(name, params, dim)
+    check_common(name, params, dim)
     ROPE_SCALINGS[name].validate(params, dim=dim)
     return scaling
 
 
+@dataclass(frozen=True)
+class Scaling:
+    """A RoPE scaling parsed once, where it enters, and passed on typed.
+
+    :meth:`parse` fills what Hugging Face infers from the model's context (:func:`resolve`) and
+    checks every key for the rotated dimension ``dim`` (:func:`validate`); nothing that holds a
+    ``Scaling`` checks it again. :meth:`frequencies` runs the variant's formula (a dynamic
+    scaling at every new length) and only checks its result for float overflow.
+    """
+
+    rope_type: str  # a key of ROPE_SCALINGS
+    items: tuple[tuple[str, Any], ...]  # its keys (Hugging Face's names), resolved and checked
+    dim: int  # the rotated dimension (rotary_dim) it was checked for
+
+    @classmethod
+    def parse(
+        cls, scaling: Params | Scaling | None, *, dim: int, max_position_embeddings: int | None = None
+    ) -> Scaling:
+        """A dict (``{"rope_type": ..., **keys}``), None (plain RoPE) or a Scaling, checked for ``dim``."""
+        if isinstance(scaling, Scaling):
+            if scaling.dim == dim:
+                return scaling
+            scaling = scaling.to_dict()
+        resolved = validate(resolve(scaling, max_position_embeddings=max_position_embeddings), dim=dim)
+        name, params = split(resolved)
+        return cls(name, tuple(params.items()), dim)
+
+    @property
+    def params(self) -> Params:
+        """The keys as a new dict (without ``rope_type``)."""
+        return dict(self.items)
+
+    @property
+    def spec(self) -> RopeScaling:
+        return ROPE_SCALINGS[self.rope_type]
+
+    @property
+    def length_dependent(self) -> bool:
+        """inv_freq follows the current length (dynamic NTK, LongRoPE): attention caches raw keys."""
+        return self.spec.length_dependent
+
+    def to_dict(self) -> Params | None:
+        """The Hugging Face style dict (None for plain RoPE without keys)."""
+        if self.rope_type == "default" and not self.items:
+            return None
+        return {"rope_type": self.rope_type, **self.params}
+
+    def frequencies(self, *, base: float, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+        """``(inv_freq float64 (dim/2,), attention_scaling)`` for RoPE base ``base`` (checked by
+        the caller) at length ``seq_len`` (read by length-dependent scalings; None = within the
+        original context). The inputs are not checked again; an overflowing result is refused."""
+        try:
+            inv_freq, attention = self.spec(dim=self.dim, base=base, seq_len=seq_len, params=self.params)
+        except OverflowError:
+            inv_freq, attention = torch.full((self.dim // 2,), math.nan), math.nan
+        # A factor/base so large that float64 overflows would give zero/inf frequencies or an
+        # inf attention scaling (silently inf or unrotated outputs): reject it, naming the keys.
+        inv = torch.as_tensor(inv_freq)
+        if (
+            torch.compiler.is_compiling()
+        ):  # a length-dependent scaling traced in a graph: checked on the device
+            torch._assert_async(
+                torch.isfinite(inv).all() & (inv > 0).all(),
+                f"rope scaling {self.rope_type!r} overflows float64 at this length (frequencies out of range)",
+            )
+            return inv_freq, attention
+        if not (
+            bool(torch.isfinite(inv).all() and (inv > 0).all())
+            and abs(attention) <= torch.finfo(torch.float32).max
+        ):
+            raise PosencError(
+                f"rope scaling {self.rope_type!r} with base={base} and {self.params} overflows float64/float32 "
+                "(frequencies or attention_factor out of range); use a smaller factor, base or attention_factor"
+            )
+        return inv_freq, attention
+
+    def reference(self, *, base: float, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+        """:meth:`frequencies` by the variant's NumPy float64 reference."""
+        fn = self.spec.reference
+        if fn is None:
+            raise PosencError(f"rope scaling {self.rope_type!r} has no NumPy reference")
+        params = self.params
+        if "seq_len" in inspect.signature(fn).parameters:
+            params["seq_len"] = None if seq_len is None else int(seq_len)
+        inv_freq, attention_scaling = fn(self.dim, float(base), **params)
+        return np.asarray(inv_freq, dtype=np.float64), float(attention_scaling)
+
+    def bands(self, *, base: float) -> list[str] | None:
+        """The band of each pair for the variants that have bands (see :func:`frequency_bands`), else None."""
+        bands = self.spec.bands
+        return None if bands is None else bands(dim=self.dim, base=base, params=self.params)
+
+
 def compute(
-    scaling: Params | None,
+    scaling: Params | Scaling | None,
     *,
     dim: int,
     base: float,
     seq_len: int | None = None,
     max_position_embeddings: int | None = None,
 ):
-    """Validate ``scaling`` and return ``(inv_freq float64 (dim/2,), attention_scaling float)``.
+    """Parse ``scaling`` (:meth:`Scaling.parse`) and return ``(inv_freq float64 (dim/2,), attention_scaling float)``.
 
     Args:
-        scaling: HF-style dict with key ``"rope_type"`` (None -> plain RoPE).
+        scaling: HF-style dict with key ``"rope_type"`` (None -> plain RoPE), or a :class:`Scaling`.
         dim: rotated dimension (``rotary_dim``), even.
         base: RoPE base (``rope_theta``) > 1.
         seq_len: current length ``max(position) + 1``; read by ``dynamic`` and
@@ -523,39 +412,15 @@ def compute(
         max_position_embeddings: the model's context; fills missing keys as HF
             does (see :func:`resolve`).
     """
-    scaling = resolve(scaling, max_position_embeddings=max_position_embeddings)
-    if not torch.compiler.is_compiling():  # in a graph: checked when the encoding was built
-        validate(scaling, dim=dim)
-        base = check_float("base (rope_theta)", base, minimum=1.0, exclusive_minimum=True)
-        if seq_len is not None:
-            seq_len = check_int("seq_len", seq_len, minimum=1)
-    name, params = split(scaling)
-    try:
-        inv_freq, attention_scaling = ROPE_SCALINGS[name](dim=dim, base=base, seq_len=seq_len, params=params)
-    except OverflowError:
-        inv_freq, attention_scaling = torch.full((dim // 2,), math.nan), math.nan
-    # A factor/base so large that float64 overflows would give zero/inf frequencies or an
-    # inf attention scaling (silently inf or unrotated outputs): reject it, naming the keys.
-    inv = torch.as_tensor(inv_freq)
-    if torch.compiler.is_compiling():  # a length-dependent scaling traced in a graph: checked on the device
-        torch._assert_async(
-            torch.isfinite(inv).all() & (inv > 0).all(),
-            f"rope scaling {name!r} overflows float64 at this length (frequencies out of range)",
-        )
-        return inv_freq, attention_scaling
-    if not (
-        bool(torch.isfinite(inv).all() and (inv > 0).all())
-        and abs(attention_scaling) <= torch.finfo(torch.float32).max
-    ):
-        raise PosencError(
-            f"rope scaling {name!r} with base={base} and {params} overflows float64/float32 "
-            "(frequencies or attention_factor out of range); use a smaller factor, base or attention_factor"
-        )
-    return inv_freq, attention_scaling
+    parsed = Scaling.parse(scaling, dim=dim, max_position_embeddings=max_position_embeddings)
+    base = check_float("base (rope_theta)", base, minimum=1.0, exclusive_minimum=True)
+    if seq_len is not None:
+        seq_len = check_int("seq_len", seq_len, minimum=1)
+    return parsed.frequencies(base=base, seq_len=seq_len)
 
 
 def reference(
-    scaling: Params | None,
+    scaling: Params | Scaling | None,
     *,
     dim: int,
     base: float,
@@ -564,15 +429,8 @@ def reference(
 ) -> tuple[np.ndarray, float]:
     """:func:`compute` by the NumPy float64 reference of the variant (``ROPE_SCALINGS[name].reference``):
     ``(inv_freq (dim/2,) float64 ndarray, attention_scaling)``."""
-    scaling = validate(resolve(scaling, max_position_embeddings=max_position_embeddings), dim=dim)
-    name, params = split(scaling)
-    fn = ROPE_SCALINGS[name].reference
-    if fn is None:
-        raise PosencError(f"rope scaling {name!r} has no NumPy reference")
-    if "seq_len" in inspect.signature(fn).parameters:
-        params["seq_len"] = None if seq_len is None else int(seq_len)
-    inv_freq, attention_scaling = fn(dim, float(base), **params)
-    return np.asarray(inv_freq, dtype=np.float64), float(attention_scaling)
+    parsed = Scaling.parse(scaling, dim=dim, max_position_embeddings=max_position_embeddings)
+    return parsed.reference(base=base, seq_len=seq_len)
 
 
 def depends_on_seq_len(scaling: Params | None) -> bool:
@@ -585,7 +443,7 @@ def depends_on_seq_len(scaling: Params | None) -> bool:
 
 
 def frequency_bands(
-    scaling: Params | None, *, dim: int, base: float, max_position_embeddings: int | None = None
+    scaling: Params | Scaling | None, *, dim: int, base: float, max_position_embeddings: int | None = None
 ) -> list[str] | None:
     """Which band each pair falls in, for the variants that have bands, else None.
 
@@ -593,13 +451,10 @@ def frequency_bands(
     divided by s). Llama 3: ``high`` (wavelength < L0/high_freq_factor, unchanged) /
     ``mid`` / ``low`` (wavelength > L0/low_freq_factor, divided by s).
     """
-    scaling = validate(resolve(scaling, max_position_embeddings=max_position_embeddings), dim=dim)
-    name, params = split(scaling)
-    bands = ROPE_SCALINGS[name].bands
-    return None if bands is None else bands(dim=dim, base=base, params=params)
+    return Scaling.parse(scaling, dim=dim, max_position_embeddings=max_position_embeddings).bands(base=base)
 
 
-def apply_to_model(model: nn.Module, scaling: Params | None) -> int:
+def apply_to_model(model: nn.Module, scaling: Params | Scaling | None) -> int:
     """Set ``scaling`` on every rotary encoding in ``model``; returns how many were changed.
 
     Lets a model trained with plain RoPE be evaluated with any context-extension
@@ -608,7 +463,8 @@ def apply_to_model(model: nn.Module, scaling: Params | None) -> int:
     """
     if not isinstance(model, nn.Module):
         raise PosencTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    split(scaling)  # fail fast on a bad rope_type, before touching any module
+    if not isinstance(scaling, Scaling):
+        split(scaling)  # fail fast on a bad rope_type, before touching any module
     count = 0
     for module in model.modules():
         if isinstance(module, RotaryEncoding) and module.supports_scaling:
@@ -633,10 +489,11 @@ def describe(
     s = fully interpolated) and ``band`` (see :func:`frequency_bands`, else None).
     """
     scaling = resolve(scaling, max_position_embeddings=max_position_embeddings)
-    inv_freq, attention = compute(scaling, dim=dim, base=base, seq_len=seq_len)
+    parsed = Scaling.parse(scaling, dim=dim)  # checked once; the rest reads it
+    inv_freq, attention = compute(parsed, dim=dim, base=base, seq_len=seq_len)
     plain = inverse_frequencies(dim, float(base))
     bands: list[str | None] = [None] * (dim // 2)
-    bands = list(frequency_bands(scaling, dim=dim, base=base) or bands)
+    bands = list(parsed.bands(base=base) or bands)
     pairs = [
         {
             "pair": i,
@@ -648,9 +505,8 @@ def describe(
         }
         for i, (f, p, band) in enumerate(zip(inv_freq.tolist(), plain.tolist(), bands))
     ]
-    name, _ = split(scaling)
     return {
-        "rope_type": name,
+        "rope_type": parsed.rope_type,
         "scaling": scaling,
         "dim": dim,
         "base": float(base),

@@ -16,7 +16,7 @@ plain rotation :func:`apply_rotary` that the fused kernel must equal.
 :func:`permute_qk_weight` converts projection weights from one to the other.
 
 Numerics: angles ``position * inv_freq`` come from integer positions in float64
-(:class:`posenc.base.SinCosCache`), are cached, and are cast last. The rotation
+(:class:`posenc.tables.SinCosCache`), are cached, and are cast last. The rotation
 itself runs in at least float32 and the result is cast back to the input dtype,
 so a bfloat16 model still tells position 8191 from 8190.
 
@@ -31,32 +31,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from posenc import rope_scaling
-from posenc.base import (
+from posenc.checks import (
     SEQ_AXIS,
-    EncodingConfig,
-    Positions,
-    RotaryEncoding,
-    SinCosCache,
-    as_positions,
     check_choice,
     check_float,
     check_int,
     check_tensor,
     check_tensor_layout,
-    grown_table,
-    inverse_frequencies,
-    joint_bound,
-    length_field,
-    model_field,
     to_layout,
 )
+from posenc.config import EncodingConfig, length_field, model_field
+from posenc.encoding import RotaryEncoding
 from posenc.errors import PosencError
 from posenc.kernels.rope import apply_rotary_fused, rotate_rows, rotate_trusted, table_dtype
-from posenc.rotation import LAYOUTS, apply_rotary
+from posenc.positions import Positions, as_positions, joint_bound
+from posenc.reference import rotary as reference
+from posenc.rotation import LAYOUTS, apply_rotary, layout_permutation, permute_qk_weight
+from posenc.tables import SinCosCache, grown_table, inverse_frequencies
 
 # ---------------------------------------------------------------------------
 # The fast apply path; it must equal the plain one (posenc.rotation.apply_rotary).
@@ -73,67 +69,6 @@ def apply_rotary_fast(
     with one log line, when the kernel is unavailable or cannot take the call.
     """
     return apply_rotary_fused(x, cos, sin, layout=layout, rotary_dim=rotary_dim)
-
-
-# ---------------------------------------------------------------------------
-# Layout conversion.
-# ---------------------------------------------------------------------------
-
-
-def layout_permutation(head_dim: int, *, src: str, dst: str, rotary_dim: int | None = None) -> torch.Tensor:
-    """Index ``perm`` (d,) with ``x_dst = x_src[..., perm]`` for one head's features.
-
-    Features past ``rotary_dim`` are not rotated and keep their place.
-    """
-    head_dim = check_int("head_dim", head_dim, minimum=2, even=True)
-    r = _check_rotary_dim(rotary_dim if rotary_dim is not None else head_dim, head_dim)
-    check_choice("src", src, LAYOUTS)
-    check_choice("dst", dst, LAYOUTS)
-    half = torch.arange(r // 2)
-    if src == dst:
-        block = torch.arange(r)
-    elif src == "interleaved":  # half slot p < r/2 holds pair p's first (2p), p >= r/2 its second
-        block = torch.cat((2 * half, 2 * half + 1))
-    else:  # interleaved slot 2p holds half slot p, slot 2p+1 holds p + r/2
-        block = torch.stack((half, half + r // 2), dim=-1).flatten()
-    return torch.cat((block, torch.arange(r, head_dim)))
-
-
-def permute_qk_weight(
-    weight: torch.Tensor,
-    num_heads: int,
-    head_dim: int,
-    *,
-    src: str,
-    dst: str,
-    rotary_dim: int | None = None,
-) -> torch.Tensor:
-    """Permute q/k projection rows so a model moves from layout ``src`` to ``dst`` unchanged.
-
-    Rotating ``P q`` in the ``dst`` layout equals ``P`` applied to rotating ``q`` in the
-    ``src`` layout, and ``P`` is the same permutation for q and k, so ``q . k`` (hence
-    the attention output) is identical. Apply it to W_q and W_k (and their biases),
-    never to W_v / W_o.
-
-    Args:
-        weight: ``(num_heads * head_dim, d_in)`` or a bias ``(num_heads * head_dim,)``.
-        num_heads, head_dim: how the rows split into heads.
-        src, dst: ``"half"`` or ``"interleaved"``.
-        rotary_dim: rotated leading block per head (default: all of it).
-
-    Returns:
-        A new tensor of the same shape.
-    """
-    weight = check_tensor("weight", weight, ndim=(1, 2))
-    num_heads = check_int("num_heads", num_heads, minimum=1)
-    head_dim = check_int("head_dim", head_dim, minimum=2, even=True)
-    if weight.shape[0] != num_heads * head_dim:
-        raise PosencError(
-            f"weight has {weight.shape[0]} rows but num_heads * head_dim = {num_heads * head_dim}"
-        )
-    perm = layout_permutation(head_dim, src=src, dst=dst, rotary_dim=rotary_dim).to(weight.device)
-    per_head = weight.reshape(num_heads, head_dim, *weight.shape[1:])  # (h, d, d_in?)
-    return per_head[:, perm].reshape(weight.shape)
 
 
 def _check_rotary_dim(rotary_dim: Any, head_dim: int, name: str = "rotary_dim") -> int:
@@ -164,8 +99,16 @@ class RoPEConfig(EncodingConfig):
         check_float("partial_rotary_factor", self.partial_rotary_factor, minimum=0.0, maximum=1.0)
         if self.max_position_embeddings is not None:
             check_int("max_position_embeddings", self.max_position_embeddings, minimum=1)
-        r = self.resolved_rotary_dim()
-        _effective_scaling(self.scaling, self.max_position_embeddings, r)
+        # the scaling is parsed (filled as Hugging Face does, checked) once, here, and kept typed
+        scaling = rope_scaling.Scaling.parse(
+            self.scaling, dim=self.resolved_rotary_dim(), max_position_embeddings=self.max_position_embeddings
+        )
+        object.__setattr__(self, "_parsed_scaling", scaling)
+
+    @property
+    def parsed_scaling(self) -> rope_scaling.Scaling:
+        """The scaling as the typed object parsed when this config was made."""
+        return self.__dict__["_parsed_scaling"]
 
     def resolved_rotary_dim(self) -> int:
         """The rotated block size ``r`` from ``rotary_dim`` or ``partial_rotary_factor``."""
@@ -185,17 +128,6 @@ class RoPEConfig(EncodingConfig):
                 f"(int({self.head_dim} * {self.partial_rotary_factor}) = {from_factor}); give only one"
             )
         return r
-
-
-def _effective_scaling(scaling: dict | None, max_position_embeddings: int | None, rotary_dim: int):
-    """The scaling dict handed to :func:`rope_scaling.compute`.
-
-    As Hugging Face does, what a scaling can infer from ``max_position_embeddings``
-    (a missing ``original_max_position_embeddings``, LongRoPE's ``factor``) is filled
-    by :func:`rope_scaling.resolve`; the result is validated.
-    """
-    resolved = rope_scaling.resolve(scaling, max_position_embeddings=max_position_embeddings)
-    return rope_scaling.validate(resolved, dim=rotary_dim)
 
 
 class RoPE(RotaryEncoding):
@@ -228,12 +160,16 @@ class RoPE(RotaryEncoding):
 
     # -- scaling -------------------------------------------------------------
 
-    def set_scaling(self, scaling: dict | None) -> None:
-        """Swap the context-extension scaling (HF ``rope_scaling`` dict or None) in place."""
+    def set_scaling(self, scaling: dict | rope_scaling.Scaling | None) -> None:
+        """Swap the context-extension scaling (HF ``rope_scaling`` dict, a parsed
+        :class:`~posenc.rope_scaling.Scaling`, or None) in place; it is parsed and checked once."""
+        if isinstance(scaling, rope_scaling.Scaling):
+            scaling = scaling.to_dict()
         scaling = None if scaling is None else dict(scaling)
-        self.config = dataclasses.replace(self.config, scaling=scaling)  # validates
-        self._scaling = _effective_scaling(scaling, self.config.max_position_embeddings, self.rotary_dim)
-        self._dynamic = rope_scaling.depends_on_seq_len(scaling)
+        self.config = dataclasses.replace(self.config, scaling=scaling)  # parses and checks it, once
+        self._scaling = self.config.parsed_scaling
+        self._dynamic = self._scaling.length_dependent
+        self.translation_invariant = not self._dynamic  # dynamic frequencies follow the largest position
         # Static scalings are computed once here; dynamic ones again per call (seq_len known then).
         self._inv_freq, self.attention_scaling = self._compute(None)
 
@@ -244,9 +180,7 @@ class RoPE(RotaryEncoding):
         return self._dynamic
 
     def _compute(self, seq_len: int | None) -> tuple[torch.Tensor, float]:
-        inv_freq, attention_scaling = rope_scaling.compute(
-            self._scaling, dim=self.rotary_dim, base=self.config.base, seq_len=seq_len
-        )
+        inv_freq, attention_scaling = self._scaling.frequencies(base=self.config.base, seq_len=seq_len)
         inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64).detach().cpu()  # (r/2,)
         if inv_freq.shape != (self.rotary_dim // 2,):
             raise PosencError(
@@ -261,6 +195,20 @@ class RoPE(RotaryEncoding):
         if self._dynamic:
             return self._compute(max_position + 1)
         return self._inv_freq, self.attention_scaling
+
+    def numpy_reference(self, q, k, q_positions, k_positions):
+        """q and k rotated in float64 NumPy (:func:`posenc.reference.rotary.rope`) with this
+        scaling's frequencies from its NumPy reference (:func:`posenc.rope_scaling.reference`)."""
+        seq_len = int(max(np.max(q_positions), np.max(k_positions))) + 1
+        inv_freq, scale = self._scaling.reference(base=self.config.base, seq_len=seq_len)
+
+        def rotate(x, positions):
+            return reference.rope(
+                x, np.asarray(positions)[:, None, :], layout=self.config.layout, rotary_dim=self.rotary_dim,
+                inv_freq=inv_freq, attention_scaling=scale,
+            )  # fmt: skip
+
+        return rotate(q, q_positions), rotate(k, k_positions)
 
     # -- tables --------------------------------------------------------------
 
@@ -364,7 +312,7 @@ class RoPE(RotaryEncoding):
         nothing is copied. q and k may have different lengths (KV cache, cross-attention) and
         head counts (grouped-query attention). Returns tensors of the same shapes, dtypes and
         layout. Tensor positions are checked (their length against the layout's sequence
-        axis); a :class:`~posenc.base.Positions` (what attention passes) is trusted.
+        axis); a :class:`~posenc.positions.Positions` (what attention passes) is trusted.
         """
         return _in_layout(self._rotate_bhsd, q, k, q_positions, k_positions, self.config.head_dim, layout)
 
@@ -526,6 +474,7 @@ class XPos(RotaryEncoding):
     share_across_layers = (
         True  # cache_unrotated_keys stays False: the centre is fixed, rotated keys stay valid
     )
+    translation_invariant = True  # the scales are reciprocal on q and k: scores see m - n only
 
     def __init__(self, config: XPosConfig) -> None:
         super().__init__(config)

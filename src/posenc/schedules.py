@@ -32,7 +32,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from posenc.base import PositionalEncoding, check_int, did_you_mean
+from posenc.checks import check_int, did_you_mean
+from posenc.encoding import PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import build_for_model, get_encoding_class
 

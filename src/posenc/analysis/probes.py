@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from posenc.attention import MultiHeadAttention
-from posenc.base import AdditiveEncoding, PositionalEncoding, check_float, check_int, check_tensor
+from posenc.checks import check_float, check_int, check_tensor
+from posenc.encoding import AdditiveEncoding, PositionalEncoding
 from posenc.errors import PosencError
 from posenc.model import Transformer, TransformerConfig
 from posenc.registry import build_for_model

@@ -29,7 +29,8 @@ from posenc.analysis.signals import (
     position_signal,
     signature_rows,
 )
-from posenc.base import PositionalEncoding, check_int
+from posenc.checks import check_int
+from posenc.encoding import PositionalEncoding
 from posenc.errors import PosencError
 from posenc.reference.rotary import rope_inv_freq
 from posenc.registry import build

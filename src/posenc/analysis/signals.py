@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 import posenc
-from posenc.base import (
+from posenc.encoding import (
     AdditiveEncoding,
     BiasEncoding,
     ContextualEncoding,

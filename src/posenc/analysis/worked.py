@@ -14,14 +14,14 @@ from typing import Any, cast
 import torch
 
 from posenc.analysis.signals import make
-from posenc.base import (
+from posenc.checks import check_int
+from posenc.encoding import (
     AdditiveEncoding,
     BiasEncoding,
     ContextualEncoding,
     PositionalEncoding,
     RelativeEncoding,
     RotaryEncoding,
-    check_int,
 )
 
 Table = tuple[str, list[str], list[list[str]]]  # (title, column labels, rows of cell text)

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
-from posenc.base import check_choice, check_int
 from posenc.bench.ray_executor import RayExecutor
 from posenc.bench.spec import RunSpec
+from posenc.checks import check_choice, check_int
 
 WorkFn = Callable[[RunSpec, Callable[[int], None]], dict]
 ProgressFn = Callable[[RunSpec, int], None]  # (spec, units advanced)

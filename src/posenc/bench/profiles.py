@@ -13,7 +13,7 @@ may only *name a subset* of it. Parameters whose paper default assumes long
 training run twice in ``full`` (the protocol's fairness rule): the paper default
 and ``@scaled`` to the training length. Which Config fields count as such is
 their own metadata (``length_field("paper_length", ...)`` in the Config, see
-:func:`posenc.base.length_field`), so a new encoding declares it where the field is
+:func:`posenc.config.length_field`), so a new encoding declares it where the field is
 defined and is scaled without being listed anywhere.
 
 Architecture variants (*how* position is added, for additive encodings
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posenc import schedules
-from posenc.base import check_choice, check_int
 from posenc.bench import scalings
 from posenc.bench.executor import max_threads
 from posenc.bench.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
+from posenc.checks import check_choice, check_int
 from posenc.errors import PosencError
 from posenc.model import COMBINES, INJECTS
 from posenc.registry import ENCODINGS

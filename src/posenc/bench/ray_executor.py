@@ -37,8 +37,8 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from posenc.base import check_int
 from posenc.bench.spec import RunSpec
+from posenc.checks import check_int
 from posenc.errors import PosencError
 
 WorkFn = Callable[[RunSpec, Callable[[int], None]], dict]

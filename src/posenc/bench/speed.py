@@ -56,9 +56,9 @@ from typing import Any
 import torch
 from rich.table import Table
 
-from posenc.base import check_int
 from posenc.bench import speed_cases as cases_mod
 from posenc.bench.executor import max_threads
+from posenc.checks import check_int
 from posenc.errors import PosencError
 from posenc.registry import ENCODINGS
 

@@ -32,12 +32,14 @@ import torch.nn.functional as F
 
 import posenc
 from posenc.attention import KVCache, MultiHeadAttention
-from posenc.base import BiasEncoding, Positions, compute_dtype
 from posenc.bench.spec import ModelSpec
+from posenc.checks import compute_dtype
+from posenc.encoding import BiasEncoding
 from posenc.kernels import rope as rope_kernel
 from posenc.kernels.bias_attention import bias_attention
 from posenc.kernels.rope import apply_rotary_fused
 from posenc.model import Transformer, TransformerConfig
+from posenc.positions import Positions
 from posenc.rotary import RoPE, apply_rotary
 
 Case = Callable[[], object] | str

@@ -25,10 +25,10 @@ import numpy as np
 import torch
 
 from posenc.analysis.probes import PROBE_ORIGINAL, PROBE_PERMUTED, model_attention_maps, word_order_change
-from posenc.base import check_int
 from posenc.bench.spec import RunSpec
 from posenc.bench.store import load_weights, read_record_file
 from posenc.bench.trainer import build_model
+from posenc.checks import check_int
 from posenc.errors import PosencError
 from posenc.model import Transformer
 from posenc.tasks import synthetic, text

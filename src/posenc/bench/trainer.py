@@ -24,10 +24,10 @@ import torch
 import torch.nn.functional as F
 
 from posenc import schedules
-from posenc.base import RotaryEncoding
 from posenc.bench import scalings
 from posenc.bench.profiles import train_length
 from posenc.bench.spec import WEIGHTS_KEY, RunSpec
+from posenc.encoding import RotaryEncoding
 from posenc.errors import PosencError
 from posenc.model import Transformer, TransformerConfig
 from posenc.positions import randomized as randomized_positions

@@ -12,9 +12,9 @@ import sys
 import click
 from rich.console import Console
 
-from posenc.base import check_int
 from posenc.bench import speed, speed_compare
 from posenc.bench.executor import max_threads
+from posenc.checks import check_int
 from posenc.cli.paths import output_dir
 
 SECTION_CHOICES = speed.SECTIONS

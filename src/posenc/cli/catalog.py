@@ -10,7 +10,7 @@ from rich.table import Table
 
 import posenc
 from posenc.analysis import demonstrations, notes, worked
-from posenc.base import check_int
+from posenc.checks import check_int
 from posenc.cli.notes import claim_rows, print_demonstration
 from posenc.cli.presets import print_presets
 from posenc.errors import PosencError

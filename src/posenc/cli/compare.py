@@ -13,7 +13,6 @@ from rich.console import Console
 
 from posenc import bench, presets, report
 from posenc.attention import check_kv_heads
-from posenc.base import check_int
 from posenc.bench.executor import max_threads
 from posenc.bench.profiles import (
     MAX_SEED,
@@ -24,6 +23,7 @@ from posenc.bench.profiles import (
     without_variants,
 )
 from posenc.bench.ray_executor import RayNotInstalled, require_ray
+from posenc.checks import check_int
 from posenc.cli.paths import output_dir
 from posenc.errors import PosencError
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from posenc import viz
-from posenc.base import check_int
 from posenc.bench import trained
+from posenc.checks import check_int
 from posenc.cli.paths import output_file
 from posenc.errors import PosencError
 from posenc.viz import FIGURE_KINDS, FIGURES

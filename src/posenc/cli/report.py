@@ -7,7 +7,7 @@ import time
 import click
 
 from posenc import report
-from posenc.base import check_int
+from posenc.checks import check_int
 from posenc.cli.paths import input_dir, output_dir
 
 

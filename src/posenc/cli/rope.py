@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from posenc import hf, rope_scaling
-from posenc.base import check_float, check_int
+from posenc.checks import check_float, check_int
 from posenc.cli.paths import output_file
 from posenc.errors import PosencError
 from posenc.viz.figures import new_figure

@@ -30,7 +30,7 @@ import os
 from typing import Any
 
 from posenc import rope_scaling
-from posenc.base import check_float, check_int
+from posenc.checks import check_float, check_int
 from posenc.errors import PosencError, PosencTypeError
 from posenc.registry import build
 

@@ -58,7 +58,7 @@ import torch
 from torch import nn
 
 from posenc import rope_scaling
-from posenc.base import PositionalEncoding, RotaryEncoding
+from posenc.encoding import PositionalEncoding, RotaryEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.hf.config import from_hf
 from posenc.hf.families import TESTED_TRANSFORMERS, Family, family_of

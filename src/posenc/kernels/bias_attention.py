@@ -52,10 +52,11 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from posenc.base import Positions, as_positions, check_choice, check_int, compute_dtype, resolve_positions
+from posenc.checks import check_choice, check_int, compute_dtype
 from posenc.kernels import mlp_bias
 from posenc.kernels._build import warn_once
 from posenc.kernels.blocked import blocked_attention, blocks_for, hankel_block
+from posenc.positions import Positions, as_positions, resolve_positions
 
 PATHS = ("auto", "chunked", "flex")
 CHUNK_BYTES = 32 << 20  # bias bytes per block (translation-invariant encodings)
@@ -126,7 +127,7 @@ def chunked_bias_attention(
         q: ``(b, h, i, d)``; k, v: ``(b, h, j, d)``.
         encoding: a bias encoding (``bias_fn``, ``bias``, ``num_heads``).
         q_positions, k_positions: int ``(b|1, i)``, ``(b|1, j)`` (checked), trusted
-            :class:`~posenc.base.Positions`, or None = arange.
+            :class:`~posenc.positions.Positions`, or None = arange.
         allowed: bool "may attend" ``(b|1, 1|h, i, j)`` or None; every row must allow a key.
         causal: mask keys after the query by index (the ``i`` queries are the last ``i`` keys).
         dropout: dropout probability on the attention weights.

@@ -36,7 +36,7 @@ import ctypes
 
 import torch
 
-from posenc.base import compute_dtype
+from posenc.checks import compute_dtype
 from posenc.errors import PosencError
 from posenc.kernels._build import load, warn_once
 from posenc.rotation import apply_rotary

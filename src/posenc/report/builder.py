@@ -42,9 +42,9 @@ from posenc.analysis import (
 )
 from posenc.analysis.signals import make
 from posenc.analysis.summary import format_value
-from posenc.base import check_choice
 from posenc.bench import report_section
 from posenc.bench.store import ResultStore
+from posenc.checks import check_choice
 from posenc.viz import FIGURE_KINDS, figures
 
 # Figure options used in the report (small sizes keep `posenc report` well under 2 min).

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import torch
 
-from posenc.base import check_choice, check_int
+from posenc.checks import check_choice, check_int
 from posenc.errors import PosencError
 
 PAD, BOS, SEP, EOS, BLANK = 0, 1, 2, 3, 4

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from posenc.base import check_int
+from posenc.checks import check_int
 from posenc.errors import PosencError
 
 VOCAB_SIZE = 256

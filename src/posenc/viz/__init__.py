@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posenc.analysis.signals import make
-from posenc.base import PositionalEncoding, check_choice
+from posenc.checks import check_choice
+from posenc.encoding import PositionalEncoding
 from posenc.errors import PosencError
 from posenc.viz import figures
 from posenc.viz.figures import new_figure

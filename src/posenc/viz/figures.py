@@ -23,7 +23,8 @@ from posenc import rope_scaling
 from posenc.analysis import properties
 from posenc.analysis.probes import attention_maps
 from posenc.analysis.signals import feature_dim_of, position_kernel, position_signal
-from posenc.base import PositionalEncoding, RotaryEncoding, check_int
+from posenc.checks import check_int
+from posenc.encoding import PositionalEncoding, RotaryEncoding
 from posenc.errors import PosencError
 from posenc.registry import ENCODINGS
 

@@ -13,7 +13,7 @@ from posenc.analysis import properties
 from posenc.analysis.demonstrations.base import Demonstration, small, vector
 from posenc.analysis.signals import additive_vectors, make
 from posenc.analysis.worked import TUTORIAL_TOKENS
-from posenc.base import AdditiveEncoding
+from posenc.encoding import AdditiveEncoding
 from posenc.errors import PosencError
 from posenc.reference import tutorial
 
