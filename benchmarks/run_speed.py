@@ -1,26 +1,40 @@
-"""``posenc bench``: race posenc's fast paths against peer libraries (thin wrapper).
+"""The speed races: posenc's fast paths against peer libraries, written to benchmarks/results/.
 
-The work is in :mod:`posenc.bench.speed`; this parses options, shows progress, prints a
-table or JSON, and compares the new record with the previous one of the same mode.
+A developer tool, not a library feature (the peers are test extras; the numbers mean
+something only on a quiet machine), so it lives in the repository, next to the records
+it writes. The work is in :mod:`speed` (contenders in :mod:`speed_cases`); this parses
+options, shows progress, prints a table or JSON, and compares the new record with the
+previous one of the same mode (:mod:`speed_compare`).
+
+Usage:
+    python benchmarks/run_speed.py [--quick | --full] [--section rope|decode|bias|train ...]
+        [--no-memory] [--out DIR] [--no-save] [--threads N] [--format table|json]
+
+Then ``python benchmarks/compare_speed.py`` diffs the two newest records of a mode, and
+``python benchmarks/update_speed_table.py RECORD ...`` rewrites the README's speed table.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
+import speed  # benchmarks/, next to this file
+import speed_compare
 from rich.console import Console
 
 from posenc.base import check_int
-from posenc.bench import speed, speed_compare
-from posenc.bench.executor import max_threads
-from posenc.cli.paths import output_dir
+from posenc.cli.paths import os_error_message, output_dir
+from posenc.compare.executor import max_threads
+from posenc.errors import PosencError
 
+RESULTS = Path(__file__).resolve().parent / "results"
 SECTION_CHOICES = speed.SECTIONS
 
 
-@click.command("bench")
+@click.command("run_speed.py")
 @click.option("--quick", "mode", flag_value="quick", default=True, help="small plan, a few minutes (default)")
 @click.option("--full", "mode", flag_value="full", help="all shapes, encodings and FlexAttention (long)")
 @click.option("--smoke", "mode", flag_value="smoke", hidden=True, help="tiny shapes (tests)")
@@ -30,7 +44,7 @@ SECTION_CHOICES = speed.SECTIONS
 )  # fmt: skip
 @click.option("--no-memory", is_flag=True, help="skip the peak-memory subprocesses of the bias section")
 @click.option(
-    "--out", "out_dir", default="benchmarks/results", show_default=True,
+    "--out", "out_dir", default=str(RESULTS), show_default="benchmarks/results",
     type=click.Path(file_okay=False, writable=True),
     help="where the JSON record goes",
 )  # fmt: skip
@@ -39,7 +53,7 @@ SECTION_CHOICES = speed.SECTIONS
     "--threads", type=int, default=None, help="torch threads for the run, 1 .. 4 x cores (default: torch's)"
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def bench_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> None:
+def run_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> None:
     """Time RoPE application, decoding, bias attention and a training step against peers.
 
     \b
@@ -53,9 +67,9 @@ def bench_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> 
 
     \b
     Examples:
-      posenc bench --quick
-      posenc bench --quick --section rope --format json
-      posenc bench --full --out benchmarks/results
+      python benchmarks/run_speed.py --quick
+      python benchmarks/run_speed.py --quick --section rope --format json
+      python benchmarks/run_speed.py --full --out benchmarks/results
     """
     if threads is not None:
         check_int("--threads", threads, minimum=1, maximum=max_threads())
@@ -63,10 +77,10 @@ def bench_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> 
         output_dir(out_dir, "--out")  # before minutes of timing, not after
     console = Console(stderr=True)
     sections = tuple(sections) or speed.SECTIONS
-    with console.status("posenc bench") as status:
+    with console.status("speed race") as status:
         record = speed.run(
             mode, sections=sections, memory=not no_memory, out_dir=None if no_save else out_dir,
-            progress=lambda message: status.update(f"posenc bench: {message}"), threads=threads,
+            progress=lambda message: status.update(f"speed race: {message}"), threads=threads,
         )  # fmt: skip
     comparison = None
     if not no_save:
@@ -86,4 +100,23 @@ def bench_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> 
             out.print(line, markup=False)
 
 
-COMMANDS = [bench_command]
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; a bad option or value is one line on stderr and exit status 2."""
+    try:
+        run_command.main(args=argv, prog_name="run_speed.py", standalone_mode=False)
+    except click.exceptions.Exit as exc:  # --help
+        return exc.exit_code
+    except click.UsageError as exc:
+        click.echo(f"run_speed.py: error: {' '.join(exc.format_message().split())}", err=True)
+        return 2
+    except PosencError as exc:
+        click.echo(f"run_speed.py: error: {exc}", err=True)
+        return 2
+    except OSError as exc:  # --out that cannot take a record, ...
+        click.echo(f"run_speed.py: error: {os_error_message(exc)}", err=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

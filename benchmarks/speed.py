@@ -1,6 +1,8 @@
-"""``posenc bench``: race posenc's fast paths against peer libraries, in one process.
+"""The speed races: posenc's fast paths against peer libraries, in one process.
 
-Four sections (contenders in :mod:`posenc.bench.speed_cases`):
+Run with ``python benchmarks/run_speed.py`` (a developer tool: the peers are test extras).
+
+Four sections (contenders in :mod:`speed_cases`):
 
 - ``rope``: rotate q and k ``(b, h, n, d)``: forward, forward+backward, and compiled
   (``torch.compile`` with the C kernel as a custom op vs the traced plain path). Reported:
@@ -23,14 +25,14 @@ its goal, met or missed (:data:`TARGETS`); the CLI prints it and :func:`targets_
 renders it for the README.
 
 Peak memory: ``tracemalloc`` does not see torch's allocations, so each (case, contender)
-runs once in a fresh subprocess (``python -m posenc.bench.speed --memory SPEC``) that
+runs once in a fresh subprocess (``python benchmarks/speed.py --memory SPEC``) that
 reads the resident set before the call, resets the kernel's high-water mark
 (``/proc/self/clear_refs``) and reads ``VmHWM`` after it: the peak resident memory the
 call added, including every temporary (falls back to ``ru_maxrss`` where that file is
 missing, which can only under-report).
 
 Every run writes a JSON record (machine, versions, shapes, medians, ratios) under
-``benchmarks/results/``; :mod:`posenc.bench.speed_compare` diffs two records. Timings
+``benchmarks/results/``; :mod:`speed_compare` diffs two records. Timings
 are medians over repeats after a warm-up call; they are only comparable on a quiet
 machine (other processes on the cores inflate everything, the copy roofline included).
 """
@@ -53,12 +55,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import speed_cases as cases_mod  # benchmarks/, next to this file
 import torch
 from rich.table import Table
 
 from posenc.base import check_int
-from posenc.bench import speed_cases as cases_mod
-from posenc.bench.executor import max_threads
+from posenc.compare.executor import max_threads
 from posenc.errors import PosencError
 from posenc.registry import ENCODINGS
 
@@ -322,14 +324,14 @@ def readme_markdown(
     machine = record.get("machine", {})
     load = _load(record)
     where = (
-        f"From `posenc bench --{record['mode']}` (record `{path or record.get('path', '?')}`, "
+        f"From `python benchmarks/run_speed.py --{record['mode']}` (record `{path or record.get('path', '?')}`, "
         f"{record.get('created', '?')[:10]}, {machine.get('cpu', '?')}, {machine.get('torch_threads', '?')} "
         f"threads{'; ' + load if load else ''})"
     )
     if others:
         runs = "; ".join(f"`{p}` ({_load(r) or 'load not recorded'})" for p, r in others)
         where = (
-            f"From {len(others) + 1} runs of `posenc bench --{record['mode']}` on {machine.get('cpu', '?')}, "
+            f"From {len(others) + 1} runs of `python benchmarks/run_speed.py --{record['mode']}` on {machine.get('cpu', '?')}, "
             f"{machine.get('torch_threads', '?')} threads: `{path or record.get('path', '?')}` "
             f"({load or 'load not recorded'}); {runs}. Goals are judged on the median over the runs; "
             "the notes below the table are from the first"
@@ -445,7 +447,7 @@ def peak_memory(encoding: str, shape, dtype: str, contender: str, *, flex: bool)
     """Run :func:`_memory_child` in a fresh interpreter (torch allocations are invisible to tracemalloc)."""
     spec = dict(encoding=encoding, shape=list(shape), dtype=dtype, contender=contender, flex=flex,
                 threads=torch.get_num_threads())  # fmt: skip
-    cmd = [sys.executable, "-m", "posenc.bench.speed", "--memory", json.dumps(spec)]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--memory", json.dumps(spec)]
     try:
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         return json.loads(result.stdout.strip().splitlines()[-1])
@@ -759,7 +761,7 @@ def render(record: dict[str, Any]):
         section_rows = [r for r in rows(record) if r["section"] == section]
         if not section_rows:
             continue
-        table = Table(title=f"posenc bench ({record['mode']}): {section}")
+        table = Table(title=f"speed race ({record['mode']}): {section}")
         table.add_column("case")
         table.add_column("contender")
         for _, title, _ in COLUMNS[section]:
@@ -778,7 +780,7 @@ def render(record: dict[str, Any]):
         tables.append(table)
     found = record.get("targets") or targets(record)
     if found:
-        table = Table(title=f"posenc bench ({record['mode']}): targets")
+        table = Table(title=f"speed race ({record['mode']}): targets")
         for title in ("case", "posenc", "peer", "goal", ""):
             table.add_column(title, justify="left" if title in ("case", "peer") else "right")
         for t in found:
@@ -793,4 +795,4 @@ if __name__ == "__main__":  # the memory subprocess
     if len(sys.argv) == 3 and sys.argv[1] == "--memory":
         _memory_child(json.loads(sys.argv[2]))
     else:
-        sys.exit("usage: python -m posenc.bench.speed --memory SPEC_JSON (internal)")
+        sys.exit("usage: python benchmarks/speed.py --memory SPEC_JSON (internal)")

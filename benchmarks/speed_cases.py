@@ -1,4 +1,4 @@
-"""The contenders of ``posenc bench``: zero-argument callables over tensors made once.
+"""The contenders of the speed races (:mod:`speed`): zero-argument callables over tensors made once.
 
 Axis legend: b batch, h heads, n / i / j sequence, d head_dim, D d_model, V vocab.
 
@@ -33,11 +33,11 @@ import torch.nn.functional as F
 import posenc
 from posenc.attention import KVCache, MultiHeadAttention
 from posenc.base import BiasEncoding, Positions, compute_dtype
-from posenc.bench.spec import ModelSpec
 from posenc.kernels import rope as rope_kernel
 from posenc.kernels.bias_attention import bias_attention
 from posenc.kernels.rope import apply_rotary_fused
 from posenc.model import Transformer, TransformerConfig
+from posenc.records.spec import ModelSpec
 from posenc.rotary import RoPE, apply_rotary
 
 Case = Callable[[], object] | str

@@ -1,4 +1,4 @@
-"""Compare two ``posenc bench`` records and flag ratios that got more than 10% worse.
+"""Compare two speed-race records and flag ratios that got more than 10% worse.
 
 Only ratios are compared (they cancel most of the machine's mood): per case, posenc's
 time over the roofline / floor (lower is better), posenc's speedup over each peer
@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from posenc.bench.speed import POSENC_BIAS, POSENC_ROPE, ROOFLINE, rows
-from posenc.bench.store import read_record_file
+from speed import POSENC_BIAS, POSENC_ROPE, ROOFLINE, rows  # benchmarks/, next to this file
+
 from posenc.errors import PosencError
+from posenc.records.files import read_record_file
 
 THRESHOLD = 0.10
 POSENC_CONTENDERS = {POSENC_ROPE, "posenc fused (tables given)", POSENC_BIAS, "posenc flex", "posenc"}
@@ -70,7 +71,7 @@ def load(path: str | Path) -> dict[str, Any]:
         raise PosencError(f"{path}: {problem}")
     kind = record.get("kind") if isinstance(record, dict) else type(record).__name__
     if kind != "posenc-speed":
-        raise PosencError(f"{path} is not a posenc bench record (kind={kind!r})")
+        raise PosencError(f"{path} is not a speed-race record (kind={kind!r})")
     record["path"] = str(path)
     return record
 

@@ -1,9 +1,9 @@
-"""Rewrite the README's speed section from a ``posenc bench`` record.
+"""Rewrite the README's speed section from speed-race records (``python benchmarks/run_speed.py``).
 
-Usage: python scripts/update_speed_table.py RECORD.json [MORE.json ...]
+Usage: python benchmarks/update_speed_table.py RECORD.json [MORE.json ...]
 
 Replaces everything between ``<!-- speed-table:start -->`` and ``<!-- speed-table:end -->``
-with :func:`posenc.bench.speed.readme_markdown` of the record (the goals met or missed,
+with :func:`speed.readme_markdown` of the record (the goals met or missed,
 the command and the record's path), so the README shows a run of the code as shipped.
 With several records (runs of the same mode on the same machine) each goal is judged on
 the median over them and the table shows the range: ratios on a shared 2-core machine
@@ -16,12 +16,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from posenc.bench import speed, speed_compare
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docblocks import splice  # noqa: E402  (next to this script)
+import speed  # benchmarks/, next to this file
+import speed_compare
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from docblocks import splice  # noqa: E402  (the repository's scripts/)
+
 README = ROOT / "README.md"
 
 
@@ -31,7 +32,7 @@ def main(argv: list[str]) -> int:
         "records",
         type=Path,
         nargs="+",
-        help="benchmarks/results/speed-*.json records of posenc bench, newest first",
+        help="benchmarks/results/speed-*.json records of benchmarks/run_speed.py, newest first",
     )
     paths = [p.resolve() for p in parser.parse_args(argv).records]
     shown = [str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p) for p in paths]

@@ -13,23 +13,25 @@ import pytest
 from click.testing import CliRunner
 
 import posenc
-from posenc.bench import profiles, stats, tables
-from posenc.bench.claims import claims
-from posenc.bench.executor import LocalExecutor
-from posenc.bench.report_section import render
-from posenc.bench.runner import run_grid
-from posenc.bench.spec import RunSpec
-from posenc.bench.store import ResultStore, checksum
-from posenc.bench.trainer import execute, learning_rate
 from posenc.cli import main
+from posenc.compare.executor import LocalExecutor
+from posenc.compare.grid import RANDOMIZED_PAPER_MAX_LEN, build_grid, eval_length, train_length
+from posenc.compare.profile import PROFILES, get_profile
+from posenc.compare.runner import run_grid
+from posenc.compare.trainer import execute, learning_rate
+from posenc.records.spec import RunSpec
+from posenc.records.store import ResultStore, checksum
+from posenc.results import stats, tables
+from posenc.results.claims import claims
+from posenc.results.report_section import render
 
-SMOKE = profiles.get_profile("smoke")
+SMOKE = get_profile("smoke")
 
 
 def smoke_specs(**narrow) -> list[RunSpec]:
     """The smoke grid, seed 0 only unless ``seeds`` is given (the profile has three)."""
     narrow.setdefault("seeds", (0,))
-    return profiles.build_grid(SMOKE, **narrow).specs
+    return build_grid(SMOKE, **narrow).specs
 
 
 def _numbers(payload: dict) -> dict:
@@ -103,13 +105,13 @@ def test_randomized_positions_variant_runs_and_differs():
 
 
 def test_quick_profile_meets_the_brief():
-    grid = profiles.build_grid(profiles.get_profile("quick"))
+    grid = build_grid(get_profile("quick"))
     labels = {s.label for s in grid.specs}
     assert {"learned", "sinusoidal", "nope", "rope", "alibi", "t5"} <= labels
     assert any(label.endswith("+rand") for label in labels)
     assert len({s.label for s in grid.specs if s.task == "copy"}) >= 7
     assert {s.task for s in grid.specs} == {"copy", "passkey", "lm"}
-    assert len(profiles.get_profile("quick").seeds) >= 3
+    assert len(get_profile("quick").seeds) >= 3
     rope_lm = [s for s in grid.specs if s.label == "rope" and s.task == "lm"]
     assert rope_lm and all(s.finetune > 0 and "yarn:4" in s.scalings for s in rope_lm)
     rope_copy = [s for s in grid.specs if s.label == "rope" and s.task == "copy"]
@@ -120,40 +122,40 @@ def test_quick_profile_meets_the_brief():
 
 
 def test_standard_covers_the_registry_and_full_adds_scaled_and_seeds():
-    standard = profiles.build_grid(profiles.get_profile("standard"), tasks=("copy",))
+    standard = build_grid(get_profile("standard"), tasks=("copy",))
     assert {s.encoding for s in standard.specs} == set(posenc.ENCODINGS)
-    full = profiles.build_grid(profiles.get_profile("full"), tasks=("copy",))
+    full = build_grid(get_profile("full"), tasks=("copy",))
     assert {s.seed for s in full.specs} == {0, 1, 2, 3, 4}
-    assert all(len(p.seeds) >= 3 for p in profiles.PROFILES.values())
+    assert all(len(p.seeds) >= 3 for p in PROFILES.values())
     t5 = [s for s in full.specs if s.encoding == "t5" and s.seed == 0 and not s.randomized_max_len]
     assert {s.variant for s in t5} == {"default", "scaled"}
     scaled = next(s for s in t5 if s.variant == "scaled")
-    assert scaled.encoding_config["max_distance"] == profiles.train_length("copy", scaled.train)
+    assert scaled.encoding_config["max_distance"] == train_length("copy", scaled.train)
     assert {s.randomized_max_len for s in full.specs if s.encoding == "t5" and s.seed == 0} >= {
         None,
-        profiles.RANDOMIZED_PAPER_MAX_LEN,
+        RANDOMIZED_PAPER_MAX_LEN,
     }
 
 
 def test_learned_table_keeps_untrained_rows_for_long_evaluation():
     (spec,) = smoke_specs(encodings=("learned",), tasks=("copy",))
-    t_len = profiles.train_length("copy", spec.train)
-    e_len = profiles.eval_length("copy", spec.train, spec.eval)
+    t_len = train_length("copy", spec.train)
+    e_len = eval_length("copy", spec.train, spec.eval)
     assert spec.encoding_config == {"max_len": t_len, "extra_rows": e_len - t_len}
     assert execute(spec)["eval"]["default"]["lengths"][-1] == SMOKE.eval.lengths[-1]  # no error, no clamp
 
 
 def test_unknown_names_are_rejected_with_the_parameter_named():
     with pytest.raises(ValueError, match="encoding"):
-        profiles.build_grid(SMOKE, encodings=("ropee",))
+        build_grid(SMOKE, encodings=("ropee",))
     with pytest.raises(ValueError, match="task"):
-        profiles.build_grid(SMOKE, tasks=("cpy",))
+        build_grid(SMOKE, tasks=("cpy",))
     with pytest.raises(ValueError, match="profile"):
-        profiles.get_profile("quik")
+        get_profile("quik")
 
 
 def test_spec_pickles_and_round_trips_through_json():
-    for spec in profiles.build_grid(profiles.get_profile("full"), tasks=("copy", "lm")).specs[:40]:
+    for spec in build_grid(get_profile("full"), tasks=("copy", "lm")).specs[:40]:
         assert pickle.loads(pickle.dumps(spec)) == spec
         again = RunSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
         assert again == spec and again.run_id == spec.run_id
@@ -296,7 +298,7 @@ def test_report_and_summaries_skip_a_malformed_record_with_one_warning(tmp_path,
 
 def test_a_huge_record_file_is_refused_unread(tmp_path, copy_record):
     """A file far larger than any record (here a sparse 2 GiB one) is corrupt, not loaded."""
-    from posenc.bench.store import MAX_RECORD_BYTES
+    from posenc.records.files import MAX_RECORD_BYTES
 
     spec, _ = copy_record
     path = ResultStore(tmp_path).path_for(spec)
@@ -430,7 +432,7 @@ def test_cli_compare_smoke_json_then_resume(tmp_path):
 
 def test_compare_writes_figures_the_section_page_and_calls_the_full_report(smoke_results, monkeypatch):
     import posenc.report.builder
-    from posenc.bench import write_outputs
+    from posenc.results import write_outputs
 
     calls = []
 
@@ -462,8 +464,8 @@ def test_summaries_show_only_the_latest_grid_of_a_reused_directory(smoke_results
 
 
 def test_a_scaling_evaluated_without_its_fine_tune_is_its_own_labelled_cell(tmp_path):
-    smoke = profiles.get_profile("smoke")
-    (spec,) = profiles.build_grid(smoke, encodings=("rope",), tasks=("lm",), seeds=(0,)).specs
+    smoke = get_profile("smoke")
+    (spec,) = build_grid(smoke, encodings=("rope",), tasks=("lm",), seeds=(0,)).specs
     assert "yarn:2" in spec.scalings and spec.finetune > 0
     plain = dataclasses.replace(spec, finetune=0)
     store = ResultStore(tmp_path)

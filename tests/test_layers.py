@@ -1,8 +1,9 @@
 """The package's layering, as docs/architecture.md draws it, read from the source with ``ast``.
 
-Three rules: no ``posenc`` import inside a function or class (imports are visible at the
+Four rules: no ``posenc`` import inside a function or class (imports are visible at the
 top of every module), every import points to the same row of the layer table or a lower
-one, and the module graph has no cycle.
+one, the module graph has no cycle, and the packages the document lists as independent
+reach neither the other through any chain of imports.
 """
 
 from __future__ import annotations
@@ -28,6 +29,18 @@ def layer_table() -> dict[str, int]:
             for name in re.findall(r"`([\w.]+)`", cells[1]):
                 table[name] = int(cells[0])
     return table
+
+
+def independent_pairs() -> list[tuple[str, str]]:
+    """``(package, package)`` pairs from the list between the ``independent`` markers."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("<!-- independent:start -->")[1].split("<!-- independent:end -->")[0]
+    pairs = []
+    for line in block.splitlines():
+        names = re.findall(r"`([\w.]+)`", line)
+        if line.strip().startswith("-") and len(names) >= 2:
+            pairs.append((names[0], names[1]))
+    return pairs
 
 
 def modules() -> dict[str, Path]:
@@ -114,6 +127,34 @@ def test_the_module_graph_has_no_cycle():
             visit(name, [name])
 
 
+def reachable(start: str, graph: dict[str, list[str]]) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph.get(start, []))
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph.get(name, []))
+    return seen
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_independent_packages_never_reach_each_other():
+    pairs = independent_pairs()
+    assert pairs, "docs/architecture.md lists no independent packages"
+    for a, b in pairs:
+        assert a in MODULES and b in MODULES, (a, b)
+        for one, other in ((a, b), (b, a)):
+            for name in MODULES:
+                if _inside(name, one):
+                    found = sorted(t for t in reachable(name, GRAPH) if _inside(t, other))
+                    assert not found, f"{name} reaches {other} through its imports: {found}"
+
+
 def test_the_rules_catch_what_they_forbid(tmp_path):
     """The checks can fail: a late import, an upward import and a cycle are each found."""
     source = "import posenc.base\n\ndef f():\n    from posenc.cli import main\n"
@@ -122,3 +163,5 @@ def test_the_rules_catch_what_they_forbid(tmp_path):
     found = imports(path)
     assert ("posenc.base", 1, False) in found and ("posenc.cli", 4, True) in found
     assert row("posenc.cli") > row("posenc.base")
+    graph = {"posenc.compare.x": ["posenc.records.y"], "posenc.records.y": ["posenc.results.z"]}
+    assert "posenc.results.z" in reachable("posenc.compare.x", graph)  # a chain through records counts

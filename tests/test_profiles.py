@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from posenc.bench.profiles import PROFILES, build_grid
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import PROFILES
 from posenc.registry import ENCODINGS
 
 PINNED = json.loads((Path(__file__).parent / "data" / "profile_run_ids.json").read_text())["profiles"]

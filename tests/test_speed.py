@@ -1,4 +1,5 @@
-"""``posenc bench`` plumbing on tiny shapes: records, ratios, memory probe, comparison, CLI.
+"""The speed races (benchmarks/, a developer tool) on tiny shapes: records, ratios, memory
+probe, comparison, the command line (``python benchmarks/run_speed.py``).
 
 No timing assertions: only that every contender is run or reported as skipped, that the
 derived ratios are consistent with the medians, and that a regression is flagged.
@@ -8,15 +9,20 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
+from tests.faults import FAULTS, fault_path, unwritable_directory
 
-from posenc.bench import speed, speed_compare
-from posenc.bench import speed_cases as cases_mod
-from posenc.cli import main
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # the races are scripts of the repository, not of the package
+import run_speed  # noqa: E402
+import speed  # noqa: E402
+import speed_cases as cases_mod  # noqa: E402
+import speed_compare  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +109,10 @@ def test_several_runs_judge_each_goal_on_their_median_and_show_the_range():
     assert copy["met"] is True and copy["peer_value"] == 4 * 1.04  # the first run alone: missed
     assert speed.targets(runs[0])[0]["met"] is False
     text = speed.readme_markdown(runs[0], path="a.json", others=[("b.json", runs[1]), ("c.json", runs[2])])
-    assert "From 3 runs of `posenc bench --quick`" in text and "`c.json` (1-min load 0.40" in text
+    assert (
+        "From 3 runs of `python benchmarks/run_speed.py --quick`" in text
+        and "`c.json` (1-min load 0.40" in text
+    )
     assert "| 1.04x | 1.00x - 1.25x (3) |" in text and "| met |" in text
     assert "range over runs" not in speed.readme_markdown(runs[0], path="a.json")
 
@@ -128,9 +137,8 @@ def test_compare_flags_a_ratio_that_got_worse(record):
     assert "1 worse" in speed_compare.summary_lines(result)[-1]
 
 
-def test_cli_bench_smoke_json(tmp_path):
+def test_cli_smoke_json(tmp_path):
     args = [
-        "bench",
         "--smoke",
         "--section",
         "bias",
@@ -140,7 +148,7 @@ def test_cli_bench_smoke_json(tmp_path):
         "--format",
         "json",
     ]
-    result = CliRunner().invoke(main, args)
+    result = CliRunner().invoke(run_speed.run_command, args)
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output[result.output.index("{") :])
     assert payload["record"]["mode"] == "smoke" and "bias" in payload["record"]
@@ -162,3 +170,37 @@ def test_train_cases_build_the_compiled_contender():
     """A compiled module has no truth value: the compiled step must be built, not reported skipped."""
     found = cases_mod.train_cases("rope", 2, 4, compiled=True)
     assert callable(found["posenc"]) and callable(found[cases_mod.POSENC_COMPILED])
+
+
+def _one_line_error(argv: list[str], capsys) -> str:
+    assert run_speed.main(argv) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("run_speed.py: error:"), lines
+    return lines[0]
+
+
+def test_cli_bad_threads_is_one_line_exit_2(capsys):
+    assert "--threads" in _one_line_error(["--smoke", "--no-save", "--threads", "-1"], capsys)
+
+
+@pytest.fixture(scope="module")
+def unwritable(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("unwritable")
+    with unwritable_directory(directory) as path:
+        yield path
+
+
+@pytest.mark.parametrize("fault", FAULTS["write directory"])
+def test_cli_out_faults_are_one_line_exit_2_before_any_timing(
+    fault, tmp_path, unwritable, capsys, monkeypatch
+):
+    """The --out directory is checked before minutes of timing: a fault is one line naming it."""
+
+    def reached(*args, **kwargs):
+        raise AssertionError("the fault was not noticed before the timing")
+
+    monkeypatch.setattr(speed, "run", reached)
+    monkeypatch.chdir(tmp_path)
+    bad = fault_path(fault, "write directory", tmp_path, unwritable)
+    line = _one_line_error(["--smoke", "--section", "bias", "--no-memory", "--out", bad], capsys)
+    assert bad[:60] in line, line

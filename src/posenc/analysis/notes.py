@@ -10,7 +10,7 @@ with a verdict:
   row to it;
 * ``pending`` -- a claim about trained models that ``posenc compare`` measures
   (``measure``, a key of :data:`MEASURES`); :func:`with_measurements` fills these in from
-  benchmark records (:func:`posenc.bench.claims.notes_measurements`) as ``holds``,
+  benchmark records (:func:`posenc.results.claims.notes_measurements`) as ``holds``,
   ``contradicted`` or ``inconclusive``, decided by 95% intervals;
 * ``not checked`` -- outside what posenc models (the text says why).
 
@@ -607,8 +607,8 @@ CLAIMS: tuple[Claim, ...] = (
       "extrapolation:relative", "Measured per encoding at 2x and 4x the training length."),
     _c("T22", "tutorial", "Comparison table",
       "Computational cost: sinusoidal low (precomputed), learned low, RoPE medium, ALiBi low.",
-      NOT_CHECKED, "posenc bench times RoPE and ALiBi against other libraries, not the encodings against "
-      "each other.", "posenc bench --quick"),
+      NOT_CHECKED, "posenc's speed races (benchmarks/ in its repository) time RoPE and ALiBi against other "
+      "libraries, not the encodings against each other.", "python benchmarks/run_speed.py --quick"),
     _c("T23", "tutorial", "Comparison table",
       "Used in: original Transformer (sinusoidal), BERT and GPT-2 (learned), LLaMA and GPT-J (RoPE), BLOOM (ALiBi).",
       HOLDS, "Presets transformer, bert, gpt2, llama-1, gpt-j, bloom.", PRESETS_CMD, "model_presets", "table_models"),

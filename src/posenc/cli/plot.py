@@ -6,9 +6,9 @@ import click
 
 from posenc import viz
 from posenc.base import check_int
-from posenc.bench import trained
 from posenc.cli.paths import output_file
 from posenc.errors import PosencError
+from posenc.results import trained
 from posenc.viz import FIGURE_KINDS, FIGURES
 from posenc.viz.figures import attention_grid
 

@@ -12,8 +12,8 @@ from rich.table import Table
 
 from posenc.analysis.probes import PROBE_ORIGINAL, PROBE_PERMUTED, position_sensitivity
 from posenc.base import check_choice
-from posenc.bench import trained
 from posenc.registry import ENCODINGS
+from posenc.results import trained
 
 
 @click.command("probe")

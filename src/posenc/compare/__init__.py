@@ -1,23 +1,18 @@
-"""The train-short / test-long benchmark (``posenc compare``); protocol and results in docs/benchmark.md.
+"""``posenc compare``: train short, test long (protocol and results in docs/benchmark.md).
 
-Pieces, each usable alone:
+The harness that runs a grid and writes its records; what the records show (per-cell
+intervals, tables, figures, the papers' claims) is :mod:`posenc.results`, and both read and
+write records through :mod:`posenc.records`. Pieces, each usable alone:
 
-- :mod:`~posenc.bench.profiles`: budget tiers and the grid of :class:`~posenc.bench.spec.RunSpec`
-- :mod:`~posenc.bench.trainer`: ``execute(spec) -> payload`` (train, then evaluate every length)
-- :mod:`~posenc.bench.executor`: the seam that runs a grid (``LocalExecutor``; Ray later)
-- :mod:`~posenc.bench.store`: atomic, checksummed JSON records; resume and redo
-- :mod:`~posenc.bench.runner`: skip finished work, execute the rest, write each record at once
-- :mod:`~posenc.bench.tuning`: a learning rate per encoding, by in-distribution validation
-- :mod:`~posenc.bench.scalings`: RoPE context extension as each paper uses it
-- :mod:`~posenc.bench.stats`: per-cell means and 95% intervals (:func:`cells`: every cell of a
-  results directory or of records, with seeds and convergence)
-- :mod:`~posenc.bench.claims`: the papers' claims (data) judged with those intervals
-- :mod:`~posenc.bench.tables`: CSV/JSON summaries, the terminal and Markdown tables
-- :mod:`~posenc.bench.figures`: curves with bands
-- :mod:`~posenc.bench.report_section`: the HTML fragment for ``posenc report``
-- :mod:`~posenc.bench.trained`: a finished run's trained model, its attention, the word-order probe
+- :mod:`~posenc.compare.profile`: the profiles (budget tiers), TOML files loaded into a typed :class:`Profile`
+- :mod:`~posenc.compare.grid`: a profile expanded into independent :class:`~posenc.records.spec.RunSpec` s
+- :mod:`~posenc.compare.trainer`: ``execute(spec) -> payload`` (train, then evaluate every length)
+- :mod:`~posenc.compare.executor`: the seam that runs a grid (local processes, or Ray)
+- :mod:`~posenc.compare.runner`: skip finished work, execute the rest, write each record at once
+- :mod:`~posenc.compare.tuning`: a learning rate per encoding, by in-distribution validation
 
-:func:`compare` ties them together; the CLI is a thin wrapper around it.
+:func:`compare` ties them together; ``posenc compare`` calls it with
+:func:`posenc.results.write_outputs` as its ``outputs``.
 """
 
 from __future__ import annotations
@@ -29,18 +24,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from posenc.bench import trained, tuning
-from posenc.bench.executor import LocalExecutor, make_executor
-from posenc.bench.figures import save_all
-from posenc.bench.profiles import PROFILES, Profile, build_grid, get_profile
-from posenc.bench.report_section import write_page
-from posenc.bench.runner import GridOutcome, run_grid
-from posenc.bench.spec import BENCHMARK_VERSION, EvalSpec, ModelSpec, RunSpec, TrainSpec
-from posenc.bench.stats import Cell, cell, cells
-from posenc.bench.store import ResultStore, atomic_write_text, versions
-from posenc.bench.tables import render_table, summarize, summary_csv, to_csv, to_json
+from posenc.compare import tuning
+from posenc.compare.executor import LocalExecutor, make_executor
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import PROFILES, Profile, get_profile
+from posenc.compare.runner import GridOutcome, run_grid
+from posenc.records.files import atomic_write_text
+from posenc.records.spec import BENCHMARK_VERSION, EvalSpec, ModelSpec, RunSpec, TrainSpec
+from posenc.records.store import ResultStore, versions
 
 __all__ = [
     "PROFILES",
@@ -48,18 +41,24 @@ __all__ = [
     "EvalSpec",
     "LocalExecutor",
     "ModelSpec",
+    "Outputs",
     "Profile",
-    "ResultStore",
     "RunSpec",
     "TrainSpec",
-    "Cell",
     "build_grid",
-    "cell",
-    "cells",
     "compare",
     "get_profile",
-    "load_model",
 ]
+
+
+class Outputs(Protocol):
+    """What :func:`compare` calls once the grid has run: write the grid's summaries (e.g.
+    :func:`posenc.results.write_outputs`), under the results directory's lock, from exactly
+    ``run_ids``; returns ``(summary, {kind: path})``."""
+
+    def __call__(
+        self, out: Path, *, run_ids: list[str], profile: str, log: Callable[[str], None]
+    ) -> tuple[dict[str, Any], dict[str, str]]: ...
 
 
 @dataclass
@@ -67,13 +66,10 @@ class CompareResult:
     profile: Profile
     out: Path
     outcome: GridOutcome
-    summary: dict[str, Any]
+    summary: dict[str, Any] = field(default_factory=dict)  # what ``outputs`` returned ({} without)
     files: dict[str, str] = field(default_factory=dict)
     missing_encodings: list[str] = field(default_factory=list)
     tuning: GridOutcome | None = None  # the learning-rate candidates run by this invocation, if any
-
-    def table(self):
-        return render_table(self.summary, title=f"posenc compare --profile {self.profile.name}")
 
     def notes(self) -> list[str]:
         lines = [
@@ -95,20 +91,14 @@ class CompareResult:
         return lines
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the summary is not: :func:`posenc.results.to_json` writes it)."""
         return {
             "profile": self.profile.name,
             "out": str(self.out),
             "outcome": self.outcome.to_dict(),
-            "summary": json.loads(to_json(self.summary)),
             "files": self.files,
             "missing_encodings": self.missing_encodings,
         }
-
-
-def load_model(record_path: str | os.PathLike):
-    """The trained model of a run, rebuilt from its record and the weights kept next to it
-    (checksums verified), in eval mode: e.g. to draw its attention (see :mod:`posenc.bench.trained`)."""
-    return trained.load_run(record_path)[0]
 
 
 def default_threads(workers: int) -> int:
@@ -120,47 +110,6 @@ def default_threads(workers: int) -> int:
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // max(1, workers)) if cores > 2 * workers else 1
-
-
-def write_outputs(
-    out: Path,
-    *,
-    report: bool = True,
-    run_ids: list[str] | None = None,
-    profile: str = "",
-    log: Callable[[str], None] | None = None,
-    extra_outputs: Callable[[Path], dict[str, str]] | None = None,
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """Summary CSV/JSON, figures and this benchmark's HTML page of one grid's records under ``out``.
-
-    ``run_ids``: the grid (what one ``posenc compare`` ran), recorded as ``grid.json``
-    first so that the page reads the same grid; None: the grid already named by
-    ``grid.json`` (every record if there is none). The page (``out/report.html``) holds
-    the benchmark's section alone; ``extra_outputs(out)`` (with ``report``) writes more
-    from the same grid, e.g. the full report (:func:`posenc.report.benchmark_report`,
-    which ``posenc compare`` passes). The whole set of files is written under the
-    directory's lock, so concurrent invocations never interleave them.
-    """
-    store = ResultStore(out)
-    with store.lock():
-        if run_ids is not None:
-            store.write_grid(list(run_ids), profile)
-        records = store.records(run_ids=run_ids, warn=log)
-        summary = summarize(records)
-        files = {}
-        atomic_write_text(out / "summary.json", to_json(summary))
-        atomic_write_text(out / "summary.csv", summary_csv(summary))
-        atomic_write_text(out / "runs.csv", to_csv(records))
-        files["summary"] = str(out / "summary.json")
-        files["csv"] = str(out / "summary.csv")
-        files["runs_csv"] = str(out / "runs.csv")
-        if report and records:
-            save_all(records, out / "figures")
-            files["figures"] = str(out / "figures")
-            files["report"] = str(write_page(out, out / "report.html"))
-            if extra_outputs is not None:
-                files.update(extra_outputs(out))
-    return summary, files
 
 
 def write_run_info(out: Path, prof: Profile, outcome: GridOutcome, command: str) -> Path:
@@ -192,18 +141,19 @@ def compare(
     executor: str = "local",
     workers: int | None = None,
     threads: int | None = None,
-    report: bool = True,
     show_progress: bool = True,
     log: Callable[[str], None] = print,
-    extra_outputs: Callable[[Path], dict[str, str]] | None = None,
+    outputs: Outputs | None = None,
     retune: bool = False,
     command: str = "",
 ) -> CompareResult:
-    """Run (or resume) a profile's grid into ``out``; write summaries, figures and the benchmark page
-    (and ``extra_outputs``, see :func:`write_outputs`) from this invocation's own grid.
+    """Run (or resume) a profile's grid into ``out`` (one record per run, ``run.json``), then
+    write this invocation's own grid as the directory's current one (``grid.json``) through
+    ``outputs`` (e.g. :func:`posenc.results.write_outputs`: summaries, figures, the page), or
+    alone without it.
 
     With a learning-rate grid in the profile, each encoding's rate is chosen first
-    (:mod:`posenc.bench.tuning`: shipped choices, else cached under ``out/tuning``, else
+    (:mod:`posenc.compare.tuning`: shipped choices, else cached under ``out/tuning``, else
     tuned now; ``retune`` ignores the shipped ones).
     """
     start = time.perf_counter()
@@ -232,9 +182,12 @@ def compare(
         outcome.wall_seconds += tuned.wall_seconds
     # This invocation's own grid, never another one's that shares ``out`` (docs/guarantees.md).
     run_ids = [spec.run_id for spec in specs]
-    summary, files = write_outputs(
-        out, report=report, run_ids=run_ids, profile=prof.name, log=log, extra_outputs=extra_outputs
-    )
+    if outputs is not None:
+        summary, files = outputs(out, run_ids=run_ids, profile=prof.name, log=log)
+    else:
+        summary, files = {}, {}
+        with store.lock():
+            store.write_grid(run_ids, prof.name)
     outcome.wall_seconds = time.perf_counter() - start  # everything, figures and report included
     files["run"] = str(write_run_info(out, prof, outcome, command))
     finished = set(outcome.done) | set(outcome.skipped)

@@ -5,7 +5,7 @@ The whole interface is one method::
     executor.map(fn, specs, progress) -> iterator of (spec, payload | exception)
 
 ``fn(spec, advance)`` is a picklable module-level function (in practice
-:func:`posenc.bench.trainer.execute`), ``advance(units)`` reports progress, and
+:func:`posenc.compare.trainer.execute`), ``advance(units)`` reports progress, and
 results are yielded *as each run finishes*, so the caller can write each record
 at once. An executor never writes records itself and never decides what to
 skip; it only runs what it is given. A Ray executor is the same ~30 lines with
@@ -26,8 +26,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
 from posenc.base import check_choice, check_int
-from posenc.bench.ray_executor import RayExecutor
-from posenc.bench.spec import RunSpec
+from posenc.compare.ray_executor import RayExecutor
+from posenc.records.spec import RunSpec
 
 WorkFn = Callable[[RunSpec, Callable[[int], None]], dict]
 ProgressFn = Callable[[RunSpec, int], None]  # (spec, units advanced)

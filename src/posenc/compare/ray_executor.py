@@ -1,10 +1,10 @@
 """Run a benchmark grid on a Ray cluster: ``posenc compare --executor ray``.
 
-The same seam as :class:`~posenc.bench.executor.LocalExecutor`::
+The same seam as :class:`~posenc.compare.executor.LocalExecutor`::
 
     RayExecutor(address).map(fn, specs, progress) -> iterator of (spec, payload | exception)
 
-Each :class:`~posenc.bench.spec.RunSpec` becomes one Ray task that asks for
+Each :class:`~posenc.records.spec.RunSpec` becomes one Ray task that asks for
 ``spec.threads`` CPUs (1 by default), so Ray never packs more runs onto a node
 than it has cores. A task whose worker process dies (OOM killer, SIGKILL, a
 lost node) is resubmitted by Ray up to ``max_retries`` times; an exception
@@ -38,8 +38,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from posenc.base import check_int
-from posenc.bench.spec import RunSpec
 from posenc.errors import PosencError
+from posenc.records.spec import RunSpec
 
 WorkFn = Callable[[RunSpec, Callable[[int], None]], dict]
 ProgressFn = Callable[[RunSpec, int], None]

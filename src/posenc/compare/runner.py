@@ -22,10 +22,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from posenc.bench.executor import Executor
-from posenc.bench.spec import RunSpec
-from posenc.bench.store import ResultStore, version_problem
-from posenc.bench.trainer import execute
+from posenc.compare.executor import Executor
+from posenc.compare.trainer import execute
+from posenc.records.spec import RunSpec
+from posenc.records.store import ResultStore, version_problem
 
 
 @dataclass

@@ -23,14 +23,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from posenc import schedules
 from posenc.base import RotaryEncoding
-from posenc.bench import scalings
-from posenc.bench.profiles import train_length
-from posenc.bench.spec import WEIGHTS_KEY, RunSpec
+from posenc.compare.grid import train_length
 from posenc.errors import PosencError
-from posenc.model import Transformer, TransformerConfig
+from posenc.model import Transformer
 from posenc.positions import randomized as randomized_positions
+from posenc.records import scalings
+from posenc.records.models import build_model
+from posenc.records.spec import LM_PROTOCOLS, WEIGHTS_KEY, RunSpec
 from posenc.rope_scaling import apply_to_model
 from posenc.tasks import synthetic, text
 
@@ -42,31 +42,8 @@ def _noop(_: int) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Model, optimiser, schedule.
+# Optimiser and schedule (the model: posenc.records.models.build_model).
 # ---------------------------------------------------------------------------
-
-
-def build_model(spec: RunSpec) -> Transformer:
-    """The benchmark model for ``spec``, initialised from ``spec.seed`` alone."""
-    vocab = text.VOCAB_SIZE if spec.task == "lm" else synthetic.VOCAB_SIZE
-    torch.manual_seed(spec.seed)
-    config = TransformerConfig(
-        vocab_size=vocab,
-        d_model=spec.model.d_model,
-        num_heads=spec.model.num_heads,
-        num_kv_heads=spec.model.num_kv_heads,
-        num_layers=spec.model.num_layers,
-        ffn_dim=spec.model.ffn_dim,
-        combine=spec.model.combine,
-        inject=spec.model.inject,
-        scale_embeddings=spec.model.scale_embeddings,
-        causal=True,
-        encoding=schedules.parse(spec.schedule, spec.model.num_layers) if spec.schedule else spec.encoding,
-        encoding_config=dict(spec.encoding_config),
-        tie_embeddings=True,
-        dropout=0.0,
-    )
-    return Transformer(config)
 
 
 def learning_rate(step: int, spec: RunSpec) -> float:
@@ -123,9 +100,9 @@ def _positions(spec: RunSpec, batch: int, seq_len: int, generator: torch.Generat
 # Training.
 # ---------------------------------------------------------------------------
 
-#: Run the training forward (and so its backward) through ``torch.compile``. Measured with
-#: ``posenc bench`` (train section) and benchmarks/compile_training.py (the compile pays back
-#: only after thousands of steps, more than a profile runs): see benchmarks/README.md.
+#: Run the training forward (and so its backward) through ``torch.compile``. Measured with the
+#: speed races (benchmarks/run_speed.py, train section) and benchmarks/compile_training.py (the
+#: compile pays back only after thousands of steps, more than a profile runs): see benchmarks/README.md.
 COMPILE_TRAINING = False
 
 
@@ -423,12 +400,6 @@ def _window_losses(
     return torch.cat(out)
 
 
-LM_PROTOCOLS = {
-    "nonoverlapping": "non-overlapping windows of L_valid bytes (Press et al. 2022, ALiBi)",
-    "sliding": "sliding windows of L_valid bytes, each scoring its last stride bytes",
-}
-
-
 def _perplexity_windows(spec: RunSpec, corpus_valid: torch.Tensor, length: int, total: int):
     """``(inputs, targets, scored)`` for perplexity at ``length``: ``scored`` = how many of the
     last targets of each window count (all of them for non-overlapping windows)."""
@@ -511,7 +482,7 @@ def _rotary_geometry(model: Transformer) -> tuple[int, float]:
 def evaluate_scaling(
     model: Transformer, spec: RunSpec, name: str, progress: Progress = _noop
 ) -> dict[str, Any]:
-    """One scaling as its paper uses it (see :mod:`posenc.bench.scalings`), on a copy of ``model``."""
+    """One scaling as its paper uses it (see :mod:`posenc.records.scalings`), on a copy of ``model``."""
     fn = evaluate_lm if spec.task == "lm" else evaluate_task
     scaling = scalings.parse(name)
     original = train_length(spec.task, spec.train)

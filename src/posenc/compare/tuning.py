@@ -6,7 +6,7 @@ grid (``Profile.lr_grid``) by in-distribution validation, never by test lengths.
 - every candidate trains the run's exact setting (model, task, training lengths, step
   cap, convergence check) at one learning rate, on a tuning seed (:data:`TUNE_SEED`)
   that no profile evaluates, and reports only its held-out in-distribution checks
-  (:func:`posenc.bench.trainer.tune_execute`); its spec carries no evaluation lengths
+  (:func:`posenc.compare.trainer.tune_execute`); its spec carries no evaluation lengths
   (:data:`TUNE_EVAL`), and the key a choice is stored under (:func:`tuning_key`) leaves
   the evaluation out, so no test length can reach the choice;
 - :func:`select`: tasks take the candidate that converged (held-out exact match >=
@@ -29,12 +29,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from posenc.bench.executor import Executor
-from posenc.bench.profiles import VARIANT_KEYS
-from posenc.bench.runner import GridOutcome, run_grid
-from posenc.bench.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
-from posenc.bench.store import ResultStore, tune_problem
-from posenc.bench.trainer import tune_execute
+from posenc.compare.executor import Executor
+from posenc.compare.profile import VARIANT_KEYS
+from posenc.compare.runner import GridOutcome, run_grid
+from posenc.compare.trainer import tune_execute
+from posenc.records.schema import tune_problem
+from posenc.records.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
+from posenc.records.store import ResultStore
 
 TUNE_SEED = 1000  # no profile evaluates this seed
 #: Candidates carry no evaluation lengths of a profile (only the held-out set's seed and
@@ -138,7 +139,7 @@ def shipped_table() -> dict[str, Any]:
     """The choices shipped with posenc: ``{"commands": [...], "entries": {key: {...}}}``; an
     entry names the ``profiles`` whose runs use it (quick and standard share settings)."""
     try:
-        text = resources.files("posenc.bench").joinpath(SHIPPED).read_text(encoding="utf-8")
+        text = resources.files("posenc.compare").joinpath(SHIPPED).read_text(encoding="utf-8")
     except FileNotFoundError:
         return {"entries": {}}
     return json.loads(text)

@@ -8,7 +8,7 @@ Execution details (threads) are not part of the identity.
 :data:`BENCHMARK_VERSION` names the semantics of a run (what "trained" and "evaluated"
 mean). It is part of the identity and of every record, so a record written under other
 semantics is never resumed or summarised as a current result (see
-:mod:`posenc.bench.store`). Bump it whenever a change alters what a record's numbers mean.
+:mod:`posenc.records.store`). Bump it whenever a change alters what a record's numbers mean.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from posenc.bench import scalings
+from posenc.records import scalings
 
 #: Version 2: training stops at in-distribution convergence (held-out checks, a step
 #: cap), the learning rate is chosen per encoding by in-distribution validation, several
@@ -84,6 +84,12 @@ _NEW_DEFAULTS: dict[str, dict[str, Any]] = {
     "train": {"position_warmup_steps": 0, "plateau_after": 0},
 }
 
+#: How perplexity at L_valid is computed (``EvalSpec.lm_protocol``).
+LM_PROTOCOLS = {
+    "nonoverlapping": "non-overlapping windows of L_valid bytes (Press et al. 2022, ALiBi)",
+    "sliding": "sliding windows of L_valid bytes, each scoring its last stride bytes",
+}
+
 
 @dataclass(frozen=True)
 class EvalSpec:
@@ -122,7 +128,7 @@ class RunSpec:
     eval: EvalSpec = EvalSpec()
     # RoPE scalings evaluated on the trained model, e.g. "dynamic:4" (no training, as the
     # method is meant to be used) or "yarn:4" / "linear:4" (after ``finetune`` steps at
-    # factor x L_train, as their papers do; see posenc.bench.scalings).
+    # factor x L_train, as their papers do; see posenc.records.scalings).
     scalings: tuple[str, ...] = ()
     finetune: int = 0  # fine-tuning steps for the scalings that need them (0: none)
     # a per-layer schedule (posenc.schedules.parse), e.g. "irope:2"; "" = `encoding` in every layer.

@@ -5,15 +5,15 @@ Layout under the results directory::
     runs/<task>/<label>__seed<k>__<run_id>.json     one record per run
     summary.json, summary.csv, figures/, report.html written by ``posenc compare``
 
-A record is written once, when its run has finished: temp file in the same
-directory, ``flush`` + ``fsync``, ``os.replace`` (atomic on POSIX and Windows),
-then ``fsync`` of the directory. A crash or SIGKILL therefore leaves either the
-complete previous state or the complete new record, never half a file under
-the final name. Reading checks everything anyway: valid JSON, the schema tag
-and required keys, a SHA-256 checksum over the canonical JSON of the rest, and
-that the stored spec hashes to the run id we asked for, and that the result has
-the shape every reader needs (:func:`result_problem`: a checksum-valid record
-from another posenc version must not crash a summary or silently lose a seed).
+A record is written once, when its run has finished, atomically
+(:mod:`posenc.records.files`): a crash or SIGKILL leaves either the complete
+previous state or the complete new record, never half a file under the final
+name. Reading checks everything anyway: valid JSON, the schema tag and required
+keys, a SHA-256 checksum over the canonical JSON of the rest, and that the
+stored spec hashes to the run id we asked for, and that the result has the
+shape every reader needs (:func:`posenc.records.schema.result_problem`: a
+checksum-valid record from another posenc version must not crash a summary or
+silently lose a seed).
 Anything else is reported as corrupt, moved aside (``*.corrupt``) and redone.
 
 A record names the benchmark version it was written under (:data:`BENCHMARK_VERSION`,
@@ -22,8 +22,8 @@ result: :func:`version_problem` says why, and the runner says so once per direct
 
 Each record keeps the trained model's weights next to it (``<record stem>.pt``,
 ``torch.save`` of the state dict, written atomically before the record; the record
-holds their SHA-256): :func:`load_weights` checks them, :func:`load_model` rebuilds
-the trained model (e.g. to draw its attention).
+holds their SHA-256): :func:`load_weights` checks them, and
+:func:`posenc.results.load_model` rebuilds the trained model (e.g. to draw its attention).
 
 Several processes may share a results directory (see docs/guarantees.md):
 records are per run and written atomically; a temp file is named after the
@@ -35,7 +35,6 @@ file is a day old); summaries are written under an exclusive lock
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import logging
@@ -43,9 +42,7 @@ import math
 import os
 import pickle
 import platform
-import socket
 import tempfile
-import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -55,34 +52,23 @@ import numpy
 import torch
 
 import posenc
-from posenc.bench.spec import BENCHMARK_HISTORY, BENCHMARK_VERSION, WEIGHTS_KEY, RunSpec
 from posenc.errors import PosencError
+from posenc.records.files import (
+    HOST,
+    atomic_write_bytes,
+    atomic_write_text,
+    file_sha256,
+    read_record_file,
+    stale_temp_file,
+)
+from posenc.records.schema import ResultCheck, result_problem
+from posenc.records.spec import BENCHMARK_HISTORY, BENCHMARK_VERSION, WEIGHTS_KEY, RunSpec
 
+#: The records' format tag (named after the package that first wrote it; kept so that
+#: existing records stay readable).
 SCHEMA = "posenc.bench.run/1"
 REQUIRED = ("schema", "run_id", "label", "spec", "versions", "result", "checksum")
-MAX_RECORD_BYTES = 64 << 20  # a record is ~10-500 KB; anything this large is not one of ours
-STALE_TEMP_SECONDS = 24 * 3600  # a temp file this old is abandoned, whoever wrote it
-_HOST = socket.gethostname().replace("~", "-").replace("/", "-") or "host"
 log = logging.getLogger("posenc")
-
-
-@functools.cache
-def _umask() -> int:
-    """The process umask, read on first use (never at import: importing changes no global state).
-
-    Linux reports it in /proc/self/status; elsewhere the only way to read it is to set it
-    and set it back, which is done once, here, when the first record is written.
-    """
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _finite(value: Any) -> Any:
@@ -136,201 +122,6 @@ def make_record(
     return record
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the whole new one (see
-    :func:`atomic_write_bytes`)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one.
-
-    The temp file ``.NAME~HOST~PID~RANDOM.tmp`` names its writer, so that cleaning up
-    after a killed writer never removes the file a live one is writing
-    (:func:`stale_temp_file`).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    prefix = f".{path.name}~{_HOST}~{os.getpid()}~"
-    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            if hasattr(os, "fchmod"):  # mkstemp makes 0600 files; results are meant to be shared
-                os.fchmod(handle.fileno(), 0o666 & ~_umask())
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:  # e.g. Windows cannot open directories
-        return
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def stale_temp_file(path: Path, *, now: float | None = None) -> bool:
-    """True if the temp file ``path`` was left by a writer that is gone.
-
-    Its name says which host and pid wrote it: on this host, a pid that no longer
-    exists means the writer was killed mid-write. A file from another host (a shared
-    filesystem) or without a writer in its name is stale only once it is
-    :data:`STALE_TEMP_SECONDS` old (a write takes milliseconds).
-    """
-    try:
-        age = (time.time() if now is None else now) - path.stat().st_mtime
-    except FileNotFoundError:
-        return False
-    if age > STALE_TEMP_SECONDS:
-        return True
-    parts = path.name[: -len(".tmp")].rsplit("~", 3)
-    if len(parts) != 4 or parts[1] != _HOST or not parts[2].isdigit():
-        return False
-    return not _pid_alive(int(parts[2]))
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):  # exists but is not ours, or we cannot tell: keep its file
-        return True
-    return True
-
-
-def _is_number(x: Any) -> bool:
-    """A stored float: a JSON number, or "inf"/"-inf"/"nan" (how records store non-finite values)."""
-    return (isinstance(x, (int, float)) and not isinstance(x, bool)) or x in ("inf", "-inf", "nan")
-
-
-def _numbers_problem(where: str, value: Any, length: int | None = None) -> str | None:
-    if not isinstance(value, list) or not all(_is_number(x) for x in value):
-        return f"{where} is not a list of numbers"
-    if length is not None and len(value) != length:
-        return f"{where} has {len(value)} values, expected {length}"
-    return None
-
-
-def _int_list_problem(where: str, value: Any) -> str | None:
-    if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
-        return f"{where} is not a list of integers"
-    return None
-
-
-def _train_problem(train: Any) -> str | None:
-    """What the summaries read of ``result.train`` (shared by runs and tuning candidates)."""
-    if not isinstance(train, dict):
-        return "result.train is missing"
-    if not isinstance(train.get("converged"), bool):
-        return "result.train.converged is not true/false"
-    if not isinstance(train.get("steps"), int) or isinstance(train.get("steps"), bool):
-        return "result.train.steps is not an integer"
-    if train["converged"] and not isinstance(train.get("steps_to_converge"), int):
-        return "result.train.steps_to_converge is not an integer"
-    checks = train.get("checks")
-    if not isinstance(checks, dict) or _int_list_problem("result.train.checks.step", checks.get("step")):
-        return "result.train.checks is missing"
-    metrics = [k for k in checks if k != "step"]
-    if len(metrics) != 1:
-        return "result.train.checks must hold one metric"
-    problem = _numbers_problem(f"result.train.checks.{metrics[0]}", checks[metrics[0]], len(checks["step"]))
-    if problem or not _is_number(train.get("final_loss")):
-        return problem or "result.train.final_loss is not a number"
-    return None
-
-
-def result_problem(result: Any, spec: RunSpec) -> str | None:
-    """None if ``result`` has everything the summaries, figures and report read, else what is wrong.
-
-    Checked beyond the checksum because a record can be checksum-valid and still not
-    readable by this version (written by another posenc version with the same run id).
-    """
-    if not isinstance(result, dict):
-        return "result is not a JSON object"
-    train, timing, evaluation = result.get("train"), result.get("timing"), result.get("eval")
-    problem = _train_problem(train)
-    if problem or not isinstance(train, dict):
-        return problem or "result.train is missing"
-    problem = _numbers_problem("result.train.loss", train.get("loss"), train["steps"])
-    if problem:
-        return problem
-    if not isinstance(timing, dict):
-        return "result.timing is missing"
-    for key in ("steps_per_second", "train_wall_seconds"):
-        if timing.get(key) is not None and not _is_number(timing[key]):
-            return f"result.timing.{key} is not a number"
-    if not isinstance(evaluation, dict):
-        return "result.eval is missing or not a JSON object"
-    if not evaluation:
-        return "result has no evaluation (result.eval is empty)"
-    expected = {"default", *spec.scalings}
-    if set(evaluation) != expected:
-        return f"result.eval has variants {sorted(evaluation)}, expected {sorted(expected)}"
-    lm = spec.task == "lm"
-    lengths = list(spec.eval.lm_lengths if lm else spec.eval.lengths)
-    for variant, ev in evaluation.items():
-        where = f"result.eval.{variant}"
-        if not isinstance(ev, dict):
-            return f"{where} is not a JSON object"
-        if ev.get("lengths") != lengths:
-            return f"{where}.lengths differ from the spec's evaluation lengths"
-        for key in ("bits_per_byte",) if lm else ("exact_match", "token_accuracy"):
-            problem = _numbers_problem(f"{where}.{key}", ev.get(key), len(lengths))
-            if problem:
-                return problem
-        problem = _lm_problem(where, ev, len(lengths)) if lm else _task_problem(where, ev, spec)
-        if problem:
-            return problem
-    return None
-
-
-def _task_problem(where: str, ev: dict[str, Any], spec: RunSpec) -> str | None:
-    per = ev.get("per_example")
-    if not isinstance(per, dict):
-        return f"{where}.per_example is missing"
-    for key in ("exact_match", "token_accuracy"):
-        rows = per.get(key)
-        if not isinstance(rows, list) or len(rows) != len(spec.eval.lengths):
-            return f"{where}.per_example.{key} has no row per length"
-        for row in rows:
-            problem = _numbers_problem(f"{where}.per_example.{key}", row, spec.eval.samples)
-            if problem:
-                return problem
-    return None
-
-
-def _lm_problem(where: str, ev: dict[str, Any], count: int) -> str | None:
-    if ev.get("ratio_to_train") is not None:
-        problem = _numbers_problem(f"{where}.ratio_to_train", ev["ratio_to_train"], count)
-        if problem:
-            return problem
-    windows = ev.get("window_nats")
-    if not isinstance(windows, list) or len(windows) != count:
-        return f"{where}.window_nats has no row per length"
-    for row in windows:
-        problem = _numbers_problem(f"{where}.window_nats", row)
-        if problem:
-            return problem
-    lastk, by_position = ev.get("lastk"), ev.get("loss_by_position")
-    if not isinstance(lastk, dict) or not isinstance(lastk.get("contexts"), list):
-        return f"{where}.lastk is missing"
-    problem = _numbers_problem(f"{where}.lastk.contexts", lastk["contexts"]) or _numbers_problem(
-        f"{where}.lastk.nats_per_byte", lastk.get("nats_per_byte"), len(lastk["contexts"])
-    )
-    if problem:
-        return problem
-    if not isinstance(by_position, dict):
-        return f"{where}.loss_by_position is missing"
-    return _numbers_problem(f"{where}.loss_by_position.nats_per_byte", by_position.get("nats_per_byte"))
-
-
 def record_version(data: Any) -> int | None:
     """The benchmark version a record was written under (1 if it predates versions), or None
     when ``data`` does not look like a record at all."""
@@ -353,37 +144,11 @@ def version_problem(data: Any) -> str | None:
     )
 
 
-def read_record_file(path: Path) -> tuple[Any, str | None]:
-    """``(parsed JSON, None)`` or ``(None, why it cannot be read)``; never reads more than
-    :data:`MAX_RECORD_BYTES` (a huge or endless file is refused, not loaded)."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_RECORD_BYTES + 1)
-    except OSError as exc:
-        return None, f"unreadable ({exc.strerror or type(exc).__name__})"
-    if len(raw) > MAX_RECORD_BYTES:
-        return None, f"larger than {MAX_RECORD_BYTES >> 20} MiB"
-    try:
-        return json.loads(raw.decode("utf-8")), None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, f"unreadable JSON ({type(exc).__name__})"
-
-
-ResultCheck = Callable[[Any, RunSpec], "str | None"]
-
-
-def tune_problem(result: Any, spec: RunSpec) -> str | None:
-    """:func:`result_problem` for a learning-rate candidate (held-out checks only)."""
-    if not isinstance(result, dict) or not _is_number(result.get("lr")):
-        return "result.lr is not a number"
-    return _train_problem(result.get("train"))
-
-
 def validate_record(
     data: Any, expected_run_id: str | None = None, problem: ResultCheck = result_problem
 ) -> str | None:
     """None if ``data`` is a trustworthy record, else the reason it is not (``problem``
-    checks the result: :func:`result_problem` for runs, :func:`tune_problem` for candidates)."""
+    checks the result: :func:`~posenc.records.schema.result_problem` for runs, :func:`~posenc.records.schema.tune_problem` for candidates)."""
     if not isinstance(data, dict):
         return "not a JSON object"
     other = version_problem(data)
@@ -414,14 +179,6 @@ def validate_record(
     ):
         return "weights entry is malformed"
     return problem(data["result"], spec)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def weights_problem(record_path: Path, record: dict[str, Any]) -> str | None:
@@ -549,7 +306,7 @@ class ResultStore:
         """Create ``runs/`` and a probe file now, so a directory that cannot hold records
         fails before any run instead of after the first one (OSError naming the path)."""
         self.runs.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=f".probe~{_HOST}~{os.getpid()}~", suffix=".tmp", dir=self.runs)
+        fd, probe = tempfile.mkstemp(prefix=f".probe~{HOST}~{os.getpid()}~", suffix=".tmp", dir=self.runs)
         os.close(fd)
         os.unlink(probe)
 

@@ -4,7 +4,7 @@ The claims are data: :data:`CLAIMS` is a list of :class:`Claim` entries (source,
 it says, what the paper reports, and a *test* saying how our records judge it), so
 an entry is added by appending one (``CLAIMS.append(Claim(...))`` or a new test type
 with a ``judge(records)`` method). Every test reads cells through
-:mod:`posenc.bench.stats`, so only converged runs count, and a verdict is
+:mod:`posenc.results.stats`, so only converged runs count, and a verdict is
 
 - ``agrees`` / ``disagrees`` only where the 95% interval lies wholly on one side,
 - ``inconclusive`` where it straddles the line, or where a claim that one side is
@@ -26,8 +26,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from posenc.analysis import notes
-from posenc.bench import stats
-from posenc.bench.stats import Cell
+from posenc.results import stats
+from posenc.results.stats import Cell
 
 HOLDS = 1.10  # a perplexity ratio <= this counts as "holds" (does not degrade)
 #: A claim that one side is *better* meets an exact tie (both sides identical on every

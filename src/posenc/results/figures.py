@@ -4,7 +4,7 @@ Every function takes a list of records (``ResultStore.records()``) and returns a
 matplotlib ``Figure``; :func:`save_all` writes PNGs. Only runs that converged
 in-distribution are drawn (the others are named in the title: "not converged");
 the line is the mean over seeds and the shaded band its 95% bootstrap interval
-(:mod:`posenc.bench.stats`: over seeds and evaluation examples for the task curves,
+(:mod:`posenc.results.stats`: over seeds and evaluation examples for the task curves,
 over seeds for the LM curves). A dotted vertical line marks the longest training length.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from posenc.bench import stats
+from posenc.results import stats
 from posenc.viz.figures import new_figure
 
 

@@ -4,9 +4,9 @@
 images inline as base64 PNG) that ``posenc report --results DIR`` embeds;
 :func:`write_page` wraps it into a standalone page for ``posenc compare``.
 
-Each published claim (:data:`posenc.bench.claims.CLAIMS`) sits next to what we
+Each published claim (:data:`posenc.results.claims.CLAIMS`) sits next to what we
 measured, its verdict and the rule that gave it; every number is a mean with a 95%
-interval over converged runs (:mod:`posenc.bench.stats`).
+interval over converged runs (:mod:`posenc.results.stats`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import html
 from pathlib import Path
 from typing import Any
 
-from posenc.bench.claims import claims
-from posenc.bench.figures import figure_base64, figures
-from posenc.bench.stats import BUCKETS
-from posenc.bench.store import ResultStore, atomic_write_text
-from posenc.bench.tables import _fmt, caption, format_cell, speed_key, summarize, table_columns
+from posenc.records.files import atomic_write_text
+from posenc.records.store import ResultStore
+from posenc.results.claims import claims
+from posenc.results.figures import figure_base64, figures
+from posenc.results.stats import BUCKETS
+from posenc.results.tables import _fmt, caption, format_cell, speed_key, summarize, table_columns
 
 __all__ = ["claims", "render", "write_page"]
 

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from posenc.bench.store import ResultStore
 from posenc.errors import PosencError
+from posenc.records.store import ResultStore
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000

@@ -9,7 +9,7 @@ Buckets (relative to the longest training n of the run, ``n_train``):
 | ``4x`` | 2 n_train < n <= 4 n_train |
 
 Every cell is a mean over the label's converged seeds with a 95% interval
-(:mod:`posenc.bench.stats`, which says how it is computed). A label whose runs did
+(:mod:`posenc.results.stats`, which says how it is computed). A label whose runs did
 not converge in-distribution shows ``n.c.`` (not converged) instead of numbers, and
 ``k/N`` when only k of its N seeds converged. For the language model, ``ratio 2x`` /
 ``ratio 4x`` are perplexity(L_valid) / perplexity(L_train) at L_valid = 2 and 4 L_train
@@ -29,8 +29,8 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from posenc.bench import stats
-from posenc.bench.stats import BUCKETS, METHOD
+from posenc.results import stats
+from posenc.results.stats import BUCKETS, METHOD
 
 NOT_CONVERGED = "n.c."
 
@@ -108,7 +108,7 @@ def run_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     """``{"tasks", "method", "rows": {label: {"encoding", "TASK:COLUMN": cell dict, ...}}}``.
 
-    A cell dict is :meth:`posenc.bench.stats.Cell.to_dict` (mean, low, high, n, runs,
+    A cell dict is :meth:`posenc.results.stats.Cell.to_dict` (mean, low, high, n, runs,
     units, converged). Per task the row also has ``steps_per_second``, ``steps_to_converge``
     (mean over converged runs), ``seeds`` (runs) and ``converged`` (converged runs).
     """

@@ -26,11 +26,12 @@ import torch
 
 from posenc.analysis.probes import PROBE_ORIGINAL, PROBE_PERMUTED, model_attention_maps, word_order_change
 from posenc.base import check_int
-from posenc.bench.spec import RunSpec
-from posenc.bench.store import load_weights, read_record_file
-from posenc.bench.trainer import build_model
 from posenc.errors import PosencError
 from posenc.model import Transformer
+from posenc.records.files import read_record_file
+from posenc.records.models import build_model
+from posenc.records.spec import RunSpec
+from posenc.records.store import load_weights
 from posenc.tasks import synthetic, text
 
 RECORD_HINT = "a run record written by posenc compare (OUT/runs/TASK/NAME__seedS__ID.json, or its .pt)"
@@ -55,7 +56,7 @@ def load_run(run: str | os.PathLike) -> tuple[Transformer, RunSpec]:
 
     Checks, in order: the record parses and is valid, it names a weights file, the file
     is there and matches the record's checksum, it holds a state dict
-    (:func:`~posenc.bench.store.load_weights`), and the state dict fits the model the
+    (:func:`~posenc.records.store.load_weights`), and the state dict fits the model the
     record describes. Each failure is one :class:`PosencError` naming the file.
     """
     path = record_path(run)
