@@ -69,6 +69,7 @@ VARIANT_KEYS: dict[str, tuple[str, str, Any]] = {
 }
 MAX_SEED = 2**32 - 1  # seeds (plus small offsets) go to torch.Generator.manual_seed
 ALL = "all"  # in a file: every registered encoding / every additive one / every one of the grid
+MAX_FILE_BYTES = 1 << 20  # a profile is a few KB
 RANDOMIZED_MAX_LEN = ("scaled", "paper")
 
 
@@ -173,20 +174,26 @@ def shipped_names() -> tuple[str, ...]:
 
 def _source(ref: str | os.PathLike, relative_to: Path | None) -> tuple[str, str, str, Path | None]:
     """``(name, text, label for errors, directory)`` of a shipped name or a file path."""
-    text_ref = os.fspath(ref)
     if isinstance(ref, str) and not ref.endswith(".toml") and os.sep not in ref and "/" not in ref:
         if ref not in shipped_names():
             raise PosencError(
                 f"no shipped profile {ref!r}; shipped: {list(shipped_names())}{did_you_mean(ref, shipped_names())}"
             )
         return ref, shipped_dir().joinpath(f"{ref}.toml").read_text(encoding="utf-8"), f"{ref}.toml", None
-    path = Path(text_ref)
+    path = Path(ref)
     if relative_to is not None and not path.is_absolute():
         path = relative_to / path
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)  # bounded: /dev/zero is refused, not read forever
     except OSError as exc:
         raise PosencError(f"cannot read profile file {path}: {exc.strerror or type(exc).__name__}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise PosencError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB, not a profile file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PosencError(f"{path}: not a text file (UTF-8)") from None
     return path.stem, text, str(path), path.parent
 
 
@@ -280,7 +287,7 @@ def _convert(cls: type, table: dict[str, Any], where: _Where, *, prefix: str) ->
         low_high = ELEMENT_RANGES.get(cls, {}).get(f.name)
         if low_high is not None:
             for item in values[f.name]:
-                _in_range(item, low_high, where, key, whole=values[f.name])
+                _in_range(item, low_high, where, key, whole=table[f.name])
     return cls(**values)
 
 
@@ -371,7 +378,7 @@ def _check(profile: Profile, where: _Where) -> None:
             vocab_size=synthetic.VOCAB_SIZE, encoding="nope", **dataclasses.asdict(model)
         )  # d_model divisible by num_heads, kv heads dividing heads, combine, inject
     except (PosencError, TypeError) as exc:
-        raise fail("model", dataclasses.asdict(model), exc) from None
+        raise fail("model", _MISSING, exc) from None
     for key in ("task_train", "lm_train"):
         train: TrainSpec = getattr(profile, key)
         if train.min_len > train.max_len:
@@ -414,7 +421,7 @@ def _check(profile: Profile, where: _Where) -> None:
         try:
             build_for_model(name, d_model=model.d_model, num_heads=model.num_heads, causal=True, **config)
         except (PosencError, TypeError) as exc:
-            raise fail(key, config, exc) from None
+            raise fail(key, _MISSING, exc) from None
 
 
 # ---------------------------------------------------------------------------
