@@ -35,8 +35,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import types
-import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -44,6 +42,7 @@ from typing import Any
 
 from posenc import schedules
 from posenc.base import check_choice, did_you_mean
+from posenc.datafiles import MISSING, Where, check_keys, typed
 from posenc.errors import PosencError
 from posenc.model import COMBINES, INJECTS, TransformerConfig
 from posenc.records import scalings
@@ -141,21 +140,7 @@ ELEMENT_RANGES: dict[type, dict[str, tuple[float | None, float | None]]] = {
 }
 
 
-class _Where:
-    """Names a value in error messages: ``quick.toml: task_train.steps = 0: ...``."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def error(self, key: str, value: Any, problem: str) -> PosencError:
-        shown = f" = {value!r}" if value is not _MISSING else ""
-        return PosencError(f"{self.source}: {key}{shown}: {problem}")
-
-
-_MISSING = object()
-
-
-def _read_table(text: str, where: _Where) -> dict[str, Any]:
+def _read_table(text: str, where: Where) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -219,9 +204,9 @@ def _table_of(
     name, text, label, directory = _source(ref, relative_to)
     if label in seen:
         raise PosencError(f"{label}: extends itself (through {' -> '.join(seen)})")
-    where = _Where(label)
+    where = Where(label)
     table = _read_table(text, where)
-    _check_keys(table, Profile, where, prefix="", extra=FILE_KEYS)
+    check_keys(table, Profile, where, extra=FILE_KEYS)  # in this file's own table, before merging
     parent = table.pop("extends", None)
     if parent is None:
         return name, label, table
@@ -231,127 +216,66 @@ def _table_of(
     return name, label, _merge({k: v for k, v in base.items() if k not in OWN_KEYS}, table)
 
 
-def _check_keys(table: dict[str, Any], cls: type, where: _Where, *, prefix: str, extra=()) -> None:
-    """Unknown keys (a typo) name the file, the key and the valid ones, in this file's own table."""
-    names = [f.name for f in dataclasses.fields(cls)]
-    for key, value in table.items():
-        if key in extra:
-            continue
-        if key not in names:
-            valid = [*extra, *names] if not prefix else names
-            raise where.error(
-                f"{prefix}{key}",
-                _MISSING,
-                f"unknown key; valid keys: {', '.join(valid)}{did_you_mean(key, valid)}",
-            )
-        nested = _hints(cls)[key]
-        if dataclasses.is_dataclass(nested) and isinstance(value, dict):
-            _check_keys(value, nested, where, prefix=f"{prefix}{key}.")  # type: ignore[arg-type]
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
 def load_profile(source: str | os.PathLike) -> Profile:
     """The profile in ``source``: a shipped name (``"quick"``) or the path of a TOML file."""
     name, label, table = _table_of(source, None, ())
-    where = _Where(label)
+    where = Where(label)
     table = {"name": name, "description": "", "why": "", "model": {}, "task_train": {}, "lm_train": {},
-             "eval": {}, **table}  # fmt: skip
-    profile = _convert(Profile, table, where, prefix="")
-    if profile.tasks == ("*",):  # "all"
-        profile = dataclasses.replace(profile, tasks=ALL_TASKS)
+             "eval": {}, **_raw(table, where)}  # fmt: skip
+    profile = typed(
+        Profile, table, where, check=lambda cls, key, value, raw: _ranges(cls, key, value, raw, where)
+    )
     _check(profile, where)
     return profile
 
 
 # ---------------------------------------------------------------------------
-# Values: typed from the dataclasses' own annotations, then checked.
+# Values: typed from the dataclasses' own annotations (posenc.datafiles), then checked.
 # ---------------------------------------------------------------------------
 
-
-def _convert(cls: type, table: dict[str, Any], where: _Where, *, prefix: str) -> Any:
-    hints = _hints(cls)
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in table:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise where.error(f"{prefix}{f.name}", _MISSING, "missing (this key has no default)")
-            continue
-        key = f"{prefix}{f.name}"
-        values[f.name] = _value(hints[f.name], table[f.name], where, key)
-        low_high = RANGES.get(cls, {}).get(f.name)
-        if low_high is not None:
-            _in_range(values[f.name], low_high, where, key)
-        low_high = ELEMENT_RANGES.get(cls, {}).get(f.name)
-        if low_high is not None:
-            for item in values[f.name]:
-                _in_range(item, low_high, where, key, whole=table[f.name])
-    return cls(**values)
+#: What ``"all"`` stands for, per key (as the typed value's raw form).
+ALL_MEANS: dict[str, Any] = {
+    "encodings": None,  # every registered encoding
+    "variant_encodings": None,  # every additive one
+    "randomized": ["*"],  # every encoding of the grid
+    "tasks": list(ALL_TASKS),
+}
 
 
-def _value(hint: Any, value: Any, where: _Where, key: str) -> Any:
-    """``value`` (as TOML gives it) as the annotated type, or an error naming ``key``."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType) and type(None) in args:
-        inner = next(a for a in args if a is not type(None))
-        if value == ALL and typing.get_origin(inner) is tuple:
-            return None
-        return _value(inner, value, where, key)
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(value, dict):
-            raise where.error(key, value, f"must be a table ([{key}])")
-        return _convert(hint, value, where, prefix=f"{key}.")  # type: ignore[arg-type]
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise where.error(key, value, "must be true or false")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise where.error(key, value, "must be an integer")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise where.error(key, value, "must be a number")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise where.error(key, value, "must be a string")
-        return value
-    if origin is tuple:
-        if args == (tuple[str, str], ...):  # tune_share: a table {task: tuned on}
-            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-                raise where.error(key, value, 'must be a table of strings, e.g. { lm = "copy" }')
-            return tuple(value.items())
-        if value == ALL and args[0] is str:
-            return ("*",)
-        if not isinstance(value, list):
-            raise where.error(key, value, "must be a list [...]")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_value(args[0], item, where, key) for item in value)
-        if len(value) != len(args):
-            raise where.error(key, value, f"must be a list of {len(args)} values")
-        return tuple(_value(a, item, where, key) for a, item in zip(args, value))
-    if origin is dict:  # encoding_config: {name: {field: value}}
-        if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
-            raise where.error(key, value, f"must hold one table per encoding ([{key}.NAME])")
-        return {name: dict(config) for name, config in value.items()}
-    raise TypeError(f"no TOML form for {hint!r} ({key})")  # a new field type: teach _value
+def _raw(table: dict[str, Any], where: Where) -> dict[str, Any]:
+    """The file's spellings that are not the type's own: ``"all"``, ``tune_share`` as a table."""
+    out = {k: (ALL_MEANS[k] if k in ALL_MEANS and v == ALL else v) for k, v in table.items()}
+    share = out.get("tune_share")
+    if share is not None:
+        if not isinstance(share, dict) or not all(isinstance(v, str) for v in share.values()):
+            raise where.error("tune_share", share, 'must be a table of strings, e.g. { passkey = "copy" }')
+        out["tune_share"] = [[task, tuned_on] for task, tuned_on in share.items()]
+    return out
 
 
-def _in_range(value: Any, low_high, where: _Where, key: str, *, whole: Any = _MISSING) -> None:
+def _ranges(cls: type, key: str, value: Any, raw: Any, where: Where) -> None:
+    name = key.rsplit(".", 1)[-1]
+    low_high = RANGES.get(cls, {}).get(name)
+    if low_high is not None:
+        _in_range(value, low_high, where, key)
+    low_high = ELEMENT_RANGES.get(cls, {}).get(name)
+    if low_high is not None:
+        for item in value:
+            _in_range(item, low_high, where, key, whole=raw)
+
+
+def _in_range(value: Any, low_high, where: Where, key: str, *, whole: Any = MISSING) -> None:
     low, high = low_high
-    shown = value if whole is _MISSING else whole
+    shown = value if whole is MISSING else whole
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = " and ".join(
             t for t in (low is not None and f">= {low}", high is not None and f"<= {high}") if t
         )
-        what = "must be" if whole is _MISSING else "every value must be"
+        what = "must be" if whole is MISSING else "every value must be"
         raise where.error(key, shown, f"{what} {bounds}")
 
 
-def _check(profile: Profile, where: _Where) -> None:
+def _check(profile: Profile, where: Where) -> None:
     """What the types cannot say: names, the model's shape, lengths, variants, schedules."""
 
     def fail(key: str, value: Any, error: Exception) -> PosencError:
@@ -378,7 +302,7 @@ def _check(profile: Profile, where: _Where) -> None:
             vocab_size=synthetic.VOCAB_SIZE, encoding="nope", **dataclasses.asdict(model)
         )  # d_model divisible by num_heads, kv heads dividing heads, combine, inject
     except (PosencError, TypeError) as exc:
-        raise fail("model", _MISSING, exc) from None
+        raise fail("model", MISSING, exc) from None
     for key in ("task_train", "lm_train"):
         train: TrainSpec = getattr(profile, key)
         if train.min_len > train.max_len:
@@ -410,7 +334,7 @@ def _check(profile: Profile, where: _Where) -> None:
         key = f"encoding_config.{name}"
         if name not in ENCODINGS:
             raise where.error(
-                key, _MISSING, f"no encoding {name!r} is registered{did_you_mean(name, ENCODINGS)}"
+                key, MISSING, f"no encoding {name!r} is registered{did_you_mean(name, ENCODINGS)}"
             )
         filled = set(ENCODINGS[name].Config.meanings("model"))
         for field_name in config:
@@ -421,7 +345,7 @@ def _check(profile: Profile, where: _Where) -> None:
         try:
             build_for_model(name, d_model=model.d_model, num_heads=model.num_heads, causal=True, **config)
         except (PosencError, TypeError) as exc:
-            raise fail(key, _MISSING, exc) from None
+            raise fail(key, MISSING, exc) from None
 
 
 # ---------------------------------------------------------------------------
