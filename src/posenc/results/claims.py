@@ -1,9 +1,10 @@
 """Published claims next to what the benchmark measured, judged with intervals.
 
-The claims are data: :data:`CLAIMS` is a list of :class:`Claim` entries (source, what
-it says, what the paper reports, and a *test* saying how our records judge it), so
-an entry is added by appending one (``CLAIMS.append(Claim(...))`` or a new test type
-with a ``judge(records)`` method). Every test reads cells through
+The claims are data: ``claims.json`` next to this module lists each claim (source, what
+it says, what the paper reports, and a *test* saying how our records judge it: a ``type``
+of :data:`TESTS` and that class's fields), and :func:`load_claims` reads it into the
+:class:`Claim` entries of :data:`CLAIMS`. An entry is added by adding one to the file (or
+``CLAIMS.append(Claim(...))``; a new test type is a class with a ``judge(records)`` method). Every test reads cells through
 :mod:`posenc.results.stats`, so only converged runs count, and a verdict is
 
 - ``agrees`` / ``disagrees`` only where the 95% interval lies wholly on one side,
@@ -26,10 +27,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from posenc.analysis import notes
+from posenc.base import did_you_mean
+from posenc.datafiles import MISSING, Where, read_json, typed
 from posenc.results import stats
 from posenc.results.stats import Cell
+from posenc.tasks import ALL_TASKS
 
-HOLDS = 1.10  # a perplexity ratio <= this counts as "holds" (does not degrade)
 #: A claim that one side is *better* meets an exact tie (both sides identical on every
 #: resample, e.g. both 0% at 2x or both converging on every seed): the task cannot tell
 #: them apart, so the claim is neither supported nor refuted. (A claim that one side is
@@ -338,121 +341,44 @@ class LastkRise:
         return ours, stats.verdict_vs(c, self.threshold, side), rule
 
 
-ALIBI = "ALiBi paper (Press et al. 2022), WikiText-103, L_train 512"
-NOPE = "NoPE paper (Kazemnejad et al. 2023), train <= 20, test <= 40"
-EXTENSION = "Context extension (dynamic NTK: emozilla 2023; YaRN: Peng et al. 2023; PI: Chen et al. 2023)"
-
-
-def _alibi_ratio(name: str, two: float, five: float) -> Claim:
-    side = "<=" if two <= HOLDS else ">="
-    return Claim(
-        ALIBI,
-        f"{name}: perplexity ratio at 2x L_train {'holds' if side == '<=' else 'degrades'}",
-        f"{two:.2f} at 2x, {five:.2f} at ~5x",
-        Threshold(name, "lm", "ratio_2x", HOLDS, side, "LM, 2x L_train"),
-    )
-
-
-def _nope_copy(name: str, high: bool) -> Claim:
-    return Claim(
-        NOPE + ", copy",
-        f"{name}: exact match past the training length is {'high' if high else 'near zero'}",
-        "~100%" if high else "~0%",
-        Threshold(name, "copy", "em_2x", 0.9 if high else 0.1, ">=" if high else "<=", "copy, 2x bucket"),
-    )
-
-
-CLAIMS: list[Claim] = [
-    *(
-        _alibi_ratio(n, two, five)
-        for n, (two, five) in {
-            "sinusoidal": (2.17, 6.6),
-            "rope": (1.06, 1.57),
-            "t5": (0.96, 1.04),
-            "alibi": (0.95, 0.93),
-        }.items()
-    ),  # fmt: skip
-    Claim(
-        NOPE,
-        "length-generalisation ranking (mean reciprocal rank over 10 tasks)",
-        "nope 0.69 > t5 0.55 > alibi 0.50 > rope 0.33 > sinusoidal 0.22",
-        Ranking(("nope", "t5", "alibi", "rope", "sinusoidal"), ("copy", "passkey"), "em_out"),
-    ),
-    *(
-        _nope_copy(n, high)
-        for n, high in {
-            "nope": True,
-            "t5": True,
-            "rope": False,
-            "sinusoidal": False,
-            "learned": False,
-        }.items()
-    ),  # fmt: skip
-    *(
-        Claim(
-            "NoPE paper (Kazemnejad et al. 2023), last-k loss, 1B code model",
-            f"{n}: {text}",
-            text,
-            LastkRise(n, 1.5, 0.10, explodes=n == "rope"),
-        )
-        for n, text in {
-            "rope": "explodes by 1.2-1.4x",
-            "nope": "holds to ~1.5x",
-            "alibi": "holds to ~1.5x",
-        }.items()
-    ),  # fmt: skip
-    Claim(
-        "Randomized positions (Ruoss et al. 2023), 15 tasks",
-        "randomized positions improve accuracy on unseen lengths",
-        "+12.0% average",
-        Compare("rope+rand", "rope", "copy", "tok_out", ">", what="copy, answer-token accuracy past n_train"),
-    ),
-    Claim(
-        EXTENSION,
-        "dynamic NTK without fine-tuning holds perplexity where plain RoPE degrades",
-        "holds to ~2x the original context",
-        Compare("rope[dynamic:4]", "rope", "lm", "ratio_4x", "<", what="LM ratio at 4x"),
-    ),
-    Claim(
-        EXTENSION,
-        "dynamic YaRN without fine-tuning holds perplexity where plain RoPE degrades",
-        "holds past the original context",
-        Compare("rope[yarn-dynamic]", "rope", "lm", "ratio_4x", "<", what="LM ratio at 4x"),
-    ),
-    *(
-        Claim(
-            EXTENSION,
-            f"{name} after a short fine-tune at 4x L_train holds to 4x",
-            "holds at the target length",
-            Threshold(f"rope[{scaling}]", "lm", "ratio_4x", HOLDS, "<=", "LM ratio at 4x, after fine-tuning"),
-        )
-        for name, scaling in (("PI", "linear:4"), ("YaRN", "yarn:4"))
-    ),  # fmt: skip
-    Claim(
-        "ALiBi paper (Press et al. 2022)",
-        "T5 bias trains >= 2x slower than sinusoidal",
-        ">= 2x",
-        SeedRatio("sinusoidal", "t5", "copy", "steps_per_second", 2.0, ">="),
-    ),
-    *(
-        Claim(
-            "KERPLE / Sandwich / FIRE papers",
-            f"{n} extrapolates at least as well as ALiBi",
-            "<= ALiBi",
-            Compare(n, "alibi", "lm", "ratio_4x", "<", margin=0.05, non_inferior=True, what="LM ratio at 4x"),
-        )
-        for n in ("kerple_log", "kerple_power", "sandwich", "fire")
-    ),  # fmt: skip
-]
-
-
 # ---------------------------------------------------------------------------
-# The notes posenc was built from (posenc.analysis.notes): their claims about trained
-# models, each a key of notes.MEASURES judged by one or more claims here.
+# The claims themselves: data (claims.json next to this module).
 # ---------------------------------------------------------------------------
 
-COPY_2X = "copy, 2x bucket (n 10..16, trained on n <= 8)"
-COPY_IN = "copy, in-distribution (n <= 8)"
+CLAIMS_FILE = "claims.json"
+#: A test's ``"type"`` in the file -> its class (the file's other keys are the class's fields).
+TESTS: dict[str, type] = {
+    "threshold": Threshold,
+    "compare": Compare,
+    "ranking": Ranking,
+    "groups": Groups,
+    "converges": Converges,
+    "seed_ratio": SeedRatio,
+    "lastk_rise": LastkRise,
+}
+#: The sides each test type reads (what the paper says: higher, lower, at least, at most).
+SIDES: dict[type, tuple[str, ...]] = {
+    Threshold: (">=", "<="),
+    Compare: (">", "<"),
+    Converges: (">", ">="),
+    SeedRatio: (">=", "<="),
+}
+
+
+@dataclass(frozen=True)
+class _Paper:  # an entry of "papers"
+    source: str
+    claim: str
+    paper: str
+    test: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Note:  # an entry of "notes": the source is the notes' own ids for the measure
+    measure: str
+    claim: str
+    paper: str
+    test: dict[str, Any]
 
 
 def _notes_source(measure: str) -> str:
@@ -460,70 +386,65 @@ def _notes_source(measure: str) -> str:
     return f"The notes posenc was built from ({', '.join(ids)}; docs/notes.md)"
 
 
-def _n(measure: str, claim: str, paper: str, test: Test) -> tuple[str, Claim]:
-    return measure, Claim(_notes_source(measure), claim, paper, test)
+def _columns(task: str) -> tuple[str, ...]:
+    """The columns a claim may judge: the summary's, and for tasks every unseen length together."""
+    if task == "lm":
+        return stats.columns(task)
+    return (*stats.columns(task), *(f"{metric}_{stats.UNSEEN[0]}" for metric in ("em", "tok")))
 
 
-def _variant_rows(measure: str, tag: str, says: str, better: bool) -> list[tuple[str, Claim]]:
-    """A variant against the default run of each additive encoding the notes discuss,
-    in-distribution and at 2x: ``better`` (the variant is higher) or no worse (margin 5 points)."""
-    rows = []
-    for name in ("sinusoidal", "learned"):
-        if better:  # learns the task where the default does not (sinusoidal, unscaled, does not)
-            converges: Test = Converges(f"{name}[{tag}]", name, "copy", ">")
-        else:
-            converges = Converges(name, f"{name}[{tag}]", "copy", ">=")
-        rows.append(_n(measure, f"{name}: {says} (learning copy at all)", "no number given", converges))
-        for column, what, where in (("em_in", COPY_IN, "in-distribution"), ("em_2x", COPY_2X, "at 2x")):
-            if better:
-                test: Test = Compare(f"{name}[{tag}]", name, "copy", column, ">", what=what)
-            else:  # the default (add) at least as good as the variant, within 5 points
-                test = Compare(
-                    name, f"{name}[{tag}]", "copy", column, ">", 0.05, non_inferior=True, what=what
-                )
-            rows.append(_n(measure, f"{name}: {says} ({where})", "no number given", test))
-    return rows
+def _test(raw: dict[str, Any], where: Where, key: str) -> Test:
+    kind = raw.get("type")
+    if kind not in TESTS:
+        raise where.error(f"{key}.type", kind, f"one of {', '.join(TESTS)}{did_you_mean(kind, TESTS)}")
+    cls = TESTS[kind]
+    test = typed(cls, {k: v for k, v in raw.items() if k != "type"}, where, prefix=f"{key}.")
+    side = getattr(test, "side", None)
+    if side is not None and side not in SIDES[cls]:
+        raise where.error(f"{key}.side", side, f"one of {', '.join(SIDES[cls])} for a {kind} test")
+    column = getattr(test, "column", None)
+    tasks = getattr(test, "tasks", None) or ([test.task] if hasattr(test, "task") else [])  # LastkRise: LM
+    for task in tasks:
+        if task not in ALL_TASKS:
+            raise where.error(f"{key}.task", task, f"not a task; tasks: {', '.join(ALL_TASKS)}")
+        if column is not None and column not in _columns(task):
+            raise where.error(f"{key}.column", column, f"one of {', '.join(_columns(task))} for {task}")
+    return test
 
 
-#: ``(measure, claim)`` pairs: the notes' claims about trained models, judged on the copy task
-#: (2x bucket: up to twice the longest training n). "Extrapolates" reads as exact match of at
-#: least 50% there, "excellent" as at least 90% (the NoPE paper's "near 100%"), "fails" as at
-#: most 10%.
-NOTES_CLAIMS: list[tuple[str, Claim]] = [
-    _n("extrapolation:sinusoidal", 'sinusoidal "can extrapolate to longer sequences"', ">= 50% past training",
-       Threshold("sinusoidal", "copy", "em_2x", 0.5, ">=", COPY_2X)),
-    _n("extrapolation:sinusoidal",
-       'sinusoidal "can extrapolate", with token embeddings x sqrt(d_model) as in the original Transformer',
-       ">= 50% past training", Threshold("sinusoidal[scaled-emb]", "copy", "em_2x", 0.5, ">=", COPY_2X)),
-    _n("extrapolation:learned", 'learned "cannot extrapolate" past its training length', "<= 10% past training",
-       Threshold("learned", "copy", "em_2x", 0.1, "<=", COPY_2X + ", untrained rows past n_train")),
-    _n("extrapolation:rope", 'RoPE "excellent extrapolation"', ">= 90% past training",
-       Threshold("rope", "copy", "em_2x", 0.9, ">=", COPY_2X)),
-    _n("extrapolation:t5", 'T5 bias "excellent length extrapolation"', ">= 90% past training",
-       Threshold("t5", "copy", "em_2x", 0.9, ">=", COPY_2X)),
-    _n("extrapolation:alibi", 'ALiBi "excellent extrapolation"', ">= 90% past training",
-       Threshold("alibi", "copy", "em_2x", 0.9, ">=", COPY_2X)),
-    _n("extrapolation:integer_index", 'integer positions "don\'t generalise well to unseen lengths"',
-       "< 50% past training", Threshold("integer_index", "copy", "em_2x", 0.5, "<=", COPY_2X)),
-    _n("extrapolation:relative", "relative encodings (RoPE, T5, ALiBi) generalise to longer sequences "
-       "better than absolute ones (sinusoidal, learned)", "better",
-       Groups(("rope", "t5", "alibi"), ("sinusoidal", "learned"), "copy", "em_2x", COPY_2X)),
-    _n("in_distribution:learned_vs_sinusoidal", 'learned "often works as well as sinusoidal" (learning copy at all)',
-       "as well", Converges("learned", "sinusoidal", "copy", ">=")),
-    _n("in_distribution:learned_vs_sinusoidal", 'learned "often works as well as sinusoidal"',
-       "as well", Compare("learned", "sinusoidal", "copy", "em_in", ">", 0.05, non_inferior=True, what=COPY_IN)),
-    *_variant_rows("open:add_vs_concat", "concat", "adding works at least as well as concatenating", better=False),
-    *_variant_rows("open:every_layer", "every_layer", "position at every layer works better than at the input only",
-                   better=True),
-    *_variant_rows("open:warmup", "pe-warmup:200", "fading position in over 200 steps works better", better=True),
-    *_variant_rows("open:scaling", "scaled-emb", "token embeddings x sqrt(d_model) (a quieter position "
-                   "signal relative to tokens) work better", better=True),
-    _n("open:scaling", "a learned gain on the sinusoid (scaled_sinusoidal) works better than the fixed one "
-       "(learning copy at all)", "no number given", Converges("scaled_sinusoidal", "sinusoidal", "copy", ">")),
-    _n("open:scaling", "a learned gain on the sinusoid (scaled_sinusoidal) works better than the fixed one",
-       "no number given", Compare("scaled_sinusoidal", "sinusoidal", "copy", "em_in", ">", what=COPY_IN)),
-]  # fmt: skip
-CLAIMS += [claim for _, claim in NOTES_CLAIMS]
+def load_claims(data: Any = None) -> tuple[list[Claim], list[tuple[str, Claim]]]:
+    """``(papers' claims, [(measure, notes claim)])`` from :data:`CLAIMS_FILE` (or ``data``, its
+    parsed form); a bad entry is one PosencError naming the entry and the key."""
+    where = Where(CLAIMS_FILE)
+    data = read_json("posenc.results", CLAIMS_FILE) if data is None else data
+    if not isinstance(data, dict) or set(data) != {"about", "papers", "notes"}:
+        raise where.error("(top level)", MISSING, 'must be an object with "about", "papers" and "notes"')
+    papers = []
+    for i, raw in enumerate(data["papers"]):
+        entry = typed(_Paper, raw, where, prefix=f"papers[{i}].")
+        papers.append(
+            Claim(entry.source, entry.claim, entry.paper, _test(entry.test, where, f"papers[{i}].test"))
+        )
+    notes_claims = []
+    for i, raw in enumerate(data["notes"]):
+        note = typed(_Note, raw, where, prefix=f"notes[{i}].")
+        if note.measure not in notes.MEASURES:
+            raise where.error(
+                f"notes[{i}].measure",
+                note.measure,
+                f"not a key of posenc.analysis.notes.MEASURES{did_you_mean(note.measure, notes.MEASURES)}",
+            )
+        test = _test(note.test, where, f"notes[{i}].test")
+        notes_claims.append((note.measure, Claim(_notes_source(note.measure), note.claim, note.paper, test)))
+    return papers, notes_claims
+
+
+_PAPERS, NOTES_CLAIMS = load_claims()
+#: Every claim judged: the papers', then the notes' about trained models (judged on the copy
+#: task, 2x bucket: up to twice the longest training n; "extrapolates" reads as exact match of
+#: at least 50% there, "excellent" as at least 90%, "fails" as at most 10%). A list: append a
+#: :class:`Claim` to judge one more.
+CLAIMS: list[Claim] = [*_PAPERS, *(claim for _, claim in NOTES_CLAIMS)]
 
 #: A notes claim's verdict from the benchmark's: intervals decide, nothing else.
 NOTES_VERDICTS = {
