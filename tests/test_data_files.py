@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from posenc.analysis import notes
 from posenc.datafiles import Where, read_json, typed
 from posenc.errors import PosencError
 from posenc.results import claims
@@ -56,7 +57,7 @@ def test_typed_builds_nested_dataclasses_from_the_annotations():
         ({"name": "a", "sizes": [1], "siezs": 1}, ["t.json: siezs", "unknown key", "did you mean 'sizes'"]),
         ({"sizes": [1]}, ["t.json: name", "missing"]),
         ({"name": 1, "sizes": [1]}, ["t.json: name = 1", "must be a string"]),
-        ({"name": "a", "sizes": [1, True]}, ["sizes = True", "must be an integer"]),
+        ({"name": "a", "sizes": [1, True]}, ["sizes[1] = True", "must be an integer"]),
         ({"name": "a", "sizes": 3}, ["sizes = 3", "must be a list"]),
         ({"name": "a", "sizes": [], "pair": ["x"]}, ["pair", "must be a list of 2 values"]),
         ({"name": "a", "sizes": [], "inner": {"n": 1, "y": 2}}, ["inner.y", "unknown key"]),
@@ -116,4 +117,56 @@ def test_a_bad_claim_entry_is_one_error_naming_it(edit, words):
     edit(data)
     with pytest.raises(PosencError) as caught:
         claims.load_claims(json.loads(json.dumps(data)))
+    assert all(word in str(caught.value) for word in words), str(caught.value)
+
+
+# ---------------------------------------------------------------------------
+# The notes' claims (posenc/analysis/notes_claims.json)
+# ---------------------------------------------------------------------------
+
+
+def test_the_notes_table_loads_as_the_module_shows_it():
+    table = notes.load_notes()
+    assert table.claims == notes.CLAIMS and table.measures == notes.MEASURES
+    assert {k: n.title for k, n in table.notes.items()} == notes.NOTES
+    assert all(isinstance(c, notes.Claim) for c in notes.CLAIMS) and len(notes.CLAIMS) >= 5 * 19
+
+
+def _notes_data() -> dict:
+    return copy.deepcopy(read_json("posenc.analysis", notes.CLAIMS_FILE))
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (
+            lambda d: d["claims"][0].update(note="lectures"),
+            ["claims[0] (L1).note = 'lectures'", "did you mean 'lecture'"],
+        ),
+        (
+            lambda d: d["claims"][0].update(verdict="hold"),
+            ["claims[0] (L1).verdict = 'hold'", "did you mean 'holds'"],
+        ),
+        (
+            lambda d: d["claims"][0].update(check="equivariant"),
+            ["(L1).check = 'equivariant'", "equivariance"],
+        ),
+        (lambda d: d["claims"][1].update(id="L1"), ["claims[1] (L1).id", "used by an earlier claim"]),
+        (
+            lambda d: d["claims"][0].update(measure="open:warmup"),
+            ["(L1).measure", "a pending claim names its measure"],
+        ),
+        (
+            lambda d: d["claims"][0].update(sayz="x"),
+            ["notes_claims.json: claims[0].sayz", "did you mean 'says'"],
+        ),
+        (lambda d: d["claims"][0].pop("truth"), ["claims[0].truth", "missing"]),
+        (lambda d: d["notes"]["lecture"].pop("label"), ["notes.lecture.label", "missing"]),
+    ],
+)
+def test_a_bad_notes_entry_is_one_error_naming_it(edit, words):
+    data = _notes_data()
+    edit(data)
+    with pytest.raises(PosencError) as caught:
+        notes.load_notes(data)
     assert all(word in str(caught.value) for word in words), str(caught.value)
