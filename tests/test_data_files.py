@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+import posenc
+from posenc import presets
 from posenc.analysis import notes
 from posenc.datafiles import Where, read_json, typed
 from posenc.errors import PosencError
@@ -169,4 +171,48 @@ def test_a_bad_notes_entry_is_one_error_naming_it(edit, words):
     edit(data)
     with pytest.raises(PosencError) as caught:
         notes.load_notes(data)
+    assert all(word in str(caught.value) for word in words), str(caught.value)
+
+
+# ---------------------------------------------------------------------------
+# The model presets (posenc/presets.json)
+# ---------------------------------------------------------------------------
+
+
+def test_the_presets_file_loads_as_the_module_shows_it():
+    assert presets.load_presets() == presets.PRESETS
+    phi = presets.PRESETS["phi-3.5-mini"].config["scaling"]
+    assert len(phi["short_factor"]) == len(phi["long_factor"]) == 48  # one per rotated pair, exact floats
+    assert presets.PRESETS["llama-4-scout"].layers[0] in posenc.schedules.SCHEDULES
+
+
+def _presets_data() -> dict:
+    return copy.deepcopy(read_json("posenc", presets.PRESETS_FILE))
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (
+            lambda d: d["presets"]["gpt2"].update(encoding="lerned"),
+            ["presets.gpt2.encoding", "did you mean 'learned'"],
+        ),
+        (lambda d: d["presets"]["gpt2"].update(d_model="768"), ["presets.gpt2.d_model = '768'", "integer"]),
+        (
+            lambda d: d["presets"]["gpt2"].update(num_head=12),
+            ["presets.gpt2.num_head", "did you mean 'num_heads'"],
+        ),
+        (lambda d: d["presets"]["gpt2"].pop("source"), ["presets.gpt2.source", "missing"]),
+        (
+            lambda d: d["presets"]["gpt2"].update(layers=["irop", {}]),
+            ["presets.gpt2.layers = 'irop'", "a builder"],
+        ),
+        (lambda d: d["presets"]["gpt2"].update(layers=["irope"]), ["presets.gpt2.layers", "2 values"]),
+    ],
+)
+def test_a_bad_preset_is_one_error_naming_it(edit, words):
+    data = _presets_data()
+    edit(data)
+    with pytest.raises(PosencError) as caught:
+        presets.load_presets(data)
     assert all(word in str(caught.value) for word in words), str(caught.value)
