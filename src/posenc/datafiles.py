@@ -116,7 +116,9 @@ def value(hint: Any, raw: Any, where: Where, key: str, *, check=None) -> Any:
         if not isinstance(raw, list):
             raise where.error(key, raw, "must be a list")
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(value(args[0], item, where, f"{key}[{i}]", check=check) for i, item in enumerate(raw))
+            return tuple(
+                value(args[0], item, where, f"{key}[{i}]", check=check) for i, item in enumerate(raw)
+            )
         if len(raw) != len(args):
             raise where.error(key, raw, f"must be a list of {len(args)} values")
         return tuple(value(a, item, where, key, check=check) for a, item in zip(args, raw))

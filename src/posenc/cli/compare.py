@@ -21,6 +21,7 @@ from posenc.compare.grid import resolve_encodings, without_variants
 from posenc.compare.profile import MAX_SEED, PROFILES, get_profile, parse_variants
 from posenc.compare.ray_executor import RayNotInstalled, require_ray
 from posenc.errors import PosencError
+from posenc.tasks import ALL_TASKS
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -50,7 +51,7 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
 )
 @click.option("--encodings", default=None, help="comma-separated registry names (default: the profile's)")
 @click.option(
-    "--tasks", default=None, help="comma-separated: copy, reverse, copy_binary, selective_copy, parity, lm"
+    "--tasks", default=None, help="comma-separated: " + ", ".join(ALL_TASKS) + " (default: the profile's)"
 )
 @click.option("--seeds", default=None, help="comma-separated integers (default: the profile's)")
 @click.option(
