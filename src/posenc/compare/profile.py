@@ -90,14 +90,12 @@ class Profile:
     scalings: tuple[str, ...] = ()  # RoPE scalings evaluated on rotary models (posenc.records.scalings)
     finetune: int = 0  # fine-tuning steps of the scalings whose papers fine-tune (PI, YaRN); LM only
     variants: tuple[str, ...] = ()  # architecture variants of additive encodings, "combine=concat"
-    variant_encodings: tuple[str, ...] | None = (
-        None  # encodings the variants apply to (None: every additive one)
-    )
+    # encodings the variants apply to (None: every additive one)
+    variant_encodings: tuple[str, ...] | None = None
     schedules: tuple[str, ...] = ()  # per-layer schedules run as grid entries, "irope:2" (posenc.schedules)
     workers: int = 1  # default --workers
-    lr_grid: tuple[
-        float, ...
-    ] = ()  # learning rates tried per encoding (posenc.compare.tuning); () = no tuning
+    # learning rates tried per encoding (posenc.compare.tuning); () = no tuning
+    lr_grid: tuple[float, ...] = ()
     # Tasks that reuse another task's learning-rate choice, as (task, tuned on) pairs;
     # ("architecture variants", "default"): variants use their default run's choice.
     tune_share: tuple[tuple[str, str], ...] = ()
