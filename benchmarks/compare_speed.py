@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from posenc.bench import speed_compare
+import speed_compare  # benchmarks/, next to this file
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

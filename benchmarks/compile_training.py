@@ -1,5 +1,5 @@
 """Should ``posenc compare`` compile its training step? Runs the benchmark's own training loop
-(``posenc.bench.trainer.train``, quick profile's copy and LM settings, the same seeds) eager and
+(``posenc.compare.trainer.train``, quick profile's copy and LM settings, the same seeds) eager and
 with ``torch.compile`` (dynamic shapes: task batches vary in length), and prints the wall time
 for the steps (compiles included), the steady per-step time (second half of the run), and the
 first step's time (the compile).
@@ -7,7 +7,7 @@ first step's time (the compile).
 Usage:
     python benchmarks/compile_training.py [ENCODING ...] [--steps N] [--threads T]
 
-Run it on an idle machine; the answer is in ``posenc.bench.trainer.COMPILE_TRAINING``.
+Run it on an idle machine; the answer is in ``posenc.compare.trainer.COMPILE_TRAINING``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import time
 
 import torch
 
-from posenc.bench import trainer
-from posenc.bench.profiles import PROFILES
-from posenc.bench.spec import RunSpec
+from posenc.compare import trainer
+from posenc.compare.profile import PROFILES
+from posenc.records.models import build_model
+from posenc.records.spec import RunSpec
 
 
 def main() -> None:
@@ -42,7 +43,7 @@ def main() -> None:
             for compiled in (False, True):
                 trainer.COMPILE_TRAINING = compiled
                 torch._dynamo.reset()
-                model = trainer.build_model(spec)
+                model = build_model(spec)
                 stamps: list[float] = []
                 start = time.perf_counter()
                 result = trainer.train(

@@ -1,4 +1,4 @@
-"""Where the time goes in a ``posenc bench`` target case: ``torch.profiler`` per call.
+"""Where the time goes in a speed-race target case: ``torch.profiler`` per call.
 
 Usage:
     python benchmarks/profile_targets.py [CASE ...] [--calls N] [--rows R]
@@ -8,7 +8,7 @@ t5-bwd, fire-fwd. Each prints, for posenc and for the case's floor (a copy of q 
 unbiased causal SDPA), the wall time per call and the operators with the most self time per
 call. Time spent in posenc's own C kernels (called through ctypes) is not an ATen operator:
 it is the wall time minus the operators' self time (shown as "outside ATen"). Run it on an
-idle machine, like ``posenc bench``.
+idle machine, like the races (``python benchmarks/run_speed.py``).
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ import argparse
 import time
 from collections.abc import Callable
 
+import speed_cases as cases  # benchmarks/, next to this file
 import torch
 from torch.profiler import ProfilerActivity, profile
-
-from posenc.bench import speed_cases as cases
 
 SHAPES = {
     "rope-fp32": ("rope", (1, 32, 2048, 128), torch.float32),

@@ -1,50 +1,122 @@
-"""Run the speed race and write a JSON record to benchmarks/results/ (same as ``posenc bench``).
+"""The speed races: posenc's fast paths against peer libraries, written to benchmarks/results/.
+
+A developer tool, not a library feature (the peers are test extras; the numbers mean
+something only on a quiet machine), so it lives in the repository, next to the records
+it writes. The work is in :mod:`speed` (contenders in :mod:`speed_cases`); this parses
+options, shows progress, prints a table or JSON, and compares the new record with the
+previous one of the same mode (:mod:`speed_compare`).
 
 Usage:
-    python benchmarks/run_speed.py [quick|full] [--section rope|bias|train ...] [--no-memory]
+    python benchmarks/run_speed.py [--quick | --full] [--section rope|decode|bias|train ...]
+        [--no-memory] [--out DIR] [--no-save] [--threads N] [--format table|json]
 
-Then ``python benchmarks/compare_speed.py`` diffs the two newest records of a mode.
+Then ``python benchmarks/compare_speed.py`` diffs the two newest records of a mode, and
+``python benchmarks/update_speed_table.py RECORD ...`` rewrites the README's speed table.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
 from pathlib import Path
 
+import click
+import speed  # benchmarks/, next to this file
+import speed_compare
 from rich.console import Console
 
-from posenc.bench import speed, speed_compare
+from posenc.checks import check_int
+from posenc.cli.paths import os_error_message, output_dir
+from posenc.compare.executor import max_threads
+from posenc.errors import PosencError
 
 RESULTS = Path(__file__).resolve().parent / "results"
+SECTION_CHOICES = speed.SECTIONS
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("mode", nargs="?", default="quick", choices=sorted(speed.PLANS))
-    parser.add_argument("--section", action="append", choices=speed.SECTIONS, dest="sections")
-    parser.add_argument("--no-memory", action="store_true", help="skip peak-memory subprocesses")
-    parser.add_argument("--out", default=str(RESULTS), help=f"results directory (default {RESULTS})")
-    args = parser.parse_args()
-    console = Console(width=None if sys.stdout.isatty() else 150)
-    with console.status("posenc bench") as status:
+@click.command("run_speed.py")
+@click.option("--quick", "mode", flag_value="quick", default=True, help="small plan, a few minutes (default)")
+@click.option("--full", "mode", flag_value="full", help="all shapes, encodings and FlexAttention (long)")
+@click.option("--smoke", "mode", flag_value="smoke", hidden=True, help="tiny shapes (tests)")
+@click.option(
+    "--section", "sections", multiple=True, type=click.Choice(SECTION_CHOICES),
+    help="run only these sections (repeatable); default: all",
+)  # fmt: skip
+@click.option("--no-memory", is_flag=True, help="skip the peak-memory subprocesses of the bias section")
+@click.option(
+    "--out", "out_dir", default=str(RESULTS), show_default="benchmarks/results",
+    type=click.Path(file_okay=False, writable=True),
+    help="where the JSON record goes",
+)  # fmt: skip
+@click.option("--no-save", is_flag=True, help="do not write a JSON record")
+@click.option(
+    "--threads", type=int, default=None, help="torch threads for the run, 1 .. 4 x cores (default: torch's)"
+)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def run_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> None:
+    """Time RoPE application, decoding, bias attention and a training step against peers.
+
+    \b
+    Ratios: RoPE vs a copy of the same bytes (roofline) and vs HF transformers,
+    rotary-embedding-torch, x-transformers, torchtune (skipped when not installed), eager
+    and compiled; one decode token through the rotary hook (vs HF) and through attention
+    with a KV cache (static, dynamic NTK and LongRoPE at 4096 cached tokens); bias attention
+    forward and forward+backward vs unbiased SDPA (floor), SDPA with a dense bias and
+    x-transformers, with peak memory; the benchmark model's training step, eager and
+    compiled, vs x-transformers. Last, every goal ratio next to its goal, met or MISSED.
+
+    \b
+    Examples:
+      python benchmarks/run_speed.py --quick
+      python benchmarks/run_speed.py --quick --section rope --format json
+      python benchmarks/run_speed.py --full --out benchmarks/results
+    """
+    if threads is not None:
+        check_int("--threads", threads, minimum=1, maximum=max_threads())
+    if not no_save:
+        output_dir(out_dir, "--out")  # before minutes of timing, not after
+    console = Console(stderr=True)
+    sections = tuple(sections) or speed.SECTIONS
+    with console.status("speed race") as status:
         record = speed.run(
-            args.mode,
-            sections=tuple(args.sections or speed.SECTIONS),
-            memory=not args.no_memory,
-            out_dir=args.out,
-            progress=lambda message: status.update(message),
-        )
+            mode, sections=sections, memory=not no_memory, out_dir=None if no_save else out_dir,
+            progress=lambda message: status.update(f"speed race: {message}"), threads=threads,
+        )  # fmt: skip
+    comparison = None
+    if not no_save:
+        found = speed_compare.previous_records(out_dir, mode)
+        if len(found) >= 2:
+            comparison = speed_compare.compare(speed_compare.load(found[-2]), speed_compare.load(found[-1]))
+    if fmt == "json":
+        click.echo(json.dumps({"record": record, "comparison": comparison}, indent=1, sort_keys=True))
+        return
+    out = Console(width=None if sys.stdout.isatty() else 150)  # full rows when piped to a file
     for table in speed.render(record):
-        console.print(table)
-    console.print(f"record: {record['path']}")
-    result = speed_compare.compare_latest(args.out, args.mode)
-    if result is not None:
-        for line in speed_compare.summary_lines(result):
-            console.print(line, markup=False)
+        out.print(table)
+    if record.get("path"):
+        out.print(f"record: {record['path']}  ({record['seconds']:.0f} s)")
+    if comparison is not None:
+        for line in speed_compare.summary_lines(comparison):
+            out.print(line, markup=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; a bad option or value is one line on stderr and exit status 2."""
+    try:
+        run_command.main(args=argv, prog_name="run_speed.py", standalone_mode=False)
+    except click.exceptions.Exit as exc:  # --help
+        return exc.exit_code
+    except click.UsageError as exc:
+        click.echo(f"run_speed.py: error: {' '.join(exc.format_message().split())}", err=True)
+        return 2
+    except PosencError as exc:
+        click.echo(f"run_speed.py: error: {exc}", err=True)
+        return 2
+    except OSError as exc:  # --out that cannot take a record, ...
+        click.echo(f"run_speed.py: error: {os_error_message(exc)}", err=True)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

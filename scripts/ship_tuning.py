@@ -3,10 +3,10 @@
 Usage:
     python scripts/ship_tuning.py --profile quick [--out DIR] [--workers N]
 
-Runs the profile's learning-rate candidates (``posenc.bench.tuning``: each encoding x
+Runs the profile's learning-rate candidates (``posenc.compare.tuning``: each encoding x
 task at every rate of ``Profile.lr_grid``, on the tuning seed, scored by held-out
 in-distribution checks only; cached under ``DIR/tuning``, so it resumes), then writes
-the choices into ``src/posenc/bench/tuned_lr.json`` next to the command that made them.
+the choices into ``src/posenc/compare/tuned_lr.json`` next to the command that made them.
 A setting another profile already ships (the same key) keeps that profile's choice, which
 its published runs used, unless ``--replace-shared``.
 ``posenc compare`` uses a shipped choice when its key (the run's identity without the
@@ -21,15 +21,17 @@ import json
 import sys
 from pathlib import Path
 
-from posenc.bench import profiles, tuning
-from posenc.bench.executor import make_executor
+from posenc.compare import tuning
+from posenc.compare.executor import make_executor
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import PROFILES, get_profile
 
-TARGET = Path(__file__).resolve().parent.parent / "src" / "posenc" / "bench" / tuning.SHIPPED
+TARGET = Path(__file__).resolve().parent.parent / "src" / "posenc" / "compare" / tuning.SHIPPED
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", required=True, choices=tuple(profiles.PROFILES))
+    parser.add_argument("--profile", required=True, choices=tuple(PROFILES))
     parser.add_argument("--out", type=Path, default=Path("posenc-tuning"))
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
@@ -38,10 +40,10 @@ def main(argv: list[str]) -> int:
         help="also replace choices other profiles ship for the same setting (their tables then need re-running)",
     )
     args = parser.parse_args(argv)
-    prof = profiles.get_profile(args.profile)
+    prof = get_profile(args.profile)
     if not prof.lr_grid:
         raise SystemExit(f"profile {prof.name} has no learning-rate grid")
-    specs = profiles.build_grid(prof, seeds=prof.seeds[:1]).specs
+    specs = build_grid(prof, seeds=prof.seeds[:1]).specs
     share = dict(prof.tune_share)
     choices, outcome = tuning.choose(
         specs, prof.lr_grid, tuning.tuning_store(args.out), make_executor("local", workers=args.workers),

@@ -9,7 +9,7 @@ between ``<!-- compare-BLOCK:start -->`` and ``<!-- compare-BLOCK:end -->`` in e
 that has it is replaced by: the command and its measured wall time, the summary table
 (mean [95% interval] per cell, n.c. where no seed converged), and, in docs/benchmark.md,
 the claims table. ``--block tuning`` renders the learning-rate choices shipped with posenc
-(``src/posenc/bench/tuned_lr.json``) with every candidate's held-out result. With
+(``src/posenc/compare/tuned_lr.json``) with every candidate's held-out result. With
 ``--check`` nothing is written; exit 1 if a block differs.
 
 The tables in the docs are therefore always a run of the code as shipped: regenerate
@@ -23,9 +23,10 @@ import json
 import sys
 from pathlib import Path
 
-from posenc.bench import claims, tables, tuning
-from posenc.bench.spec import BENCHMARK_VERSION
-from posenc.bench.store import ResultStore
+from posenc.compare import tuning
+from posenc.records.spec import BENCHMARK_VERSION
+from posenc.records.store import ResultStore
+from posenc.results import claims, tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from docblocks import markers, splice  # noqa: E402  (next to this script)

@@ -9,7 +9,7 @@ The page is ``posenc.analysis.notes.markdown()``: every claim of the notes posen
 from, its verdict, what holds (numbers recomputed by posenc.analysis.demonstrations) and
 the command that shows it. Claims about trained models are settled from the records of a
 ``posenc compare`` run (``--results DIR``, e.g. ``posenc compare --profile notes --out DIR``):
-``posenc.bench.claims.notes_measurements`` judges them with 95% intervals, and the verdicts
+``posenc.results.claims.notes_measurements`` judges them with 95% intervals, and the verdicts
 are written to ``src/posenc/analysis/notes_measured.json`` (shipped with posenc: ``posenc
 notes``, the report and the tour read them) together with the command that made the run.
 """
@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 
 from posenc.analysis import notes
-from posenc.bench.claims import notes_measurements
-from posenc.bench.store import ResultStore
+from posenc.records.store import ResultStore
+from posenc.results.claims import notes_measurements
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "notes.md"

@@ -61,3 +61,32 @@ def can_make_unwritable(path: Path) -> bool:
             return got == path
     except RuntimeError:
         return False
+
+
+# Faults a path option can be given, by what the command does with the path.
+FAULTS = {
+    "read file": ("missing", "directory", "under a file", "too long", "huge"),
+    "read directory": ("missing", "regular file", "under a file", "too long", "device"),
+    "write directory": ("regular file", "under a file", "unwritable", "too long", "device"),
+    "write file": ("directory", "under a file", "unwritable", "too long"),
+}
+LONG_NAME = "n" * 300  # past NAME_MAX (255 bytes) of every common file system
+
+
+def fault_path(fault: str, role: str, tmp, unwritable) -> str:
+    """A path with ``fault`` for an option of ``role`` (a key of :data:`FAULTS`)."""
+    suffix = ".png" if role == "write file" else ".json" if role == "read file" else ""
+    regular = tmp / "a-regular-file"
+    regular.write_text("{}")
+    return str(
+        {
+            "missing": tmp / "no-such-directory" / f"x{suffix}",
+            "directory": tmp,
+            "regular file": regular,
+            "under a file": regular / f"x{suffix}",
+            "unwritable": unwritable if role == "write directory" else unwritable / f"x{suffix}",
+            "too long": tmp / f"{LONG_NAME}{suffix}",
+            "huge": "/dev/zero",  # endless: a reader without a size cap never returns
+            "device": "/dev/zero",
+        }[fault]
+    )

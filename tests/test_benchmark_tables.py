@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from posenc import bench
-from posenc.bench.spec import BENCHMARK_VERSION
+from posenc import compare
+from posenc.records.spec import BENCHMARK_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,7 @@ def _script():
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("tables")
-    bench.compare("smoke", encodings=("nope",), out=out, report=False, show_progress=False, log=lambda _: None,
+    compare.compare("smoke", encodings=("nope",), out=out, show_progress=False, log=lambda _: None,
                   command="posenc compare --profile smoke --encodings nope")  # fmt: skip
     return out
 
@@ -75,7 +75,7 @@ def test_the_shipped_tables_were_generated_under_this_benchmark_version(path, bl
 
 
 def test_the_tuning_block_shows_every_candidate(monkeypatch):
-    from posenc.bench import tuning
+    from posenc.compare import tuning
 
     candidates = [
         {

@@ -5,7 +5,7 @@ Most cases trace with the ``aot_eager`` backend: dynamo must capture one whole g
 ``.item()``, nothing data-dependent) and AOTAutograd must trace forward and backward with fake
 tensors (the rotary custom op's fake implementation and autograd included), without paying
 for inductor's C++ code generation. A few cases also run through ``inductor``, the default
-backend, end to end. Shapes are tiny; the speed of compiled code is measured by ``posenc bench``.
+backend, end to end. Shapes are tiny; the speed of compiled code is measured by the speed races (benchmarks/run_speed.py).
 """
 
 from __future__ import annotations

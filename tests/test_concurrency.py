@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from posenc.bench import store as store_module
-from posenc.bench.store import ResultStore
+from posenc.records import files
+from posenc.records.store import ResultStore
 
 ENV = {**os.environ, "PYTHONHASHSEED": "0"}
 
@@ -150,7 +150,7 @@ def test_a_ray_run_and_a_local_run_share_a_directory(tmp_path):
 SLOW_WRITER = """
 import os, sys, time
 from pathlib import Path
-from posenc.bench.store import atomic_write_text
+from posenc.records.files import atomic_write_text
 
 started, go, target = map(Path, sys.argv[1:4])
 real_fsync = os.fsync
@@ -203,9 +203,9 @@ def _dead_pid() -> int:
 
 
 def test_which_temp_files_count_as_stale(tmp_path):
-    from posenc.bench.store import stale_temp_file
+    from posenc.records.files import stale_temp_file
 
-    host = store_module._HOST
+    host = files.HOST
     live, dead = os.getppid(), _dead_pid()
     cases = {
         f".r.json~{host}~{dead}~abc.tmp": True,  # its writer was killed
@@ -218,7 +218,7 @@ def test_which_temp_files_count_as_stale(tmp_path):
         path = tmp_path / name
         path.write_text("{")
         assert stale_temp_file(path) is stale, name
-        old = time.time() - store_module.STALE_TEMP_SECONDS - 60
+        old = time.time() - files.STALE_TEMP_SECONDS - 60
         os.utime(path, (old, old))
         assert stale_temp_file(path), name  # a day old: abandoned, whoever wrote it
     store = ResultStore(tmp_path / "out")

@@ -7,15 +7,17 @@ import dataclasses
 import pytest
 import torch
 
-from posenc.bench import profiles, trainer
-from posenc.bench.trainer import Checker, execute, heldout_task_batch, plateaued
+from posenc.compare import trainer
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import get_profile
+from posenc.compare.trainer import Checker, execute, heldout_task_batch, plateaued
 from posenc.tasks import synthetic
 
-SMOKE = profiles.get_profile("smoke")
+SMOKE = get_profile("smoke")
 
 
 def _spec(task: str, **train):
-    (spec,) = profiles.build_grid(SMOKE, encodings=("nope",), tasks=(task,), seeds=(0,)).specs
+    (spec,) = build_grid(SMOKE, encodings=("nope",), tasks=(task,), seeds=(0,)).specs
     return dataclasses.replace(spec, train=dataclasses.replace(spec.train, **train))
 
 

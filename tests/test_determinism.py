@@ -18,9 +18,10 @@ import json
 import pytest
 import torch
 
-from posenc.bench.profiles import build_grid, get_profile
-from posenc.bench.store import make_record, validate_record
-from posenc.bench.trainer import execute
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import get_profile
+from posenc.compare.trainer import execute
+from posenc.records.store import make_record, validate_record
 
 # Paths (tuples of keys) that are allowed to differ between two identical runs.
 NONDETERMINISTIC: tuple[tuple[str, ...], ...] = (

@@ -29,6 +29,7 @@ import torch
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.faults import FAULTS, fault_path
 
 import posenc
 from posenc import rope_scaling
@@ -466,8 +467,7 @@ def cli_arguments(draw):
 
 
 SLOW_BACKENDS = (  # (module, function): what a valid call of a slow command ends in
-    ("posenc.bench", "compare"),
-    ("posenc.bench.speed", "run"),
+    ("posenc.compare", "compare"),
     ("posenc.report", "build_report"),
     ("posenc.viz", "render"),
     ("posenc.conform", "export"),
@@ -522,18 +522,11 @@ def test_cli_random_arguments(args, tmp_path_factory):
 # simply created; a huge file only matters to a reader). Every fault must give exit
 # status 2 and one line ``posenc: error: ...`` naming the path, before any slow work.
 
-FAULTS = {
-    "read file": ("missing", "directory", "under a file", "too long", "huge"),
-    "read directory": ("missing", "regular file", "under a file", "too long", "device"),
-    "write directory": ("regular file", "under a file", "unwritable", "too long", "device"),
-    "write file": ("directory", "under a file", "unwritable", "too long"),
-}
 # Arguments a command needs besides the path under test (its required ones, valid).
 REQUIRED_ARGS = {
     ("plot",): ["rope", "--kind", "heatmap", "-o", "{tmp}/ok.png"],
     ("report",): ["-o", "{tmp}/ok-report"],
 }
-LONG_NAME = "n" * 300  # past NAME_MAX (255 bytes) of every common file system
 
 
 def _path_options() -> list[tuple[tuple[str, ...], click.Parameter]]:
@@ -553,29 +546,10 @@ def _role(param: click.Parameter) -> str:
     return f"{'write' if param.type.writable else 'read'} {kind}"
 
 
-def _fault_path(fault: str, role: str, tmp, unwritable) -> str:
-    suffix = ".png" if role == "write file" else ".json" if role == "read file" else ""
-    regular = tmp / "a-regular-file"
-    regular.write_text("{}")
-    return str(
-        {
-            "missing": tmp / "no-such-directory" / f"x{suffix}",
-            "directory": tmp,
-            "regular file": regular,
-            "under a file": regular / f"x{suffix}",
-            "unwritable": unwritable if role == "write directory" else unwritable / f"x{suffix}",
-            "too long": tmp / f"{LONG_NAME}{suffix}",
-            "huge": "/dev/zero",  # endless: a reader without a size cap never returns
-            "device": "/dev/zero",
-        }[fault]
-    )
-
-
 def test_path_options_are_all_classified():
     """Every command that takes a path is in the fault suite, with a role it can be faulted in."""
     found = {(" ".join(path), param.opts[0]): _role(param) for path, param in PATH_OPTIONS}
     assert found == {
-        ("bench", "--out"): "write directory",
         ("compare", "--out"): "write directory",
         ("conform check", "directory"): "read directory",
         ("conform export", "directory"): "write directory",
@@ -609,7 +583,7 @@ def test_cli_filesystem_faults_are_one_line_exit_2(command, option, fault, tmp_p
     """Found: tracebacks for --hf-config DIR, outputs under a regular file, unwritable or
     immutable output directories, 300-character names; --hf-config /dev/zero read until OOM."""
     param = next(p for p in COMMANDS[command].params if p.opts[0] == option)
-    bad = _fault_path(fault, _role(param), tmp_path, unwritable)
+    bad = fault_path(fault, _role(param), tmp_path, unwritable)
     base = [a.replace("{tmp}", str(tmp_path)) for a in REQUIRED_ARGS.get(command, [])]
     if isinstance(param, click.Argument):  # a positional path (posenc conform export DIRECTORY)
         args = [*command, *base, bad]
@@ -903,9 +877,10 @@ def _one_line_error(result) -> str:
 def test_cli_huge_seeds_and_threads_are_refused_before_any_run(tmp_path):
     """Found: --seeds 99999999999999999999999 failed in every run (rc 1) without naming --seeds;
     --threads 10000 ran ~60x slower and --threads -1 was stored in the run spec."""
-    from posenc.bench import compare
-    from posenc.bench.executor import max_threads
-    from posenc.bench.profiles import build_grid, get_profile
+    from posenc.compare import compare
+    from posenc.compare.executor import max_threads
+    from posenc.compare.grid import build_grid
+    from posenc.compare.profile import get_profile
 
     out = tmp_path / "r"
     for args, word in (
@@ -919,12 +894,11 @@ def test_cli_huge_seeds_and_threads_are_refused_before_any_run(tmp_path):
         assert word in line, line
     line = _one_line_error(_cli("compare", "--profile", "smoke", "--threads", "10000", "--out", out))
     assert f"[1, {max_threads()}]" in line
-    assert "--threads" in _one_line_error(_cli("bench", "--smoke", "--no-save", "--threads", "-1"))
     for bad in (-1, 0, max_threads() + 1):
         with pytest.raises(ValueError, match="threads"):
             build_grid(get_profile("smoke"), threads=bad)
         with pytest.raises(ValueError, match="threads"):
-            compare("smoke", threads=bad, out=out, report=False, show_progress=False, log=lambda _: None)
+            compare("smoke", threads=bad, out=out, show_progress=False, log=lambda _: None)
     with pytest.raises(ValueError, match="seeds"):
         build_grid(get_profile("smoke"), seeds=(2**64,))
     assert not (out / "runs").exists() or not list((out / "runs").rglob("*.json"))
@@ -1028,13 +1002,12 @@ def test_cli_a_corrupt_record_that_cannot_be_moved_aside_is_one_line(tmp_path):
     """Found: quarantining a corrupt record in a directory that refuses renames printed a traceback."""
     from tests.faults import unwritable_directory
 
-    from posenc.bench import profiles
-    from posenc.bench.store import ResultStore
+    from posenc.compare.grid import build_grid
+    from posenc.compare.profile import get_profile
+    from posenc.records.store import ResultStore
 
     out = tmp_path / "r"
-    spec = profiles.build_grid(
-        profiles.get_profile("smoke"), encodings=("nope",), tasks=("copy",), seeds=(0,)
-    )
+    spec = build_grid(get_profile("smoke"), encodings=("nope",), tasks=("copy",), seeds=(0,))
     path = ResultStore(out).path_for(spec.specs[0])
     path.parent.mkdir(parents=True)
     path.write_text("{not json")

@@ -16,12 +16,12 @@ from tests.tolerances import tol
 import posenc
 from posenc import presets
 from posenc.attention import SDPA_KINDS, KVCache, MultiHeadAttention
-from posenc.bench.spec import RunSpec
-from posenc.bench.trainer import build_model
 from posenc.cli import main
+from posenc.compare.trainer import build_model
 from posenc.errors import PosencError
 from posenc.kernels import bias_attention as bias_kernels
 from posenc.model import Transformer, TransformerConfig
+from posenc.records.spec import RunSpec
 
 D_MODEL, HEADS = 16, 4
 HEAD_DIM = D_MODEL // HEADS

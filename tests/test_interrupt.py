@@ -26,8 +26,8 @@ from pathlib import Path
 
 from tests.test_determinism import deterministic_part
 
-from posenc.bench import store as store_module
-from posenc.bench.store import ResultStore
+from posenc.records import files
+from posenc.records.store import ResultStore
 
 TOTAL = 4  # nope x {copy, lm} x seeds {0, 1}
 KILL_AFTER = (1, 2, 3)  # finished records on disk when SIGKILL is sent
@@ -93,7 +93,7 @@ def test_three_kills_and_a_truncated_record_still_match_an_uninterrupted_run(tmp
     victim.write_text(text[: len(text) // 2])
     dead = subprocess.Popen([sys.executable, "-c", "pass"])  # a writer that is gone, as after SIGKILL
     dead.wait()
-    temp = victim.parent / f".{victim.name}~{store_module._HOST}~{dead.pid}~planted.tmp"  # writer's name
+    temp = victim.parent / f".{victim.name}~{files.HOST}~{dead.pid}~planted.tmp"  # writer's name
     temp.write_text('{"schema": "posenc.bench.run/1", "run_id"')
     assert victim_id not in _valid(killed)  # a truncated record is never read as a result
 

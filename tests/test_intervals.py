@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from posenc.bench import claims, stats
-from posenc.bench.stats import Cell, bootstrap_interval
+from posenc.results import claims, stats
+from posenc.results.stats import Cell, bootstrap_interval
 
 
 def _mean_stat(values: np.ndarray):
@@ -130,20 +130,20 @@ def test_cells_of_a_results_directory(tmp_path):
     each mean is the average over seeds of the per-example results in the bucket."""
     import dataclasses
 
-    from posenc import bench
-    from posenc.bench import profiles
-    from posenc.bench.store import ResultStore
+    from posenc import compare, results
+    from posenc.compare.profile import get_profile
     from posenc.errors import PosencError
+    from posenc.records.store import ResultStore
 
-    smoke = profiles.get_profile("smoke")
+    smoke = get_profile("smoke")
     smoke = dataclasses.replace(smoke, task_train=dataclasses.replace(smoke.task_train, converge_at=0.0))
-    bench.compare(smoke, encodings=("nope",), tasks=("copy",), seeds=(0, 1, 2), out=tmp_path,
-                  report=False, show_progress=False, log=lambda _: None)  # fmt: skip
+    compare.compare(smoke, encodings=("nope",), tasks=("copy",), seeds=(0, 1, 2), out=tmp_path,
+                  show_progress=False, log=lambda _: None)  # fmt: skip
     records = ResultStore(tmp_path).records()
-    table = bench.cells(tmp_path)
+    table = results.cells(tmp_path)
     assert set(table) == {("nope", "copy", c) for c in stats.TASK_COLUMNS}
     assert table == stats.cells(records)
-    assert bench.cells(tmp_path, tasks=["lm"]) == {} and bench.cells(tmp_path, labels=["rope"]) == {}
+    assert results.cells(tmp_path, tasks=["lm"]) == {} and results.cells(tmp_path, labels=["rope"]) == {}
     c = table[("nope", "copy", "em_2x")]
     n_train = smoke.task_train.max_len
     by_hand = []
@@ -158,7 +158,7 @@ def test_cells_of_a_results_directory(tmp_path):
     assert c.mean == pytest.approx(np.mean(by_hand)) and (c.n, c.runs) == (3, 3) and c.converged
     assert c.low <= c.mean <= c.high and c.to_dict()["converged"] is True
     with pytest.raises(PosencError, match="not a posenc compare results directory"):
-        bench.cells(tmp_path / "runs")
+        results.cells(tmp_path / "runs")
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,9 @@
 
 Four rules: no ``posenc`` import inside a function or class (imports are visible at the
 top of every module), every import points to the same row of the layer table or a lower
-one, the module graph has no cycle, and the fast paths (``posenc.kernels``) import only the
-leaves (the table's rows 0 and 1), never the encoding base classes or a family.
+one, the module graph has no cycle, the fast paths (``posenc.kernels``) import only the
+leaves (the table's rows 0 and 1), never the encoding base classes or a family, and the
+packages the document lists as independent reach neither the other through any chain of imports.
 """
 
 from __future__ import annotations
@@ -29,6 +30,18 @@ def layer_table() -> dict[str, int]:
             for name in re.findall(r"`([\w.]+)`", cells[1]):
                 table[name] = int(cells[0])
     return table
+
+
+def independent_pairs() -> list[tuple[str, str]]:
+    """``(package, package)`` pairs from the list between the ``independent`` markers."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("<!-- independent:start -->")[1].split("<!-- independent:end -->")[0]
+    pairs = []
+    for line in block.splitlines():
+        names = re.findall(r"`([\w.]+)`", line)
+        if line.strip().startswith("-") and len(names) >= 2:
+            pairs.append((names[0], names[1]))
+    return pairs
 
 
 def modules() -> dict[str, Path]:
@@ -135,6 +148,34 @@ def test_the_module_graph_has_no_cycle():
             visit(name, [name])
 
 
+def reachable(start: str, graph: dict[str, list[str]]) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph.get(start, []))
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph.get(name, []))
+    return seen
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_independent_packages_never_reach_each_other():
+    pairs = independent_pairs()
+    assert pairs, "docs/architecture.md lists no independent packages"
+    for a, b in pairs:
+        assert a in MODULES and b in MODULES, (a, b)
+        for one, other in ((a, b), (b, a)):
+            for name in MODULES:
+                if _inside(name, one):
+                    found = sorted(t for t in reachable(name, GRAPH) if _inside(t, other))
+                    assert not found, f"{name} reaches {other} through its imports: {found}"
+
+
 def test_the_rules_catch_what_they_forbid(tmp_path):
     """The checks can fail: a late import, an upward import and a cycle are each found."""
     source = "import posenc.checks\n\ndef f():\n    from posenc.cli import main\n"
@@ -150,3 +191,5 @@ def test_the_rules_catch_what_they_forbid(tmp_path):
     finally:
         GRAPH["posenc.kernels.rope"] = GRAPH["posenc.kernels.rope"][:-2]
     assert row("posenc.positions") in LEAF_ROWS and row("posenc.encoding") not in LEAF_ROWS
+    graph = {"posenc.compare.x": ["posenc.records.y"], "posenc.records.y": ["posenc.results.z"]}
+    assert "posenc.results.z" in reachable("posenc.compare.x", graph)  # a chain through records counts

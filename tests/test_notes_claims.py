@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from posenc.analysis import notes
-from posenc.bench import claims
+from posenc.results import claims
 
 
 def _record(label, seed, em_in, em_2x, converged=True, task="copy"):

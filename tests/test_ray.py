@@ -13,15 +13,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from posenc import bench
-from posenc.bench import profiles
-from posenc.bench.executor import make_executor
-from posenc.bench.runner import run_grid
-from posenc.bench.spec import RunSpec
-from posenc.bench.store import ResultStore
+from posenc import compare
 from posenc.cli import main
+from posenc.compare.executor import make_executor
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import get_profile
+from posenc.compare.runner import run_grid
+from posenc.records.spec import RunSpec
+from posenc.records.store import ResultStore
 
-SMOKE = profiles.get_profile("smoke")
+SMOKE = get_profile("smoke")
 # Fields that depend on when and where a run executed, not on what it computed.
 TIMING = ("wall_seconds", "compute_seconds", "steps_per_second")
 
@@ -105,10 +106,8 @@ def local_records(tmp_path_factory) -> dict[str, dict]:
     """The reference: the smoke grid run in this process."""
     out = tmp_path_factory.mktemp("local")
     # As `posenc compare` runs it: learning rates chosen first (on the same executor kind).
-    result = bench.compare(
-        "smoke", threads=1, workers=1, out=out, report=False, show_progress=False, log=quiet
-    )
-    assert len(result.outcome.done) == len(profiles.build_grid(SMOKE).specs) and not result.outcome.failed
+    result = compare.compare("smoke", threads=1, workers=1, out=out, show_progress=False, log=quiet)
+    assert len(result.outcome.done) == len(build_grid(SMOKE).specs) and not result.outcome.failed
     return by_run_id(out)
 
 
@@ -149,7 +148,7 @@ def ray_two_workers():
 def test_a_worker_killed_mid_run_is_retried_and_nothing_is_lost_or_duplicated(
     tmp_path, local_records, ray_two_workers
 ):
-    from posenc.bench.trainer import execute
+    from posenc.compare.trainer import execute
 
     attempts = tmp_path / "attempts"
     attempts.mkdir()
@@ -181,9 +180,9 @@ def test_a_worker_killed_mid_run_is_retried_and_nothing_is_lost_or_duplicated(
 
 
 def test_a_run_that_keeps_dying_is_reported_failed_not_retried_forever(tmp_path, ray_two_workers):
-    from posenc.bench.ray_executor import RayExecutor
+    from posenc.compare.ray_executor import RayExecutor
 
-    (spec,) = profiles.build_grid(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0,), threads=1).specs
+    (spec,) = build_grid(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0,), threads=1).specs
 
     def always_dies(spec, advance):
         os._exit(1)

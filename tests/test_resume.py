@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from posenc.bench.store import ResultStore
+from posenc.records.store import ResultStore
 
 SEEDS = "0,1,2"  # 6 smoke runs: enough time between the first record and the last to kill
 TOTAL = 6
@@ -73,16 +73,15 @@ def test_records_of_another_benchmark_version_are_never_resumed_or_summarised(tm
     rate) stays on disk but is not resumed as current, not summarised, and the run says why."""
     import dataclasses
 
-    from posenc.bench import profiles
-    from posenc.bench.executor import LocalExecutor
-    from posenc.bench.runner import run_grid
-    from posenc.bench.spec import BENCHMARK_VERSION, RunSpec
-    from posenc.bench.store import make_record, validate_record, version_problem
-    from posenc.bench.trainer import execute
+    from posenc.compare.executor import LocalExecutor
+    from posenc.compare.grid import build_grid
+    from posenc.compare.profile import get_profile
+    from posenc.compare.runner import run_grid
+    from posenc.compare.trainer import execute
+    from posenc.records.spec import BENCHMARK_VERSION, RunSpec
+    from posenc.records.store import make_record, validate_record, version_problem
 
-    (spec,) = profiles.build_grid(
-        profiles.get_profile("smoke"), encodings=("nope",), tasks=("copy",), seeds=(0,)
-    ).specs
+    (spec,) = build_grid(get_profile("smoke"), encodings=("nope",), tasks=("copy",), seeds=(0,)).specs
     payload = execute(spec)
     payload.pop("weights_bytes")
     store = ResultStore(tmp_path)

@@ -14,11 +14,12 @@ from tests.tolerances import tol
 
 import posenc
 from posenc import reference, rope_scaling, schedules
-from posenc.bench import profiles
-from posenc.bench.spec import RunSpec
-from posenc.bench.trainer import build_model, execute
 from posenc.cli import main
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import get_profile
+from posenc.compare.trainer import build_model, execute
 from posenc.model import Transformer, TransformerConfig
+from posenc.records.spec import RunSpec
 from posenc.schedules import LayerEncoding, Schedule
 
 VOCAB = 13
@@ -191,14 +192,14 @@ def test_bad_schedules_are_refused_naming_what_is_wrong(make, match):
 # ---------------------------------------------------------------------------
 
 SMOKE_2_LAYERS = dataclasses.replace(
-    profiles.get_profile("smoke"),
-    model=dataclasses.replace(profiles.get_profile("smoke").model, num_layers=2),
+    get_profile("smoke"),
+    model=dataclasses.replace(get_profile("smoke").model, num_layers=2),
 )
 
 
 def test_the_grid_runs_a_schedule_per_task_and_seed_with_the_length_overrides_of_its_encodings():
     profile = dataclasses.replace(SMOKE_2_LAYERS, schedules=("irope:2",))
-    grid = profiles.build_grid(profile, encodings=("rope",), seeds=(0,))
+    grid = build_grid(profile, encodings=("rope",), seeds=(0,))
     runs = [spec for spec in grid.specs if spec.schedule]
     assert [(s.task, s.label) for s in runs] == [("copy", "irope:2"), ("lm", "irope:2")]
     plain = {s.task: s for s in grid.specs if not s.schedule}
@@ -213,7 +214,7 @@ def test_the_grid_runs_a_schedule_per_task_and_seed_with_the_length_overrides_of
 
 def test_a_schedule_run_trains_the_scheduled_model():
     profile = dataclasses.replace(SMOKE_2_LAYERS, schedules=("irope:2",))
-    specs = profiles.build_grid(profile, encodings=("rope",), tasks=("copy",), seeds=(0,)).specs
+    specs = build_grid(profile, encodings=("rope",), tasks=("copy",), seeds=(0,)).specs
     scheduled, plain = next(s for s in specs if s.schedule), next(s for s in specs if not s.schedule)
     model = build_model(scheduled)
     assert [block.attn.encoding.kind for block in model.blocks] == ["rotary", "none"]

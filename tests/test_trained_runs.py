@@ -11,12 +11,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from posenc import bench
+from posenc import compare, results
 from posenc.analysis import probes
-from posenc.bench import trained
-from posenc.bench.store import checksum
 from posenc.cli import main
 from posenc.errors import PosencError
+from posenc.records.store import checksum
+from posenc.results import trained
 from posenc.tasks import synthetic
 
 
@@ -25,8 +25,7 @@ def runs(tmp_path_factory):
     """A smoke-profile run of learned (copy, LM) and rope (copy): a few seconds of training."""
     out = tmp_path_factory.mktemp("trained")
     for name, tasks in (("learned", ("copy", "lm")), ("rope", ("copy",))):
-        bench.compare("smoke", encodings=(name,), tasks=tasks, seeds=(0,), out=out, report=False,
-                      show_progress=False, log=lambda _: None)  # fmt: skip
+        compare.compare("smoke", encodings=(name,), tasks=tasks, seeds=(0,), out=out, show_progress=False, log=lambda _: None)  # fmt: skip
     found = {p.name.split("__")[0] + "/" + p.parent.name: p for p in out.glob("runs/*/*.json")}
     return found, out
 
@@ -54,7 +53,7 @@ def test_load_run_gives_back_the_trained_weights(runs):
     assert spec.encoding == "learned" and spec.task == "copy" and not model.training
     again, _ = trained.load_run(record.with_suffix(".pt"))  # the weights file names its run too
     torch.testing.assert_close(again.state_dict(), saved, rtol=0, atol=0)
-    torch.testing.assert_close(bench.load_model(record).state_dict(), saved, rtol=0, atol=0)
+    torch.testing.assert_close(results.load_model(record).state_dict(), saved, rtol=0, atol=0)
 
 
 def test_attention_maps_come_from_the_models_own_forward(runs):

@@ -6,20 +6,22 @@ import dataclasses
 
 import pytest
 
-from posenc import bench
-from posenc.bench import profiles, tuning
-from posenc.bench.executor import LocalExecutor
-from posenc.bench.runner import run_grid
-from posenc.bench.store import ResultStore
-from posenc.bench.trainer import tune_execute
+from posenc import compare
+from posenc.compare import tuning
+from posenc.compare.executor import LocalExecutor
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import get_profile
+from posenc.compare.runner import run_grid
+from posenc.compare.trainer import tune_execute
+from posenc.records.store import ResultStore
 from posenc.tasks import synthetic, text
 
-SMOKE = dataclasses.replace(profiles.get_profile("smoke"), lr_grid=(1e-3, 3e-3))
+SMOKE = dataclasses.replace(get_profile("smoke"), lr_grid=(1e-3, 3e-3))
 
 
 def _specs(**narrow):
     narrow.setdefault("seeds", (0,))
-    return profiles.build_grid(SMOKE, **narrow).specs
+    return build_grid(SMOKE, **narrow).specs
 
 
 def _forbid_test_data(monkeypatch):
@@ -42,8 +44,8 @@ def test_a_candidate_never_reads_an_evaluation_set(monkeypatch, task):
 
 def test_the_choice_does_not_depend_on_the_evaluation_lengths(tmp_path):
     other = dataclasses.replace(SMOKE, eval=dataclasses.replace(SMOKE.eval, lengths=(3, 30, 60), samples=4))
-    a = profiles.build_grid(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0,)).specs[0]
-    b = profiles.build_grid(other, encodings=("nope",), tasks=("copy",), seeds=(0,)).specs[0]
+    a = build_grid(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0,)).specs[0]
+    b = build_grid(other, encodings=("nope",), tasks=("copy",), seeds=(0,)).specs[0]
     assert a.run_id != b.run_id  # different benchmarks ...
     assert tuning.tuning_key(a) == tuning.tuning_key(b)  # ... the same choice
     assert [c.run_id for c in tuning.candidates(a, (1e-3, 3e-3))] == [
@@ -77,8 +79,8 @@ def test_selection_rules():
 
 def test_compare_tunes_caches_and_records_the_choice(tmp_path, monkeypatch):
     monkeypatch.setattr(tuning, "shipped_table", lambda: {"entries": {}})
-    result = bench.compare(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0, 1), out=tmp_path,
-                           report=False, show_progress=False, log=lambda _: None)  # fmt: skip
+    result = compare.compare(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0, 1), out=tmp_path,
+                           show_progress=False, log=lambda _: None)  # fmt: skip
     assert not result.outcome.failed
     records = ResultStore(tmp_path).records()
     assert len(records) == 2 and len({r["spec"]["train"]["lr"] for r in records}) == 1
@@ -88,8 +90,8 @@ def test_compare_tunes_caches_and_records_the_choice(tmp_path, monkeypatch):
     assert sorted(r["spec"]["train"]["lr"] for r in cached) == sorted(SMOKE.lr_grid)
     assert result.tuning is not None and len(result.tuning.done) == len(SMOKE.lr_grid)
     # A second invocation reuses the cached candidates (nothing tuned again).
-    again = bench.compare(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0, 1), out=tmp_path,
-                          report=False, show_progress=False, log=lambda _: None)  # fmt: skip
+    again = compare.compare(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0, 1), out=tmp_path,
+                          show_progress=False, log=lambda _: None)  # fmt: skip
     assert again.tuning is None and len(again.outcome.skipped) == 2
 
 
@@ -98,8 +100,8 @@ def test_shipped_choices_are_used_and_named(tmp_path, monkeypatch):
     key = tuning.tuning_key(spec)
     entry = {"label": "nope", "task": "copy", "lr": 3e-3, "why": "a test", "candidates": []}
     monkeypatch.setattr(tuning, "shipped_table", lambda: {"command": "x", "entries": {key: entry}})
-    bench.compare(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0,), out=tmp_path,
-                  report=False, show_progress=False, log=lambda _: None)  # fmt: skip
+    compare.compare(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0,), out=tmp_path,
+                  show_progress=False, log=lambda _: None)  # fmt: skip
     (record,) = ResultStore(tmp_path).records()
     assert record["spec"]["train"]["lr"] == 3e-3 and "shipped" in record["spec"]["lr_source"]
     assert not (tmp_path / "tuning" / "runs").exists()
@@ -110,7 +112,7 @@ def test_the_shipped_table_matches_the_profiles_it_names():
     for key, entry in table["entries"].items():
         assert entry["profiles"] and len(key) == 16
         for name in entry["profiles"]:
-            assert entry["lr"] in profiles.get_profile(name).lr_grid
+            assert entry["lr"] in get_profile(name).lr_grid
         assert entry["lr"] in {c["lr"] for c in entry["candidates"]}
 
 
@@ -118,17 +120,17 @@ def test_the_shipped_table_matches_the_profiles_it_names():
 def test_every_choice_quick_standard_and_notes_need_is_shipped(name):
     """A fresh clone's posenc compare never tunes: every tuning key of the grid has a shipped
     choice, listed under this profile (rerun scripts/ship_tuning.py after changing the profile)."""
-    prof = profiles.get_profile(name)
+    prof = get_profile(name)
     entries = tuning.shipped_table()["entries"]
-    for spec in profiles.build_grid(prof).specs:
+    for spec in build_grid(prof).specs:
         key = tuning.tuning_key(spec, dict(prof.tune_share))
         assert key in entries and name in entries[key]["profiles"], (name, spec.label, spec.task)
 
 
 def test_a_one_rate_grid_runs_no_candidate(tmp_path):
     one = dataclasses.replace(SMOKE, lr_grid=(2e-3,))
-    result = bench.compare(one, encodings=("nope",), tasks=("copy",), seeds=(0,), out=tmp_path,
-                           report=False, show_progress=False, log=lambda _: None)  # fmt: skip
+    result = compare.compare(one, encodings=("nope",), tasks=("copy",), seeds=(0,), out=tmp_path,
+                           show_progress=False, log=lambda _: None)  # fmt: skip
     assert result.tuning is None and not (tmp_path / "tuning").exists()
     (record,) = ResultStore(tmp_path).records()
     assert record["spec"]["train"]["lr"] == 2e-3 and "only candidate" in record["spec"]["lr_source"]

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 import posenc
 from posenc import presets, rope_scaling
-from posenc.bench.profiles import PROFILES
 from posenc.cli import main
+from posenc.compare.profile import PROFILES
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = [

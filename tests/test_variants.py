@@ -10,22 +10,24 @@ import torch
 from click.testing import CliRunner
 
 import posenc
-from posenc.bench import profiles, tuning
-from posenc.bench.executor import LocalExecutor
-from posenc.bench.runner import run_grid
-from posenc.bench.spec import RunSpec
-from posenc.bench.store import ResultStore
-from posenc.bench.tables import summarize
-from posenc.bench.trainer import build_model, position_scale, train
 from posenc.cli import main
+from posenc.compare import tuning
+from posenc.compare.executor import LocalExecutor
+from posenc.compare.grid import Grid, build_grid
+from posenc.compare.profile import get_profile, parse_variants
+from posenc.compare.runner import run_grid
+from posenc.compare.trainer import build_model, position_scale, train
+from posenc.records.spec import RunSpec
+from posenc.records.store import ResultStore
+from posenc.results.tables import summarize
 
-SMOKE = profiles.get_profile("smoke")
+SMOKE = get_profile("smoke")
 VARIANTS = ("combine=concat", "inject=every_layer", "position_warmup=4")
 
 
-def _grid(variants=VARIANTS, **narrow) -> profiles.Grid:
+def _grid(variants=VARIANTS, **narrow) -> Grid:
     narrow.setdefault("seeds", (0,))
-    return profiles.build_grid(dataclasses.replace(SMOKE, variants=variants), **narrow)
+    return build_grid(dataclasses.replace(SMOKE, variants=variants), **narrow)
 
 
 def test_variants_make_distinct_specs_with_labels_and_round_trip():
@@ -72,7 +74,7 @@ def test_non_additive_encodings_are_skipped_not_an_error():
 
 
 def test_full_profile_includes_variants_and_quick_does_not():
-    full = profiles.build_grid(profiles.get_profile("full"), tasks=("copy",), seeds=(0,))
+    full = build_grid(get_profile("full"), tasks=("copy",), seeds=(0,))
     additive = [n for n in posenc.ENCODINGS if posenc.ENCODINGS[n].kind == "additive"]
     assert additive, "the registry has additive encodings"
     for name in additive:
@@ -80,7 +82,7 @@ def test_full_profile_includes_variants_and_quick_does_not():
         assert {(), ("concat",), ("every_layer",), ("pe-warmup:200",)} <= tags, name
     rotary = [s for s in full.specs if posenc.ENCODINGS[s.encoding].kind != "additive"]
     assert rotary and all(not s.architecture_tags() for s in rotary)
-    quick = profiles.build_grid(profiles.get_profile("quick"))
+    quick = build_grid(get_profile("quick"))
     assert all(not s.architecture_tags() for s in quick.specs)
 
 
@@ -90,7 +92,7 @@ def test_full_profile_includes_variants_and_quick_does_not():
 )
 def test_bad_variant_syntax_is_a_value_error_naming_it(text):
     with pytest.raises(ValueError, match="variant|combine|position_warmup"):
-        profiles.parse_variants(text)
+        parse_variants(text)
 
 
 def test_warmup_schedule_starts_at_zero_and_reaches_one():
@@ -166,12 +168,12 @@ def test_scale_embeddings_variant_scales_tokens_and_keeps_old_run_ids():
     del old["model"]["scale_embeddings"]
     assert RunSpec.from_dict(old).run_id == sinus[0].run_id != sinus[1].run_id
     with pytest.raises(ValueError, match="scale_embeddings"):
-        profiles.parse_variants("scale_embeddings=yes")
+        parse_variants("scale_embeddings=yes")
 
 
 def test_notes_profile_runs_the_variants_on_the_encodings_the_notes_discuss():
-    prof = profiles.get_profile("notes")
-    grid = profiles.build_grid(prof)
+    prof = get_profile("notes")
+    grid = build_grid(prof)
     labels = {s.label for s in grid.specs}
     for name in ("sinusoidal", "learned"):
         assert {name, f"{name}[concat]", f"{name}[every_layer]", f"{name}[pe-warmup:200]",
@@ -180,15 +182,15 @@ def test_notes_profile_runs_the_variants_on_the_encodings_the_notes_discuss():
     assert not any("[" in s.label for s in grid.specs if s.encoding not in ("sinusoidal", "learned"))
     assert set(grid.skipped_variants) == {"scaled_sinusoidal", "integer_index", "rope", "t5", "alibi"}
     assert {s.seed for s in grid.specs} == {0, 1, 2} and {s.task for s in grid.specs} == {"copy"}
-    standard = profiles.build_grid(profiles.get_profile("standard"), tasks=("copy",))
+    standard = build_grid(get_profile("standard"), tasks=("copy",))
     defaults = {s.run_id for s in grid.specs if not s.architecture_tags()}
     assert defaults <= {s.run_id for s in standard.specs}  # its default runs are standard's own
 
 
 def test_variants_can_share_their_default_runs_learning_rate():
-    prof = dataclasses.replace(profiles.get_profile("notes"), tune_share=((tuning.ARCHITECTURE, "default"),))
+    prof = dataclasses.replace(get_profile("notes"), tune_share=((tuning.ARCHITECTURE, "default"),))
     share = dict(prof.tune_share)
-    specs = profiles.build_grid(prof, encodings=("learned",), seeds=(0,)).specs
+    specs = build_grid(prof, encodings=("learned",), seeds=(0,)).specs
     assert len(specs) == 5 and len({tuning.tuning_key(s, share) for s in specs}) == 1
     assert len({tuning.tuning_key(s, {}) for s in specs}) == 5  # without sharing each is tuned
     (candidate,) = {c.run_id: c for c in tuning.candidates(specs[1], (1e-3,), share)}.values()

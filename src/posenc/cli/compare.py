@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -11,21 +12,16 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from posenc import bench, presets, report
+from posenc import compare, presets, report, results
 from posenc.attention import check_kv_heads
-from posenc.bench.executor import max_threads
-from posenc.bench.profiles import (
-    MAX_SEED,
-    PROFILES,
-    get_profile,
-    parse_variants,
-    resolve_encodings,
-    without_variants,
-)
-from posenc.bench.ray_executor import RayNotInstalled, require_ray
 from posenc.checks import check_int
 from posenc.cli.paths import output_dir
+from posenc.compare.executor import max_threads
+from posenc.compare.grid import resolve_encodings, without_variants
+from posenc.compare.profile import MAX_SEED, PROFILES, get_profile, parse_variants
+from posenc.compare.ray_executor import RayNotInstalled, require_ray
 from posenc.errors import PosencError
+from posenc.tasks import ALL_TASKS
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -50,10 +46,12 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
 
 
 @click.command("compare")
-@click.option("--profile", default="quick", show_default=True, help="smoke | quick | standard | full")
+@click.option(
+    "--profile", default="quick", show_default=True, help=" | ".join(PROFILES) + " (--list-profiles)"
+)
 @click.option("--encodings", default=None, help="comma-separated registry names (default: the profile's)")
 @click.option(
-    "--tasks", default=None, help="comma-separated: copy, reverse, copy_binary, selective_copy, parity, lm"
+    "--tasks", default=None, help="comma-separated: " + ", ".join(ALL_TASKS) + " (default: the profile's)"
 )
 @click.option("--seeds", default=None, help="comma-separated integers (default: the profile's)")
 @click.option(
@@ -212,7 +210,9 @@ def compare_command(
         _use_ray(address)
     output_dir(out, "--out")  # before any run: a directory that cannot take records fails now
     # a Ray head that is not there raises ConnectionError: one line, exit 2 (posenc.cli)
-    result = bench.compare(
+    # The summaries, figures and pages (and the full report, from the same grid, under one lock).
+    outputs = functools.partial(results.write_outputs, report=not no_report, extra_outputs=_full_report)
+    result = compare.compare(
         prof,
         encodings=_split(encodings),
         tasks=_split(tasks),
@@ -221,18 +221,18 @@ def compare_command(
         executor=executor,
         workers=workers,
         threads=threads,
-        report=not no_report,
         show_progress=fmt == "table",
         log=(lambda msg: click.echo(msg, err=True)),
-        extra_outputs=_full_report,  # written with the summaries, from the same grid, under one lock
+        outputs=outputs,
         retune=retune,
         command=" ".join(["posenc", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("posenc") else "",
     )
     if fmt == "json":
-        click.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        payload = {**result.to_dict(), "summary": json.loads(results.to_json(result.summary))}
+        click.echo(json.dumps(payload, indent=2, default=str))
     else:
         console = Console(width=max(160, Console().width))  # 11 columns of mean [interval]
-        console.print(result.table())
+        console.print(results.render_table(result.summary, title=f"posenc compare --profile {prof.name}"))
         for line in result.notes():
             console.print(line)
     if result.outcome.failed:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from posenc import viz
-from posenc.bench import trained
 from posenc.checks import check_int
 from posenc.cli.paths import output_file
 from posenc.errors import PosencError
+from posenc.results import trained
 from posenc.viz import FIGURE_KINDS, FIGURES
 from posenc.viz.figures import attention_grid
 

@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from posenc.analysis.probes import PROBE_ORIGINAL, PROBE_PERMUTED, position_sensitivity
-from posenc.bench import trained
 from posenc.checks import check_choice
 from posenc.registry import ENCODINGS
+from posenc.results import trained
 
 
 @click.command("probe")

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from posenc.errors import PosencError
-from posenc.hf.families import FAMILIES, _older
+from posenc.hf.families import FAMILIES, _older, family_of
 from posenc.hf.model import apply, remove
 
 CHECKS = ("logits", "generate", "left_padding", "remove", "compile")
@@ -149,8 +149,6 @@ def check_remove(make: Callable[[], nn.Module]) -> Result:
 
 
 def _takes_bias(model: nn.Module) -> bool:
-    from posenc.hf.families import family_of
-
     _, family = family_of(cast(Any, model).config, type(model).__name__)
     return family.bias and getattr(_text_config(model), "attn_logit_softcapping", None) is None
 

@@ -50,7 +50,7 @@ _FUNCS = {
 _WORDS = 22  # int64 words per job (JOB_WORDS in _rope.c)
 _PARALLEL_MIN = 1 << 15  # elements; below this one thread is faster than waking a team
 #: Under torch.compile: "plain" (inductor traces and fuses apply_rotary) or "op" (the C kernel
-#: as an opaque custom op). Measured with ``posenc bench`` (compiled rope case): a tie; plain
+#: as an opaque custom op). Measured with ``benchmarks/run_speed.py`` (compiled rope case): a tie; plain
 #: lets inductor fuse the rotation with the code around it.
 COMPILED_PATH = "plain"
 

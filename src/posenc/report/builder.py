@@ -10,7 +10,7 @@ references are plain text). The page has
    of the notes posenc was built from, with its verdict (:mod:`posenc.analysis.notes`);
 3. one section per registered encoding: equation, paper, parameters, property table
    and every figure that applies to its kind;
-4. optionally the train-short / test-long results (``posenc.bench.report_section``).
+4. optionally the train-short / test-long results (``posenc.results.report_section``).
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from posenc.analysis import (
 )
 from posenc.analysis.signals import make
 from posenc.analysis.summary import format_value
-from posenc.bench import report_section
-from posenc.bench.store import ResultStore
 from posenc.checks import check_choice
+from posenc.records.store import ResultStore
+from posenc.results import report_section
 from posenc.viz import FIGURE_KINDS, figures
 
 # Figure options used in the report (small sizes keep `posenc report` well under 2 min).
@@ -360,7 +360,7 @@ def notes_section(selected: Iterable[notes.Claim] | None = None) -> str:
 
 
 def extrapolation_section(results_dir: str | Path) -> str:
-    """The benchmark's fragment, from ``posenc.bench.report_section.render(results_dir)``."""
+    """The benchmark's fragment, from ``posenc.results.report_section.render(results_dir)``."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise FileNotFoundError(f"results directory {str(results_dir)!r} does not exist")

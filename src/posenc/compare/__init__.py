@@ -1,0 +1,198 @@
+"""``posenc compare``: train short, test long (protocol and results in docs/benchmark.md).
+
+The harness that runs a grid and writes its records; what the records show (per-cell
+intervals, tables, figures, the papers' claims) is :mod:`posenc.results`, and both read and
+write records through :mod:`posenc.records`. Pieces, each usable alone:
+
+- :mod:`~posenc.compare.profile`: the profiles (budget tiers), TOML files loaded into a typed :class:`Profile`
+- :mod:`~posenc.compare.grid`: a profile expanded into independent :class:`~posenc.records.spec.RunSpec` s
+- :mod:`~posenc.compare.trainer`: ``execute(spec) -> payload`` (train, then evaluate every length)
+- :mod:`~posenc.compare.executor`: the seam that runs a grid (local processes, or Ray)
+- :mod:`~posenc.compare.runner`: skip finished work, execute the rest, write each record at once
+- :mod:`~posenc.compare.tuning`: a learning rate per encoding, by in-distribution validation
+
+:func:`compare` ties them together; ``posenc compare`` calls it with
+:func:`posenc.results.write_outputs` as its ``outputs``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from posenc.compare import tuning
+from posenc.compare.executor import LocalExecutor, make_executor
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import PROFILES, Profile, get_profile
+from posenc.compare.runner import GridOutcome, run_grid
+from posenc.records.files import atomic_write_text
+from posenc.records.spec import BENCHMARK_VERSION, EvalSpec, ModelSpec, RunSpec, TrainSpec
+from posenc.records.store import ResultStore, versions
+
+__all__ = [
+    "PROFILES",
+    "CompareResult",
+    "EvalSpec",
+    "LocalExecutor",
+    "ModelSpec",
+    "Outputs",
+    "Profile",
+    "RunSpec",
+    "TrainSpec",
+    "build_grid",
+    "compare",
+    "get_profile",
+]
+
+
+class Outputs(Protocol):
+    """What :func:`compare` calls once the grid has run: write the grid's summaries (e.g.
+    :func:`posenc.results.write_outputs`), under the results directory's lock, from exactly
+    ``run_ids``; returns ``(summary, {kind: path})``."""
+
+    def __call__(
+        self, out: Path, *, run_ids: list[str], profile: str, log: Callable[[str], None]
+    ) -> tuple[dict[str, Any], dict[str, str]]: ...
+
+
+@dataclass
+class CompareResult:
+    profile: Profile
+    out: Path
+    outcome: GridOutcome
+    summary: dict[str, Any] = field(default_factory=dict)  # what ``outputs`` returned ({} without)
+    files: dict[str, str] = field(default_factory=dict)
+    missing_encodings: list[str] = field(default_factory=list)
+    tuning: GridOutcome | None = None  # the learning-rate candidates run by this invocation, if any
+
+    def notes(self) -> list[str]:
+        lines = [
+            f"runs: {len(self.outcome.done)} done, {len(self.outcome.skipped)} resumed, "
+            f"{len(self.outcome.failed)} failed; {self.outcome.wall_seconds:.0f} s"
+        ]
+        if self.missing_encodings:
+            lines.append(
+                f"profile names unregistered encodings (skipped): {', '.join(self.missing_encodings)}"
+            )
+        failed_to_converge = len(self.summary.get("not_converged", []))
+        if failed_to_converge:
+            lines.append(
+                f"{failed_to_converge} run(s) did not converge in-distribution (n.c.; left out of claims)"
+            )
+        for run, error in self.outcome.failed:
+            lines.append(f"FAILED {run}: {error}")
+        lines += [f"{kind}: {path}" for kind, path in self.files.items()]
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the summary is not: :func:`posenc.results.to_json` writes it)."""
+        return {
+            "profile": self.profile.name,
+            "out": str(self.out),
+            "outcome": self.outcome.to_dict(),
+            "files": self.files,
+            "missing_encodings": self.missing_encodings,
+        }
+
+
+def default_threads(workers: int) -> int:
+    """Torch threads per worker: 1 unless there are spare cores beyond the workers.
+
+    The model is tiny: a second intra-op thread gains little, and on a shared
+    (oversubscribed) machine OpenMP threads spin-waiting for each other made a
+    run up to 20x slower in our measurements; parallelism goes to processes.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, workers)) if cores > 2 * workers else 1
+
+
+def write_run_info(out: Path, prof: Profile, outcome: GridOutcome, command: str) -> Path:
+    """``out/run.json``: what this invocation ran and how long it took, end to end (the
+    tables in the docs quote it; a resumed invocation says how many runs it resumed)."""
+    info = {
+        "profile": prof.name,
+        "command": command,
+        "benchmark": BENCHMARK_VERSION,
+        "posenc": versions()["posenc"],
+        "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "wall_seconds": round(outcome.wall_seconds, 1),
+        "runs_done": len(outcome.done),
+        "runs_resumed": len(outcome.skipped),
+        "runs_failed": len(outcome.failed),
+        "cores": os.cpu_count(),
+    }
+    atomic_write_text(out / "run.json", json.dumps(info, indent=1))
+    return out / "run.json"
+
+
+def compare(
+    profile: str | Profile = "quick",
+    *,
+    encodings: tuple[str, ...] | None = None,
+    tasks: tuple[str, ...] | None = None,
+    seeds: tuple[int, ...] | None = None,
+    out: str | Path = "posenc-results",
+    executor: str = "local",
+    workers: int | None = None,
+    threads: int | None = None,
+    show_progress: bool = True,
+    log: Callable[[str], None] = print,
+    outputs: Outputs | None = None,
+    retune: bool = False,
+    command: str = "",
+) -> CompareResult:
+    """Run (or resume) a profile's grid into ``out`` (one record per run, ``run.json``), then
+    write this invocation's own grid as the directory's current one (``grid.json``) through
+    ``outputs`` (e.g. :func:`posenc.results.write_outputs`: summaries, figures, the page), or
+    alone without it.
+
+    With a learning-rate grid in the profile, each encoding's rate is chosen first
+    (:mod:`posenc.compare.tuning`: shipped choices, else cached under ``out/tuning``, else
+    tuned now; ``retune`` ignores the shipped ones).
+    """
+    start = time.perf_counter()
+    prof = get_profile(profile) if isinstance(profile, str) else profile
+    workers = prof.workers if workers is None else workers
+    threads = default_threads(workers) if threads is None else threads
+    grid = build_grid(prof, encodings=encodings, tasks=tasks, seeds=seeds, threads=threads)
+    out = Path(out)
+    store = ResultStore(out)
+    runner = make_executor(executor, workers=min(workers, max(1, len(grid.specs))))
+    store.check_writable()  # before any run: a directory that cannot take records fails now
+    if grid.missing_encodings:
+        log(f"not registered (skipped): {', '.join(grid.missing_encodings)}")
+    specs = grid.specs
+    tuned = None
+    if prof.lr_grid:
+        share = dict(prof.tune_share)
+        choices, tuned = tuning.choose(
+            specs, prof.lr_grid, tuning.tuning_store(out), runner, share=share, use_shipped=not retune,
+            show_progress=show_progress, log=log,
+        )  # fmt: skip
+        specs = tuning.apply(specs, choices, prof.lr_grid, share)
+    outcome = run_grid(specs, store, runner, show_progress=show_progress, log=log)
+    if tuned is not None:
+        outcome.failed[:0] = [(f"tuning {run}", error) for run, error in tuned.failed]
+        outcome.wall_seconds += tuned.wall_seconds
+    # This invocation's own grid, never another one's that shares ``out`` (docs/guarantees.md).
+    run_ids = [spec.run_id for spec in specs]
+    if outputs is not None:
+        summary, files = outputs(out, run_ids=run_ids, profile=prof.name, log=log)
+    else:
+        summary, files = {}, {}
+        with store.lock():
+            store.write_grid(run_ids, prof.name)
+    outcome.wall_seconds = time.perf_counter() - start  # everything, figures and report included
+    files["run"] = str(write_run_info(out, prof, outcome, command))
+    finished = set(outcome.done) | set(outcome.skipped)
+    missing = finished - {r["run_id"] for r in store.records(run_ids=run_ids, warn=log)}
+    if missing:
+        log(f"{len(missing)} run(s) of this grid have no valid record in {out} (removed by another "
+            "process?); rerun the same command to redo them")  # fmt: skip
+    return CompareResult(prof, out, outcome, summary, files, grid.missing_encodings, tuned)

@@ -1,0 +1,229 @@
+"""A profile expanded into the grid of independent run specs.
+
+Encodings always come from the registry (:data:`posenc.ENCODINGS`); a profile
+may only *name a subset* of it. Parameters whose paper default assumes long
+training run twice in ``full`` (the protocol's fairness rule): the paper default
+and ``@scaled`` to the training length. Which Config fields count as such is
+their own metadata (``length_field("paper_length", ...)`` in the Config, see
+:func:`posenc.config.length_field`), so a new encoding declares it where the field is
+defined and is scaled without being listed anywhere. A profile's own parameter
+overrides (``[encoding_config.NAME]``) apply on top of those lengths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from posenc import schedules
+from posenc.checks import check_choice, check_int
+from posenc.compare.executor import max_threads
+from posenc.compare.profile import MAX_SEED, Profile, parse_variant
+from posenc.records import scalings
+from posenc.records.spec import EvalSpec, RunSpec, TrainSpec
+from posenc.registry import ENCODINGS
+from posenc.tasks import ALL_TASKS, max_sequence_length
+
+#: Ruoss et al. 2023 draw positions from [0, L) with L much larger than any test
+#: length; "paper" uses this L, "scaled" uses the longest evaluation sequence.
+RANDOMIZED_PAPER_MAX_LEN = 2048
+
+
+# ---------------------------------------------------------------------------
+# Lengths a run trains and evaluates at (tokens per sequence).
+# ---------------------------------------------------------------------------
+
+
+def train_length(task: str, train: TrainSpec) -> int:
+    """Tokens in the longest training sequence the model reads."""
+    return train.max_len if task == "lm" else max_sequence_length(task, train.max_len)
+
+
+def eval_length(task: str, train: TrainSpec, ev: EvalSpec) -> int:
+    """Tokens in the longest sequence any evaluation feeds the model."""
+    if task == "lm":
+        longest_context = max(ev.lastk_contexts) * train.max_len
+        return int(max(max(ev.lm_lengths), longest_context, ev.position_multiple * train.max_len))
+    return max(max_sequence_length(task, n) for n in ev.lengths)
+
+
+def encoding_overrides(
+    name: str, *, train_len: int, eval_len: int, randomized_max_len: int | None, scaled: bool
+) -> dict[str, Any]:
+    """Config overrides making ``name`` fit a run (by the meaning of Config fields, never by name).
+
+    * Learned tables (``trained_rows``/``extra_rows``, e.g. ``max_len``/``extra_rows``): the
+      trained rows cover the trained positions (``L_max`` when positions are randomized);
+      untrained extra rows cover the rest, so the failure past the trained length is real.
+    * The training ``context`` (RoPE's ``max_position_embeddings``, read only by scalings)
+      = training length.
+    * ``scaled``: every ``paper_length`` field = the training length (in the field's type).
+    """
+    config = ENCODINGS[name].Config
+    defaults = config.parameters()
+    out: dict[str, Any] = {}
+    trained = randomized_max_len or train_len
+    for key, meaning in config.meanings("length").items():
+        if meaning == "trained_rows":
+            out[key] = trained
+        elif meaning == "extra_rows":
+            out[key] = max(0, max(eval_len, randomized_max_len or 0) - trained)
+        elif meaning == "context":
+            out[key] = train_len
+        elif meaning == "paper_length" and scaled:
+            out[key] = type(defaults[key])(train_len)  # 512.0 -> float, 128 -> int
+    return out
+
+
+def without_variants(profile: Profile, names: list[str]) -> list[str]:
+    """Encodings of ``names`` that the profile's architecture variants are not run for:
+    every one that is not additive, and those outside ``profile.variant_encodings``."""
+    only = profile.variant_encodings
+    return [n for n in names if ENCODINGS[n].kind != "additive" or (only is not None and n not in only)]
+
+
+def has_length_parameters(name: str) -> bool:
+    """True when ``name``'s Config has a ``paper_length`` field (a ``@scaled`` variant differs)."""
+    return "paper_length" in ENCODINGS[name].Config.meanings("length").values()
+
+
+# ---------------------------------------------------------------------------
+# The grid.
+# ---------------------------------------------------------------------------
+
+
+def resolve_encodings(profile: Profile, requested: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
+    """(encodings to run, names the profile wanted that are not registered)."""
+    if requested:
+        for name in requested:
+            check_choice("encoding", name, tuple(ENCODINGS))
+        return list(requested), []
+    if profile.encodings is None:
+        return list(ENCODINGS), []
+    return [e for e in profile.encodings if e in ENCODINGS], [
+        e for e in profile.encodings if e not in ENCODINGS
+    ]
+
+
+@dataclass
+class Grid:
+    specs: list[RunSpec]
+    missing_encodings: list[str] = field(default_factory=list)  # named by the profile, not registered
+    skipped_variants: list[str] = field(default_factory=list)  # encodings variants do not apply to
+
+
+def build_grid(
+    profile: Profile,
+    *,
+    encodings: tuple[str, ...] | None = None,
+    tasks: tuple[str, ...] | None = None,
+    seeds: tuple[int, ...] | None = None,
+    threads: int = 1,
+) -> Grid:
+    """Expand a profile (optionally narrowed) into independent run specs."""
+    names, missing = resolve_encodings(profile, encodings)
+    task_list = tuple(tasks or profile.tasks)
+    for task in task_list:
+        check_choice("task", task, ALL_TASKS)
+    check_int("threads", threads, minimum=1, maximum=max_threads())
+    if seeds is not None:
+        seeds = tuple(check_int("seeds", seed, minimum=0, maximum=MAX_SEED) for seed in seeds)
+    changes = [parse_variant(v) for v in profile.variants]  # architecture variants
+    skipped = without_variants(profile, names) if changes else []
+    specs: list[RunSpec] = []
+    for seed in seeds if seeds is not None else profile.seeds:
+        for task in task_list:
+            train = profile.lm_train if task == "lm" else profile.task_train
+            t_len, e_len = train_length(task, train), eval_length(task, train, profile.eval)
+            for name in names:
+                variants: list[tuple[str, int | None]] = [("default", None)]
+                if profile.scaled_variants and has_length_parameters(name):
+                    variants.append(("scaled", None))
+                if "*" in profile.randomized or name in profile.randomized:
+                    for which in profile.randomized_max_len:
+                        longest = e_len if which == "scaled" else max(RANDOMIZED_PAPER_MAX_LEN, e_len)
+                        variants.append(("default" if which == "scaled" else "paper-L", longest))
+                first = len(specs)  # the default run of (seed, task, name) is specs[first]
+                for variant, l_max in variants:
+                    overrides = encoding_overrides(
+                        name,
+                        train_len=t_len,
+                        eval_len=e_len,
+                        randomized_max_len=l_max,
+                        scaled=variant == "scaled",
+                    ) | profile.encoding_config.get(name, {})
+                    rotary = (
+                        ENCODINGS[name].kind == "rotary" and "scaling" in ENCODINGS[name].Config.field_names()
+                    )
+                    scaled_rope = rotary and l_max is None
+                    specs.append(
+                        RunSpec(
+                            task=task,
+                            encoding=name,
+                            seed=seed,
+                            variant=variant,
+                            encoding_config=overrides,
+                            randomized_max_len=l_max,
+                            model=profile.model,
+                            train=train,
+                            eval=profile.eval,
+                            scalings=run_scalings(profile, task) if scaled_rope else (),
+                            finetune=run_finetune(profile, task) if scaled_rope else 0,
+                            profile=profile.name,
+                            threads=threads,
+                        )
+                    )
+                if name not in skipped:  # architecture variants of the default run
+                    for change in changes:
+                        default = specs[first]
+                        spec = dataclasses.replace(
+                            default,
+                            model=dataclasses.replace(default.model, **change["model"]),
+                            train=dataclasses.replace(default.train, **change["train"]),
+                        )
+                        if spec not in specs[first:]:  # "combine=add" is the default run itself
+                            specs.append(spec)
+            for text in profile.schedules:  # per-layer schedules: one run each, labelled by the schedule
+                specs.append(schedule_spec(text, profile, seed=seed, task=task, threads=threads))
+    return Grid(specs, missing, skipped)
+
+
+def run_scalings(profile: Profile, task: str) -> tuple[str, ...]:
+    """The profile's RoPE scalings a rotary run of ``task`` evaluates (fine-tuned ones: LM only)."""
+    return scalings.for_task(profile.scalings, task)
+
+
+def run_finetune(profile: Profile, task: str) -> int:
+    """Fine-tuning steps of a rotary run of ``task``: the profile's, if a scaling needs them."""
+    needed = any(scalings.parse(s).needs_finetune for s in run_scalings(profile, task))
+    return profile.finetune if needed else 0
+
+
+def schedule_spec(text: str, profile: Profile, *, seed: int, task: str, threads: int) -> RunSpec:
+    """The run of per-layer schedule ``text`` (e.g. ``"irope:2"``): each encoding it uses gets the
+    length overrides of a default run (:func:`encoding_overrides`) and the profile's own, keyed by
+    its registry name."""
+    schedule = schedules.parse(text, profile.model.num_layers)
+    train = profile.lm_train if task == "lm" else profile.task_train
+    t_len, e_len = train_length(task, train), eval_length(task, train, profile.eval)
+    overrides = {
+        name: encoding_overrides(name, train_len=t_len, eval_len=e_len, randomized_max_len=None, scaled=False)
+        | profile.encoding_config.get(name, {})
+        for name in schedule.encodings
+    }
+    rotary = any("scaling" in ENCODINGS[name].Config.field_names() for name in schedule.encodings)
+    return RunSpec(
+        task=task,
+        encoding=schedule.layers[0].encoding,
+        seed=seed,
+        encoding_config={name: config for name, config in overrides.items() if config},
+        model=profile.model,
+        train=train,
+        eval=profile.eval,
+        scalings=run_scalings(profile, task) if rotary else (),
+        finetune=run_finetune(profile, task) if rotary else 0,
+        schedule=text,
+        profile=profile.name,
+        threads=threads,
+    )
