@@ -93,7 +93,8 @@ def test_transformers_passes_the_vectors_it_can_compute(vectors):
     not_computed = {(row.case, row.quantity) for row in rows if row.status == "n/a"}
     ntk = {("rope_type-ntk", q) for q in conform.QUANTITIES["rope"]}
     alibi = {("preset-bloom", "bias"), ("preset-mpt", "bias")}  # BLOOM shifts each row by a constant
-    assert not_computed == ntk | alibi
+    gptj = {("preset-gpt-j", "inv_freq"), ("preset-gpt-j", "attention_scaling")}  # a table, no frequencies
+    assert not_computed == ntk | alibi | gptj
     assert all(row.status == "ok" for row in rows if row.status != "n/a"), [
         r for r in rows if r.status == "FAIL"
     ]
@@ -230,3 +231,56 @@ def test_damaged_exports_are_one_line_errors(tmp_path):
     manifest.write_text("{not json")
     broken = runner.invoke(main, ["conform", "check", str(tmp_path)])
     assert broken.exit_code == 2 and "not valid JSON" in broken.stderr and "Traceback" not in broken.output
+
+
+def test_each_preset_runs_through_its_own_familys_rotary_code(vectors):
+    """GPT-J (sin/cos table, rotate_every_two), Llama 4 (complex tables), DeepSeek-V3 (interleaved
+    MLA block), Gemma 3 (per layer type) ... each through its own transformers module and rotation."""
+    manifest, _ = conform.load(vectors)
+    families = {e["name"]: e["hf_model_type"] for e in manifest["cases"] if e["kind"] == "rope"}
+    assert families["preset-gpt-j"] == "gptj" and families["preset-llama-4-scout"] == "llama4_text"
+    assert (
+        families["preset-deepseek-v3"] == "deepseek_v3"
+        and families["preset-gemma-3-12b-global"] == "gemma3_text"
+    )
+    assert families["rope_type-yarn"] == "llama"
+    for name in ("preset-gpt-j", "preset-llama-4-scout", "preset-deepseek-v3", "preset-gpt-neox"):
+        rows = conform.check(vectors, against="hf", only=(name,))
+        assert {r.quantity for r in rows if r.status == "ok"} >= {"cos", "sin", "q_rot", "k_rot"}, name
+        assert not [r for r in rows if r.status == "FAIL"], name
+
+
+def test_a_family_rotating_other_pairs_fails_the_rotation(vectors, monkeypatch):
+    """The check can fail: Llama 4's interleaved case through Llama's half-pair code rotates other pairs."""
+    manifest, arrays_of = conform.load(vectors)
+    entry = next(e for e in manifest["cases"] if e["name"] == "preset-llama-4-scout")
+    wrong = conform.hf_adapter({**entry, "hf_model_type": "llama"}, arrays_of(entry["name"]), torch.float32)
+    right = conform.hf_adapter(entry, arrays_of(entry["name"]), torch.float32)
+    call = "call0."
+    assert np.abs(wrong[call + "q_rot"] - right[call + "q_rot"]).max() > 0.1
+    np.testing.assert_allclose(wrong[call + "cos"], right[call + "cos"], atol=1e-6)  # same angles
+
+
+def test_export_from_a_users_own_config_json_checks_against_its_family(tmp_path):
+    from transformers import Gemma3TextConfig
+
+    config = Gemma3TextConfig(
+        hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_hidden_layers=6,
+        max_position_embeddings=4096,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6,
+                                            "original_max_position_embeddings": 1024}},
+    )  # fmt: skip
+    path = tmp_path / "config.json"
+    config.to_json_file(path)
+    runner = CliRunner()
+    out = tmp_path / "vectors"
+    exported = runner.invoke(main, ["conform", "export", "--hf-config", str(path), str(out)])
+    assert exported.exit_code == 0, exported.output
+    manifest, _ = conform.load(out)
+    cases = {e["name"]: e for e in manifest["cases"]}
+    assert set(cases) == {"config-gemma3_text-sliding_attention", "config-gemma3_text-full_attention"}
+    assert cases["config-gemma3_text-full_attention"]["config"]["scaling"]["rope_type"] == "yarn"
+    assert cases["config-gemma3_text-sliding_attention"]["config"]["scaling"] is None
+    rows = conform.check(out, against="hf")
+    assert rows and all(r.status == "ok" for r in rows), [r for r in rows if r.status != "ok"]

@@ -45,6 +45,7 @@ from posenc import hf, presets, reference, rope_scaling
 from posenc.bias import ALiBi, t5_relative_position_bucket
 from posenc.checks import check_choice
 from posenc.errors import PosencError
+from posenc.hf.families import FAMILIES
 from posenc.registry import build, get_encoding_class
 from posenc.rotary import RoPE, layout_permutation
 from posenc.schedules import LayerEncoding
@@ -96,6 +97,7 @@ class Case:
     calls: list[list[int]] = field(
         default_factory=list
     )  # RoPE: positions per call; biases: [query, key] positions
+    hf_model_type: str | None = None  # RoPE: the transformers family whose own code `--against hf` runs
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -106,6 +108,7 @@ class Case:
         }
         if self.kind == "rope":
             out["hf_config"] = _hf_config(self.config)
+            out["hf_model_type"] = self.hf_model_type
         return {**out, "calls": self.calls}
 
 
@@ -136,8 +139,9 @@ def _rope_calls(original: int | None, context: int | None) -> list[list[int]]:
     return [sorted(set(call)) for call in calls]
 
 
-def rope_case(name: str, source: str, rope: dict[str, Any]) -> Case:
-    """A RoPE case from posenc RoPE config fields (``head_dim`` required)."""
+def rope_case(name: str, source: str, rope: dict[str, Any], hf_model_type: str | None = "llama") -> Case:
+    """A RoPE case from posenc RoPE config fields (``head_dim`` required), checked against the
+    transformers family ``hf_model_type`` (default Llama, whose code takes every rope type)."""
     enc = build("rope", **rope)  # validates; resolves the rotary dim
     config = enc.config
     scaling = rope_scaling.resolve(config.scaling, max_position_embeddings=config.max_position_embeddings)
@@ -150,7 +154,8 @@ def rope_case(name: str, source: str, rope: dict[str, Any]) -> Case:
         "max_position_embeddings": config.max_position_embeddings,
     }
     original = (scaling or {}).get(rope_scaling.ORIGINAL)
-    return Case(name, "rope", source, full, _rope_calls(original, config.max_position_embeddings))
+    calls = _rope_calls(original, config.max_position_embeddings)
+    return Case(name, "rope", source, full, calls, hf_model_type)
 
 
 def cases() -> list[Case]:
@@ -179,7 +184,8 @@ def cases() -> list[Case]:
                 suffix = f"-{layer.role}" if len(configs) > 1 else ""
                 rope = {**layer.config, "head_dim": preset.head_dim or preset.d_model // preset.num_heads}
                 role = f" ({layer.role} layers)" if suffix else ""
-                out.append(rope_case(f"preset-{name}{suffix}", f"preset {name}{role}", rope))
+                source = f"preset {name}{role}"
+                out.append(rope_case(f"preset-{name}{suffix}", source, rope, preset.hf_model_type))
         elif preset.encoding == "alibi":
             config = {"num_heads": preset.num_heads, **preset.config}
             out.append(Case(f"preset-{name}", "alibi", f"preset {name}", config, [positions, positions]))
@@ -193,6 +199,28 @@ def cases() -> list[Case]:
                 variant = {**config, "bidirectional": bidirectional}
                 label = "encoder" if bidirectional else "decoder"
                 out.append(Case(f"preset-{name}-{label}", "t5", f"preset {name} ({label})", variant, [rel]))
+    return out
+
+
+def config_cases(config: Any) -> list[Case]:
+    """The RoPE cases of a Hugging Face ``config.json`` (a path, dict or config object): one per
+    layer type with its own rope dict, read as :func:`posenc.hf.apply` reads it and checked
+    against the config's own family where posenc has verified it."""
+    cfg = hf.config_dict(config)
+    model_type = cfg.get("model_type")
+    family = FAMILIES.get(model_type) if isinstance(model_type, str) else None
+    rope_dicts = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    nested = [key for key, value in rope_dicts.items() if isinstance(value, dict)]
+    out = []
+    for layer_type in nested or [None]:
+        rope = (
+            hf.own_rope(family, cfg, layer_type)
+            if family is not None
+            else hf.from_hf(cfg, layer_type=layer_type)
+        )
+        label = f"config-{model_type or 'model'}" + (f"-{layer_type}" if layer_type else "")
+        where = f"config.json (model_type {model_type!r}" + (f", {layer_type} layers)" if layer_type else ")")
+        out.append(rope_case(label, where, rope, model_type if family is not None else None))
     return out
 
 
@@ -272,12 +300,16 @@ def _dump(handle: Any, *, data: Any, indent: int | None = None) -> None:
     json.dump(data, handle, indent=indent)
 
 
-def export(directory: str | Path) -> Path:
-    """Write the manifest and every case's arrays under ``directory``; returns the manifest path."""
+def export(directory: str | Path, *, hf_config: Any = None) -> Path:
+    """Write the manifest and every case's arrays under ``directory``; returns the manifest path.
+
+    With ``hf_config`` (a ``config.json`` path, dict or config object) only that model's RoPE
+    cases (:func:`config_cases`) are written, instead of every scaling and preset."""
     root = Path(directory)
+    chosen = cases() if hf_config is None else config_cases(hf_config)
     (root / "cases").mkdir(parents=True, exist_ok=True)
     entries = []
-    for case in cases():
+    for case in chosen:
         arrays = golden(case)
         lists = {key: value.tolist() for key, value in arrays.items()}
         _replace(root / "cases" / f"{case.name}.npz", functools.partial(_savez, arrays=arrays), "wb")
@@ -403,41 +435,122 @@ def posenc_adapter(
     return out
 
 
+def _family_config(
+    model_type: str, c: dict[str, Any], hf_config: dict[str, Any], positions: torch.Tensor
+) -> dict[str, Any]:
+    """A small config of transformers family ``model_type`` whose RoPE is the case's ``c``."""
+    family = FAMILIES[model_type]
+    d, r = c["head_dim"], c["rotary_dim"]
+    if model_type == "gptj":  # GPT-J: base 10000, no scaling, rotary_dim in its own key
+        if c["base"] != 10000.0 or c["scaling"] is not None:
+            raise NotSupported("GPT-J's rotary embedding has base 10000 and no scaling")
+        rows = max(c["max_position_embeddings"] or 0, int(positions.max()) + 1)  # one table row per position
+        return family.small_config(n_embd=HEADS * d, n_head=HEADS, rotary_dim=r, n_positions=rows)
+    kwargs = {
+        **hf_config,
+        "hidden_size": HEADS * d,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": HEADS,
+        "partial_rotary_factor": r / d,
+    }
+    if model_type == "deepseek_v3":  # multi-head latent attention: the rotated block has its own size
+        kwargs.update(qk_rope_head_dim=r, qk_nope_head_dim=d, rope_interleave=c["layout"] == "interleaved")
+    if family.layer_types:  # one rope dict per layer type: the case's in both
+        rope = kwargs["rope_parameters"]
+        kwargs["rope_parameters"] = {t: dict(rope) for t in ("sliding_attention", "full_attention")}
+        kwargs["layer_types"] = ["sliding_attention", "full_attention", "full_attention"]  # 3 small layers
+    return family.small_config(**kwargs)
+
+
+@functools.cache
+def _family_code(model_type: str) -> tuple[type, Any]:
+    """``(rotary embedding class, modeling module)`` of a transformers family (a model built on
+    the meta device shows which class its ``rotary_emb`` is)."""
+    import sys
+
+    import transformers  # the optional peer
+
+    family = FAMILIES[model_type]
+    with torch.device("meta"):
+        model = getattr(transformers, family.model_class)(
+            getattr(transformers, family.config_class)(**family.small_config())
+        )
+    rotary = next(m for name, m in model.named_modules() if name.endswith("rotary_emb"))
+    return type(rotary), sys.modules[type(model).__module__]
+
+
+def _family_rope(
+    model_type: str, c: dict[str, Any], hf_config: dict[str, Any], positions: torch.Tensor, dtype: torch.dtype
+) -> tuple[Any, torch.Tensor, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+    """transformers family ``model_type``'s own rotary embedding on ``positions (1, n)``:
+    ``(module, cos (n, r/2), sin (n, r/2), rotate)`` with ``rotate(x (h, n, r)) -> (h, n, r)``
+    the family's own rotation function, in the case's pair layout."""
+    import transformers  # the optional peer
+
+    family = FAMILIES[model_type]
+    rotary_class, code = _family_code(model_type)
+    config = getattr(transformers, family.config_class)(**_family_config(model_type, c, hf_config, positions))
+    rotary = rotary_class(config)  # a fresh one per call: dynamic scalings keep state
+    x = torch.zeros(1, positions.shape[1], HEADS * c["head_dim"], dtype=dtype)
+    layer_type = ("full_attention",) if family.layer_types else ()
+    tables = rotary(x, positions, *layer_type)
+    half = c["rotary_dim"] // 2
+    if family.tables == "cat":
+        cos, sin = tables[0][0, :, :half], tables[1][0, :, :half]
+    elif family.tables == "repeat":
+        cos, sin = tables[0][0, :, ::2], tables[1][0, :, ::2]
+    elif family.tables == "sin_cos":
+        sin, cos = tables[0][0], tables[1][0]
+    else:  # complex
+        cos, sin = tables[0].real, tables[0].imag
+
+    def rotate(x: torch.Tensor) -> torch.Tensor:  # x (h, n, r) -> (h, n, r)
+        if family.tables == "sin_cos":  # GPT-J: (b, n, h, r), one tensor at a time
+            return code.apply_rotary_pos_emb(x.transpose(0, 1)[None], *tables)[0].transpose(0, 1)
+        if family.tables == "complex":  # Llama 4: (b, n, h, r), complex tables
+            out, _ = code.apply_rotary_emb(x.transpose(0, 1)[None], x.transpose(0, 1)[None], tables)
+            return out[0].transpose(0, 1)
+        if model_type == "deepseek_v3" and c["layout"] == "interleaved":  # returns the half layout
+            out, _ = code.apply_rotary_pos_emb_interleave(x[None], x[None], *tables)
+            return out[0][..., layout_permutation(c["rotary_dim"], src="half", dst="interleaved")]
+        out, _ = code.apply_rotary_pos_emb(x[None], x[None], *tables)
+        return out[0]
+
+    return rotary, cos, sin, rotate
+
+
 def hf_adapter(
     entry: dict[str, Any], arrays: dict[str, np.ndarray], dtype: torch.dtype
 ) -> dict[str, np.ndarray]:
-    """transformers: its rotary embedding and rotate_half rotation (GPT-NeoX classes, which take
-    every rope_type and partial rotary; interleaved cases are permuted to transformers' halves
-    and back), BLOOM's ALiBi slopes, T5's buckets."""
-    import transformers  # the optional peer
-    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
-    from transformers.models.gpt_neox import modeling_gpt_neox as neox
+    """transformers: each RoPE case through its own family's rotary embedding module and rotation
+    function (``hf_model_type``: Llama for the per-scaling cases, the preset's model for presets,
+    the config's for ``export --hf-config``), BLOOM's ALiBi slopes, T5's buckets."""
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor  # the optional peer
     from transformers.models.t5.modeling_t5 import T5Attention
 
     c, out = entry["config"], {}
     if entry["kind"] == "rope":
+        model_type = entry.get("hf_model_type")
         if entry.get("hf_config") is None:
             raise NotSupported(f"transformers has no rope_type {rope_scaling.split(c['scaling'])[0]!r}")
+        if model_type not in FAMILIES:
+            raise NotSupported(f"no verified transformers family for this case ({model_type!r})")
         hf_config = json.loads(json.dumps(entry["hf_config"]))
-        hf_config["rope_parameters"]["partial_rotary_factor"] = c["rotary_dim"] / c["head_dim"]
-        config = transformers.GPTNeoXConfig(
-            hidden_size=HEADS * c["head_dim"], num_attention_heads=HEADS, **hf_config
-        )
-        to_half = layout_permutation(c["head_dim"], src=c["layout"], dst="half", rotary_dim=c["rotary_dim"])
-        back = torch.argsort(to_half)
+        r = c["rotary_dim"]
         for call in _calls(arrays):
-            rotary = neox.GPTNeoXRotaryEmbedding(config)  # a fresh one: dynamic scalings keep state
             pos = torch.from_numpy(arrays[call + "positions"])[None]
-            x = torch.zeros(1, pos.shape[1], dtype=dtype)
-            cos, sin = rotary(x, pos)  # (1, n, r): both halves, times attention_scaling, in dtype
-            half = c["rotary_dim"] // 2
-            q, k = (
-                torch.from_numpy(arrays[call + name]).to(dtype)[None][..., to_half] for name in ("q", "k")
-            )
-            q_rot, k_rot = neox.apply_rotary_pos_emb(q, k, cos, sin)
-            out.update({call + "inv_freq": _numpy(rotary.inv_freq), call + "attention_scaling": np.asarray(rotary.attention_scaling),
-                        call + "cos": _numpy(cos[0, :, :half]), call + "sin": _numpy(sin[0, :, :half]),
-                        call + "q_rot": _numpy(q_rot[0][..., back]), call + "k_rot": _numpy(k_rot[0][..., back])})  # fmt: skip
+            rotary, cos, sin, rotate = _family_rope(model_type, c, hf_config, pos, dtype)
+            rotated = {}
+            for name in ("q", "k"):
+                x = torch.from_numpy(arrays[call + name]).to(dtype)  # (h, n, d)
+                rotated[name] = torch.cat((rotate(x[..., :r]), x[..., r:]), dim=-1)
+            out.update({call + "cos": _numpy(cos), call + "sin": _numpy(sin),
+                        call + "q_rot": _numpy(rotated["q"]), call + "k_rot": _numpy(rotated["k"])})  # fmt: skip
+            suffix = "full_attention_" if FAMILIES[model_type].layer_types else ""
+            inv_freq = getattr(rotary, f"{suffix}inv_freq", None)
+            if inv_freq is not None:  # GPT-J's module keeps a sin/cos table, not frequencies
+                out[call + "inv_freq"] = _numpy(inv_freq)
+                out[call + "attention_scaling"] = np.asarray(getattr(rotary, f"{suffix}attention_scaling"))
     elif entry["kind"] == "alibi":
         alibi = build_alibi_tensor(torch.ones(1, 2), c["num_heads"], torch.float32)  # slope_h * key position
         out["slopes"] = _numpy(alibi[:, 0, 1])
@@ -535,6 +648,7 @@ __all__ = [
     "bound",
     "cases",
     "check",
+    "config_cases",
     "export",
     "golden",
     "load",

@@ -30,6 +30,7 @@ from posenc.checks import check_int, did_you_mean
 from posenc.datafiles import Where, read_json, typed
 from posenc.encoding import PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
+from posenc.hf.families import FAMILIES
 from posenc.registry import ENCODINGS, build_for_model
 from posenc.schedules import SCHEDULES, Schedule, uniform
 
@@ -51,6 +52,9 @@ class Preset:
     # Per-layer pattern: (a builder in posenc.schedules.SCHEDULES, its keyword arguments);
     # None: `encoding` + `config` in every layer. With a pattern, `config` is the main layers'.
     layers: tuple[str, dict[str, Any]] | None = None
+    # The transformers model_type whose own rotary code `posenc conform check --against hf` runs
+    # this preset through (posenc.hf.families.FAMILIES); None: no transformers family with RoPE.
+    hf_model_type: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Everything but the derived fields, JSON-ready."""
@@ -68,6 +72,7 @@ class Preset:
             "source": self.source,
             "paper": self.paper,
             "note": self.note,
+            "hf_model_type": self.hf_model_type,
         }
 
 
@@ -95,6 +100,12 @@ def load_presets(data: Any = None) -> dict[str, Preset]:
                 f"presets.{name}.encoding",
                 preset.encoding,
                 f"not registered{did_you_mean(preset.encoding, valid)}",
+            )
+        if preset.hf_model_type is not None and preset.hf_model_type not in FAMILIES:
+            raise where.error(
+                f"presets.{name}.hf_model_type",
+                preset.hf_model_type,
+                f"a verified transformers family: one of {', '.join(FAMILIES)}",
             )
         if preset.layers is not None and preset.layers[0] not in SCHEDULES:
             valid = list(SCHEDULES)

@@ -28,14 +28,19 @@ def conform_group() -> None:
 
 @conform_group.command("export")
 @click.argument("directory", type=click.Path(file_okay=False, writable=True))
-def export_command(directory: str) -> None:
+@click.option(
+    "--hf-config", type=click.Path(dir_okay=False, exists=True),
+    help="only the RoPE of this model's config.json (each layer type), instead of every scaling and preset",
+)  # fmt: skip
+def export_command(directory: str, hf_config: str | None) -> None:
     """Write the golden vectors (float64 references) to DIRECTORY.
 
     \b
     Examples:
       posenc conform export rope-vectors
+      posenc conform export --hf-config my-model/config.json my-vectors
     """
-    path = conform.export(output_dir(directory, "DIRECTORY"))
+    path = conform.export(output_dir(directory, "DIRECTORY"), hf_config=hf_config)
     manifest = json.loads(path.read_text())
     click.echo(f"wrote {len(manifest['cases'])} cases to {path.parent} (schema {manifest['schema']})")
 

@@ -13,9 +13,17 @@
 transformers is an optional peer: nothing here imports it until a model is given.
 """
 
-from posenc.hf.config import DEFAULT_THETA, ORIGINAL, UNSUPPORTED_ROPE_TYPES, from_hf, rope_from_hf, to_hf
+from posenc.hf.config import (
+    DEFAULT_THETA,
+    ORIGINAL,
+    UNSUPPORTED_ROPE_TYPES,
+    config_dict,
+    from_hf,
+    rope_from_hf,
+    to_hf,
+)
 from posenc.hf.families import FAMILIES, TESTED_TRANSFORMERS
-from posenc.hf.model import ATTENTION, Applied, RotaryTables, apply, remove
+from posenc.hf.model import ATTENTION, Applied, RotaryTables, apply, own_rope, remove
 
 __all__ = [
     "ATTENTION",
@@ -27,7 +35,9 @@ __all__ = [
     "TESTED_TRANSFORMERS",
     "UNSUPPORTED_ROPE_TYPES",
     "apply",
+    "config_dict",
     "from_hf",
+    "own_rope",
     "remove",
     "rope_from_hf",
     "to_hf",

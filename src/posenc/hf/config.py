@@ -80,6 +80,28 @@ def _as_dict(config: Any) -> dict[str, Any]:
     return copy.deepcopy(config)
 
 
+_ALIASES = {
+    "hidden_size": "n_embd",
+    "num_attention_heads": "n_head",
+    "max_position_embeddings": "n_positions",
+}
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """A config (dict, path to ``config.json``, or transformers config object) as a plain dict,
+    with the names GPT-J style configs alias spelled out (``hidden_size`` for ``n_embd``, ...)."""
+    cfg = _as_dict(config)
+    for name, alias in _ALIASES.items():
+        value = cfg.get(name)
+        if value is None:
+            value = getattr(config, name, None) if not isinstance(config, (dict, str, os.PathLike)) else None
+        if value is None:
+            value = cfg.get(alias)
+        if value is not None:
+            cfg[name] = value
+    return cfg
+
+
 def _hf_original(rope_type: Any) -> str | None:
     """Where HF reads the original context of ``rope_type`` (its registry entry's ``hf_original``)."""
     spec = rope_scaling.ROPE_SCALINGS.get(rope_type)

@@ -60,7 +60,7 @@ from torch import nn
 from posenc import rope_scaling
 from posenc.encoding import PositionalEncoding, RotaryEncoding
 from posenc.errors import PosencError, PosencTypeError
-from posenc.hf.config import from_hf
+from posenc.hf.config import config_dict, from_hf
 from posenc.hf.families import TESTED_TRANSFORMERS, Family, family_of
 from posenc.kernels.bias_attention import bias_attention, repeat_kv
 from posenc.registry import build, get_encoding_class
@@ -336,17 +336,9 @@ def _check_version() -> None:
         )
 
 
-def _config_dict(hf_config: Any) -> dict[str, Any]:
-    """The config as a dict, with the aliases (GPT-J's n_embd as hidden_size) spelled out."""
-    cfg = hf_config.to_dict()
-    for name in ("hidden_size", "num_attention_heads", "max_position_embeddings"):
-        if name not in cfg and getattr(hf_config, name, None) is not None:
-            cfg[name] = getattr(hf_config, name)
-    return cfg
-
-
 def own_rope(family: Family, cfg: dict[str, Any], layer_type: str | None) -> dict[str, Any]:
-    """posenc RoPE keyword arguments of a model of ``family`` with config ``cfg`` (one layer type)."""
+    """posenc RoPE keyword arguments of a model of ``family`` with config ``cfg`` (a dict from
+    :func:`posenc.hf.config_dict`; one layer type)."""
     rope = from_hf(cfg, layer_type=layer_type)
     if family.rope_config is not None:
         rope.update(family.rope_config(cfg))
@@ -575,7 +567,7 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
     hf_config = _text_config(model)
     _, family = family_of(cast(Any, model).config, type(model).__name__, transformers.__version__)
     _check_version()
-    cfg = _config_dict(hf_config)
+    cfg = config_dict(hf_config)
     num_layers = int(hf_config.num_hidden_layers)
     parent, stock = _rotary_slot(model, family.label)
     layers = _attention_layers(model, num_layers, family.label)
