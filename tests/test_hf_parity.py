@@ -10,9 +10,11 @@ round-trip through posenc unchanged, and posenc's own HF output must load in HF.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from hypothesis import given
 from hypothesis import strategies as st
 from transformers import LlamaConfig, Phi3Config
@@ -22,6 +24,13 @@ from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding
 
 import posenc
 from posenc import hf, rope_scaling
+
+# the version constraints.txt locks: on it, nothing here may be skipped
+LOCKED_TRANSFORMERS = next(
+    line.split("==")[1].strip()
+    for line in (Path(__file__).parent.parent / "constraints.txt").read_text().splitlines()
+    if line.startswith("transformers==")
+)
 
 RTOL = 1e-6
 LONG = [1.0 + 0.25 * i for i in range(48)]  # Phi-3 style per-pair factors, head_dim 96
@@ -342,7 +351,12 @@ def test_canonical_hf_output_loads_in_transformers_with_the_same_frequencies(nam
     assert hf.to_hf(hf.from_hf(written)) == written  # canonical form is a fixed point
     full = {**{k: v for k, v in cfg.items() if k in ("hidden_size", "num_attention_heads")}, **written}
     for seq_len in lengths:
-        want_freq, want_scale = hf_frequencies(cls, full, seq_len)
+        try:
+            want_freq, want_scale = hf_frequencies(cls, full, seq_len)
+        except RuntimeError as exc:  # transformers 5.0's longrope ignores a partial rotary factor
+            if transformers.__version__ == LOCKED_TRANSFORMERS:
+                raise
+            pytest.skip(f"transformers {transformers.__version__} cannot compute this config itself: {exc}")
         got_freq, got_scale = posenc_frequencies(cfg, seq_len)
         torch.testing.assert_close(got_freq, want_freq.double(), rtol=RTOL, atol=0)
         assert got_scale == pytest.approx(float(want_scale), rel=RTOL)

@@ -45,7 +45,7 @@ from posenc import hf, presets, reference, rope_scaling
 from posenc.bias import ALiBi, t5_relative_position_bucket
 from posenc.checks import check_choice
 from posenc.errors import PosencError
-from posenc.hf.families import FAMILIES
+from posenc.hf.families import FAMILIES, family_available
 from posenc.registry import build, get_encoding_class
 from posenc.rotary import RoPE, layout_permutation
 from posenc.schedules import LayerEncoding
@@ -535,6 +535,11 @@ def hf_adapter(
             raise NotSupported(f"transformers has no rope_type {rope_scaling.split(c['scaling'])[0]!r}")
         if model_type not in FAMILIES:
             raise NotSupported(f"no verified transformers family for this case ({model_type!r})")
+        if not family_available(model_type):
+            since = FAMILIES[model_type].since
+            raise NotSupported(
+                f"{FAMILIES[model_type].label}'s rotary embedding module is in transformers {since} on"
+            )
         hf_config = json.loads(json.dumps(entry["hf_config"]))
         r = c["rotary_dim"]
         for call in _calls(arrays):

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from posenc.errors import PosencError
-from posenc.hf.families import FAMILIES, _older, family_of
+from posenc.hf.families import FAMILIES, family_available, family_of
 from posenc.hf.model import apply, remove
 
 CHECKS = ("logits", "generate", "left_padding", "remove", "compile")
@@ -201,11 +201,8 @@ def check(make: Callable[[], nn.Module], checks: tuple[str, ...] = CHECKS) -> li
 def check_family(model_type: str, checks: tuple[str, ...] = CHECKS) -> list[Result]:
     """:func:`check` on small models of a verified family (not applicable where the installed
     transformers predates the family's seam: :attr:`Family.since`)."""
-    import transformers
-
-    since = FAMILIES[model_type].since
-    if since and _older(transformers.__version__, since):
-        detail = f"needs transformers {since}"
+    if not family_available(model_type):
+        detail = f"needs transformers {FAMILIES[model_type].since}"
         return [Result(name, False, detail=detail, applicable=False) for name in checks]
     return check(lambda: copy.deepcopy(_cached(model_type)), checks)
 

@@ -200,7 +200,9 @@ FAMILIES: dict[str, Family] = {
         layout="interleaved",
         rope_config=_gptj,
         small=_GPTJ_SMALL,
-        note="interleaved, partial (rotary_dim)",
+        since="5.24.0",
+        note="interleaved, partial (rotary_dim); one rotary embedding module since transformers 5.24 "
+        "(before, each attention layer held its own table)",
     ),
     "deepseek_v3": Family(
         "DeepSeek-V3",
@@ -255,10 +257,18 @@ def family_of(config: Any, model_name: str, transformers_version: str | None = N
     return model_type, family
 
 
+def family_available(model_type: str) -> bool:
+    """Whether the installed transformers has the seam of verified family ``model_type``."""
+    import transformers
+
+    since = FAMILIES[model_type].since
+    return not (since and _older(transformers.__version__, since))
+
+
 def _older(version: str, than: str) -> bool:
     from packaging.version import Version  # a dependency of transformers, which is installed here
 
     return Version(version) < Version(than)
 
 
-__all__ = ["FAMILIES", "FORMATS", "TESTED_TRANSFORMERS", "Family", "family_of"]
+__all__ = ["FAMILIES", "FORMATS", "TESTED_TRANSFORMERS", "Family", "family_available", "family_of"]
