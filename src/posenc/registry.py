@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from posenc import absolute, bias, contextual, hierarchical, relative, rotary
+from posenc import absolute, bias, contextual, hierarchical, multiaxis, multiaxis_rotary, relative, rotary
 from posenc.base import PositionalEncoding, did_you_mean
 from posenc.errors import PosencError, PosencTypeError
 
@@ -33,6 +33,10 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
     "transformer_xl": relative.TransformerXL,
     # --- contextual ---
     "cope": contextual.CoPE,
+    # --- multi-axis positions (images, video, multimodal): additive sincos_axial, learned_axial;
+    # --- rotary rope_axial, rope_mixed, mrope ---
+    **multiaxis.ENCODINGS,
+    **multiaxis_rotary.ENCODINGS,
 }
 
 
