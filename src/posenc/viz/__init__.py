@@ -17,7 +17,7 @@ from pathlib import Path
 from posenc.analysis.signals import make
 from posenc.base import PositionalEncoding, check_choice
 from posenc.errors import PosencError
-from posenc.viz import figures
+from posenc.viz import figures, grid
 from posenc.viz.figures import new_figure
 
 
@@ -66,6 +66,12 @@ FIGURES: dict[str, FigureKind] = {
         "attention of a small untrained model",
         needs_name=True,
         size_option="seq_len",
+    ),
+    "grid": FigureKind(
+        grid.grid_similarity,
+        VECTOR,
+        "similarity of one patch to every patch of a grid, at the training size and twice it",
+        size_option="grid",
     ),
 }
 FIGURE_KINDS = tuple(FIGURES)
@@ -144,6 +150,7 @@ __all__ = [
     "applicable",
     "figure",
     "figures",
+    "grid",
     "new_figure",
     "render",
     "save",
