@@ -468,6 +468,17 @@ def sdpa_attention(
     kind = "none" if encoding is None else encoding.kind
     mask = None if is_causal else allowed
     groups = q.shape[1] // k.shape[1]
+    if kind == "bias" and (isinstance(q_positions, AxisPositions) or isinstance(k_positions, AxisPositions)):
+        # coordinates (posenc.axes): the dense bias
+        k, v = repeat_kv(k, groups), repeat_kv(v, groups)
+        bias = cast(BiasEncoding, encoding).bias(
+            q.shape[2], k.shape[2], q_positions=q_positions, k_positions=k_positions, device=q.device
+        ).to(compute_dtype(q.dtype))  # (b|1, h, i, j)
+        if is_causal:
+            mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
+        if mask is not None:
+            bias = bias.masked_fill(~mask, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=dropout if training else 0.0)
     if kind == "bias":  # no (b, h, i, j) bias tensor: row blocks (posenc.kernels.bias_attention)
         k, v = repeat_kv(k, groups), repeat_kv(v, groups)
         return bias_attention(

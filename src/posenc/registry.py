@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from posenc import absolute, bias, contextual, hierarchical, multiaxis, multiaxis_rotary, relative, rotary
+from posenc import (
+    absolute,
+    bias,
+    contextual,
+    hierarchical,
+    multiaxis,
+    multiaxis_bias,
+    multiaxis_rotary,
+    relative,
+    rotary,
+)
 from posenc.base import PositionalEncoding, did_you_mean
 from posenc.errors import PosencError, PosencTypeError
 
@@ -34,9 +44,10 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
     # --- contextual ---
     "cope": contextual.CoPE,
     # --- multi-axis positions (images, video, multimodal): additive sincos_axial, learned_axial;
-    # --- rotary rope_axial, rope_mixed, mrope ---
+    # --- rotary rope_axial, rope_mixed, mrope; bias alibi_2d ---
     **multiaxis.ENCODINGS,
     **multiaxis_rotary.ENCODINGS,
+    **multiaxis_bias.ENCODINGS,
 }
 
 

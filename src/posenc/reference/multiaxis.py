@@ -13,9 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from posenc.errors import PosencError
+from posenc.reference.bias import alibi_slopes
 from posenc.reference.rotary import rope_inv_freq, rope_matrix
 
 __all__ = [
+    "alibi_2d",
     "axial_rope_frequencies",
     "interpolate_table",
     "learned_axial",
@@ -175,4 +177,18 @@ def rope_mixed(x: np.ndarray, coords: np.ndarray, freqs: np.ndarray, *, layout: 
             y, col = values[t]
             angles = y * freqs[head, 0] + col * freqs[head, 1]
             out[head, t] = rope_matrix(1.0, x.shape[-1], layout=layout, inv_freq=angles) @ x[head, t]
+    return out
+
+
+def alibi_2d(q_coords: np.ndarray, k_coords: np.ndarray, num_heads: int) -> np.ndarray:
+    """2-D ALiBi (Fuller et al. 2023, CROMA): ``B[h, i, j] = -m_h ||p_i - p_j||_2`` with ALiBi's
+    slopes; 0 to and from tokens without a position. ``(i, a)``, ``(j, a)`` -> ``(h, i, j)``."""
+    q, q_present = _coords(q_coords)
+    k, k_present = _coords(k_coords)
+    slopes = alibi_slopes(num_heads)
+    out = np.zeros((num_heads, len(q), len(k)))
+    for i in range(len(q)):
+        for j in range(len(k)):
+            if q_present[i] and k_present[j]:
+                out[:, i, j] = -slopes * np.sqrt(np.sum((q[i] - k[j]) ** 2))
     return out

@@ -35,6 +35,11 @@ def _has_base(enc: PositionalEncoding) -> bool:
     return isinstance(getattr(enc.config, "base", None), (int, float))
 
 
+def _grid_applies(enc: PositionalEncoding) -> bool:
+    """Vector encodings on any grid (1-D ones flattened); bias encodings with coordinates."""
+    return enc.kind != "bias" or enc.position_axes > 1
+
+
 VECTOR = ("additive", "rotary")
 ALL = ("additive", "rotary", "bias", "relative", "contextual", "none")
 
@@ -69,8 +74,10 @@ FIGURES: dict[str, FigureKind] = {
     ),
     "grid": FigureKind(
         grid.grid_similarity,
-        VECTOR,
-        "similarity of one patch to every patch of a grid, at the training size and twice it",
+        ("additive", "rotary", "bias"),
+        "similarity of one patch to every patch of a grid (bias: the bias from it), at the training "
+        "size and twice it",
+        applies=_grid_applies,
         size_option="grid",
     ),
 }

@@ -7,7 +7,8 @@ get their ``(row, column)`` coordinates (``t = 0`` for ``(t, h, w)`` encodings);
 sees the grid flattened row by row (patch ``(r, c)`` at position ``r w + c``), the baseline a
 sequence model offers. The similarity of patch ``p`` to the anchor ``a`` is the cosine of their
 vectors: the added vectors of an additive encoding, the rotated keys of a rotary one (one fixed
-unit vector rotated at every patch; the mean over heads when heads rotate differently).
+unit vector rotated at every patch; the mean over heads when heads rotate differently). A
+multi-axis bias encoding (2-D ALiBi) shows the bias from the anchor to every patch instead.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from matplotlib.patches import Rectangle
 
 from posenc.analysis.signals import position_signal
 from posenc.axes import flatten_grid, grid_positions, with_time
-from posenc.base import AdditiveEncoding, PositionalEncoding, RotaryEncoding, check_int
-from posenc.viz.figures import DIVERGING, _label, new_figure
+from posenc.base import AdditiveEncoding, BiasEncoding, PositionalEncoding, RotaryEncoding, check_int
+from posenc.viz.figures import DIVERGING, SEQUENTIAL, _label, new_figure
 
 
 def grid_vectors(enc: PositionalEncoding, sizes: tuple[int, int], *, seed: int = 0) -> np.ndarray:
@@ -56,22 +57,41 @@ def similarity_map(enc: PositionalEncoding, sizes: tuple[int, int], anchor: tupl
     return cosine[..., 0].mean(axis=0).reshape(sizes)
 
 
+def bias_map(enc: PositionalEncoding, sizes: tuple[int, int], anchor: tuple[int, int]) -> np.ndarray:
+    """The bias a multi-axis bias encoding adds from patch ``anchor`` to every patch: ``(h, w)``
+    (the mean over heads)."""
+    coords = grid_positions(sizes)
+    n = coords.shape[1]
+    with torch.no_grad():
+        bias = cast(BiasEncoding, enc).bias(n, n, q_positions=coords, k_positions=coords)  # (1, heads, n, n)
+    index = anchor[0] * sizes[1] + anchor[1]
+    return bias[0, :, index].to(torch.float64).mean(0).reshape(sizes).numpy()
+
+
 def grid_similarity(enc: PositionalEncoding, *, grid: int = 8) -> Figure:
     """Similarity of the centre patch of a ``grid x grid`` training grid to every patch, on that
     grid and on one twice as large (the same anchor coordinates): what changes past the
-    training resolution."""
+    training resolution. A bias encoding shows the bias from that patch instead."""
     side = check_int("grid", grid, minimum=2, maximum=64)
     anchor = (side // 2, side // 2)
     fig = new_figure(8.4, 4.2, margins=(0.55, 1.0, 0.55, 0.6))
-    what = "rotated key" if enc.kind == "rotary" else "position vector"
     how = "grid flattened row by row" if enc.position_axes == 1 else "patches at (row, column)"
-    fig.suptitle(f"{_label(enc)}: cosine similarity of patch {anchor}'s {what} to every patch; {how}", fontsize=9)
+    if enc.kind == "bias":
+        fig.suptitle(f"{_label(enc)}: bias from patch {anchor} to every patch (mean over heads); {how}", fontsize=9)
+        maps = [bias_map(enc, (side * s, side * s), anchor) for s in (1, 2)]
+        lo, hi = min(float(m.min()) for m in maps), max(float(m.max()) for m in maps)
+        limits, cmap, unit = (lo, max(hi, lo + 1e-9)), SEQUENTIAL, "bias added to the scaled score"
+    else:
+        what = "rotated key" if enc.kind == "rotary" else "position vector"
+        fig.suptitle(f"{_label(enc)}: cosine similarity of patch {anchor}'s {what} to every patch; {how}", fontsize=9)
+        maps = [similarity_map(enc, (side * s, side * s), anchor) for s in (1, 2)]
+        limits, cmap, unit = (-1.0, 1.0), DIVERGING, "cosine similarity"
     image = None
     for k, scale in enumerate((1, 2)):
         sizes = (side * scale, side * scale)
-        values = similarity_map(enc, sizes, anchor)
+        values = maps[k]
         ax = fig.add_subplot(1, 2, k + 1)
-        image = ax.imshow(values, cmap=DIVERGING, vmin=-1.0, vmax=1.0, interpolation="nearest")
+        image = ax.imshow(values, cmap=cmap, vmin=limits[0], vmax=limits[1], interpolation="nearest")
         ax.plot([anchor[1]], [anchor[0]], marker="x", color="black", markersize=6)
         if scale > 1:  # the training grid inside the larger one
             ax.add_patch(Rectangle((-0.5, -0.5), side, side, fill=False, edgecolor="black", linestyle="--"))
@@ -80,8 +100,8 @@ def grid_similarity(enc: PositionalEncoding, *, grid: int = 8) -> Figure:
         ax.set_xlabel("column")
         ax.set_ylabel("row")
     assert image is not None
-    fig.colorbar(image, ax=fig.axes, label="cosine similarity", fraction=0.04, pad=0.03)
+    fig.colorbar(image, ax=fig.axes, label=unit, fraction=0.04, pad=0.03)
     return fig
 
 
-__all__ = ["grid_similarity", "grid_vectors", "similarity_map"]
+__all__ = ["bias_map", "grid_similarity", "grid_vectors", "similarity_map"]
