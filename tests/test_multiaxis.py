@@ -307,7 +307,7 @@ def test_model_takes_coordinates_and_decodes_with_cache(name):
         explicit = model(torch.cat([tokens, tokens[:, :1]], 1),
                          positions=torch.cat([pos, torch.full((1, 1, a), top)], 1))[:, -1:]  # fmt: skip
         torch.testing.assert_close(nxt, explicit, **F64)
-        coordinates_differ = model(tokens, positions=pos.flip(1))
+        coordinates_differ = model(tokens, positions=pos * 2)
     assert float((coordinates_differ - full).abs().max()) > 1e-9  # the coordinates are used
 
 
