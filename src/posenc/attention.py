@@ -478,7 +478,8 @@ def sdpa_attention(
             mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
         if mask is not None:
             bias = bias.masked_fill(~mask, float("-inf"))
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=dropout if training else 0.0)
+        # the bias stays in float32 for half-precision q, as on the blocked path (SDPA takes it)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout if training else 0.0)
     if kind == "bias":  # no (b, h, i, j) bias tensor: row blocks (posenc.kernels.bias_attention)
         k, v = repeat_kv(k, groups), repeat_kv(v, groups)
         return bias_attention(

@@ -386,7 +386,7 @@ def check_encoding_axes(encoding: object, positions: object) -> None:
     if encoding is None or not isinstance(positions, AxisPositions):
         return
     axes = getattr(encoding, "position_axes", 1)
-    if axes != positions.axes:
+    if axes == 1 or axes != positions.axes:  # a 1-D encoding takes no coordinates at all
         raise PosencError(
             f"positions have {positions.axes} coordinates per token {axis_name(positions.axes)} but "
             f"encoding {type(encoding).__name__} takes "

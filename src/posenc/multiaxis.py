@@ -36,6 +36,7 @@ from posenc.base import (
     check_float,
     check_int,
     check_tensor,
+    compute_dtype,
     length_field,
     model_field,
 )
@@ -73,23 +74,28 @@ class _AxialAdditive(AdditiveEncoding):
     ) -> torch.Tensor:
         """``x (b, n, d)`` -> ``(b, n, d)``; positions ``(b|1, n, a)``, ``(b|1, n)`` or None."""
         x = check_tensor("x", x, ndim=3, floating=True)
+        if x.shape[-1] != self.config.dim:  # type: ignore[attr-defined]
+            raise PosencError(f"x has feature size {x.shape[-1]} but the encoding has dim={self.config.dim}")  # type: ignore[attr-defined]
         coords = as_axis_positions(
             positions, x.shape[1], self.position_axes, batch=x.shape[0], device=x.device
         )
-        return x + self.encode(coords).to(x.dtype)
+        return x + self.encode(coords, compute_dtype(x.dtype)).to(x.dtype)
 
-    def encode(self, positions: torch.Tensor | Positions | AxisPositions) -> torch.Tensor:
-        """The position vectors alone: ``(b, n, a)`` or ``(b, n)`` -> ``(b, n, d)`` in float32."""
+    def encode(
+        self, positions: torch.Tensor | Positions | AxisPositions, dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
+        """The position vectors alone: ``(b, n, a)`` or ``(b, n)`` -> ``(b, n, d)`` in ``dtype``
+        (float32 by default; the values are computed in float64 and cast last)."""
         if not isinstance(positions, AxisPositions):
             seq = positions.tensor if isinstance(positions, Positions) else positions
             check_tensor("positions", seq, ndim=(1, 2, 3))
             positions = as_axis_positions(positions, seq.shape[1 if seq.ndim > 1 else 0], self.position_axes)
-        values = self._vectors(positions)  # (b|1, n, d)
+        values = self._vectors(positions, dtype)  # (b|1, n, d)
         if positions.has_none:
             values = values * positions.present()[..., None].to(values.dtype)
         return values
 
-    def _vectors(self, positions: AxisPositions) -> torch.Tensor:  # pragma: no cover - overridden
+    def _vectors(self, positions: AxisPositions, dtype: torch.dtype) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
 
 
@@ -139,10 +145,10 @@ class SinCosAxial(_AxialAdditive):
         omega = config.base ** (-torch.arange(k, dtype=torch.float64) / k)  # (k,)
         self._table = SinCosCache(omega)  # float64 rows, cast last; not a buffer
 
-    def _vectors(self, positions: AxisPositions) -> torch.Tensor:
+    def _vectors(self, positions: AxisPositions, dtype: torch.dtype) -> torch.Tensor:
         blocks = []
         for axis in reversed(range(self.config.axes)):  # MAE: the last axis (w) first
-            cos, sin = self._table.lookup(axis_positions(positions, axis), torch.float32)  # (b|1, n, k)
+            cos, sin = self._table.lookup(axis_positions(positions, axis), dtype)  # (b|1, n, k)
             blocks += [sin, cos]
         return torch.cat(blocks, dim=-1)  # (b|1, n, d)
 
@@ -199,7 +205,7 @@ class LearnedAxial(_AxialAdditive):
         rows = config.max_len + config.extra_rows
         self.table = nn.Parameter(torch.randn(config.axes, rows, config.dim // config.axes) * config.init_std)
 
-    def _vectors(self, positions: AxisPositions) -> torch.Tensor:
+    def _vectors(self, positions: AxisPositions, dtype: torch.dtype) -> torch.Tensor:
         rows = self.config.max_len + self.config.extra_rows
         bound = positions.bound
         if bound is None:  # torch.compile: a device-side check
@@ -216,7 +222,7 @@ class LearnedAxial(_AxialAdditive):
                 parts.append(F.embedding(pos.tensor.to(table.device), table))  # (b|1, n, k)
         if len({p.shape[0] for p in parts}) > 1:
             parts = [p.expand(max(q.shape[0] for q in parts), -1, -1) for p in parts]
-        return torch.cat(parts, dim=-1)
+        return torch.cat(parts, dim=-1)  # the table's dtype (a trained parameter)
 
     def _check_top(self, positions: AxisPositions, rows: int) -> None:
         tops = positions.tensor.reshape(-1, self.config.axes).amax(0).tolist()
