@@ -24,7 +24,7 @@ def test_export_has_the_mrope_cases_with_coordinates(vectors):
     assert set(cases) == set(conform_mrope.CASES)
     qwen3 = cases["mrope-qwen3-vl"]
     assert qwen3["hf_config"]["rope_parameters"]["mrope_interleaved"] is True
-    for name, case in cases.items():
+    for name in cases:
         arrays = arrays_of(name)
         pos = arrays["call0.positions"]
         assert pos.ndim == 2 and pos.shape[1] == 3 and (pos[:, 1] != pos[:, 2]).any()  # an image in it
@@ -51,7 +51,9 @@ def test_posenc_and_transformers_pass_the_mrope_vectors(vectors, against):
     assert {row.quantity for row in rows} == set(conform.QUANTITIES["mrope"])
     assert rows and all(row.status == "ok" for row in rows), [r for r in rows if r.status != "ok"]
     for row in rows:
-        print(f"conform {against} {row.case} {row.quantity}: max abs error {row.max_error:.3g}, worst ratio {row.worst:.3g}")
+        print(
+            f"conform {against} {row.case} {row.quantity}: max abs error {row.max_error:.3g}, worst ratio {row.worst:.3g}"
+        )
 
 
 @pytest.mark.parametrize(

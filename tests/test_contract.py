@@ -149,7 +149,9 @@ def test_coordinates_with_the_wrong_number_of_axes_are_refused(name):
     enc = make(name)
     t = inputs(enc, B, N)
     wrong = 2 if enc.position_axes == 3 else 3
-    with pytest.raises(posenc.PosencError, match=rf"has {wrong} coordinates per token .* takes {enc.position_axes}"):
+    with pytest.raises(
+        posenc.PosencError, match=rf"has {wrong} coordinates per token .* takes {enc.position_axes}"
+    ):
         apply(enc, B, N, t, torch.zeros(B, N, wrong, dtype=torch.long))
 
 

@@ -52,14 +52,18 @@ def test_eval_sets_are_fixed_per_size_and_seed():
     assert torch.equal(a.inputs, b.inputs) and torch.equal(a.positions, b.positions)
     assert not torch.equal(a.inputs, grid.eval_batch((5, 5), 8, seed=1).inputs)
     assert grid.eval_batch((6, 6), 8).inputs.shape[1] == 40
-    train = grid.sample_batch(8, size=(5, 5), generator=torch.Generator().manual_seed(grid.eval_seed((5, 5), 0) + 1))
+    train = grid.sample_batch(
+        8, size=(5, 5), generator=torch.Generator().manual_seed(grid.eval_seed((5, 5), 0) + 1)
+    )
     assert not torch.equal(train.inputs, a.inputs)
 
 
 def test_eval_sizes_and_in_distribution():
     assert grid.eval_sizes((4, 4)) == [(4, 4), (5, 5), (6, 6), (8, 8), (12, 12)]
     assert grid.eval_sizes((6, 4), (1.0, 2.0)) == [(6, 4), (12, 8)]
-    assert grid.in_distribution((4, 4)) and not grid.in_distribution((5, 5)) and not grid.in_distribution((3, 3))
+    assert (
+        grid.in_distribution((4, 4)) and not grid.in_distribution((5, 5)) and not grid.in_distribution((3, 3))
+    )
     assert grid.side_ratio((8, 8)) == 2.0
     assert grid.sequence_length((4, 4)) == 20
 
@@ -70,7 +74,9 @@ def test_score_counts_queries_only():
     exact, acc = grid.score(perfect, batch)
     assert exact.all() and (acc == 1).all()
     wrong = perfect.clone()
-    wrong[0, 9] = torch.nn.functional.one_hot(torch.tensor(PAD), grid.VOCAB_SIZE).float()  # one query of one example
+    wrong[0, 9] = torch.nn.functional.one_hot(
+        torch.tensor(PAD), grid.VOCAB_SIZE
+    ).float()  # one query of one example
     wrong[1, :9] = 0  # predictions at cells do not count
     exact, acc = grid.score(wrong, batch)
     assert exact.tolist() == [False, True, True, True] and acc.tolist() == [0.5, 1.0, 1.0, 1.0]
@@ -98,7 +104,9 @@ def test_bad_sizes_are_named():
 @pytest.mark.parametrize("name", ["rope_axial", "mrope", "rope", "sincos_axial"])
 def test_a_model_runs_on_every_evaluation_grid(name):
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(vocab_size=grid.VOCAB_SIZE, d_model=24, num_heads=2, num_layers=1, encoding=name))
+    model = Transformer(
+        TransformerConfig(vocab_size=grid.VOCAB_SIZE, d_model=24, num_heads=2, num_layers=1, encoding=name)
+    )
     axes = next(model.encodings()).position_axes
     for size in grid.eval_sizes((3, 3)):
         batch = grid.eval_batch(size, 2)

@@ -35,7 +35,9 @@ ENCODINGS = {
     "xpos-interleaved": dict(name="xpos", head_dim=HEAD_DIM, layout="interleaved", scale_base=8.0),
     # multi-axis rotary encodings, here on sequence positions (the diagonal)
     "rope_axial": dict(name="rope_axial", head_dim=HEAD_DIM),
-    "rope_axial-3d-half": dict(name="rope_axial", head_dim=HEAD_DIM, axes=3, layout="half", sections=[2, 1, 1]),
+    "rope_axial-3d-half": dict(
+        name="rope_axial", head_dim=HEAD_DIM, axes=3, layout="half", sections=[2, 1, 1]
+    ),
     "mrope": dict(name="mrope", head_dim=HEAD_DIM),
     "mrope-interleaved": dict(name="mrope", head_dim=HEAD_DIM, mrope_interleaved=True, layout="interleaved"),
     "rope_mixed": dict(name="rope_mixed", head_dim=HEAD_DIM, num_heads=4),  # no grouped keys: g = h
@@ -162,7 +164,9 @@ def test_bshd_under_compile_fullgraph_forward_and_backward(encodings):
     qb, kb, fb = (t.clone().requires_grad_() for t in (q, k, k_all))
     eager = []
     for enc in encs:
-        eager += [t.transpose(1, 2) for t in enc.rotate(qb.transpose(1, 2), keys(enc, kb, fb).transpose(1, 2))]
+        eager += [
+            t.transpose(1, 2) for t in enc.rotate(qb.transpose(1, 2), keys(enc, kb, fb).transpose(1, 2))
+        ]
     for a, b in zip(compiled, eager, strict=True):
         torch.testing.assert_close(a, b, **tol(torch.float64))
     gen = torch.Generator().manual_seed(4)

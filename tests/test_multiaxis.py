@@ -17,7 +17,11 @@ from posenc.axes import NO_POSITION, grid_positions, multimodal_positions
 from posenc.errors import PosencError, PosencTypeError
 from posenc.model import Transformer, TransformerConfig
 
-MULTI = [name for name in posenc.ENCODINGS if posenc.build_for_model(name, d_model=24, num_heads=2).position_axes > 1]
+MULTI = [
+    name
+    for name in posenc.ENCODINGS
+    if posenc.build_for_model(name, d_model=24, num_heads=2).position_axes > 1
+]
 F64, F32 = tol(torch.float64), tol(torch.float32)
 
 
@@ -70,7 +74,9 @@ def test_with_time_and_fits():
     two = coords(1, 2, prefix=1)
     assert axes.with_time(two, 4)[0].tolist() == [[-1, -1, -1], [4, 0, 0], [4, 0, 1]]
     axes.fits((14, 14), 197, prefix=1)
-    with pytest.raises(PosencError, match=r"a 14 x 14 grid plus 1 prefix tokens has 197 tokens but the sequence has 196"):
+    with pytest.raises(
+        PosencError, match=r"a 14 x 14 grid plus 1 prefix tokens has 197 tokens but the sequence has 196"
+    ):
         axes.fits((14, 14), 196, prefix=1)
     assert axes.grid_side(196) == 14
     with pytest.raises(PosencError, match="square"):
@@ -122,7 +128,9 @@ def test_learned_axial_reference_interpolation_and_overflow():
     enc = posenc.build("learned_axial", dim=12, max_len=4)
     tables = [enc.table[a].detach().double().numpy() for a in range(2)]
     pos = coords(4, 4, prefix=1)
-    torch.testing.assert_close(enc.encode(pos).double(), torch.from_numpy(reference.learned_axial(pos.numpy(), tables)), **F32)
+    torch.testing.assert_close(
+        enc.encode(pos).double(), torch.from_numpy(reference.learned_axial(pos.numpy(), tables)), **F32
+    )
     with pytest.raises(PosencError, match=r"coordinate 4 on axis 1 >= max_len=4.*interpolated"):
         enc.encode(torch.tensor([[[0, 4]]]))
     big = enc.interpolated(7)
@@ -185,7 +193,9 @@ def test_mrope_equals_reference(interleaved):
 
 def test_mrope_interleaved_axes_are_qwen3_vl_layout():
     # Qwen3-VL (head_dim 128, mrope_section [24, 20, 20]): h at 1, 4, ..., 58; w at 2, 5, ..., 59.
-    axis = posenc.build("mrope", head_dim=128, mrope_section=[24, 20, 20], mrope_interleaved=True).axis_of_pair
+    axis = posenc.build(
+        "mrope", head_dim=128, mrope_section=[24, 20, 20], mrope_interleaved=True
+    ).axis_of_pair
     assert (axis == 1).nonzero().flatten().tolist() == list(range(1, 60, 3))
     assert (axis == 2).nonzero().flatten().tolist() == list(range(2, 60, 3))
     assert int((axis == 0).sum()) == 24
@@ -228,8 +238,12 @@ def test_rope_mixed_init_and_rotation_equal_reference():
     with torch.no_grad():  # the fused kernel
         got_q, got_k = enc.rotate(q, k, q_positions=pos, k_positions=pos)
     freqs = enc.freqs.detach().numpy()
-    torch.testing.assert_close(got_q[0], torch.from_numpy(reference.rope_mixed(q[0].numpy(), pos[0].numpy(), freqs)), **F64)
-    torch.testing.assert_close(got_k[0], torch.from_numpy(reference.rope_mixed(k[0].numpy(), pos[0].numpy(), freqs)), **F64)
+    torch.testing.assert_close(
+        got_q[0], torch.from_numpy(reference.rope_mixed(q[0].numpy(), pos[0].numpy(), freqs)), **F64
+    )
+    torch.testing.assert_close(
+        got_k[0], torch.from_numpy(reference.rope_mixed(k[0].numpy(), pos[0].numpy(), freqs)), **F64
+    )
     grad_q, _ = enc.rotate(q, k, q_positions=pos, k_positions=pos)  # the differentiable path
     torch.testing.assert_close(grad_q, got_q, **F64)
     grad_q.sum().backward()
@@ -289,7 +303,9 @@ def test_rotary_bshd_layout_equals_bhsd(name):
 @pytest.mark.parametrize("name", MULTI)
 def test_model_takes_coordinates_and_decodes_with_cache(name):
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(vocab_size=20, d_model=16, num_heads=2, num_layers=2, encoding=name))
+    model = Transformer(
+        TransformerConfig(vocab_size=20, d_model=16, num_heads=2, num_layers=2, encoding=name)
+    )
     model = model.double().eval()
     a = model.encodings().__next__().position_axes
     pos = multimodal_positions([2, (1, 2, 3), 2]) if a == 3 else coords(*([3] * a))[:, :10]
@@ -312,13 +328,22 @@ def test_model_takes_coordinates_and_decodes_with_cache(name):
 
 
 def test_one_dimensional_encodings_refuse_coordinates_by_name():
-    model = Transformer(TransformerConfig(vocab_size=10, d_model=16, num_heads=2, num_layers=1, encoding="rope"))
-    with pytest.raises(PosencError, match=r"positions have 2 coordinates per token \(h, w\) but encoding RoPE takes sequence positions"):
+    model = Transformer(
+        TransformerConfig(vocab_size=10, d_model=16, num_heads=2, num_layers=1, encoding="rope")
+    )
+    with pytest.raises(
+        PosencError,
+        match=r"positions have 2 coordinates per token \(h, w\) but encoding RoPE takes sequence positions",
+    ):
         model(torch.zeros(1, 4, dtype=torch.long), positions=coords(2, 2))
-    additive = Transformer(TransformerConfig(vocab_size=10, d_model=16, num_heads=2, num_layers=1, encoding="sinusoidal"))
+    additive = Transformer(
+        TransformerConfig(vocab_size=10, d_model=16, num_heads=2, num_layers=1, encoding="sinusoidal")
+    )
     with pytest.raises(PosencError, match="encoding Sinusoidal takes sequence positions"):
         additive(torch.zeros(1, 4, dtype=torch.long), positions=coords(2, 2))
-    mrope = Transformer(TransformerConfig(vocab_size=10, d_model=24, num_heads=2, num_layers=1, encoding="mrope"))
+    mrope = Transformer(
+        TransformerConfig(vocab_size=10, d_model=24, num_heads=2, num_layers=1, encoding="mrope")
+    )
     with pytest.raises(PosencError, match=r"encoding MRoPE takes 3 \(t, h, w\)"):
         mrope(torch.zeros(1, 4, dtype=torch.long), positions=coords(2, 2))
 
@@ -367,7 +392,9 @@ def test_alibi_2d_equals_reference_and_diagonal_is_alibi_times_sqrt2():
     torch.testing.assert_close(enc.bias(6, 6, q_positions=seq, k_positions=seq),
                                alibi.bias(6, 6) * math.sqrt(2), rtol=1e-6, atol=1e-7)  # fmt: skip
     diag = seq[..., None].expand(1, 6, 2)
-    torch.testing.assert_close(enc.bias(6, 6, q_positions=diag, k_positions=diag), enc.bias(6, 6), rtol=1e-6, atol=0)
+    torch.testing.assert_close(
+        enc.bias(6, 6, q_positions=diag, k_positions=diag), enc.bias(6, 6), rtol=1e-6, atol=0
+    )
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -377,8 +404,12 @@ def test_attention_paths_agree_with_coordinates(name, causal):
 
     torch.manual_seed(0)
     enc = posenc.build_for_model(name, d_model=16, num_heads=2)
-    plain = MultiHeadAttention(16, 2, encoding=None if enc.kind == "additive" else enc, causal=causal, path="plain")
-    sdpa = MultiHeadAttention(16, 2, encoding=None if enc.kind == "additive" else enc, causal=causal, path="sdpa")
+    plain = MultiHeadAttention(
+        16, 2, encoding=None if enc.kind == "additive" else enc, causal=causal, path="plain"
+    )
+    sdpa = MultiHeadAttention(
+        16, 2, encoding=None if enc.kind == "additive" else enc, causal=causal, path="sdpa"
+    )
     sdpa.load_state_dict(plain.state_dict())
     x = torch.randn(2, 10, 16, dtype=torch.float64)
     pos = coords(3, 3, prefix=1)

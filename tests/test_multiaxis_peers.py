@@ -124,7 +124,9 @@ def test_qwen2_5_vl_video_time_interval():
     assert torch.equal(hf_pos.permute(1, 2, 0)[:, vision], ours[:, vision])
     assert ours[0, 3:9, 0].tolist() == [3, 3, 5, 5, 7, 7]  # frames spaced by interval 2
     assert ours[0, 9].tolist() == [8, 8, 8]  # one past the largest coordinate before (the paper's rule)
-    print(f"Qwen2.5-VL text after the video: posenc {ours[0, 9].tolist()}, transformers {hf_pos[:, 0, 9].tolist()}")
+    print(
+        f"Qwen2.5-VL text after the video: posenc {ours[0, 9].tolist()}, transformers {hf_pos[:, 0, 9].tolist()}"
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -187,7 +189,9 @@ def timm_sincos():
     spec = importlib.util.find_spec("timm")
     if spec is None or not spec.submodule_search_locations:
         pytest.skip("timm is not installed (scripts/setup.sh installs it with the peers extra)")
-    saved = {name: module for name, module in sys.modules.items() if name == "timm" or name.startswith("timm.")}
+    saved = {
+        name: module for name, module in sys.modules.items() if name == "timm" or name.startswith("timm.")
+    }
     for name in saved:
         del sys.modules[name]
     root = list(spec.submodule_search_locations)[0]

@@ -52,6 +52,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from posenc.axes import (
+    AxisPositions,
+    check_encoding_axes,
+    diagonal_tensor,
+    is_axis_positions,
+    to_sequence_or_axes,
+)
 from posenc.base import (
     BiasEncoding,
     ContextualEncoding,
@@ -67,13 +74,6 @@ from posenc.base import (
     compute_dtype,
     joint_bound,
     resolve_positions,
-)
-from posenc.axes import (
-    AxisPositions,
-    check_encoding_axes,
-    diagonal_tensor,
-    is_axis_positions,
-    to_sequence_or_axes,
 )
 from posenc.errors import PosencError, PosencTypeError
 from posenc.kernels.bias_attention import bias_attention, repeat_kv
@@ -471,9 +471,11 @@ def sdpa_attention(
     if kind == "bias" and (isinstance(q_positions, AxisPositions) or isinstance(k_positions, AxisPositions)):
         # coordinates (posenc.axes): the dense bias
         k, v = repeat_kv(k, groups), repeat_kv(v, groups)
-        bias = cast(BiasEncoding, encoding).bias(
-            q.shape[2], k.shape[2], q_positions=q_positions, k_positions=k_positions, device=q.device
-        ).to(compute_dtype(q.dtype))  # (b|1, h, i, j)
+        bias = (
+            cast(BiasEncoding, encoding)
+            .bias(q.shape[2], k.shape[2], q_positions=q_positions, k_positions=k_positions, device=q.device)
+            .to(compute_dtype(q.dtype))
+        )  # (b|1, h, i, j)
         if is_causal:
             mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
         if mask is not None:

@@ -190,7 +190,9 @@ def _check_axis_shape(tensor: torch.Tensor, seq_len: int, axes: int, batch: int 
 
 def is_axis_positions(positions: object) -> bool:
     """True for coordinates with an axis dimension: an :class:`AxisPositions` or a 3-d tensor."""
-    return isinstance(positions, AxisPositions) or (isinstance(positions, torch.Tensor) and positions.ndim == 3)
+    return isinstance(positions, AxisPositions) or (
+        isinstance(positions, torch.Tensor) and positions.ndim == 3
+    )
 
 
 def to_sequence_or_axes(
@@ -207,7 +209,9 @@ def to_sequence_or_axes(
     if isinstance(positions, AxisPositions):
         return as_axis_positions(positions, seq_len, positions.axes, batch=batch, device=device, name=name)
     if isinstance(positions, torch.Tensor) and positions.ndim == 3:
-        return as_axis_positions(positions, seq_len, positions.shape[-1], batch=batch, device=device, name=name)
+        return as_axis_positions(
+            positions, seq_len, positions.shape[-1], batch=batch, device=device, name=name
+        )
     return as_positions(positions, seq_len, batch=batch, device=device, name=name)
 
 
@@ -390,11 +394,7 @@ def check_encoding_axes(encoding: object, positions: object) -> None:
         raise PosencError(
             f"positions have {positions.axes} coordinates per token {axis_name(positions.axes)} but "
             f"encoding {type(encoding).__name__} takes "
-            + (
-                "sequence positions (batch, seq)"
-                if axes == 1
-                else f"{axes} {axis_name(axes)}"
-            )
+            + ("sequence positions (batch, seq)" if axes == 1 else f"{axes} {axis_name(axes)}")
         )
 
 

@@ -41,7 +41,9 @@ def calls() -> list[list[list[int]]]:
     long one sampled (text up to position 4000, a 16 x 16 image after it, text past it)."""
     short = multimodal_positions([5, (1, 4, 6), 3, (2, 3, 3), 4])[0]
     long = multimodal_positions([4000, (1, 16, 16), 40])[0]
-    rows = list(range(0, 8)) + list(range(3990, 4000)) + list(range(4000, 4256, 17)) + list(range(4256, 4296, 9))
+    rows = (
+        list(range(0, 8)) + list(range(3990, 4000)) + list(range(4000, 4256, 17)) + list(range(4256, 4296, 9))
+    )
     return [short.tolist(), long[rows].tolist()]
 
 

@@ -73,10 +73,14 @@ def check_qk_axes(
                 f"head_dim={head_dim}"
             )
     axis = SEQ_AXIS[layout]
-    qp = as_axis_positions(q_positions, q.shape[axis], axes, batch=q.shape[0], device=q.device, name="q_positions")
+    qp = as_axis_positions(
+        q_positions, q.shape[axis], axes, batch=q.shape[0], device=q.device, name="q_positions"
+    )
     if k_positions is q_positions and k.shape[0] == q.shape[0] and k.shape[axis] == q.shape[axis]:
         return q, k, qp, qp
-    kp = as_axis_positions(k_positions, k.shape[axis], axes, batch=k.shape[0], device=k.device, name="k_positions")
+    kp = as_axis_positions(
+        k_positions, k.shape[axis], axes, batch=k.shape[0], device=k.device, name="k_positions"
+    )
     return q, k, qp, kp
 
 
@@ -159,7 +163,9 @@ class _PairAxisRotary(RotaryEncoding):
             and bound is not None and bound <= self._sincos.max_cached
         ):  # fmt: skip
             cos, sin = self._sincos.rows(bound, q.device, table_dtype(q.dtype))  # RoPE's own fast path
-            q, k = rotate_rows((q, k), cos, sin, diagonal.start, layout=self.layout, rotary_dim=self.rotary_dim)
+            q, k = rotate_rows(
+                (q, k), cos, sin, diagonal.start, layout=self.layout, rotary_dim=self.rotary_dim
+            )
             return q, k
         q_tables = [t.unsqueeze(1) for t in self._tables(qp, table_dtype(q.dtype))]  # (b|1, 1, i, r/2)
         k_tables = q_tables if same and q.dtype == k.dtype else [
@@ -222,7 +228,9 @@ class AxialRoPEConfig(EncodingConfig):
             object.__setattr__(self, "sections", check_sections("sections", self.sections, d // 2, axes))
 
     def resolved_sections(self) -> list[int]:
-        return list(self.sections) if self.sections is not None else even_sections(self.head_dim // 2, self.axes)
+        return (
+            list(self.sections) if self.sections is not None else even_sections(self.head_dim // 2, self.axes)
+        )
 
 
 class AxialRoPE(_PairAxisRotary):
@@ -255,7 +263,9 @@ class AxialRoPE(_PairAxisRotary):
 class MRoPEConfig(EncodingConfig):
     head_dim: int = model_field("head_dim")  # per-head feature size; even
     base: float = 10000.0  # rope_theta: theta_i = base^(-2i / head_dim) (Qwen2-VL checkpoints: 1e6)
-    mrope_section: list[int] | None = None  # pairs reading (t, h, w), sum head_dim / 2; None: Qwen2-VL's 1/4, 3/8, 3/8
+    mrope_section: list[int] | None = (
+        None  # pairs reading (t, h, w), sum head_dim / 2; None: Qwen2-VL's 1/4, 3/8, 3/8
+    )
     mrope_interleaved: bool = False  # Qwen3-VL: sections interleaved t, h, w, t, h, w, ...
     layout: str = "half"  # pair layout: "half" (transformers' Qwen2-VL) or "interleaved"
 
@@ -308,7 +318,9 @@ class MRoPE(_PairAxisRotary):
         "Wang et al. 2024, Qwen2-VL: Enhancing Vision-Language Model's Perception of the World at Any "
         "Resolution (M-RoPE), https://arxiv.org/abs/2409.12191"
     )
-    equation = "pair i turns by p_{axis(i)} * base^(-2i/d), axis(i) in (t, h, w) by mrope_section; t=h=w: RoPE"
+    equation = (
+        "pair i turns by p_{axis(i)} * base^(-2i/d), axis(i) in (t, h, w) by mrope_section; t=h=w: RoPE"
+    )
 
     def __init__(self, config: MRoPEConfig) -> None:
         super().__init__(config)
@@ -418,7 +430,11 @@ class RoPEMixed(RotaryEncoding):
             out = []
             for x, angles in ((q, q_angles), (k, k_angles)):
                 cos, sin = torch.cos(angles).to(wide), torch.sin(angles).to(wide)
-                out.append(apply_rotary(x.to(wide), cos, sin, layout=self.layout, rotary_dim=self.rotary_dim).to(x.dtype))
+                out.append(
+                    apply_rotary(x.to(wide), cos, sin, layout=self.layout, rotary_dim=self.rotary_dim).to(
+                        x.dtype
+                    )
+                )
             return out[0], out[1]
         tables = [(torch.cos(a).to(table_dtype(x.dtype)), torch.sin(a).to(table_dtype(x.dtype)))
                   for x, a in ((q, q_angles), (k, k_angles))]  # fmt: skip

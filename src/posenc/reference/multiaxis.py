@@ -160,7 +160,9 @@ def rope_mixed_frequencies(head_dim: int, directions: np.ndarray, base: float = 
     return np.stack(out)
 
 
-def rope_mixed(x: np.ndarray, coords: np.ndarray, freqs: np.ndarray, *, layout: str = "interleaved") -> np.ndarray:
+def rope_mixed(
+    x: np.ndarray, coords: np.ndarray, freqs: np.ndarray, *, layout: str = "interleaved"
+) -> np.ndarray:
     """RoPE-Mixed (Heo et al. 2024, eq. 8): pair ``i`` of a token at row y, column x turns by
     ``x f_x[i] + y f_y[i]``, the frequencies learned per head.
 

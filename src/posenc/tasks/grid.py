@@ -120,9 +120,13 @@ def _examples(batch_size: int, size: tuple[int, int], queries: int, g: torch.Gen
     target_cell = anchor + step
     rows = torch.arange(batch_size)[:, None]
     answers = cells[rows, target_cell[..., 0], target_cell[..., 1]] + FIRST_SYMBOL  # (b, q)
-    inputs = torch.cat([cells.reshape(batch_size, n) + FIRST_SYMBOL, torch.tensor(DIRECTION_TOKENS)[direction]], 1)
+    inputs = torch.cat(
+        [cells.reshape(batch_size, n) + FIRST_SYMBOL, torch.tensor(DIRECTION_TOKENS)[direction]], 1
+    )
     targets = torch.cat([torch.full((batch_size, n), PAD), answers], 1)
-    loss_mask = torch.cat([torch.zeros(batch_size, n, dtype=torch.bool), torch.ones(batch_size, queries, dtype=torch.bool)], 1)
+    loss_mask = torch.cat(
+        [torch.zeros(batch_size, n, dtype=torch.bool), torch.ones(batch_size, queries, dtype=torch.bool)], 1
+    )
     coords = grid_positions((h, w))[0].expand(batch_size, n, 2)
     positions = torch.cat([coords, anchor], 1)  # (b, t, 2)
     return GridBatch(inputs, targets, loss_mask, positions, (h, w))
@@ -146,7 +150,9 @@ def eval_seed(size: tuple[int, int], seed: int) -> int:
     return (zlib.crc32(b"grid") * 1_000_003 + h * 7919 + w * 104_729 + seed * 15_485_863) % (2**62)
 
 
-def eval_batch(size: tuple[int, int], num_samples: int, *, queries: int = QUERIES, seed: int = 0) -> GridBatch:
+def eval_batch(
+    size: tuple[int, int], num_samples: int, *, queries: int = QUERIES, seed: int = 0
+) -> GridBatch:
     """``num_samples`` examples on the ``size`` grid, the same for everyone who asks."""
     size = _size(size)
     check_int("num_samples", num_samples, minimum=1)
@@ -154,7 +160,9 @@ def eval_batch(size: tuple[int, int], num_samples: int, *, queries: int = QUERIE
     return _examples(num_samples, size, check_int("queries", queries, minimum=1), g)
 
 
-def eval_sizes(train_size: tuple[int, int] = TRAIN_SIZE, scales: tuple[float, ...] = EVAL_SCALES) -> list[tuple[int, int]]:
+def eval_sizes(
+    train_size: tuple[int, int] = TRAIN_SIZE, scales: tuple[float, ...] = EVAL_SCALES
+) -> list[tuple[int, int]]:
     """Evaluation grids: each side of ``train_size`` times each scale (rounded, distinct, sorted)."""
     h, w = _size(train_size)
     sizes = {(max(2, round(h * s)), max(2, round(w * s))) for s in scales}
@@ -184,7 +192,9 @@ def score(logits: torch.Tensor, batch: GridBatch) -> tuple[torch.Tensor, torch.T
         logits: ``(b, t, V)`` from one pass over ``batch.inputs`` with :func:`positions_for`.
     """
     if logits.shape[:2] != batch.inputs.shape:
-        raise PosencError(f"logits have shape {tuple(logits.shape)}; expected {tuple(batch.inputs.shape)} + (V,)")
+        raise PosencError(
+            f"logits have shape {tuple(logits.shape)}; expected {tuple(batch.inputs.shape)} + (V,)"
+        )
     correct = (logits.argmax(-1) == batch.targets) & batch.loss_mask  # (b, t)
     counts = batch.loss_mask.sum(-1)
     return correct.sum(-1) == counts, correct.sum(-1).float() / counts.float()

@@ -77,13 +77,17 @@ def grid_similarity(enc: PositionalEncoding, *, grid: int = 8) -> Figure:
     fig = new_figure(8.4, 4.2, margins=(0.55, 1.0, 0.55, 0.6))
     how = "grid flattened row by row" if enc.position_axes == 1 else "patches at (row, column)"
     if enc.kind == "bias":
-        fig.suptitle(f"{_label(enc)}: bias from patch {anchor} to every patch (mean over heads); {how}", fontsize=9)
+        fig.suptitle(
+            f"{_label(enc)}: bias from patch {anchor} to every patch (mean over heads); {how}", fontsize=9
+        )
         maps = [bias_map(enc, (side * s, side * s), anchor) for s in (1, 2)]
         lo, hi = min(float(m.min()) for m in maps), max(float(m.max()) for m in maps)
         limits, cmap, unit = (lo, max(hi, lo + 1e-9)), SEQUENTIAL, "bias added to the scaled score"
     else:
         what = "rotated key" if enc.kind == "rotary" else "position vector"
-        fig.suptitle(f"{_label(enc)}: cosine similarity of patch {anchor}'s {what} to every patch; {how}", fontsize=9)
+        fig.suptitle(
+            f"{_label(enc)}: cosine similarity of patch {anchor}'s {what} to every patch; {how}", fontsize=9
+        )
         maps = [similarity_map(enc, (side * s, side * s), anchor) for s in (1, 2)]
         limits, cmap, unit = (-1.0, 1.0), DIVERGING, "cosine similarity"
     image = None
