@@ -272,7 +272,8 @@ class KVCache:
         key_mask: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor, Positions, torch.Tensor | None]:
         """Add a chunk ``(b, h, n, d)`` and return everything cached so far (positions as
-        :class:`~posenc.base.Positions`)."""
+        :class:`~posenc.base.Positions`, or :class:`~posenc.axes.AxisPositions` once coordinates
+        with axes were cached)."""
         n = keys.shape[2]
         pos = to_sequence_or_axes(positions, n, batch=keys.shape[0], device=keys.device)
         if self._keys is not None and (keys.dtype != self._keys.dtype or keys.device != self._keys.device):
@@ -319,7 +320,8 @@ class KVCache:
         start = self._start if self.key_mask is None else None
         low = start if start is not None else 0
         if self.positions.ndim == 3:  # coordinates with axes (posenc.axes)
-            return self.keys, self.values, AxisPositions(self.positions, self.bound), self.key_mask
+            coords = AxisPositions(self.positions, self.bound)
+            return self.keys, self.values, cast(Positions, coords), self.key_mask  # see step_positions
         return self.keys, self.values, Positions(self.positions, self.bound, start, low), self.key_mask
 
     def truncate(self, length: int) -> None:
@@ -374,7 +376,9 @@ def step_positions(
     """
     if positions is not None:
         if is_axis_positions(positions):  # (b, n, a) coordinates (posenc.axes)
-            return to_sequence_or_axes(positions, seq_len, batch=batch, device=device)  # type: ignore[return-value]
+            # AxisPositions travel where Positions are declared: only encodings with as many
+            # position axes receive them (check_encoding_axes), and those accept both
+            return cast(Positions, to_sequence_or_axes(positions, seq_len, batch=batch, device=device))
         return as_positions(positions, seq_len, batch=batch, device=device)
     start = 0 if cache is None else cache.next_start()
     if padding_mask is None and start is not None:

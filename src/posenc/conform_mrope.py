@@ -105,19 +105,23 @@ def hf_arrays(
     """transformers: the Qwen2-VL text rotary embedding (Qwen3-VL's for interleaved sections) on
     ``(3, 1, n)`` position ids, and the model file's ``apply_rotary_pos_emb``."""
     if config["mrope_interleaved"]:
-        from transformers.models.qwen3_vl import modeling_qwen3_vl as qwen
-        from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig as Text
+        from transformers.models.qwen3_vl import modeling_qwen3_vl
+        from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig
 
-        rotary_cls: Any = qwen.Qwen3VLTextRotaryEmbedding
+        module: Any = modeling_qwen3_vl
+        text_cls: Any = Qwen3VLTextConfig
+        rotary_cls: Any = modeling_qwen3_vl.Qwen3VLTextRotaryEmbedding
     else:
-        from transformers.models.qwen2_vl import modeling_qwen2_vl as qwen  # type: ignore[no-redef]
-        from transformers.models.qwen2_vl.configuration_qwen2_vl import (  # type: ignore[assignment]
-            Qwen2VLTextConfig as Text,
-        )
+        from transformers.models.qwen2_vl import modeling_qwen2_vl
+        from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLTextConfig
 
-        rotary_cls = qwen.Qwen2VLRotaryEmbedding
+        module, text_cls, rotary_cls = (
+            modeling_qwen2_vl,
+            Qwen2VLTextConfig,
+            modeling_qwen2_vl.Qwen2VLRotaryEmbedding,
+        )
     spec = hf_config(config)
-    text = Text(hidden_size=2 * config["head_dim"], num_attention_heads=2, num_key_value_heads=2,
+    text = text_cls(hidden_size=2 * config["head_dim"], num_attention_heads=2, num_key_value_heads=2,
                 head_dim=spec["head_dim"], rope_parameters=spec["rope_parameters"])  # fmt: skip
     rotary = rotary_cls(text)
     half = config["head_dim"] // 2
@@ -126,7 +130,7 @@ def hf_arrays(
         pos = torch.from_numpy(arrays[call + "positions"]).T[:, None]  # (3, 1, n)
         cos, sin = rotary(torch.zeros(1, pos.shape[-1], dtype=dtype), pos)  # (1, n, d), in dtype
         q, k = (torch.from_numpy(arrays[call + name]).to(dtype)[None] for name in ("q", "k"))
-        q_rot, k_rot = qwen.apply_rotary_pos_emb(q, k, cos, sin)
+        q_rot, k_rot = module.apply_rotary_pos_emb(q, k, cos, sin)
         out.update({call + "inv_freq": _numpy(rotary.inv_freq), call + "attention_scaling": np.asarray(rotary.attention_scaling),
                     call + "cos": _numpy(cos[0, :, :half]), call + "sin": _numpy(sin[0, :, :half]),
                     call + "q_rot": _numpy(q_rot[0]), call + "k_rot": _numpy(k_rot[0])})  # fmt: skip

@@ -74,8 +74,8 @@ class _AxialAdditive(AdditiveEncoding):
     ) -> torch.Tensor:
         """``x (b, n, d)`` -> ``(b, n, d)``; positions ``(b|1, n, a)``, ``(b|1, n)`` or None."""
         x = check_tensor("x", x, ndim=3, floating=True)
-        if x.shape[-1] != self.config.dim:  # type: ignore[attr-defined]
-            raise PosencError(f"x has feature size {x.shape[-1]} but the encoding has dim={self.config.dim}")  # type: ignore[attr-defined]
+        if x.shape[-1] != self.config.dim:
+            raise PosencError(f"x has feature size {x.shape[-1]} but the encoding has dim={self.config.dim}")
         coords = as_axis_positions(
             positions, x.shape[1], self.position_axes, batch=x.shape[0], device=x.device
         )
