@@ -3,10 +3,10 @@
 Axis legend: b batch, h heads, i query tokens, j key tokens, a position axes.
 
 :class:`ALiBi2D` adds ``-m_h * ||p_i - p_j||`` (Euclidean distance of the patches' coordinates,
-ALiBi's slopes ``m_h``) to the scaled scores: Fuller et al. 2023 (CROMA) introduced it for
-vision transformers on satellite images and report that it extrapolates to larger images than
-those seen in training. A token without a grid position (coordinate -1, a class token) gets no
-bias to or from anything, as CROMA pads the class token's row and column with zeros. Sequence
+ALiBi's slopes ``m_h``) to the scaled scores: Fuller et al. 2023 (CROMA) introduced 2D-ALiBi
+for vision transformers on satellite images and report that their models extrapolate to images
+up to 17.6x larger at test time. A token without a grid position (coordinate -1, a class token)
+gets no bias to or from anything (its row and column of the bias are zero). Sequence
 positions ``(b, n)`` sit on the diagonal, so the bias there is ``-m_h sqrt(a) |i - j|``: ALiBi's
 bidirectional bias times ``sqrt(a)``, a function of ``i - j`` only (``translation_invariant``, so
 1-D callers get the blocked fast path). Coordinates ``(b, n, a)`` take the dense bias.
