@@ -29,5 +29,9 @@ pip=("$venv/bin/python" -m pip install --disable-pip-version-check -q)
 spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 "${pip[@]}" "${find_links[@]}" "${pinned[@]}" -e "$spec"
+# timm (a peer the multi-axis parity tests compare with) without its dependencies: its wheel
+# requires torchvision, whose PyPI build needs a CUDA torch; timm.layers.pos_embed_sincos needs
+# only torch (tests/test_multiaxis_peers.py imports it without timm's package __init__).
+case ",$extras," in *,peers,*) "${pip[@]}" "${find_links[@]}" "${pinned[@]}" --no-deps "timm>=1.0.31" ;; esac
 rm -f "$venv"/.posenc-setup-*
 touch "$stamp"

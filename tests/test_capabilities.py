@@ -33,7 +33,8 @@ SCALINGS = {  # one valid dict per scaling, for head_dim 8 (4 pairs), original c
 
 def rotated_key(enc, length: int) -> torch.Tensor:
     """Key at position 3 rotated in a call whose largest position is ``length - 1``."""
-    k = torch.randn(1, 1, length, enc.config.head_dim, generator=torch.Generator().manual_seed(0))
+    heads = getattr(enc.config, "num_heads", 1)  # per-head rotations (RoPE-Mixed) need every head
+    k = torch.randn(1, heads, length, enc.config.head_dim, generator=torch.Generator().manual_seed(0))
     _, rotated = enc.rotate(k, k)
     return rotated[0, 0, 3]
 

@@ -111,3 +111,79 @@ def test_passes_the_published_contract(name):
     skipped = {r.name for r in report.results if r.passed is None}
     assert ("kv_cache" in skipped) == (not cls.supports_kv_cache)
     assert ("relative_invariance" in skipped) == (not make(name).translation_invariant)
+
+
+# ---------------------------------------------------------------------------
+# Positions with axes: every entry whose tokens have (h, w) or (t, h, w) coordinates.
+# ---------------------------------------------------------------------------
+
+AXES_NAMES = [name for name in NAMES if make(name).position_axes > 1]
+
+
+def grid_coords(batch: int, n: int, axes: int, seed: int = 0) -> torch.Tensor:
+    """``(batch, n, axes)`` coordinates in [0, 6), the first token without a position (-1)."""
+    g = torch.Generator().manual_seed(seed)
+    coords = torch.randint(0, 6, (batch, n, axes), generator=g)
+    coords[:, 0] = -1
+    return coords
+
+
+def test_the_registry_has_multi_axis_entries():
+    assert len(AXES_NAMES) >= 5
+    assert {posenc.ENCODINGS[n].kind for n in AXES_NAMES} >= {"additive", "rotary", "bias"}
+
+
+@pytest.mark.parametrize("name", AXES_NAMES)
+def test_sequence_positions_are_the_diagonal_of_coordinates(name):
+    enc = make(name).double()
+    t = inputs(enc, B, N, torch.float64)
+    seq = torch.stack([torch.arange(N) + 3 * r for r in range(B)])
+    diagonal = seq[..., None].expand(B, N, enc.position_axes)
+    torch.testing.assert_close(apply(enc, B, N, t, diagonal), apply(enc, B, N, t, seq), **tol(torch.float64))
+
+
+@pytest.mark.parametrize("name", AXES_NAMES)
+def test_coordinates_batch_independence_and_determinism(name):
+    enc = make(name)
+    t = inputs(enc, B, N)
+    coords = grid_coords(B, N, enc.position_axes)
+    full = apply(enc, B, N, t, coords)
+    assert not torch.isnan(full).any()
+    torch.testing.assert_close(full, apply(enc, B, N, t, coords), rtol=0, atol=0)
+    for r in range(B):
+        row = {key: value[r : r + 1] for key, value in t.items()}
+        torch.testing.assert_close(apply(enc, 1, N, row, coords[r : r + 1])[0], full[r], **tol(torch.float32))
+    other = coords.clone()
+    other[:, 1:, -1] = (other[:, 1:, -1] + 1) % 6  # moving tokens along the last axis changes the output
+    assert not torch.allclose(apply(enc, B, N, t, other), full)
+
+
+@pytest.mark.parametrize("name", AXES_NAMES)
+def test_coordinates_with_the_wrong_number_of_axes_are_refused(name):
+    enc = make(name)
+    t = inputs(enc, B, N)
+    wrong = 2 if enc.position_axes == 3 else 3
+    with pytest.raises(
+        posenc.PosencError, match=rf"has {wrong} coordinates per token .* takes {enc.position_axes}"
+    ):
+        apply(enc, B, N, t, torch.zeros(B, N, wrong, dtype=torch.long))
+
+
+@pytest.mark.parametrize("name", AXES_NAMES)
+def test_gradcheck_float64_with_coordinates(name):
+    enc = make(name).double()
+    t = inputs(enc, 2, 5, torch.float64)
+    coords = grid_coords(2, 5, enc.position_axes, seed=3)
+    params = {k: v.detach().clone().requires_grad_(True) for k, v in enc.named_parameters()}
+    if not t and not params:
+        pytest.skip(f"{name} has neither inputs nor parameters to differentiate")
+    keys, pkeys = list(t), list(params)
+
+    def fn(*args):
+        tensors = dict(zip(keys, args[: len(keys)]))
+        p = dict(zip(pkeys, args[len(keys) :]))
+        with torch.nn.utils.stateless._reparametrize_module(enc, p):
+            return apply(enc, 2, 5, tensors, coords)
+
+    args = [t[k].requires_grad_(True) for k in keys] + [params[k] for k in pkeys]
+    assert torch.autograd.gradcheck(fn, args, eps=1e-6, atol=1e-5, fast_mode=True)

@@ -55,7 +55,19 @@ def paths(name: str) -> list[str]:
     return ["plain", "sdpa"] if posenc.ENCODINGS[name].kind in SDPA_KINDS else ["plain"]
 
 
-CASES = [(name, path) for name in NAMES for path in paths(name)]
+# Encodings whose rotation differs per query head (RoPE-Mixed) declare supports_grouped_kv = False.
+CASES = [(name, path) for name in NAMES if posenc.ENCODINGS[name].supports_grouped_kv for path in paths(name)]
+NO_GROUPS = [name for name in NAMES if not posenc.ENCODINGS[name].supports_grouped_kv]
+
+
+@pytest.mark.parametrize("name", NO_GROUPS)
+def test_encodings_without_grouped_kv_refuse_it_by_name(name):
+    enc = posenc.build_for_model(name, d_model=D_MODEL, num_heads=HEADS)
+    MultiHeadAttention(D_MODEL, HEADS, num_kv_heads=HEADS, encoding=enc)  # multi-head attention works
+    with pytest.raises(PosencError, match=r"num_kv_heads must equal num_heads=4 .*got 2"):
+        MultiHeadAttention(D_MODEL, HEADS, num_kv_heads=2, encoding=enc)
+    with pytest.raises(PosencError, match="grouped-query"):
+        enc.rotate(torch.zeros(1, HEADS, 3, HEAD_DIM), torch.zeros(1, 2, 3, HEAD_DIM))
 
 
 @pytest.mark.parametrize("num_kv_heads", [2, 1], ids=["gqa", "mqa"])

@@ -33,6 +33,14 @@ ENCODINGS = {
     "rope-partial": dict(name="rope", head_dim=HEAD_DIM, rotary_dim=ROTARY_DIM),
     "xpos": dict(name="xpos", head_dim=HEAD_DIM, scale_base=8.0),
     "xpos-interleaved": dict(name="xpos", head_dim=HEAD_DIM, layout="interleaved", scale_base=8.0),
+    # multi-axis rotary encodings, here on sequence positions (the diagonal)
+    "rope_axial": dict(name="rope_axial", head_dim=HEAD_DIM),
+    "rope_axial-3d-half": dict(
+        name="rope_axial", head_dim=HEAD_DIM, axes=3, layout="half", sections=[2, 1, 1]
+    ),
+    "mrope": dict(name="mrope", head_dim=HEAD_DIM),
+    "mrope-interleaved": dict(name="mrope", head_dim=HEAD_DIM, mrope_interleaved=True, layout="interleaved"),
+    "rope_mixed": dict(name="rope_mixed", head_dim=HEAD_DIM, num_heads=4),  # no grouped keys: g = h
     **{
         f"rope-{scaling}": dict(
             name="rope",
@@ -84,7 +92,7 @@ def both(enc, q, k, q_pos, k_pos):
 @pytest.mark.parametrize("key", list(ENCODINGS))
 def test_bshd_equals_bhsd_forward_and_backward(encodings, key, positions, dtype):
     enc = encodings[key]
-    q, k = qk(dtype)
+    q, k = qk(dtype, g=2 if enc.supports_grouped_kv else 4)
     q_pos, k_pos = {
         "arange": (None, None),
         "explicit": (Q_POS, K_POS),
@@ -142,23 +150,29 @@ def test_bshd_under_compile_fullgraph_forward_and_backward(encodings):
     torch._dynamo.reset()
     encs = [e for e in encodings.values() if not e.cache_unrotated_keys]
     assert len(encs) == len(encodings) - sum(s.length_dependent for s in ROPE_SCALINGS.values())
-    q, k = qk(torch.float64, j=5)
+    q, k = qk(torch.float64, j=5)  # grouped keys (g = 2)
+    _, k_all = qk(torch.float64, j=5, g=4, seed=1)  # a key head per query head (RoPE-Mixed)
 
-    def rotate_all(q, k):
-        return [t for enc in encs for t in enc.rotate(q, k, layout="bshd")]
+    def keys(enc, grouped, full):
+        return grouped if enc.supports_grouped_kv else full
 
-    qa, ka = q.clone().requires_grad_(), k.clone().requires_grad_()
-    compiled = torch.compile(rotate_all, fullgraph=True, backend="aot_eager")(qa, ka)
-    qb, kb = q.clone().requires_grad_(), k.clone().requires_grad_()
+    def rotate_all(q, k, k_all):
+        return [t for enc in encs for t in enc.rotate(q, keys(enc, k, k_all), layout="bshd")]
+
+    qa, ka, fa = (t.clone().requires_grad_() for t in (q, k, k_all))
+    compiled = torch.compile(rotate_all, fullgraph=True, backend="aot_eager")(qa, ka, fa)
+    qb, kb, fb = (t.clone().requires_grad_() for t in (q, k, k_all))
     eager = []
     for enc in encs:
-        eager += [t.transpose(1, 2) for t in enc.rotate(qb.transpose(1, 2), kb.transpose(1, 2))]
+        eager += [
+            t.transpose(1, 2) for t in enc.rotate(qb.transpose(1, 2), keys(enc, kb, fb).transpose(1, 2))
+        ]
     for a, b in zip(compiled, eager, strict=True):
         torch.testing.assert_close(a, b, **tol(torch.float64))
     gen = torch.Generator().manual_seed(4)
     weights = [torch.randn(t.shape, generator=gen, dtype=torch.float64) for t in eager]
-    got = torch.autograd.grad(compiled, (qa, ka), weights)
-    ref = torch.autograd.grad(eager, (qb, kb), weights)
+    got = torch.autograd.grad(compiled, (qa, ka, fa), weights)
+    ref = torch.autograd.grad(eager, (qb, kb, fb), weights)
     for a, b in zip(got, ref):
         torch.testing.assert_close(a, b, **tol(torch.float64))
     torch._dynamo.reset()

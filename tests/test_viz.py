@@ -15,6 +15,7 @@ SMALL = {
     "num_positions": 8,
     "seq_len": 6,
     "max_distance": 12,
+    "grid": 3,
 }
 CASES = [(name, kind) for name in posenc.ENCODINGS for kind in viz.applicable(name, d_model=16, num_heads=2)]
 

@@ -52,6 +52,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from posenc.axes import AxisPositions, check_encoding_axes
 from posenc.checks import check_choice, check_float, check_int, check_tensor, compute_dtype
 from posenc.encoding import (
     BiasEncoding,
@@ -226,6 +227,20 @@ def sdpa_attention(
     kind = "none" if encoding is None else encoding.kind
     mask = None if is_causal else allowed
     groups = q.shape[1] // k.shape[1]
+    if kind == "bias" and (isinstance(q_positions, AxisPositions) or isinstance(k_positions, AxisPositions)):
+        # coordinates (posenc.axes): the dense bias
+        k, v = repeat_kv(k, groups), repeat_kv(v, groups)
+        bias = (
+            cast(BiasEncoding, encoding)
+            .bias(q.shape[2], k.shape[2], q_positions=q_positions, k_positions=k_positions, device=q.device)
+            .to(compute_dtype(q.dtype))
+        )  # (b|1, h, i, j)
+        if is_causal:
+            mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
+        if mask is not None:
+            bias = bias.masked_fill(~mask, float("-inf"))
+        # the bias stays in float32 for half-precision q, as on the blocked path (SDPA takes it)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout if training else 0.0)
     if kind == "bias":  # no (b, h, i, j) bias tensor: row blocks (posenc.kernels.bias_attention)
         k, v = repeat_kv(k, groups), repeat_kv(v, groups)
         return bias_attention(
@@ -313,6 +328,11 @@ class MultiHeadAttention(nn.Module):
         self.path = check_choice("path", path, PATHS)
         self.encoding = encoding
         self._check_encoding_dims()
+        if encoding is not None and not encoding.supports_grouped_kv and self.num_kv_heads != num_heads:
+            raise PosencError(
+                f"encoding {type(encoding).__name__} rotates every head differently, so num_kv_heads "
+                f"must equal num_heads={num_heads} (no grouped-query attention), got {self.num_kv_heads}"
+            )
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         kv_width = self.num_kv_heads * self.head_dim
         self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
@@ -378,6 +398,7 @@ class MultiHeadAttention(nn.Module):
         q_pos = step_positions(
             n, batch=b, positions=positions, padding_mask=padding_mask, cache=cache, device=x.device
         )
+        check_encoding_axes(self.encoding, q_pos)
         q, keys = self._project(
             x, q_pos, padding_mask, document_ids, context, context_positions, context_mask
         )

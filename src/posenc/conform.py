@@ -5,7 +5,8 @@ scalings and comparing against transformers by hand. :func:`export` writes, from
 NumPy float64 references (:mod:`posenc.reference`), the numbers a correct implementation must
 give, for every RoPE scaling in :data:`posenc.rope_scaling.ROPE_SCALINGS` (its ``example``) and
 every model preset in :data:`posenc.presets.PRESETS` (each distinct RoPE layer of its schedule,
-ALiBi slopes and bias rows, T5 buckets). :func:`check` runs an implementation (an adapter:
+ALiBi slopes and bias rows, T5 buckets), and the M-RoPE of Qwen2-VL and Qwen3-VL
+(:mod:`posenc.conform_mrope`: ``(t, h, w)`` coordinates per token). :func:`check` runs an implementation (an adapter:
 posenc itself, or transformers) on the same inputs and compares, element by element, within
 tolerances that depend on the dtype and, for angles, on the position (see :func:`bound`).
 
@@ -41,7 +42,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from posenc import hf, presets, reference, rope_scaling
+from posenc import conform_mrope, hf, presets, reference, rope_scaling
 from posenc.bias import ALiBi, t5_relative_position_bucket
 from posenc.checks import check_choice
 from posenc.errors import PosencError
@@ -89,14 +90,14 @@ class NotSupported(Exception):
 @dataclass
 class Case:
     name: str
-    kind: str  # "rope" | "alibi" | "t5"
+    kind: str  # "rope" | "mrope" | "alibi" | "t5"
     source: str  # "rope_type yarn", "preset llama-3.1", "preset gemma-3-12b (global layers)"
     config: dict[
         str, Any
     ]  # posenc config (RoPE: head_dim, rotary_dim, base, layout, scaling, max_position_embeddings)
-    calls: list[list[int]] = field(
+    calls: list = field(
         default_factory=list
-    )  # RoPE: positions per call; biases: [query, key] positions
+    )  # RoPE: positions per call (M-RoPE: (t, h, w) per token); biases: [query, key] positions
     hf_model_type: str | None = None  # RoPE: the transformers family whose own code `--against hf` runs
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,6 +110,8 @@ class Case:
         if self.kind == "rope":
             out["hf_config"] = _hf_config(self.config)
             out["hf_model_type"] = self.hf_model_type
+        if self.kind == "mrope":  # (t, h, w) coordinates per call: posenc.conform_mrope
+            out["hf_config"] = conform_mrope.hf_config(self.config)
         return {**out, "calls": self.calls}
 
 
@@ -199,6 +202,8 @@ def cases() -> list[Case]:
                 variant = {**config, "bidirectional": bidirectional}
                 label = "encoder" if bidirectional else "decoder"
                 out.append(Case(f"preset-{name}-{label}", "t5", f"preset {name} ({label})", variant, [rel]))
+    for name, (source, config) in conform_mrope.CASES.items():
+        out.append(Case(name, "mrope", source, dict(config), conform_mrope.calls()))
     return out
 
 
@@ -265,6 +270,8 @@ def golden(case: Case) -> dict[str, np.ndarray]:
         out["allowed"] = (
             np.ones((len(q_pos), len(k_pos)), bool) if c["bidirectional"] else k_pos[None] <= q_pos[:, None]
         )
+    elif case.kind == "mrope":
+        out = conform_mrope.golden(c, case.calls, np.random.default_rng(SEED), HEADS)
     elif case.kind == "t5":
         rel = np.asarray(case.calls[0], dtype=np.int64)
         out["relative_position"] = rel
@@ -371,6 +378,7 @@ def bound(quantity: str, arrays: dict[str, np.ndarray], call: str, dtype: str) -
     * ``inv_freq``, ``attention_scaling``: ``frequency * |want|``;
     * ``cos``, ``sin``: ``s * (atol + angle * |p * theta_i|)``;
     * ``q_rot``, ``k_rot``: ``2 s max|x_row| (atol + angle * |p| * max(theta))`` per row;
+    * M-RoPE: ``p`` is the coordinate pair ``i`` reads, ``positions[:, axis[i]]``;
     * ``slopes``, ``bias``: ``rtol * |want| + atol``; ``bucket``: 0 (exact).
     """
     tol = TOLERANCES[check_choice("dtype", dtype, tuple(TOLERANCES))]
@@ -381,10 +389,13 @@ def bound(quantity: str, arrays: dict[str, np.ndarray], call: str, dtype: str) -
         scale = float(arrays[call + "attention_scaling"])
         positions = np.abs(arrays[call + "positions"].astype(np.float64))
         theta = arrays[call + "inv_freq"]
+        # (n, 1), or (n, r/2) for M-RoPE, where pair i reads coordinate axis[i] of (t, h, w)
+        per_pair = positions[:, arrays[call + "axis"]] if positions.ndim == 2 else positions[:, None]
         if quantity in ("cos", "sin"):
-            return scale * (tol["atol"] + tol["angle"] * positions[:, None] * theta)  # (n, r/2)
+            return scale * (tol["atol"] + tol["angle"] * per_pair * theta)  # (n, r/2)
         size = np.abs(arrays[call + quantity[0]]).max(axis=-1, keepdims=True)  # (h, n, 1)
-        return 2 * scale * size * (tol["atol"] + tol["angle"] * positions[:, None] * theta.max())
+        largest = per_pair.max(axis=-1, keepdims=True)  # (n, 1)
+        return 2 * scale * size * (tol["atol"] + tol["angle"] * largest * theta.max())
     if quantity == "bucket":
         return np.zeros(want.shape)
     return tol["rtol"] * np.abs(want) + tol["atol"]
@@ -427,6 +438,8 @@ def posenc_adapter(
         bias = alibi.bias_fn(q_pos[None, :, None], k_pos[None, None, :], heads)  # (h, i, j), float64
         out["slopes"] = _numpy(alibi.slopes.to(dtype))
         out["bias"] = _numpy(bias.to(dtype))
+    elif entry["kind"] == "mrope":
+        out = conform_mrope.posenc_arrays(c, arrays, _calls(arrays), dtype)
     elif entry["kind"] == "t5":
         rel = torch.from_numpy(arrays["relative_position"])
         out["bucket"] = _numpy(t5_relative_position_bucket(
@@ -560,6 +573,8 @@ def hf_adapter(
         alibi = build_alibi_tensor(torch.ones(1, 2), c["num_heads"], torch.float32)  # slope_h * key position
         out["slopes"] = _numpy(alibi[:, 0, 1])
         # bias rows n/a: BLOOM adds slope * key position, the same up to a per-row constant
+    elif entry["kind"] == "mrope":
+        out = conform_mrope.hf_arrays(c, arrays, _calls(arrays), dtype)
     elif entry["kind"] == "t5":
         rel = torch.from_numpy(arrays["relative_position"])
         out["bucket"] = _numpy(T5Attention._relative_position_bucket(
@@ -595,6 +610,7 @@ class Row:
 
 QUANTITIES = {
     "rope": ("inv_freq", "attention_scaling", "cos", "sin", "q_rot", "k_rot"),
+    "mrope": ("inv_freq", "cos", "sin", "q_rot", "k_rot"),
     "alibi": ("slopes", "bias"),
     "t5": ("bucket",),
 }
@@ -620,7 +636,7 @@ def check(
             got, reason = adapter(entry, arrays, torch_dtype), ""
         except NotSupported as exc:
             got, reason = {}, str(exc)
-        calls = _calls(arrays) if entry["kind"] == "rope" else [""]
+        calls = _calls(arrays) if entry["kind"] in ("rope", "mrope") else [""]
         for quantity in QUANTITIES[entry["kind"]]:
             keys = [call + quantity for call in calls]
             if not all(key in got for key in keys):

@@ -58,6 +58,12 @@ class PositionalEncoding(nn.Module):
     # The model builds one instance for all layers by default (T5 shares its bias table;
     # parameter-free encodings share their caches). Per-layer learned ones set False.
     share_across_layers: ClassVar[bool] = False
+    # Axes of a token's position: 1 for sequences; multi-axis encodings (posenc.multiaxis) set
+    # 2 for (h, w) or 3 for (t, h, w) and also take (b, n) positions on the diagonal.
+    position_axes: int = 1
+    # Keys/values with fewer heads than queries (grouped-query attention); False where the
+    # rotation differs per query head (RoPE-Mixed's learned per-head frequencies).
+    supports_grouped_kv: ClassVar[bool] = True
     # True when attention scores depend on positions only through q_pos - k_pos (shifting every
     # position changes nothing): bias encodings with a Toeplitz bias, RoPE with a static scaling,
     # xPos, Shaw, Transformer-XL. The bias fast path reads it; posenc.testing checks it.

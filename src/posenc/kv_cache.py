@@ -10,8 +10,11 @@ current ``rotation_key``, which attention re-rotates only when the frequencies c
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 
+from posenc.axes import AxisPositions, diagonal_tensor, is_axis_positions, to_sequence_or_axes
 from posenc.checks import check_int
 from posenc.errors import PosencError
 from posenc.positions import Positions, as_positions, from_attention_mask
@@ -108,6 +111,8 @@ class KVCache:
             return None
         pos = self.positions
         assert pos is not None
+        if pos.ndim == 3:  # coordinates: continue after the largest on any axis (Qwen2-VL's text rule)
+            pos = pos.amax(dim=-1)
         if self.key_mask is not None:
             pos = torch.where(self.key_mask, pos, torch.full_like(pos, -1))
         return pos.max(dim=-1, keepdim=True).values + 1
@@ -120,9 +125,10 @@ class KVCache:
         key_mask: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor, Positions, torch.Tensor | None]:
         """Add a chunk ``(b, h, n, d)`` and return everything cached so far (positions as
-        :class:`~posenc.positions.Positions`)."""
+        :class:`~posenc.positions.Positions`, or :class:`~posenc.axes.AxisPositions` once coordinates
+        with axes were cached)."""
         n = keys.shape[2]
-        pos = as_positions(positions, n, batch=keys.shape[0], device=keys.device)
+        pos = to_sequence_or_axes(positions, n, batch=keys.shape[0], device=keys.device)
         if self._keys is not None and (keys.dtype != self._keys.dtype or keys.device != self._keys.device):
             raise PosencError(
                 f"cache holds keys of dtype {self._keys.dtype} on {self._keys.device} but the new chunk is "
@@ -145,21 +151,30 @@ class KVCache:
             self.key_mask = torch.cat([old_mask, new_mask], dim=1)
         stored = self._positions
         new_pos = pos.tensor
+        if stored is not None and stored.ndim != new_pos.ndim:  # coordinates and sequence positions:
+            axes = (stored if stored.ndim == 3 else new_pos).shape[-1]  # both on (b, j, a)
+            stored = stored if stored.ndim == 3 else diagonal_tensor(stored[:, :length], axes)
+            new_pos = new_pos if new_pos.ndim == 3 else diagonal_tensor(new_pos, axes)
         if stored is not None and stored.shape[0] != new_pos.shape[0]:  # (1, j) -> (b, j)
-            stored = stored[:, :length].expand(batch, -1).contiguous()
-            new_pos = new_pos.expand(batch, -1)
+            rest = [-1] * (stored.ndim - 1)
+            stored = stored[:, :length].expand(batch, *rest).contiguous()
+            new_pos = new_pos.expand(batch, *rest)
         self._keys = _append(self._keys, length, keys, 2, functional=functional)
         self._values = _append(self._values, length, values, 2, functional=functional)
         self._positions = _append(stored, length, new_pos, 1, functional=False)
+        start = pos.start if isinstance(pos, Positions) else None  # coordinates: not one arange
         if length == 0:
-            self._start = pos.start
-        elif self._start is None or pos.start != self._start + length:
+            self._start = start
+        elif self._start is None or start != self._start + length:
             self._start = None  # no longer one arange
         self.bound = None if pos.bound is None or self.bound is None else max(self.bound, pos.bound)
         self._length = length + n
         assert self.keys is not None and self.values is not None and self.positions is not None
         start = self._start if self.key_mask is None else None
         low = start if start is not None else 0
+        if self.positions.ndim == 3:  # coordinates with axes (posenc.axes)
+            coords = AxisPositions(self.positions, self.bound)
+            return self.keys, self.values, cast(Positions, coords), self.key_mask  # see step_positions
         return self.keys, self.values, Positions(self.positions, self.bound, start, low), self.key_mask
 
     def truncate(self, length: int) -> None:
@@ -213,6 +228,10 @@ def step_positions(
     from reading the tensors.
     """
     if positions is not None:
+        if is_axis_positions(positions):  # (b, n, a) coordinates (posenc.axes)
+            # AxisPositions travel where Positions are declared: only encodings with as many
+            # position axes receive them (check_encoding_axes), and those accept both
+            return cast(Positions, to_sequence_or_axes(positions, seq_len, batch=batch, device=device))
         return as_positions(positions, seq_len, batch=batch, device=device)
     start = 0 if cache is None else cache.next_start()
     if padding_mask is None and start is not None:

@@ -55,6 +55,7 @@ import torch
 from torch import nn
 
 from posenc.attention import MultiHeadAttention, check_kv_heads, check_padding_mask
+from posenc.axes import check_encoding_axes
 from posenc.checks import (
     check_bool,
     check_choice,
@@ -338,7 +339,8 @@ class Transformer(nn.Module):
 
         Args:
             positions: ``(b|1, n)`` int positions; None = ``arange`` (counted over real
-                tokens when ``padding_mask`` is given; continued after the cache).
+                tokens when ``padding_mask`` is given; continued after the cache). Multi-axis
+                encodings also take ``(b|1, n, a)`` coordinates (:mod:`posenc.axes`).
             padding_mask: ``(b, n)`` bool, True = real token (use left padding for decoding).
             cache: from :meth:`new_cache`; each call appends its tokens.
         """
@@ -364,6 +366,8 @@ class Transformer(nn.Module):
         checked = step_positions(
             n, batch=b, positions=positions, padding_mask=padding_mask, cache=caches[0], device=tokens.device
         )  # checked once here; every layer trusts it
+        for enc in self.encodings():  # coordinates (b, n, a) must fit every encoding (posenc.axes)
+            check_encoding_axes(enc, checked)
         x = self.embed(tokens, checked)  # (b, n, D)
         for index, (block, layer_cache) in enumerate(zip(self.blocks, caches)):
             if index > 0 and self.config.inject == "every_layer":

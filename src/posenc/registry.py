@@ -27,7 +27,17 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, overload
 
-from posenc import absolute, bias, contextual, hierarchical, relative, rotary
+from posenc import (
+    absolute,
+    bias,
+    contextual,
+    hierarchical,
+    multiaxis,
+    multiaxis_bias,
+    multiaxis_rotary,
+    relative,
+    rotary,
+)
 from posenc.checks import did_you_mean
 from posenc.config import EncodingConfig
 from posenc.encoding import KINDS, PositionalEncoding
@@ -57,6 +67,11 @@ BUILTINS: dict[str, type[PositionalEncoding]] = {
     "transformer_xl": relative.TransformerXL,
     # --- contextual ---
     "cope": contextual.CoPE,
+    # --- multi-axis positions (images, video, multimodal): additive sincos_axial, learned_axial;
+    # --- rotary rope_axial, rope_mixed, mrope; bias alibi_2d ---
+    **multiaxis.ENCODINGS,
+    **multiaxis_rotary.ENCODINGS,
+    **multiaxis_bias.ENCODINGS,
 }
 
 _registered: dict[str, type[PositionalEncoding]] = {}  # posenc.register(name, cls)

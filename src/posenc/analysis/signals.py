@@ -102,10 +102,11 @@ def additive_vectors(enc: PositionalEncoding, positions) -> np.ndarray:
 
 
 def rotated_vectors(enc: PositionalEncoding, positions, *, seed: int = 0, ones: bool = False) -> np.ndarray:
-    """A fixed unit vector rotated by a rotary encoding at each position: ``(n, d)`` float64."""
+    """A fixed unit vector rotated by a rotary encoding at each position: ``(n, d)`` float64
+    (the first head's rotation where heads rotate differently: RoPE-Mixed)."""
     p = _positions(positions)
     n, d = p.shape[1], feature_dim_of(enc, 0)
-    q = _content((1, n, d), seed, ones=ones)
+    q = _content((1, n, d), seed, ones=ones).expand(1, num_heads_of(enc), n, d).contiguous()
     with torch.no_grad():
         q_rot, _ = cast(RotaryEncoding, enc).rotate(q, q, q_positions=p, k_positions=p)
     return q_rot[0, 0].to(torch.float64).numpy()

@@ -121,9 +121,10 @@ def hook_table(
             b = cast(BiasEncoding, enc).bias(m, n)[0, 0]  # (i, j) for head 0
             return "bias(q_pos=i, k_pos=j) for head 0", [f"j={j}" for j in range(n)], b.double().tolist()
         if enc.kind == "rotary":
+            rotated_heads = int(getattr(enc.config, "num_heads", 1) or 1)  # RoPE-Mixed rotates per head
             e = (
-                torch.eye(dim, dtype=f64)[:, None, None, :].expand(dim, 1, m, dim).contiguous()
-            )  # (d, 1, m, d)
+                torch.eye(dim, dtype=f64)[:, None, None, :].expand(dim, rotated_heads, m, dim).contiguous()
+            )  # (d, h, m, d); head 0 is shown
             q, _ = cast(RotaryEncoding, enc).rotate(e, e, q_positions=positions, k_positions=positions)
             diag = torch.diagonal(q[:, 0], dim1=0, dim2=2)  # (m, d): component a of rotate(e_a)
             cos = diag / q[:, 0].norm(dim=-1).T  # (m, d) cos of the angle dimension a turns by

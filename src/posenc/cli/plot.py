@@ -69,12 +69,15 @@ def plot_command(
       attention   attention of a small untrained model, or of a trained one (--run)
       spectrum    wavelengths under every RoPE scaling
       decay       position term against distance
+      grid        one patch's similarity to every patch of a grid and of one twice
+                  as large (multi-axis encodings by (row, column); 1-D ones row-major)
 
     \b
     Examples:
       posenc plot sinusoidal --kind heatmap -o pe.png
       posenc plot rope --kind rotation -o rope.gif
       posenc plot alibi --kind bias --num-heads 8 -o alibi.svg
+      posenc plot rope_mixed --kind grid --positions 8 -o rope-mixed-grid.png
       posenc plot --run results/runs/copy/rope__seed0__ID.json --kind attention -o rope-trained.png
       posenc plot --run results/runs/copy/rope__seed0__ID.json --kind attention --positions 16 -o at-2x.png
 

@@ -99,8 +99,8 @@ def resolve_encodings(profile: Profile, requested: tuple[str, ...] | None) -> tu
         for name in requested:
             check_choice("encoding", name, tuple(ENCODINGS))
         return list(requested), []
-    if profile.encodings is None:
-        return list(ENCODINGS), []
+    if profile.encodings is None:  # every sequence encoding (grid encodings run on the grid task)
+        return [name for name, cls in ENCODINGS.items() if cls.position_axes == 1], []
     return [e for e in profile.encodings if e in ENCODINGS], [
         e for e in profile.encodings if e not in ENCODINGS
     ]

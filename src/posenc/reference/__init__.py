@@ -14,6 +14,9 @@ from posenc.reference.bias import *  # noqa: F401,F403,E402
 from posenc.reference.contextual import *  # noqa: F401,F403,E402
 from posenc.reference.hierarchical import *  # noqa: F401,F403
 
+# --- multi-axis (images, video, multimodal sequences) ---
+from posenc.reference.multiaxis import *  # noqa: F401,F403,E402
+
 # --- relative ---
 from posenc.reference.relative import *  # noqa: F401,F403,E402
 from posenc.reference.rope_scaling import *  # noqa: F401,F403,E402

@@ -58,6 +58,7 @@ REPORT_FIGURES: dict[str, dict] = {
     "bias": dict(num_positions=24),
     "decay": dict(max_distance=64),
     "attention": dict(seq_len=12, num_layers=1),
+    "grid": dict(grid=6),
 }
 D_MODEL, NUM_HEADS, DPI = 64, 4, 72
 

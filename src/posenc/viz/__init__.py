@@ -18,7 +18,7 @@ from posenc.analysis.signals import make
 from posenc.checks import check_choice
 from posenc.encoding import PositionalEncoding
 from posenc.errors import PosencError
-from posenc.viz import figures
+from posenc.viz import figures, grid
 from posenc.viz.figures import new_figure
 
 
@@ -34,6 +34,11 @@ class FigureKind:
 
 def _has_base(enc: PositionalEncoding) -> bool:
     return isinstance(getattr(enc.config, "base", None), (int, float))
+
+
+def _grid_applies(enc: PositionalEncoding) -> bool:
+    """Vector encodings on any grid (1-D ones flattened); bias encodings with coordinates."""
+    return enc.kind != "bias" or enc.position_axes > 1
 
 
 VECTOR = ("additive", "rotary")
@@ -67,6 +72,14 @@ FIGURES: dict[str, FigureKind] = {
         "attention of a small untrained model",
         needs_name=True,
         size_option="seq_len",
+    ),
+    "grid": FigureKind(
+        grid.grid_similarity,
+        ("additive", "rotary", "bias"),
+        "similarity of one patch to every patch of a grid (bias: the bias from it), at the training "
+        "size and twice it",
+        applies=_grid_applies,
+        size_option="grid",
     ),
 }
 FIGURE_KINDS = tuple(FIGURES)
@@ -145,6 +158,7 @@ __all__ = [
     "applicable",
     "figure",
     "figures",
+    "grid",
     "new_figure",
     "render",
     "save",

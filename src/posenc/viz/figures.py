@@ -22,7 +22,7 @@ from matplotlib.ticker import MaxNLocator
 from posenc import rope_scaling
 from posenc.analysis import properties
 from posenc.analysis.probes import attention_maps
-from posenc.analysis.signals import feature_dim_of, position_kernel, position_signal
+from posenc.analysis.signals import feature_dim_of, num_heads_of, position_kernel, position_signal
 from posenc.checks import check_int
 from posenc.encoding import PositionalEncoding, RotaryEncoding
 from posenc.errors import PosencError
@@ -164,7 +164,7 @@ def rotation_pair(enc: RotaryEncoding, component: int = 0) -> tuple[int, int]:
     """The two components one rotary pair mixes, found through the hook (any layout)."""
     d = feature_dim_of(enc, 0)
     a = check_int("component", component, minimum=0, maximum=d - 1)
-    e = torch.zeros(1, 1, 1, d, dtype=torch.float64)
+    e = torch.zeros(1, num_heads_of(enc), 1, d, dtype=torch.float64)  # every head (RoPE-Mixed); head 0 shown
     e[..., a] = 1.0
     with torch.no_grad():
         out, _ = enc.rotate(e, e, q_positions=torch.tensor([[1]]), k_positions=torch.tensor([[1]]))
@@ -181,7 +181,7 @@ def rotation_track(enc: RotaryEncoding, *, num_positions: int = 32, component: i
     a, b = rotation_pair(enc, component)
     d = feature_dim_of(enc, 0)
     n = check_int("num_positions", num_positions, minimum=2)
-    e = torch.zeros(1, 1, n, d, dtype=torch.float64)
+    e = torch.zeros(1, num_heads_of(enc), n, d, dtype=torch.float64)
     e[..., a] = 1.0
     p = torch.arange(n).unsqueeze(0)
     with torch.no_grad():
