@@ -497,3 +497,73 @@ def test_a_model_preset_schedule_brings_its_own_rope_and_is_refused_where_the_la
     with torch.no_grad():
         cached, full = model.generate(prompt, **settings), model.generate(prompt, use_cache=False, **settings)
     torch.testing.assert_close(cached, full, rtol=0, atol=0)
+
+
+def qwen2_vl(**rope) -> nn.Module:
+    """A small Qwen2-VL text model (transformers' Qwen2VLTextModel) from a config: M-RoPE sections 2, 3, 3."""
+    params = {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6, **rope}
+    config = transformers.Qwen2VLTextConfig(**{**SMALL, **GQA, "rope_parameters": params})
+    torch.manual_seed(0)
+    return transformers.Qwen2VLTextModel(config).eval()
+
+
+def hidden(model, ids, **kwargs) -> torch.Tensor:
+    with torch.no_grad():
+        return model(ids, **kwargs).last_hidden_state
+
+
+def test_qwen2_vl_takes_posencs_mrope_with_t_h_w_position_ids_with_and_without_the_cache():
+    """Text, a 2 x 3 x 4 video grid and text again, as Qwen2-VL's get_rope_index places them: the
+    applied model gives the stock model's hidden states, in one pass and decoding with the KV cache."""
+    model = qwen2_vl()
+    positions = posenc.axes.multimodal_positions([5, (2, 3, 4), 7])  # (1, n, 3): t, h, w per token
+    position_ids = positions.permute(2, 0, 1).expand(3, 2, -1)  # transformers' (3, batch, n)
+    n = position_ids.shape[-1]
+    ids = tokens(2, n)
+    want = hidden(model, ids, position_ids=position_ids)
+    handle = posenc.hf.apply(model)
+    assert type(handle.encodings[0]).__name__ == "MRoPE" and handle.encodings[0].config.mrope_section == [
+        2,
+        3,
+        3,
+    ]
+    torch.testing.assert_close(hidden(model, ids, position_ids=position_ids), want, **LOGITS)
+    cache = transformers.DynamicCache(config=model.config)
+    steps = [hidden(model, ids[:, :10], position_ids=position_ids[..., :10], cache=cache, use_cache=True)]
+    for i in range(10, n):  # one token at a time, each with its own (t, h, w)
+        steps.append(
+            hidden(
+                model,
+                ids[:, i : i + 1],
+                position_ids=position_ids[..., i : i + 1],
+                cache=cache,
+                use_cache=True,
+            )
+        )
+    torch.testing.assert_close(torch.cat(steps, dim=1), want, **LOGITS)
+    plain_rope = hidden(model, ids)  # diagonal positions: not the grid's
+    assert not torch.allclose(plain_rope, want, **LOGITS)
+    handle.remove()
+    torch.testing.assert_close(hidden(model, ids, position_ids=position_ids), want, rtol=0, atol=0)
+
+
+def test_qwen2_vl_refuses_what_its_position_ids_cannot_drive():
+    model = qwen2_vl()
+    with pytest.raises(
+        posenc.PosencError, match="takes positions with 1 axes but the Qwen2-VL model gives 3"
+    ):
+        posenc.hf.apply(model, posenc.build("rope", head_dim=16))
+    with pytest.raises(posenc.PosencError, match="Qwen2-VL takes no bias encodings: its position ids are"):
+        posenc.hf.apply(model, "alibi")
+    bad = qwen2_vl(mrope_section=[4, 4, 4])  # 12 pairs for a head of 8: transformers slices silently
+    with pytest.raises(posenc.PosencError, match="mrope_section"):
+        posenc.hf.apply(bad)
+
+
+def test_falcons_own_attention_code_takes_no_bias_encodings():
+    model = checks.small_model("falcon")
+    with pytest.raises(
+        posenc.PosencError, match="Falcon takes no bias encodings: its attention does not run"
+    ):
+        posenc.hf.apply(model, "alibi")
+    posenc.hf.apply(model, "nope")  # rotary encodings and NoPE do

@@ -71,8 +71,10 @@ def _tokens(vocab: int, batch: int, length: int, seed: int) -> torch.Tensor:
 
 
 def _logits(model: nn.Module, ids: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    """The logits (the last hidden states of a base model without a language-model head)."""
     with torch.no_grad():
-        return model(ids, **kwargs).logits
+        out = model(ids, **kwargs)
+    return out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
 
 
 def _text_config(model: nn.Module) -> Any:
@@ -111,6 +113,8 @@ def check_logits(make: Callable[[], nn.Module], **apply_kwargs: Any) -> Result:
 
 def _check_generation(name: str, make: Callable[[], nn.Module], padded: int) -> Result:
     model = make()
+    if not callable(getattr(model, "can_generate", None)) or not cast(Any, model).can_generate():
+        return Result(name, False, detail="a base model without a language-model head", applicable=False)
     prompt = _tokens(_vocab(model), 2, 6, seed=2)
     mask = torch.ones_like(prompt)
     mask[1, :padded] = 0
@@ -150,7 +154,7 @@ def check_remove(make: Callable[[], nn.Module]) -> Result:
 
 def _takes_bias(model: nn.Module) -> bool:
     _, family = family_of(cast(Any, model).config, type(model).__name__)
-    return family.bias and getattr(_text_config(model), "attn_logit_softcapping", None) is None
+    return not family.no_bias and getattr(_text_config(model), "attn_logit_softcapping", None) is None
 
 
 def _compiled_logits(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:

@@ -71,12 +71,16 @@ class Family:
     # a flat scaling goes to scaled_layer_type only, as the family's config does.
     layer_types: bool = False
     scaled_layer_type: str | None = None
-    bias: bool = True  # its attention runs through transformers' AttentionInterface (bias encodings)
+    no_bias: str | None = None  # why bias encodings cannot run in it (None: through AttentionInterface)
     rotary_layers_key: str | None = None  # config list: 1 = the layer rotates (Llama 4's no_rope_layers)
     rescaling: str | None = None  # why set_scaling is refused (None: allowed)
     small: dict[str, Any] = field(default_factory=dict)  # small config for the checks
     note: str = ""  # what is special, for docs
     since: str | None = None  # the first transformers release with the seam (None: every tested one)
+    # The posenc encoding the model's own RoPE is (rope_config then gives all its arguments), and
+    # the axes of its position ids: Qwen2-VL's M-RoPE takes (t, h, w) per token, as (3, b, n).
+    encoding: str = "rope"
+    axes: int = 1
 
     def layout_of(self, config: dict[str, Any]) -> str:
         """The pair layout of a model of this family with ``config``."""
@@ -94,6 +98,20 @@ def _gptj(config: dict[str, Any]) -> dict[str, Any]:
     rotary = config.get("rotary_dim") or head_dim  # GPT-J: base 10000, no scaling in its config
     return {"head_dim": head_dim, "partial_rotary_factor": 1.0, "rotary_dim": rotary, "base": 10000.0,
             "scaling": None, "max_position_embeddings": config.get("n_positions")}  # fmt: skip
+
+
+def _mrope(config: dict[str, Any]) -> dict[str, Any]:
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    if rope.get("rope_type", "default") != "default":
+        raise PosencError(f"posenc's M-RoPE has no context-extension scaling; the config has {rope!r}")
+    heads = int(config["num_attention_heads"])
+    head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
+    section = rope.get("mrope_section", [16, 24, 24])  # transformers' default (Qwen2-VL-7B's)
+    return {
+        "head_dim": head_dim,
+        "base": float(rope.get("rope_theta", 10000.0)),
+        "mrope_section": list(section),
+    }
 
 
 def _mla(config: dict[str, Any]) -> dict[str, Any]:
@@ -188,7 +206,7 @@ FAMILIES: dict[str, Family] = {
         "Falcon",
         "FalconForCausalLM",
         "FalconConfig",
-        bias=False,
+        no_bias="its attention does not run through transformers' AttentionInterface, where posenc adds bias encodings",
         small={"new_decoder_architecture": True, "num_kv_heads": 2},
         note="own attention code (no AttentionInterface): RoPE and NoPE only; alibi=True models have no RoPE",
     ),
@@ -224,6 +242,18 @@ FAMILIES: dict[str, Family] = {
         },
         note="multi-head latent attention: RoPE on the qk_rope_head_dim block",
     ),  # fmt: skip
+    "qwen2_vl_text": Family(
+        "Qwen2-VL",
+        "Qwen2VLTextModel",
+        "Qwen2VLTextConfig",
+        rope_config=_mrope,
+        encoding="mrope",
+        axes=3,
+        no_bias="its position ids are (t, h, w) coordinates; posenc's bias encodings take sequence positions",
+        small={"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
+        note="M-RoPE: (t, h, w) position ids per token, sections of the rotary pairs (mrope_section); the text "
+        "model (no language-model head, so no generation checks)",
+    ),
     "llama4_text": Family(
         "Llama 4",
         "Llama4ForCausalLM",

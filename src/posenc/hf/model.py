@@ -105,9 +105,11 @@ class RotaryTables(nn.Module):
         sources: Sequence[RotaryEncoding],
         routes: dict[str | None, tuple[int, ...]],
         pairs: dict[str | None, int],
+        axes: int = 1,
     ) -> None:
         super().__init__()
         self.fmt = fmt
+        self.axes = axes  # > 1: position ids (axes, b, n), as Qwen2-VL's (t, h, w)
         self.sources = nn.ModuleList(sources)
         self.routes = routes
         self.pairs = pairs  # r/2 per layer type: the identity tables' width
@@ -118,6 +120,8 @@ class RotaryTables(nn.Module):
         if layer_type not in self.routes:
             raise PosencError(f"layer_type {layer_type!r} is not one of this model's {list(self.routes)}")
         dtype = torch.float32 if self.fmt == "complex" else x.dtype
+        if self.axes > 1 and position_ids.ndim == 3:  # (axes, b, n) -> (b, n, axes) coordinates
+            position_ids = position_ids.permute(1, 2, 0)
         tables = [self._tables(index, position_ids, dtype, layer_type) for index in self.routes[layer_type]]
         if len(tables) == 1:
             return tables[0]
@@ -127,7 +131,7 @@ class RotaryTables(nn.Module):
 
     def _tables(self, index: int, position_ids: torch.Tensor, dtype: torch.dtype, layer_type: str | None):
         if index == IDENTITY:
-            shape = (*position_ids.shape, self.pairs[layer_type])
+            shape = (*position_ids.shape[:2], self.pairs[layer_type])
             cos = torch.ones(shape, dtype=dtype, device=position_ids.device)
             sin = torch.zeros(shape, dtype=dtype, device=position_ids.device)
         else:
@@ -337,8 +341,12 @@ def _check_version() -> None:
 
 
 def own_rope(family: Family, cfg: dict[str, Any], layer_type: str | None) -> dict[str, Any]:
-    """posenc RoPE keyword arguments of a model of ``family`` with config ``cfg`` (a dict from
-    :func:`posenc.hf.config_dict`; one layer type)."""
+    """Keyword arguments of the posenc encoding (``family.encoding``: RoPE, or Qwen2-VL's M-RoPE)
+    of a model of ``family`` with config ``cfg`` (a dict from :func:`posenc.hf.config_dict`; one
+    layer type)."""
+    if family.encoding != "rope":  # its own reader gives every argument
+        assert family.rope_config is not None
+        return {**family.rope_config(cfg), "layout": family.layout_of(cfg)}
     rope = from_hf(cfg, layer_type=layer_type)
     if family.rope_config is not None:
         rope.update(family.rope_config(cfg))
@@ -385,7 +393,9 @@ def _probe(
     # Below every original context, where length-dependent scalings use their original
     # frequencies (compared with a fresh module: the model's keeps its longest call's ones).
     limits = [cfg.get("max_position_embeddings")]
-    limits += [(enc.config.scaling or {}).get(rope_scaling.ORIGINAL) for enc in own.values()]
+    limits += [
+        (getattr(enc.config, "scaling", None) or {}).get(rope_scaling.ORIGINAL) for enc in own.values()
+    ]
     n = max(1, min([PROBE] + [int(limit) - 1 for limit in limits if limit]))
     positions = torch.arange(n, device=device)[None]
     x = torch.zeros(1, n, int(cfg.get("hidden_size") or 1), device=device)
@@ -420,6 +430,11 @@ def _probe(
 def own_rope_text(enc: RotaryEncoding) -> str:
     config = enc.config.to_dict()
     return ", ".join(f"{key}={value!r}" for key, value in config.items())
+
+
+def _rotary_dim(enc: PositionalEncoding) -> int:
+    """Features per head a rotary encoding rotates (RoPE's ``rotary_dim``, else the whole head)."""
+    return int(getattr(enc, "rotary_dim", None) or enc.config.head_dim)
 
 
 def _kind_message(name: str, kind: str) -> str:
@@ -478,10 +493,16 @@ def _check_layer(
                 "per position to queries and keys alike (xPos scales them differently), so posenc cannot "
                 "run it there"
             )
+        axes = getattr(enc, "position_axes", 1)
+        if axes != family.axes:
+            raise PosencError(
+                f"{name} takes positions with {axes} axes but the {family.label} model gives "
+                f"{family.axes} per token"
+            )
         model_dim, dim = own.config.head_dim, enc.config.head_dim
         if dim != model_dim:
             raise PosencError(f"encoding has head_dim={dim} but the model rotates head_dim={model_dim}")
-        r, model_r = cast(Any, enc).rotary_dim, cast(Any, own).rotary_dim
+        r, model_r = _rotary_dim(enc), _rotary_dim(own)
         if r != model_r:
             raise PosencError(
                 f"encoding rotates rotary_dim={r} features per head but the {family.label} model rotates "
@@ -501,11 +522,8 @@ def _check_layer(
                 "cannot give it a rotary encoding"
             )
     if enc.kind == "bias":
-        if not family.bias:
-            raise PosencError(
-                f"{family.label}'s attention does not run through transformers' AttentionInterface, where "
-                "posenc adds bias encodings; only rotary encodings and NoPE run in it"
-            )
+        if family.no_bias:
+            raise PosencError(f"{family.label} takes no bias encodings: {family.no_bias}")
         if enc.config.num_heads != num_heads:
             raise PosencError(
                 f"encoding has num_heads={enc.config.num_heads} but the model has {num_heads} heads"
@@ -575,24 +593,26 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
         [hf_config.layer_types[i] for i in range(num_layers)] if family.layer_types else [None] * num_layers
     )
     own_config = {t: own_rope(family, cfg, t) for t in dict.fromkeys(layer_types)}
-    own = {t: cast(RotaryEncoding, build("rope", **rope)) for t, rope in own_config.items()}
+    own = {t: cast(RotaryEncoding, build(family.encoding, **rope)) for t, rope in own_config.items()}
     _probe(family, stock, own, cfg, hf_config)
 
     scaling: Any = None
-    rescale = encoding in (None, "rope") and "scaling" in config
+    rescale = encoding in (None, "rope") and "scaling" in config and family.encoding == "rope"
     if rescale:
         scaling = config.pop("scaling")
     num_heads = int(hf_config.num_attention_heads)
 
     def rope_defaults(index: int, layer: LayerEncoding) -> dict[str, Any]:
-        if layer.encoding != "rope":
+        if layer.encoding != family.encoding:
             return {}
         rope = dict(own_config[layer_types[index]])
         del rope["head_dim"]  # the model's, filled in by build_for_model
         return rope
 
     key = family.rotary_layers_key
-    plan = _layer_schedule(encoding, num_layers, config, cfg.get(key) if key else None)
+    plan = _layer_schedule(
+        family.encoding if encoding is None else encoding, num_layers, config, cfg.get(key) if key else None
+    )
     if isinstance(plan, Schedule):
         encodings = plan.build(
             d_model=int(hf_config.hidden_size), num_heads=num_heads, head_dim=own[layer_types[0]].config.head_dim,
@@ -619,9 +639,9 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
         for enc in encodings
     ]
     routes = {t: tuple(dict.fromkeys(r for r, lt in zip(route, layer_types) if lt == t)) for t in own}
-    pairs = {t: cast(Any, enc).rotary_dim // 2 for t, enc in own.items()}
+    pairs = {t: _rotary_dim(enc) // 2 for t, enc in own.items()}
     applied = Applied(model, family, list(encodings), layer_types, layers, (parent, stock))
-    setattr(parent, ROTARY, RotaryTables(family.tables, sources, routes, pairs).to(device))
+    setattr(parent, ROTARY, RotaryTables(family.tables, sources, routes, pairs, family.axes).to(device))
     for index, attn in enumerate(layers):
         choices = routes[layer_types[index]]
         if len(choices) > 1:
