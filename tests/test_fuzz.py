@@ -526,6 +526,7 @@ def test_cli_random_arguments(args, tmp_path_factory):
 REQUIRED_ARGS = {
     ("plot",): ["rope", "--kind", "heatmap", "-o", "{tmp}/ok.png"],
     ("report",): ["-o", "{tmp}/ok-report"],
+    ("conform", "export"): ["{tmp}/ok-vectors"],  # the output directory, when --hf-config is faulted
 }
 
 
@@ -553,6 +554,7 @@ def test_path_options_are_all_classified():
         ("compare", "--out"): "write directory",
         ("conform check", "directory"): "read directory",
         ("conform export", "directory"): "write directory",
+        ("conform export", "--hf-config"): "read file",
         ("plot", "-o"): "write file",
         ("report", "-o"): "write directory",
         ("report", "--results"): "read directory",

@@ -181,7 +181,7 @@ def eager_with_bias(
     return logits(reference, ids, attention_mask=mask)
 
 
-BIAS = [name for name, cls in posenc.ENCODINGS.items() if cls.kind == "bias"]
+BIAS = [name for name, cls in posenc.ENCODINGS.items() if cls.kind == "bias" and cls.position_axes == 1]
 
 
 def trained(name: str):
@@ -378,6 +378,11 @@ def test_learned_bias_parameters_are_model_parameters_and_train():
         (lambda m: posenc.hf.apply(m, "rope", bse=2.0), "bse"),
         (lambda m: posenc.hf.apply(m, posenc.build("nope"), base=2.0), "config keywords"),
         (lambda m: posenc.hf.apply(m, "xpos"), "xPos scales them differently"),
+        (
+            lambda m: posenc.hf.apply(m, "alibi_2d"),
+            "ALiBi2D takes positions with 2 axes but the Llama model gives 1",
+        ),
+        (lambda m: posenc.hf.apply(m, "rope_axial"), "AxialRoPE takes positions with 2 axes"),
         (lambda m: posenc.hf.apply(m, "rope", layout="interleaved"), "layout='interleaved'"),
         (lambda m: posenc.hf.apply(m, "rope", partial_rotary_factor=0.5), "rotary_dim=8"),
         (lambda m: posenc.hf.apply(m, scaling={"rope_type": "yran"}), "yran"),

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from posenc import conform
 from posenc.cli.paths import input_dir, output_dir
+from posenc.hf.config import read_config_file
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -40,7 +41,8 @@ def export_command(directory: str, hf_config: str | None) -> None:
       posenc conform export rope-vectors
       posenc conform export --hf-config my-model/config.json my-vectors
     """
-    path = conform.export(output_dir(directory, "DIRECTORY"), hf_config=hf_config)
+    config = None if hf_config is None else read_config_file(hf_config)  # read and checked here, once
+    path = conform.export(output_dir(directory, "DIRECTORY"), hf_config=config)
     manifest = json.loads(path.read_text())
     click.echo(f"wrote {len(manifest['cases'])} cases to {path.parent} (schema {manifest['schema']})")
 

@@ -486,18 +486,19 @@ def _check_layer(
     name = type(enc).__name__
     if enc.kind not in KINDS:
         raise PosencError(_kind_message(name, enc.kind))
+    if enc.kind == "bias" and family.no_bias:
+        raise PosencError(f"{family.label} takes no bias encodings: {family.no_bias}")
+    axes = getattr(enc, "position_axes", 1)
+    if enc.kind != "none" and axes != family.axes:
+        raise PosencError(
+            f"{name} takes positions with {axes} axes but the {family.label} model gives {family.axes} per token"
+        )
     if enc.kind == "rotary":
         if not callable(getattr(enc, "cos_sin", None)):
             raise PosencError(
                 f"{name} has no cos_sin(positions, dtype) tables: a transformers model applies one (cos, sin) "
                 "per position to queries and keys alike (xPos scales them differently), so posenc cannot "
                 "run it there"
-            )
-        axes = getattr(enc, "position_axes", 1)
-        if axes != family.axes:
-            raise PosencError(
-                f"{name} takes positions with {axes} axes but the {family.label} model gives "
-                f"{family.axes} per token"
             )
         model_dim, dim = own.config.head_dim, enc.config.head_dim
         if dim != model_dim:
@@ -522,8 +523,6 @@ def _check_layer(
                 "cannot give it a rotary encoding"
             )
     if enc.kind == "bias":
-        if family.no_bias:
-            raise PosencError(f"{family.label} takes no bias encodings: {family.no_bias}")
         if enc.config.num_heads != num_heads:
             raise PosencError(
                 f"encoding has num_heads={enc.config.num_heads} but the model has {num_heads} heads"
