@@ -42,20 +42,20 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from posenc import conform_mrope, hf, presets, reference, rope_scaling
+from posenc import conform_hf, conform_mrope, hf, presets, reference, rope_scaling
 from posenc.bias import ALiBi, t5_relative_position_bucket
 from posenc.checks import check_choice
 from posenc.errors import PosencError
 from posenc.hf.families import FAMILIES, family_available
 from posenc.registry import build, get_encoding_class
-from posenc.rotary import RoPE, layout_permutation
+from posenc.rotary import RoPE
 from posenc.schedules import LayerEncoding
 
 SCHEMA = "posenc.conform/1"
 HEAD_DIM = 64  # the rotated width of the per-rope_type cases
 BASE = 10000.0
 CONTEXT = 8192  # max_position_embeddings of the per-rope_type cases (L0 = 2048 in every example)
-HEADS = 2  # heads of the q/k inputs
+HEADS = conform_hf.HEADS  # heads of the q/k inputs
 SEED = 0
 MAX_MANIFEST_BYTES = 16 << 20  # the manifest is ~100 KB
 
@@ -78,8 +78,7 @@ DTYPES = {
 }
 
 
-class NotSupported(Exception):
-    """An adapter cannot compute this case (the table shows n/a and the reason)."""
+NotSupported = conform_hf.NotSupported  # an adapter cannot compute this case (the table shows n/a)
 
 
 # ---------------------------------------------------------------------------
@@ -448,90 +447,6 @@ def posenc_adapter(
     return out
 
 
-def _family_config(
-    model_type: str, c: dict[str, Any], hf_config: dict[str, Any], positions: torch.Tensor
-) -> dict[str, Any]:
-    """A small config of transformers family ``model_type`` whose RoPE is the case's ``c``."""
-    family = FAMILIES[model_type]
-    d, r = c["head_dim"], c["rotary_dim"]
-    if model_type == "gptj":  # GPT-J: base 10000, no scaling, rotary_dim in its own key
-        if c["base"] != 10000.0 or c["scaling"] is not None:
-            raise NotSupported("GPT-J's rotary embedding has base 10000 and no scaling")
-        rows = max(c["max_position_embeddings"] or 0, int(positions.max()) + 1)  # one table row per position
-        return family.small_config(n_embd=HEADS * d, n_head=HEADS, rotary_dim=r, n_positions=rows)
-    kwargs = {
-        **hf_config,
-        "hidden_size": HEADS * d,
-        "num_attention_heads": HEADS,
-        "num_key_value_heads": HEADS,
-        "partial_rotary_factor": r / d,
-    }
-    if model_type == "deepseek_v3":  # multi-head latent attention: the rotated block has its own size
-        kwargs.update(qk_rope_head_dim=r, qk_nope_head_dim=d, rope_interleave=c["layout"] == "interleaved")
-    if family.layer_types:  # one rope dict per layer type: the case's in both
-        rope = kwargs["rope_parameters"]
-        kwargs["rope_parameters"] = {t: dict(rope) for t in ("sliding_attention", "full_attention")}
-        kwargs["layer_types"] = ["sliding_attention", "full_attention", "full_attention"]  # 3 small layers
-    return family.small_config(**kwargs)
-
-
-@functools.cache
-def _family_code(model_type: str) -> tuple[type, Any]:
-    """``(rotary embedding class, modeling module)`` of a transformers family (a model built on
-    the meta device shows which class its ``rotary_emb`` is)."""
-    import sys
-
-    import transformers  # the optional peer
-
-    family = FAMILIES[model_type]
-    with torch.device("meta"):
-        model = getattr(transformers, family.model_class)(
-            getattr(transformers, family.config_class)(**family.small_config())
-        )
-    rotary = next(m for name, m in model.named_modules() if name.endswith("rotary_emb"))
-    return type(rotary), sys.modules[type(model).__module__]
-
-
-def _family_rope(
-    model_type: str, c: dict[str, Any], hf_config: dict[str, Any], positions: torch.Tensor, dtype: torch.dtype
-) -> tuple[Any, torch.Tensor, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
-    """transformers family ``model_type``'s own rotary embedding on ``positions (1, n)``:
-    ``(module, cos (n, r/2), sin (n, r/2), rotate)`` with ``rotate(x (h, n, r)) -> (h, n, r)``
-    the family's own rotation function, in the case's pair layout."""
-    import transformers  # the optional peer
-
-    family = FAMILIES[model_type]
-    rotary_class, code = _family_code(model_type)
-    config = getattr(transformers, family.config_class)(**_family_config(model_type, c, hf_config, positions))
-    rotary = rotary_class(config)  # a fresh one per call: dynamic scalings keep state
-    x = torch.zeros(1, positions.shape[1], HEADS * c["head_dim"], dtype=dtype)
-    layer_type = ("full_attention",) if family.layer_types else ()
-    tables = rotary(x, positions, *layer_type)
-    half = c["rotary_dim"] // 2
-    if family.tables == "cat":
-        cos, sin = tables[0][0, :, :half], tables[1][0, :, :half]
-    elif family.tables == "repeat":
-        cos, sin = tables[0][0, :, ::2], tables[1][0, :, ::2]
-    elif family.tables == "sin_cos":
-        sin, cos = tables[0][0], tables[1][0]
-    else:  # complex
-        cos, sin = tables[0].real, tables[0].imag
-
-    def rotate(x: torch.Tensor) -> torch.Tensor:  # x (h, n, r) -> (h, n, r)
-        if family.tables == "sin_cos":  # GPT-J: (b, n, h, r), one tensor at a time
-            return code.apply_rotary_pos_emb(x.transpose(0, 1)[None], *tables)[0].transpose(0, 1)
-        if family.tables == "complex":  # Llama 4: (b, n, h, r), complex tables
-            out, _ = code.apply_rotary_emb(x.transpose(0, 1)[None], x.transpose(0, 1)[None], tables)
-            return out[0].transpose(0, 1)
-        if model_type == "deepseek_v3" and c["layout"] == "interleaved":  # returns the half layout
-            out, _ = code.apply_rotary_pos_emb_interleave(x[None], x[None], *tables)
-            return out[0][..., layout_permutation(c["rotary_dim"], src="half", dst="interleaved")]
-        out, _ = code.apply_rotary_pos_emb(x[None], x[None], *tables)
-        return out[0]
-
-    return rotary, cos, sin, rotate
-
-
 def hf_adapter(
     entry: dict[str, Any], arrays: dict[str, np.ndarray], dtype: torch.dtype
 ) -> dict[str, np.ndarray]:
@@ -554,21 +469,7 @@ def hf_adapter(
                 f"{FAMILIES[model_type].label}'s rotary embedding module is in transformers {since} on"
             )
         hf_config = json.loads(json.dumps(entry["hf_config"]))
-        r = c["rotary_dim"]
-        for call in _calls(arrays):
-            pos = torch.from_numpy(arrays[call + "positions"])[None]
-            rotary, cos, sin, rotate = _family_rope(model_type, c, hf_config, pos, dtype)
-            rotated = {}
-            for name in ("q", "k"):
-                x = torch.from_numpy(arrays[call + name]).to(dtype)  # (h, n, d)
-                rotated[name] = torch.cat((rotate(x[..., :r]), x[..., r:]), dim=-1)
-            out.update({call + "cos": _numpy(cos), call + "sin": _numpy(sin),
-                        call + "q_rot": _numpy(rotated["q"]), call + "k_rot": _numpy(rotated["k"])})  # fmt: skip
-            suffix = "full_attention_" if FAMILIES[model_type].layer_types else ""
-            inv_freq = getattr(rotary, f"{suffix}inv_freq", None)
-            if inv_freq is not None:  # GPT-J's module keeps a sin/cos table, not frequencies
-                out[call + "inv_freq"] = _numpy(inv_freq)
-                out[call + "attention_scaling"] = np.asarray(getattr(rotary, f"{suffix}attention_scaling"))
+        out.update(conform_hf.rope_arrays(model_type, c, hf_config, arrays, _calls(arrays), dtype))
     elif entry["kind"] == "alibi":
         alibi = build_alibi_tensor(torch.ones(1, 2), c["num_heads"], torch.float32)  # slope_h * key position
         out["slopes"] = _numpy(alibi[:, 0, 1])
