@@ -11,12 +11,12 @@ import torch
 from posenc import schedules
 from posenc.model import Transformer, TransformerConfig
 from posenc.records.spec import RunSpec
-from posenc.tasks import synthetic, text
+from posenc.tasks import registry as task_registry
 
 
 def build_model(spec: RunSpec) -> Transformer:
     """The benchmark model for ``spec``, initialised from ``spec.seed`` alone."""
-    vocab = text.VOCAB_SIZE if spec.task == "lm" else synthetic.VOCAB_SIZE
+    vocab = task_registry.vocab_size(spec.task)
     torch.manual_seed(spec.seed)
     config = TransformerConfig(
         vocab_size=vocab,

@@ -1,0 +1,76 @@
+"""Which code a run ran: the class of each encoding and of the task, with their distributions.
+
+Every record keeps ``result.code``::
+
+    {"encodings": {"mine": {"class": "posenc_mine:LogBias", "distribution": "posenc-mine",
+                            "version": "0.1.0", "source_sha256": "..."}},
+     "task": {"class": ..., ...} | None}        # None: the language model
+
+(:func:`posenc.plugins.origin`). A run's identity is its spec, which names an encoding by name;
+the class behind a name can change (a new release of the package, an edit in an editable
+install). Resuming a grid compares the code of each finished record with what this process
+would run (:func:`changes`) and refuses to mix records of a changed class with new ones unless
+told to (``posenc compare --allow-changed``). posenc's own classes are not compared: what
+changes their meaning is the benchmark version (:data:`~posenc.records.spec.BENCHMARK_VERSION`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from posenc import schedules
+from posenc.plugins import origin
+from posenc.records.spec import RunSpec
+from posenc.registry import get_encoding_class
+from posenc.tasks import registry as task_registry
+
+OWN_DISTRIBUTION = "posenc"  # classes of posenc itself: their meaning is the benchmark version's
+
+
+def encodings_of(spec: RunSpec) -> tuple[str, ...]:
+    """The encoding names (or import specs) a run builds: one, or every one of its schedule."""
+    if spec.schedule:
+        return schedules.parse(spec.schedule, spec.model.num_layers).encodings
+    return (spec.encoding,)
+
+
+def code_of(spec: RunSpec) -> dict[str, Any]:
+    """``{"encodings": {name: origin}, "task": origin | None}`` of the classes ``spec`` runs here."""
+    task = None if spec.task == task_registry.LM else origin(task_registry.task_class(spec.task))
+    return {
+        "encodings": {name: origin(get_encoding_class(name)) for name in encodings_of(spec)},
+        "task": task,
+    }
+
+
+def _differs(what: str, old: Any, new: Any) -> str | None:
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return None  # a record from before records kept their code, or the language model
+    if new.get("distribution") == OWN_DISTRIBUTION and old.get("distribution") == OWN_DISTRIBUTION:
+        return None
+    if old.get("class") != new.get("class"):
+        return f"{what} was {old.get('class')}, is now {new.get('class')}"
+    if old.get("version") != new.get("version"):
+        dist = new.get("distribution") or old.get("distribution")
+        return f"{what} ({new.get('class')}): {dist} was version {old.get('version')}, is now {new.get('version')}"
+    if old.get("source_sha256") != new.get("source_sha256"):
+        return f"{what} ({new.get('class')}): its source file changed since the record was written"
+    return None
+
+
+def changes(recorded: Any, current: dict[str, Any]) -> list[str]:
+    """How the code a record names (``recorded``, its ``result.code``) differs from ``current``."""
+    if not isinstance(recorded, dict):
+        return []
+    out = []
+    old_encodings = recorded.get("encodings")
+    if not isinstance(old_encodings, dict):
+        old_encodings = {}
+    for name, new in current["encodings"].items():
+        problem = _differs(f"encoding {name!r}", old_encodings.get(name), new)
+        if problem:
+            out.append(problem)
+    problem = _differs("the task", recorded.get("task"), current["task"])
+    if problem:
+        out.append(problem)
+    return out
