@@ -155,6 +155,12 @@ class PluginGroup(Generic[T]):
         dist = getattr(point, "dist", None)
         return where + (f", distribution {dist.name!r})" if dist is not None else ")")
 
+    def distribution(self, name: str) -> str | None:
+        """The distribution whose entry point ``name`` is (None for any other name)."""
+        point = self.discover().get(name) if not is_spec(name) and name not in self.registered else None
+        dist = getattr(point, "dist", None) if name not in self.builtins else None
+        return None if dist is None else dist.name
+
     def clashes(self) -> list[str]:
         """Entry points that take a built-in's name (each one a broken installation), as messages."""
         return [
@@ -279,18 +285,19 @@ def _source_sha256(module: Any) -> str | None:
         return None
 
 
-def origin(cls: Any) -> dict[str, Any]:
+def origin(cls: Any, distribution: str | None = None) -> dict[str, Any]:
     """Where ``cls`` comes from: ``{"class": "module:qualname", "distribution": name | None,
     "version": version | None, "source_sha256": sha256 of its module's source file | None}``.
 
-    The distribution is the installed one that provides the class's top-level package (None
-    for a module found on ``sys.path`` only); the hash changes with any edit of that file, so an
-    edited class in an editable install is told from the one a record was made with.
+    The distribution is ``distribution`` when given (an entry point's), else the installed one
+    that provides the class's top-level module (None for a module found on ``sys.path`` only);
+    the hash changes with any edit of that file, so an edited class in an editable install is
+    told from the one a record was made with.
     """
     module_name = cls.__module__
-    top = module_name.split(".")[0]
-    dists = _distributions().get(top) or []
-    distribution = dists[0] if dists else None
+    if distribution is None:
+        dists = _distributions().get(module_name.split(".")[0]) or []
+        distribution = dists[0] if dists else None
     version = None
     if distribution is not None:
         try:

@@ -21,6 +21,7 @@ from typing import Any
 from posenc import schedules
 from posenc.plugins import origin
 from posenc.records.spec import RunSpec
+from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.registry import get_encoding_class
 from posenc.tasks import registry as task_registry
 
@@ -36,11 +37,14 @@ def encodings_of(spec: RunSpec) -> tuple[str, ...]:
 
 def code_of(spec: RunSpec) -> dict[str, Any]:
     """``{"encodings": {name: origin}, "task": origin | None}`` of the classes ``spec`` runs here."""
-    task = None if spec.task == task_registry.LM else origin(task_registry.task_class(spec.task))
-    return {
-        "encodings": {name: origin(get_encoding_class(name)) for name in encodings_of(spec)},
-        "task": task,
+    task = None
+    if spec.task != task_registry.LM:
+        task = origin(task_registry.task_class(spec.task), task_registry.GROUP.distribution(spec.task))
+    encodings = {
+        name: origin(get_encoding_class(name), ENCODING_GROUP.distribution(name))
+        for name in encodings_of(spec)
     }
+    return {"encodings": encodings, "task": task}
 
 
 def _differs(what: str, old: Any, new: Any) -> str | None:

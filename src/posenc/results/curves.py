@@ -24,7 +24,7 @@ from posenc.viz.figures import new_figure
 METRIC_LABELS = {"valid_exact_match": "held-out exact match", "valid_loss": "held-out loss (nats/byte)"}
 
 
-def curve(record: dict[str, Any]) -> dict[str, list[float]]:
+def curve(record: dict[str, Any]) -> dict[str, Any]:
     """``{"step", "train_loss", "metric", "name"}`` of one record's checks (the training loss of a
     record written before checks kept it is the mean of its per-step losses since the last check)."""
     train = record["result"]["train"]

@@ -66,7 +66,7 @@ def _examples(s: _Subject) -> PropertyResult:
                 )  # fmt: skip
             count += 1
     lengths = ", ".join(map(str, s.lengths))
-    detail = f"{count} examples at n = {lengths}: token ids in [{FIRST_TASK_TOKEN}, {s.task.vocab_size}), within the declared lengths"
+    detail = f"{count} examples at n = {lengths}: token ids in [{FIRST_TASK_TOKEN}, {s.task.vocab_size}), each row within max_sequence_length(n)"
     return PropertyResult("examples", True, detail, {"examples": count})
 
 
