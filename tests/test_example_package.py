@@ -116,7 +116,9 @@ def test_compare_locally_and_on_ray_then_refuse_an_edited_class(mine, tmp_path):
     data = json.loads(ray.stdout)
     assert data["outcome"]["done"] == 8 and data["summary"]["rows"]["mine"]["sort:em_in"]["runs"] == 2
     on_ray, here = _numbers(tmp_path / "ray"), _numbers(tmp_path / "local")
-    assert on_ray and all(here[run_id] == numbers for run_id, numbers in on_ray.items())  # same runs, same numbers
+    assert on_ray and all(
+        here[run_id] == numbers for run_id, numbers in on_ray.items()
+    )  # same runs, same numbers
 
     source = mine.parent.parent.parent / "posenc-mine" / "posenc_mine.py"
     source.write_text(source.read_text() + "\n# an edit after the runs\n")

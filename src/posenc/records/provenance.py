@@ -54,6 +54,11 @@ def _differs(what: str, old: Any, new: Any) -> str | None:
         return None
     if old.get("class") != new.get("class"):
         return f"{what} was {old.get('class')}, is now {new.get('class')}"
+    if old.get("distribution") != new.get("distribution"):
+        return (
+            f"{what} ({new.get('class')}) came from {old.get('distribution') or 'no distribution'}, now from "
+            f"{new.get('distribution') or 'no distribution'}"
+        )
     if old.get("version") != new.get("version"):
         dist = new.get("distribution") or old.get("distribution")
         return f"{what} ({new.get('class')}): {dist} was version {old.get('version')}, is now {new.get('version')}"
