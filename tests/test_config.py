@@ -253,21 +253,34 @@ def test_an_entry_point_under_a_builtin_name_is_refused_before_anything(
         task_registry.GROUP.refresh()
 
 
-def test_registered_names_reach_spawned_workers_as_import_specs():
-    """A task or encoding registered in this process only is run by its import spec."""
-    from posenc import plugins
+def test_a_class_only_this_process_knows_runs_in_this_process_only(tmp_path):
+    """A task registered from a function (or a notebook's __main__) cannot go to a worker: the grid
+    runs it in-process (one worker), and refuses more workers before anything runs."""
+    import torch
 
-    class Local(task_registry.Task):  # defined in a function: no other process can import it
-        description = "x"
-        chance = 0.5
+    from posenc.compare import compare
+    from posenc.tasks import FIRST_SYMBOL
+
+    class Local(task_registry.Task):
+        description = "x; y = x"
+        vocab_size = FIRST_SYMBOL + 4
+        chance = 0.25
 
         def example(self, n, generator):
-            raise AssertionError
+            x = torch.randint(0, 4, (n,), generator=generator) + FIRST_SYMBOL
+            return x, x.clone()
 
     task_registry.register_task("local_task", Local)
     try:
-        with pytest.raises(PosencError, match="cannot be imported by another process"):
-            build_grid(PROFILES["smoke"], tasks=("local_task",))
+        grid = build_grid(PROFILES["smoke"], encodings=("nope",), tasks=("local_task",), seeds=(0,))
+        assert grid.specs[0].task == "local_task" and grid.specs[0].imports == ()
+        assert "cannot be imported by another process" in grid.local_only[0]
+        kwargs = {"encodings": ("nope",), "tasks": ("local_task",), "seeds": (0, 1), "show_progress": False,
+                  "log": lambda _: None}  # fmt: skip
+        with pytest.raises(PosencError, match="cannot be imported by another process.*--workers 1"):
+            compare("smoke", out=tmp_path / "two", workers=2, **kwargs)
+        assert not (tmp_path / "two" / "runs").exists()
+        result = compare("smoke", out=tmp_path / "one", workers=1, **kwargs)
+        assert len(result.outcome.done) == 2 and not result.outcome.failed
     finally:
         task_registry.unregister_task("local_task")
-    assert plugins.is_spec(task_registry.task_spec("copy")) is False

@@ -53,11 +53,13 @@ def posenc(python: Path, *args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
-def test_the_example_is_about_forty_lines_of_one_module():
-    lines = (EXAMPLE / "posenc_mine.py").read_text().splitlines()
-    assert 30 <= len(lines) <= 50
+def test_the_example_is_about_forty_lines_of_one_module_shown_whole_in_the_docs():
+    module = (EXAMPLE / "posenc_mine.py").read_text()
+    assert 30 <= len(module.splitlines()) <= 50
     toml = (EXAMPLE / "pyproject.toml").read_text()
     assert 'mine = "posenc_mine:LogBias"' in toml and 'sort = "posenc_mine:Sort"' in toml
+    doc = (EXAMPLE.parent.parent / "docs" / "your-encoding.md").read_text()
+    assert f"```python\n{module}```" in doc and f"```toml\n{toml}```" in doc  # the page shows the package as it is
 
 
 def test_listed_and_passes_posenc_check(mine):

@@ -4,6 +4,7 @@ breaks each part of the protocol."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 
 import posenc.testing
 from posenc.cli import main
+from posenc.compare import compare
 from posenc.compare.grid import build_grid, eval_length, train_length
 from posenc.compare.profile import get_profile
 from posenc.compare.trainer import execute
@@ -76,12 +78,20 @@ def test_a_task_by_import_spec_trains_and_evaluates():
     assert payload["code"]["task"]["class"] == SPEC
 
 
-def test_register_a_task(clean):
+def test_register_a_task(clean, tmp_path):
     assert task_registry.register_task("repeat", Repeat) is Repeat
     assert "repeat" in task_registry.task_names() and task_registry.tasks()["repeat"] is Repeat
     assert task_registry.task_spec("repeat") == SPEC  # what a spawned worker is handed
     (spec,) = build_grid(SMOKE, encodings=("nope",), tasks=("repeat",), seeds=(0,)).specs
-    assert spec.task == SPEC
+    assert spec.task == "repeat" and spec.imports == (("task", "repeat", SPEC),)
+    assert spec.run_id == dataclasses.replace(spec, imports=()).run_id  # how it travels is not identity
+    # spawned workers do not see this registration: each registers the import spec it is handed
+    result = compare("smoke", encodings=("nope",), tasks=("repeat",), seeds=(0, 1), workers=2, out=tmp_path,
+                     show_progress=False, log=lambda _: None)  # fmt: skip
+    assert len(result.outcome.done) == 2 and not result.outcome.failed, result.outcome.failed
+    for path in (tmp_path / "runs" / "repeat").glob("*.json"):
+        record = json.loads(path.read_text())
+        assert record["label"] == "nope" and record["result"]["code"]["task"]["class"] == SPEC
     listed = CliRunner().invoke(main, ["list", "--tasks", "--format", "json"])
     assert {r["name"]: r["source"] for r in json.loads(listed.stdout)}["repeat"] == SPEC
     help_text = CliRunner().invoke(main, ["compare", "--help"]).output
@@ -118,7 +128,9 @@ def test_an_entry_point_task_is_found_lazily(clean, tmp_path, monkeypatch):
 
 
 def test_unknown_tasks_and_lm_give_clear_errors():
-    with pytest.raises(PosencError, match=r"unknown task 'cpy'; did you mean 'copy'\? \(valid: .*passkey, lm;"):
+    with pytest.raises(
+        PosencError, match=r"unknown task 'cpy'; did you mean 'copy'\? \(valid: .*passkey, lm;"
+    ):
         task_registry.task_class("cpy")
     with pytest.raises(PosencError, match="'lm' is the language-model task"):
         task_registry.get_task("lm")

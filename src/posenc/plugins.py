@@ -207,13 +207,15 @@ class PluginGroup(Generic[T]):
             )
         return spec
 
-    def portable(self, name: str) -> str:
-        """What names ``name``'s class in any fresh process on this installation: a built-in or
-        entry-point name as it is, a registered name as its import spec, a spec as it is."""
-        cls = self.get(name)
-        if name in self.builtins or is_spec(name) or name in self.discover():
-            return name
-        return self.spec_of(cls)
+    def import_for(self, name: str) -> str | None:
+        """What a fresh process (a spawned or Ray worker) needs to find ``name``: the import spec of
+        a name registered only in this process; None for a name every process resolves itself (a
+        built-in, an entry point, an import spec). A registered class no other process can import
+        raises PosencError saying so."""
+        self.get(name)  # it resolves here
+        if name in self.registered:
+            return self.spec_of(self.registered[name])
+        return None
 
     # -- lookup -------------------------------------------------------------------------------
 

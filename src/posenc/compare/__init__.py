@@ -33,6 +33,7 @@ from posenc.compare.executor import LocalExecutor, make_executor
 from posenc.compare.grid import build_grid, check_installation
 from posenc.compare.profile import PROFILES, Profile, dump_profile, get_profile
 from posenc.compare.runner import GridOutcome, check_code, run_grid
+from posenc.errors import PosencError
 from posenc.records.files import atomic_write_text
 from posenc.records.spec import BENCHMARK_VERSION, EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.records.store import ResultStore, versions
@@ -186,7 +187,10 @@ def compare(
     grid = build_grid(prof, encodings=encodings, tasks=tasks, seeds=seeds, threads=threads, device=device)
     out = Path(out)
     store = ResultStore(out)
-    runner = make_executor(executor, workers=min(workers, max(1, len(grid.specs))))
+    pool = min(workers, max(1, len(grid.specs)))
+    if grid.local_only and (executor != "local" or pool > 1):
+        raise PosencError(f"{grid.local_only[0]} (or run with --workers 1, in this process)")
+    runner = make_executor(executor, workers=pool)
     store.check_writable()  # before any run: a directory that cannot take records fails now
     check_code(grid.specs, store, allow_changed=allow_changed, log=log)
     write_config(out, prof, command)

@@ -2,9 +2,9 @@
 
 Encodings come from the registry (:func:`posenc.encodings`: posenc's own, registered ones and
 installed entry points) or are named by import spec (``"mypkg.pe:MyEncoding"``); tasks likewise
-(:mod:`posenc.tasks.registry`). A run names each by what any process can resolve: a name
-registered only in this process becomes its import spec (:meth:`posenc.plugins.PluginGroup.portable`),
-so spawned and Ray workers build the same class. Parameters whose paper default assumes long
+(:mod:`posenc.tasks.registry`). A name registered only in this process travels with each run
+as its import spec (``RunSpec.imports``), so spawned and Ray workers register the same class
+under the same name. Parameters whose paper default assumes long
 training run twice in ``full`` (the protocol's fairness rule): the paper default
 and ``@scaled`` to the training length. Which Config fields count as such is
 their own metadata (``length_field("paper_length", ...)`` in the Config, see
@@ -25,6 +25,7 @@ from posenc.compare.executor import max_threads
 from posenc.compare.profile import MAX_SEED, Profile, parse_variant
 from posenc.errors import PosencError
 from posenc.records import scalings
+from posenc.records.provenance import imports_of
 from posenc.records.spec import EvalSpec, RunSpec, TrainSpec
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.registry import encodings, get_encoding_class
@@ -124,6 +125,8 @@ def resolve_encodings(profile: Profile, requested: tuple[str, ...] | None = None
 class Grid:
     specs: list[RunSpec]
     skipped_variants: list[str] = field(default_factory=list)  # encodings variants do not apply to
+    # registered classes no other process can import (why, per name): the grid runs in this process only
+    local_only: list[str] = field(default_factory=list)
 
 
 def build_grid(
@@ -138,8 +141,8 @@ def build_grid(
     """Expand a profile (optionally narrowed) into independent run specs; ``threads`` and
     ``device`` (resolved: :func:`posenc.compare.device.resolve_device`) say where they execute."""
     names = resolve_encodings(profile, encodings)
-    # as every worker names them: a task registered only here becomes its import spec
-    task_list = tuple(dict.fromkeys(task_registry.task_spec(task) for task in tasks or profile.tasks))
+    task_list = tuple(dict.fromkeys(task_registry.validate_task(task) for task in tasks or profile.tasks))
+    imports, local_only = imports_of(names, task_list)
     check_int("threads", threads, minimum=1, maximum=max_threads())
     if seeds is not None:
         seeds = tuple(check_int("seeds", seed, minimum=0, maximum=MAX_SEED) for seed in seeds)
@@ -173,7 +176,7 @@ def build_grid(
                     specs.append(
                         RunSpec(
                             task=task,
-                            encoding=ENCODING_GROUP.portable(name),  # what a worker resolves
+                            encoding=name,
                             seed=seed,
                             variant=variant,
                             encoding_config=overrides,
@@ -187,6 +190,7 @@ def build_grid(
                             threads=threads,
                             precision=profile.precision,
                             device=device,
+                            imports=imports,
                         )
                     )
                 if name not in skipped:  # architecture variants of the default run
@@ -203,7 +207,7 @@ def build_grid(
                 specs.append(
                     schedule_spec(text, profile, seed=seed, task=task, threads=threads, device=device)
                 )
-    return Grid(specs, skipped)
+    return Grid(specs, skipped, local_only)
 
 
 def run_scalings(profile: Profile, task: str) -> tuple[str, ...]:

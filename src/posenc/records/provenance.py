@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from posenc import schedules
+from posenc.errors import PosencError
 from posenc.plugins import origin
 from posenc.records.spec import RunSpec
 from posenc.registry import GROUP as ENCODING_GROUP
@@ -26,6 +27,38 @@ from posenc.registry import get_encoding_class
 from posenc.tasks import registry as task_registry
 
 OWN_DISTRIBUTION = "posenc"  # classes of posenc itself: their meaning is the benchmark version's
+
+
+def register_imports(spec: RunSpec) -> None:
+    """Register in this process the names ``spec`` was given by import spec (names registered
+    only where the grid was made: ``spec.imports``), unless this process already knows them."""
+    for registry, name, target in spec.imports:
+        group = ENCODING_GROUP if registry == "encoding" else task_registry.GROUP
+        if group.lookup(name) is None:
+            group.register(name, group.resolve_spec(target))
+
+
+def imports_of(encodings: tuple[str, ...] | list[str], tasks: tuple[str, ...] | list[str]):
+    """``(imports, problems)``: the ``RunSpec.imports`` entries of names registered only in this
+    process, and why a registered class could not go to another process (defined in
+    ``__main__`` or a function: fine in this process, refused for spawned or Ray workers)."""
+    imports: list[tuple[str, str, str]] = []
+    problems: list[str] = []
+    for registry, group, names in (
+        ("encoding", ENCODING_GROUP, encodings),
+        ("task", task_registry.GROUP, tasks),
+    ):
+        for name in names:
+            if name == task_registry.LM:
+                continue
+            try:
+                target = group.import_for(name)
+            except PosencError as exc:
+                problems.append(f"{registry} {name!r}: {exc}")
+                continue
+            if target is not None:
+                imports.append((registry, name, target))
+    return tuple(imports), problems
 
 
 def encodings_of(spec: RunSpec) -> tuple[str, ...]:
@@ -37,6 +70,7 @@ def encodings_of(spec: RunSpec) -> tuple[str, ...]:
 
 def code_of(spec: RunSpec) -> dict[str, Any]:
     """``{"encodings": {name: origin}, "task": origin | None}`` of the classes ``spec`` runs here."""
+    register_imports(spec)
     task = None
     if spec.task != task_registry.LM:
         task = origin(task_registry.task_class(spec.task), task_registry.GROUP.distribution(spec.task))

@@ -141,6 +141,9 @@ class RunSpec:
     lr_source: str = ""  # how train.lr was chosen (provenance only, not identity)
     threads: int = 1  # torch intra-op threads (execution only, not identity)
     device: str = "cpu"  # where it computes: cpu, cuda, cuda:N, mps (execution only, not identity)
+    # Names registered only in the process that made the grid, as (registry, name, import spec):
+    # a worker registers them before it builds the run (execution only, not identity).
+    imports: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -177,6 +180,7 @@ class RunSpec:
         data.pop("lr_source")
         data.pop("threads")
         data.pop("device")
+        data.pop("imports")
         if not data["schedule"]:  # added after records existed: "" keeps older run ids
             del data["schedule"]
         for part, defaults in _NEW_DEFAULTS.items():
@@ -204,6 +208,7 @@ class RunSpec:
         }
         ev = EvalSpec(**eval_fields)
         data["scalings"] = tuple(data.get("scalings", ()))
+        data["imports"] = tuple(tuple(item) for item in data.get("imports", ()))
         data.setdefault("benchmark", 1)  # records from before the field existed
         return cls(model=model, train=train, eval=ev, **data)
 

@@ -140,8 +140,8 @@ GROUP: PluginGroup[type[Task]] = PluginGroup(
 
 
 def register_task(name: str, cls: type[Task], *, replace: bool = False) -> type[Task]:
-    """Register ``cls`` under ``name`` in this process (a spawned worker is handed its import
-    spec instead: :func:`task_spec`). Built-in names (and ``"lm"``) are refused."""
+    """Register ``cls`` under ``name`` in this process (a benchmark's spawned workers are handed its
+    import spec, :func:`task_spec`, and register it there). Built-in names (and ``"lm"``) are refused."""
     return GROUP.register(name, cls, replace=replace)
 
 
@@ -189,9 +189,9 @@ def validate_task(name: str) -> str:
 
 
 def task_spec(name: str) -> str:
-    """What names task ``name`` in any fresh process (a spawned worker): built-in and entry-point
-    names as they are, registered ones as ``"module:qualname"``."""
-    return name if name == LM else GROUP.portable(name)
+    """What names task ``name``'s class in any fresh process: a built-in or entry-point name (or an
+    import spec) as it is, a registered name as its import spec ``"module:qualname"``."""
+    return name if name == LM else GROUP.import_for(name) or name
 
 
 def task_origin(name: str) -> dict[str, Any] | None:
