@@ -6,7 +6,7 @@ import click
 
 from posenc import viz
 from posenc.checks import check_int
-from posenc.cli.paths import output_file
+from posenc.cli.paths import input_dir, output_file
 from posenc.errors import PosencError
 from posenc.records.store import ResultStore
 from posenc.results import trained
@@ -155,6 +155,7 @@ def _plot_curves(
     ctx: click.Context, name: str | None, kind: str | None, output: str, dpi: int, out: str, run: str | None
 ) -> None:
     """``posenc plot --curves OUT -o FILE``: the learning curves of the runs of OUT's latest grid."""
+    input_dir(out, "--curves")  # a path that cannot be read: named first
     given = [flag for flag, value in (("NAME", name), ("--kind", kind), ("--run", run)) if value is not None]
     for option in ("d_model", "num_heads", "positions"):
         if ctx.get_parameter_source(option) not in (None, click.core.ParameterSource.DEFAULT):
