@@ -59,10 +59,12 @@ def test_the_example_is_about_forty_lines_of_one_module_shown_whole_in_the_docs(
     toml = (EXAMPLE / "pyproject.toml").read_text()
     assert 'mine = "posenc_mine:LogBias"' in toml and 'sort = "posenc_mine:Sort"' in toml
     doc = (EXAMPLE.parent.parent / "docs" / "your-encoding.md").read_text()
-    assert f"```python\n{module}```" in doc and f"```toml\n{toml}```" in doc  # the page shows the package as it is
+    assert (
+        f"```python\n{module}```" in doc and f"```toml\n{toml}```" in doc
+    )  # the page shows the package as it is
 
 
-def test_listed_and_passes_posenc_check(mine):
+def test_listed_drawn_and_passes_posenc_check(mine):
     listed = posenc(mine, "list", "--format", "json")
     assert listed.returncode == 0, listed.stderr
     rows = {row["name"]: row for row in json.loads(listed.stdout)}
@@ -78,6 +80,10 @@ def test_listed_and_passes_posenc_check(mine):
         assert report["passed"] and report["kind"] == kind
         assert {r["status"] for r in report["results"]} <= {"PASS", "SKIP"}
         assert sum(r["status"] == "PASS" for r in report["results"]) >= 6
+    drawn = posenc(mine, "plot", "mine", "--kind", "bias", "-o", mine.parent.parent.parent / "mine-bias.png")
+    assert drawn.returncode == 0 and (mine.parent.parent.parent / "mine-bias.png").stat().st_size > 1000, (
+        drawn.stderr
+    )
 
 
 def _compare(mine: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
