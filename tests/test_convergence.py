@@ -27,7 +27,7 @@ def test_a_task_run_stops_at_the_first_check_that_reaches_the_threshold():
     out = execute(spec)["train"]
     assert out["converged"] is True and out["steps_to_converge"] == 4 == out["steps"]
     assert len(out["loss"]) == 4 and out["checks"]["step"] == [4]
-    assert list(out["checks"]) == ["step", "valid_exact_match"]
+    assert list(out["checks"]) == ["step", "train_loss", "valid_exact_match"]  # the learning curve
 
 
 def test_a_run_that_cannot_converge_trains_to_the_cap_and_is_marked():
@@ -88,7 +88,7 @@ def test_an_lm_run_stops_on_a_plateau():
     spec = _spec("lm", steps=40, check_every=2, plateau_checks=1, plateau=1.0)  # any loss counts as flat
     out = execute(spec)["train"]
     assert out["converged"] is True and out["steps"] == 4 and out["checks"]["step"] == [2, 4]
-    assert list(out["checks"]) == ["step", "valid_loss"]
+    assert list(out["checks"]) == ["step", "train_loss", "valid_loss"]
 
 
 def test_an_lm_plateau_before_plateau_after_does_not_count():
@@ -99,6 +99,7 @@ def test_an_lm_plateau_before_plateau_after_does_not_count():
 
 def test_a_converged_run_hands_back_its_unused_progress():
     spec = _spec("copy", steps=30, check_every=4, converge_at=0.0)
-    seen = []
-    execute(spec, seen.append)
+    seen, checks = [], []
+    execute(spec, lambda units, status=None: (seen.append(units), status and checks.append(status)))
     assert sum(seen) == spec.work_units()  # the bar reaches the end although training stopped early
+    assert [c["step"] for c in checks] == [4]  # and the display heard of the one check

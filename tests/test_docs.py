@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -43,9 +45,15 @@ def test_the_docs_have_snippets_to_check():
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
 def test_fenced_python_blocks_run(path):
-    namespace: dict = {"__name__": f"docs_{path.stem}"}
-    for block in fenced_python(path.read_text()):
-        exec(compile(block, f"{path.name} snippet", "exec"), namespace)
+    # the blocks run as one module would (a dataclass looks its module up in sys.modules), and
+    # compile without this file's `from __future__ import annotations`, as a reader's file would
+    module = types.ModuleType(f"docs_{path.stem}")
+    sys.modules[module.__name__] = module
+    try:
+        for block in fenced_python(path.read_text()):
+            exec(compile(block, f"{path.name} snippet", "exec", dont_inherit=True), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)

@@ -551,10 +551,12 @@ def test_path_options_are_all_classified():
     """Every command that takes a path is in the fault suite, with a role it can be faulted in."""
     found = {(" ".join(path), param.opts[0]): _role(param) for path, param in PATH_OPTIONS}
     assert found == {
+        ("compare", "--config"): "read file",
         ("compare", "--out"): "write directory",
         ("conform check", "directory"): "read directory",
         ("conform export", "directory"): "write directory",
         ("conform export", "--hf-config"): "read file",
+        ("plot", "--curves"): "read directory",
         ("plot", "-o"): "write file",
         ("report", "-o"): "write directory",
         ("report", "--results"): "read directory",

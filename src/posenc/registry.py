@@ -21,9 +21,7 @@ lists encodings by hand.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.metadata
-import sys
+import importlib.metadata  # noqa: F401  (tests patch registry.importlib.metadata.entry_points)
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, overload
 
@@ -38,10 +36,10 @@ from posenc import (
     relative,
     rotary,
 )
-from posenc.checks import did_you_mean
 from posenc.config import EncodingConfig
 from posenc.encoding import KINDS, PositionalEncoding
-from posenc.errors import PosencError, PosencTypeError
+from posenc.errors import PosencTypeError
+from posenc.plugins import PluginGroup, check_name, is_spec  # noqa: F401  (is_spec: public here)
 
 #: The entry-point group an installed package declares its encodings in.
 ENTRY_POINT_GROUP = "posenc.encodings"
@@ -73,11 +71,6 @@ BUILTINS: dict[str, type[PositionalEncoding]] = {
     **multiaxis_rotary.ENCODINGS,
     **multiaxis_bias.ENCODINGS,
 }
-
-_registered: dict[str, type[PositionalEncoding]] = {}  # posenc.register(name, cls)
-_entry_points: dict[str, importlib.metadata.EntryPoint] | None = None  # read once, see _discover
-_entry_points_path: tuple[str, ...] = ()  # sys.path they were read under
-_loaded: dict[str, type[PositionalEncoding]] = {}  # entry points already imported
 
 E = TypeVar("E", bound=type[PositionalEncoding])
 
@@ -115,15 +108,12 @@ def check_encoding_class(cls: Any, *, source: str) -> type[PositionalEncoding]:
     return cls
 
 
-def _check_name(name: Any) -> str:
-    if not isinstance(name, str):
-        raise PosencTypeError(f"encoding name must be a string, got {type(name).__name__}")
-    if not name or ":" in name or any(c.isspace() for c in name):
-        raise PosencError(
-            f"encoding name must be a non-empty string without ':' or spaces (':' marks an import "
-            f"spec 'package.module:Class'), got {name!r}"
-        )
-    return name
+#: The three ways in, one lookup (posenc.plugins): built-ins, registered, entry points, specs.
+GROUP: PluginGroup[type[PositionalEncoding]] = PluginGroup(
+    ENTRY_POINT_GROUP, "encoding", BUILTINS, lambda cls, source: check_encoding_class(cls, source=source)
+)
+_registered = GROUP.registered  # posenc.register(name, cls)
+_loaded = GROUP.loaded  # entry points already imported
 
 
 # ---------------------------------------------------------------------------
@@ -144,32 +134,15 @@ def register_encoding(name: str, cls: Any = None, *, replace: bool = False) -> A
     (:func:`check_encoding_class`). A spawned process does not see this registration: hand it
     :func:`encoding_spec` instead, which names the class by import path.
     """
-    name = _check_name(name)
+    name = check_name(name, "encoding")
     if cls is None:
         return lambda c: register_encoding(name, c, replace=replace)
-    cls = check_encoding_class(cls, source=f"the class registered as {name!r}")
-    if name in BUILTINS:
-        raise PosencError(
-            f"{name!r} is a built-in encoding ({BUILTINS[name].__qualname__}); register yours under "
-            "another name"
-        )
-    old = _registered.get(name)
-    if old is not None and old is not cls and not replace:
-        raise PosencError(
-            f"{name!r} is already registered for {old.__module__}:{old.__qualname__}; pass replace=True "
-            "to register another class under it"
-        )
-    _registered[name] = cls
-    return cls
+    return GROUP.register(name, cls, replace=replace)
 
 
 def unregister_encoding(name: str) -> None:
     """Forget a name given to :func:`register_encoding` (built-ins and entry points stay)."""
-    if name not in _registered:
-        raise PosencError(
-            f"{name!r} was not registered with posenc.register (registered: {sorted(_registered) or 'none'})"
-        )
-    del _registered[name]
+    GROUP.unregister(name)
 
 
 # ---------------------------------------------------------------------------
@@ -177,68 +150,14 @@ def unregister_encoding(name: str) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _discover() -> dict[str, importlib.metadata.EntryPoint]:
-    """The ``posenc.encodings`` entry points of the installed distributions (not yet imported).
-
-    Read once per ``sys.path`` (a path added later, e.g. a plugin directory, is read then);
-    :func:`refresh` forgets what was read.
-    """
-    global _entry_points, _entry_points_path
-    path = tuple(sys.path)
-    if _entry_points is None or path != _entry_points_path:
-        found: dict[str, importlib.metadata.EntryPoint] = {}
-        for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            found.setdefault(point.name, point)  # the first on sys.path wins, as for imports
-        _entry_points, _entry_points_path = found, path
-        _loaded.clear()
-    return _entry_points
-
-
 def refresh() -> None:
     """Read the entry points again on the next lookup (after installing a package in-process)."""
-    global _entry_points
-    _entry_points = None
-    _loaded.clear()
-
-
-def _load_entry_point(name: str, point: importlib.metadata.EntryPoint) -> type[PositionalEncoding]:
-    cls = _loaded.get(name)
-    if cls is not None:
-        return cls
-    where = f"entry point {name!r} = {point.value!r} (group {ENTRY_POINT_GROUP!r}"
-    dist = getattr(point, "dist", None)
-    where += f", distribution {dist.name!r})" if dist is not None else ")"
-    if name in BUILTINS:
-        raise PosencError(f"{where} uses the name of a built-in encoding; rename it in that distribution")
-    try:
-        loaded = point.load()
-    except Exception as exc:  # any import error of a third-party package: name the entry point
-        raise PosencError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}") from exc
-    cls = _loaded[name] = check_encoding_class(loaded, source=where)
-    return cls
-
-
-def is_spec(text: Any) -> bool:
-    """Whether ``text`` is an import spec ``"package.module:Class"`` rather than a registry name."""
-    return isinstance(text, str) and ":" in text
+    GROUP.refresh()
 
 
 def resolve_spec(spec: str) -> type[PositionalEncoding]:
     """Import the class an import spec ``"package.module:Class"`` (or ``:Outer.Inner``) names."""
-    module_name, _, qualname = spec.partition(":")
-    if not module_name or not qualname or ":" in qualname:
-        raise PosencError(f"import spec must look like 'package.module:Class', got {spec!r}")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # ModuleNotFoundError, or the module's own import failing
-        raise PosencError(
-            f"encoding spec {spec!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from exc
-    for part in qualname.split("."):
-        if not hasattr(obj, part):
-            raise PosencError(f"encoding spec {spec!r}: {obj.__name__!r} has no attribute {part!r}")
-        obj = getattr(obj, part)
-    return check_encoding_class(obj, source=f"encoding spec {spec!r}")
+    return GROUP.resolve_spec(spec)
 
 
 def encoding_spec(encoding: str | type[PositionalEncoding] | PositionalEncoding) -> str:
@@ -251,7 +170,7 @@ def encoding_spec(encoding: str | type[PositionalEncoding] | PositionalEncoding)
     """
     if isinstance(encoding, str):
         cls = get_encoding_class(encoding)
-        if encoding in BUILTINS or encoding in _discover():
+        if encoding in BUILTINS or encoding in GROUP.discover():
             return encoding
     elif isinstance(encoding, PositionalEncoding):
         cls = type(encoding)
@@ -260,16 +179,7 @@ def encoding_spec(encoding: str | type[PositionalEncoding] | PositionalEncoding)
     for name, builtin in BUILTINS.items():
         if cls is builtin:
             return name
-    module, qualname = cls.__module__, cls.__qualname__
-    if "<locals>" in qualname or module in ("__main__", "__mp_main__"):
-        raise PosencError(
-            f"encoding class {qualname} (module {module}) cannot be imported by another process; "
-            "define it at the top level of an importable module to use it in spawned workers"
-        )
-    spec = f"{module}:{qualname}"
-    if resolve_spec(spec) is not cls:
-        raise PosencError(f"import spec {spec!r} does not give back {qualname} (was the module reloaded?)")
-    return spec
+    return GROUP.spec_of(cls)
 
 
 # ---------------------------------------------------------------------------
@@ -280,21 +190,7 @@ def encoding_spec(encoding: str | type[PositionalEncoding] | PositionalEncoding)
 def get_encoding_class(name: str) -> type[PositionalEncoding]:
     """The class of a registry name (built-in, registered, entry point) or an import spec
     ``"package.module:Class"``; unknown names raise PosencError with a suggestion."""
-    if not isinstance(name, str):
-        raise PosencTypeError(f"encoding name must be a string, got {type(name).__name__}")
-    cls = BUILTINS.get(name) or _registered.get(name)
-    if cls is not None:
-        return cls
-    if is_spec(name):
-        return resolve_spec(name)
-    point = _discover().get(name)
-    if point is not None:
-        return _load_entry_point(name, point)
-    names = list(BUILTINS) + list(_registered) + list(_discover())
-    hint = did_you_mean(name, names)
-    raise PosencError(
-        f"unknown encoding {name!r}{hint} (valid: {', '.join(names)}; or an import spec 'package.module:Class')"
-    )
+    return GROUP.get(name)
 
 
 def encodings(*, builtin_only: bool = False) -> dict[str, type[PositionalEncoding]]:
@@ -302,14 +198,7 @@ def encodings(*, builtin_only: bool = False) -> dict[str, type[PositionalEncodin
     now; a broken one raises PosencError naming it). ``builtin_only``: the built-ins alone (the
     README's table). The one list that listings, the contract tests, the report and the
     benchmark iterate."""
-    out = dict(BUILTINS)
-    if builtin_only:
-        return out
-    out.update(_registered)
-    for name, point in _discover().items():
-        if name in BUILTINS or name not in out:  # a built-in's name taken by an entry point raises
-            out[name] = _load_entry_point(name, point)
-    return out
+    return GROUP.all(builtin_only=builtin_only)
 
 
 class EncodingsView(Mapping[str, type[PositionalEncoding]]):
@@ -320,15 +209,10 @@ class EncodingsView(Mapping[str, type[PositionalEncoding]]):
     """
 
     def __getitem__(self, name: str) -> type[PositionalEncoding]:
-        if not isinstance(name, str):
+        cls = GROUP.lookup(name) if isinstance(name, str) else None
+        if cls is None:
             raise KeyError(name)
-        cls = BUILTINS.get(name) or _registered.get(name)
-        if cls is not None:
-            return cls
-        point = _discover().get(name)
-        if point is None:
-            raise KeyError(name)
-        return _load_entry_point(name, point)  # a broken entry point raises, naming it
+        return cls  # a broken entry point raises, naming it
 
     def __iter__(self) -> Iterator[str]:
         return iter(encodings())

@@ -14,6 +14,7 @@ from posenc.checks import check_int
 from posenc.cli.notes import claim_rows, print_demonstration
 from posenc.cli.presets import print_presets
 from posenc.errors import PosencError
+from posenc.tasks import registry as task_registry
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -22,18 +23,26 @@ FORMAT = click.option(
 
 @click.command("list")
 @click.option("--presets", "show_presets", is_flag=True, help="list real-model presets instead")
+@click.option("--tasks", "show_tasks", is_flag=True, help="list the tasks of posenc compare instead")
 @FORMAT
-def list_command(fmt: str, show_presets: bool) -> None:
-    """List every registered encoding with its kind, parameters and paper.
+def list_command(fmt: str, show_presets: bool, show_tasks: bool) -> None:
+    """List every registered encoding with its kind, parameters and paper (yours too: registered,
+    or installed as a posenc.encodings entry point).
 
     \b
     Examples:
       posenc list
       posenc list --format json
       posenc list --presets
+      posenc list --tasks
     """
+    if show_presets and show_tasks:
+        raise click.UsageError("give --presets or --tasks, not both")
     if show_presets:
         print_presets(fmt)
+        return
+    if show_tasks:
+        print_tasks(fmt)
         return
     rows = posenc.list_encodings()
     if fmt == "json":
@@ -45,6 +54,23 @@ def list_command(fmt: str, show_presets: bool) -> None:
     for row in rows:
         params = ", ".join(f"{k}={v}" for k, v in row["parameters"].items())
         table.add_row(row["name"], row["kind"], params, row["paper"])
+    Console(width=200).print(table)
+
+
+def print_tasks(fmt: str) -> None:
+    """The tasks of ``posenc compare`` (posenc's own, registered, installed ``posenc.tasks`` entry points)."""
+    rows = task_registry.describe()
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title="posenc compare tasks")
+    for col in ("name", "kind", "description", "chance", "vocab", "source"):
+        table.add_column(col)
+    for row in rows:
+        chance = "-" if row["chance"] is None else f"{row['chance']:.3g}"
+        table.add_row(
+            row["name"], row["kind"], row["description"], chance, str(row["vocab_size"]), row["source"]
+        )
     Console(width=200).print(table)
 
 

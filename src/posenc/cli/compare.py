@@ -14,18 +14,44 @@ from rich.console import Console
 
 from posenc import compare, presets, report, results
 from posenc.attention import check_kv_heads
-from posenc.checks import check_int
+from posenc.checks import check_int, did_you_mean
 from posenc.cli.paths import output_dir
+from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_device_text, check_precision, resolve_device
 from posenc.compare.executor import max_threads
-from posenc.compare.grid import resolve_encodings, without_variants
-from posenc.compare.profile import MAX_SEED, PROFILES, get_profile, parse_variants
+from posenc.compare.grid import check_installation, resolve_encodings, without_variants
+from posenc.compare.profile import MAX_SEED, PROFILES, Profile, dump_profile, load_profile, parse_variants
 from posenc.compare.ray_executor import RayNotInstalled, require_ray
 from posenc.errors import PosencError
-from posenc.tasks import ALL_TASKS
+from posenc.plugins import is_spec
+from posenc.registry import GROUP as ENCODING_GROUP
+from posenc.tasks.registry import task_names, validate_task
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
+
+
+class RegistryOption(click.Option):
+    """An option whose help is written when it is shown, from the registries (so an installed
+    task or encoding is listed, and nothing is imported to start the command line)."""
+
+    def __init__(self, *args, help_from, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.help_from = help_from
+
+    def get_help_record(self, ctx: click.Context):
+        self.help = self.help_from()
+        return super().get_help_record(ctx)
+
+
+def _tasks_help() -> str:
+    return f"comma-separated task names or import specs package.module:Class: {', '.join(task_names())} " \
+        "(posenc list --tasks; default: the profile's)"  # fmt: skip
+
+
+def _encodings_help() -> str:
+    return f"comma-separated encoding names or import specs package.module:Class: {', '.join(ENCODING_GROUP.names())} " \
+        "(posenc list; default: the profile's)"  # fmt: skip
 
 
 def _split(text: str | None) -> tuple[str, ...] | None:
@@ -49,10 +75,29 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
 @click.option(
     "--profile", default="quick", show_default=True, help=" | ".join(PROFILES) + " (--list-profiles)"
 )
-@click.option("--encodings", default=None, help="comma-separated registry names (default: the profile's)")
 @click.option(
-    "--tasks", default=None, help="comma-separated: " + ", ".join(ALL_TASKS) + " (default: the profile's)"
+    "--config",
+    "config",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="a profile file of your own (TOML, the keys of --print-config) instead of --profile",
 )
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="change one key of the profile or config (repeatable): model.d_model=128, task_train.steps=3000, "
+    'encodings=\'["rope", "alibi"]\' (VALUE is a TOML value; a bare word is a string)',
+)
+@click.option(
+    "--print-config",
+    is_flag=True,
+    help="print the effective config (TOML, every key, the options above applied) and exit; "
+    "--config of it runs the same grid",
+)
+@click.option("--encodings", default=None, cls=RegistryOption, help_from=_encodings_help)
+@click.option("--tasks", default=None, cls=RegistryOption, help_from=_tasks_help)
 @click.option("--seeds", default=None, help="comma-separated integers (default: the profile's)")
 @click.option(
     "--out",
@@ -124,10 +169,30 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     help="choose every learning rate here (in-distribution validation) instead of using the choices "
     "shipped with posenc; candidates are cached under OUT/tuning",
 )
+@click.option(
+    "--device",
+    default=None,
+    help=f"where runs compute: {DEVICE_FORMS} (default: the profile's, auto: CUDA, else Apple's GPU, else CPU)",
+)
+@click.option(
+    "--precision",
+    default=None,
+    type=click.Choice(list(PRECISIONS)),
+    help="fp32, or bf16 (forward passes under autocast to bfloat16; run ids change) (default: the profile's)",
+)
+@click.option(
+    "--allow-changed",
+    is_flag=True,
+    help="resume records made with an encoding or task class that has changed since (another version, "
+    "an edited source file) next to new runs, instead of refusing",
+)
 @click.option("--list-profiles", is_flag=True, help="print the profiles and exit")
 @FORMAT
 def compare_command(
     profile,
+    config,
+    settings,
+    print_config,
     encodings,
     tasks,
     seeds,
@@ -144,6 +209,9 @@ def compare_command(
     lm_protocol,
     sliding_stride,
     retune,
+    device,
+    precision,
+    allow_changed,
     list_profiles,
     fmt,
 ):
@@ -152,13 +220,19 @@ def compare_command(
     Every finished run is written at once to OUT/runs/ (atomic JSON records);
     rerunning the same command resumes and skips finished runs; corrupt
     records are redone. Then the summary table, OUT/summary.{csv,json},
-    OUT/figures/*.png and OUT/report.html are written.
+    OUT/figures/*.png and OUT/report.html are written, and the effective config
+    as OUT/config.toml.
 
     \b
     Examples:
       posenc compare                              # quick: <= 10 min on 2 cores
       posenc compare --profile smoke --out /tmp/r
       posenc compare --encodings rope,alibi,nope --tasks copy,reverse
+      posenc compare --encodings mine,rope,alibi,nope   # yours: an installed posenc.encodings entry point
+      posenc compare --encodings mypkg.pe:MyEncoding,rope --tasks mypkg.tasks:Sort,copy
+      posenc compare --profile quick --print-config > exp.toml   # then edit exp.toml
+      posenc compare --config exp.toml --set model.d_model=128 --set seeds=[0,1,2,3,4]
+      posenc compare --device cuda --precision bf16
       posenc compare --profile full --workers 2 --out results-full
       posenc compare --executor ray --address HEAD:6379   # a Ray cluster
       posenc compare --encodings sinusoidal,rope --variants combine=concat,position_warmup=200
@@ -182,6 +256,10 @@ def compare_command(
     evaluation examples); training stops at in-distribution convergence (or the step
     cap: such runs show as n.c. and are left out of rankings and claims); each
     encoding's learning rate is chosen by in-distribution validation.
+
+    Every name is checked, every key of a config file and of --set typed and range-checked,
+    the device found and the precision checked against it before any run starts; a
+    problem is one line naming the option or key and exits 2.
     """
     if list_profiles:
         rows = {name: {"description": p.description, "why": p.why} for name, p in PROFILES.items()}
@@ -191,7 +269,12 @@ def compare_command(
             for name, row in rows.items():
                 click.echo(f"{name:9s} {row['description']}")
         return
-    prof = _with_variants(profile, variants, _split(encodings))
+    ctx = click.get_current_context()
+    if config is not None and ctx.get_parameter_source("profile") is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("give --profile NAME or --config FILE, not both")
+    prof = load_profile(config if config is not None else profile, settings)
+    prof = _with_names(prof, _split(encodings), _split(tasks), _seeds(seeds), workers)
+    prof = _with_variants(prof, variants)
     if schedules:
         prof = dataclasses.replace(
             prof, schedules=tuple(dict.fromkeys(prof.schedules + (_split(schedules) or ())))
@@ -201,11 +284,20 @@ def compare_command(
             prof, model=dataclasses.replace(prof.model, num_kv_heads=_kv_heads(kv_heads, prof))
         )
     prof = _with_options(prof, finetune, lm_protocol, sliding_stride)
+    prof = _with_hardware(prof, device, precision)
+    if print_config:
+        source = f"--config {config}" if config is not None else f"--profile {prof.name}"
+        header = (
+            f"posenc compare {source}: the effective config (every key; options and --set applied).\n"
+            "Run it with: posenc compare --config FILE (the profile's name is the file's)."
+        )
+        click.echo(dump_profile(prof, header=header), nl=False)
+        return
+    _check_hardware(prof, device, precision)
     if address and executor != "ray":
         raise click.UsageError("--address needs --executor ray")
     if threads is not None:
         check_int("--threads", threads, minimum=1, maximum=max_threads())  # 4 x this machine's cores
-    seed_list = _seeds(seeds)
     if executor == "ray":
         _use_ray(address)
     output_dir(out, "--out")  # before any run: a directory that cannot take records fails now
@@ -214,25 +306,23 @@ def compare_command(
     outputs = functools.partial(results.write_outputs, report=not no_report, extra_outputs=_full_report)
     result = compare.compare(
         prof,
-        encodings=_split(encodings),
-        tasks=_split(tasks),
-        seeds=seed_list,
         out=Path(out),
         executor=executor,
-        workers=workers,
         threads=threads,
         show_progress=fmt == "table",
         log=(lambda msg: click.echo(msg, err=True)),
         outputs=outputs,
         retune=retune,
         command=" ".join(["posenc", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("posenc") else "",
+        allow_changed=allow_changed,
     )
     if fmt == "json":
         payload = {**result.to_dict(), "summary": json.loads(results.to_json(result.summary))}
         click.echo(json.dumps(payload, indent=2, default=str))
     else:
         console = Console(width=max(160, Console().width))  # 11 columns of mean [interval]
-        console.print(results.render_table(result.summary, title=f"posenc compare --profile {prof.name}"))
+        source = f"--config {config}" if config is not None else f"--profile {prof.name}"
+        console.print(results.render_table(result.summary, title=f"posenc compare {source}"))
         for line in result.notes():
             console.print(line)
     if result.outcome.failed:
@@ -255,15 +345,13 @@ def _with_options(prof, finetune: int | None, protocol: str | None, stride: int 
     return prof
 
 
-def _with_variants(profile: str, text: str | None, encodings: tuple[str, ...] | None):
+def _with_variants(prof: Profile, text: str | None) -> Profile:
     """The profile with ``--variants`` added (bad syntax: PosencError, one line, exit 2)."""
-    prof = get_profile(profile)
     extra = parse_variants(text)
     if extra:
         prof = dataclasses.replace(prof, variants=tuple(dict.fromkeys(prof.variants + extra)))
     if prof.variants:
-        names, _ = resolve_encodings(prof, encodings)
-        skipped = without_variants(prof, names)
+        skipped = without_variants(prof, resolve_encodings(prof))
         if skipped:
             scope = (
                 "additive encodings only"
@@ -275,6 +363,54 @@ def _with_variants(profile: str, text: str | None, encodings: tuple[str, ...] | 
                 err=True,
             )
     return prof
+
+
+def _check_names(option: str, names: tuple[str, ...], resolve, valid) -> None:
+    """Each of ``names`` (registry names or import specs) resolves, else one error naming ``option``."""
+    for name in names:
+        try:
+            resolve(name)
+        except PosencError as exc:
+            if is_spec(name) or name in valid():  # an import spec, or a broken entry point: its own words
+                raise PosencError(f"{option} {name}: {exc}") from None
+            raise PosencError(
+                f"{option}: {name!r} is not known{did_you_mean(name, valid())}; valid: {', '.join(valid())} "
+                "(or an import spec package.module:Class)"
+            ) from None
+
+
+def _with_names(prof: Profile, encodings, tasks, seeds, workers) -> Profile:
+    """``--encodings``, ``--tasks``, ``--seeds`` and ``--workers`` as the profile's own keys
+    (checked here, so an unknown name is one line naming the option)."""
+    check_installation()  # an entry point under a built-in's name: refused before anything
+    if encodings:
+        _check_names("--encodings", encodings, ENCODING_GROUP.get, ENCODING_GROUP.names)
+        prof = dataclasses.replace(prof, encodings=tuple(dict.fromkeys(encodings)))
+    if tasks:
+        _check_names("--tasks", tasks, validate_task, task_names)
+        prof = dataclasses.replace(prof, tasks=tuple(dict.fromkeys(tasks)))
+    if seeds is not None:
+        prof = dataclasses.replace(prof, seeds=seeds)
+    if workers is not None:
+        prof = dataclasses.replace(prof, workers=check_int("--workers", workers, minimum=1))
+    return prof
+
+
+def _with_hardware(prof: Profile, device: str | None, precision: str | None) -> Profile:
+    """``--device`` and ``--precision`` as the profile's keys (written as a device: checked here;
+    present: :func:`_check_hardware`)."""
+    if device is not None:
+        prof = dataclasses.replace(prof, device=check_device_text(device, "--device"))
+    if precision is not None:
+        prof = dataclasses.replace(prof, precision=precision)
+    return prof
+
+
+def _check_hardware(prof: Profile, device: str | None, precision: str | None) -> None:
+    """The device is here and computes in the precision (before any run; not for --print-config,
+    which may write a config for another machine)."""
+    found = resolve_device(prof.device, "--device" if device is not None else "device")
+    check_precision(prof.precision, found, "--precision" if precision is not None else "precision")
 
 
 def _kv_heads(text: str, prof) -> int:

@@ -6,16 +6,18 @@ import click
 
 from posenc import viz
 from posenc.checks import check_int
-from posenc.cli.paths import output_file
+from posenc.cli.paths import input_dir, output_file
 from posenc.errors import PosencError
+from posenc.records.store import ResultStore
 from posenc.results import trained
+from posenc.results.curves import curves_figure
 from posenc.viz import FIGURE_KINDS, FIGURES
 from posenc.viz.figures import attention_grid
 
 
 @click.command("plot")
 @click.argument("name", required=False)
-@click.option("--kind", "kind", type=click.Choice(FIGURE_KINDS), required=True, help="which figure")
+@click.option("--kind", "kind", type=click.Choice(FIGURE_KINDS), default=None, help="which figure")
 @click.option(
     "-o",
     "--output",
@@ -41,19 +43,29 @@ from posenc.viz.figures import attention_grid
     help="a run of posenc compare (OUT/runs/TASK/NAME__seedS__ID.json): draw its trained model "
     "(--kind attention; --positions: content tokens, LM bytes)",
 )
+@click.option(
+    "--curves",
+    "curves",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="a results directory of posenc compare (its --out): draw the learning curves of its runs "
+    "(training loss and held-out metric against step, per task, one colour per encoding)",
+)
 @click.pass_context
 def plot_command(
     ctx: click.Context,
     name: str | None,
-    kind: str,
+    kind: str | None,
     output: str,
     d_model: int,
     num_heads: int,
     positions: int | None,
     dpi: int,
     run: str | None,
+    curves: str | None,
 ) -> None:
-    """Draw figure KIND of encoding NAME, or of the trained model of a run (--run).
+    """Draw figure KIND of encoding NAME, of the trained model of a run (--run), or the
+    learning curves of a results directory (--curves OUT).
 
     A kind that does not apply to the encoding (e.g. ``bias`` for sinusoidal) is an
     error (exit status 2) naming the kinds that do.
@@ -80,11 +92,17 @@ def plot_command(
       posenc plot rope_mixed --kind grid --positions 8 -o rope-mixed-grid.png
       posenc plot --run results/runs/copy/rope__seed0__ID.json --kind attention -o rope-trained.png
       posenc plot --run results/runs/copy/rope__seed0__ID.json --kind attention --positions 16 -o at-2x.png
+      posenc plot --curves posenc-results -o curves.png
 
     With --run, the attention is the trained model's on the run's own input: a task
     example [BOS] x [SEP] y with n content tokens (default: the training n) or, for the
     language model, a window of validation text (default: L_train bytes).
     """
+    if curves is not None:
+        _plot_curves(ctx, name, kind, output, dpi, curves, run)
+        return
+    if kind is None:
+        raise click.UsageError("missing --kind (which figure), or --curves OUT")
     if run is not None:
         _plot_run(ctx, name, kind, output, positions, dpi, run)
         return
@@ -133,4 +151,29 @@ def _plot_run(
         raise PosencError(f"NAME {name!r} does not match the run, which is {spec.label!r} (leave NAME out)")
     title = f"{spec.label}, trained on {spec.task} (seed {spec.seed})\n{example.description}"
     fig = attention_grid(maps, title, example.labels)
+    click.echo(f"wrote {viz.save(fig, output, dpi=dpi)}")
+
+
+def _plot_curves(
+    ctx: click.Context, name: str | None, kind: str | None, output: str, dpi: int, out: str, run: str | None
+) -> None:
+    """``posenc plot --curves OUT -o FILE``: the learning curves of the runs of OUT's latest grid."""
+    input_dir(out, "--curves")  # a path that cannot be read: named first
+    given = [flag for flag, value in (("NAME", name), ("--kind", kind), ("--run", run)) if value is not None]
+    for option in ("d_model", "num_heads", "positions"):
+        if ctx.get_parameter_source(option) not in (None, click.core.ParameterSource.DEFAULT):
+            given.append("--" + option.replace("_", "-"))
+    if given:
+        raise PosencError(f"{given[0]} does not apply with --curves (the runs' own curves are drawn)")
+    check_int("--dpi", dpi, minimum=1, maximum=1000)
+    store = ResultStore(out)
+    if not store.runs.is_dir():
+        raise PosencError(f"--curves {out}: no runs/ directory (not a results directory of posenc compare)")
+    records = store.records(warn=lambda message: click.echo(message, err=True))
+    if not records:
+        raise PosencError(f"--curves {out}: no finished runs to draw")
+    output_file(output, "-o/--output")
+    fig = curves_figure(
+        records, title=f"Learning curves of {out}: training loss and held-out metric per step"
+    )
     click.echo(f"wrote {viz.save(fig, output, dpi=dpi)}")

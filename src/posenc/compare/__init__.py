@@ -6,6 +6,7 @@ write records through :mod:`posenc.records`. Pieces, each usable alone:
 
 - :mod:`~posenc.compare.profile`: the profiles (budget tiers), TOML files loaded into a typed :class:`Profile`
 - :mod:`~posenc.compare.grid`: a profile expanded into independent :class:`~posenc.records.spec.RunSpec` s
+- :mod:`~posenc.compare.device`: where runs compute (``--device``) and in what precision (``--precision``)
 - :mod:`~posenc.compare.trainer`: ``execute(spec) -> payload`` (train, then evaluate every length)
 - :mod:`~posenc.compare.executor`: the seam that runs a grid (local processes, or Ray)
 - :mod:`~posenc.compare.runner`: skip finished work, execute the rest, write each record at once
@@ -27,10 +28,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from posenc.compare import tuning
+from posenc.compare.device import check_precision, describe, resolve_device
 from posenc.compare.executor import LocalExecutor, make_executor
-from posenc.compare.grid import build_grid
-from posenc.compare.profile import PROFILES, Profile, get_profile
-from posenc.compare.runner import GridOutcome, run_grid
+from posenc.compare.grid import build_grid, check_installation
+from posenc.compare.profile import PROFILES, Profile, dump_profile, get_profile
+from posenc.compare.runner import GridOutcome, check_code, run_grid
+from posenc.errors import PosencError
 from posenc.records.files import atomic_write_text
 from posenc.records.spec import BENCHMARK_VERSION, EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.records.store import ResultStore, versions
@@ -68,7 +71,6 @@ class CompareResult:
     outcome: GridOutcome
     summary: dict[str, Any] = field(default_factory=dict)  # what ``outputs`` returned ({} without)
     files: dict[str, str] = field(default_factory=dict)
-    missing_encodings: list[str] = field(default_factory=list)
     tuning: GridOutcome | None = None  # the learning-rate candidates run by this invocation, if any
 
     def notes(self) -> list[str]:
@@ -76,10 +78,6 @@ class CompareResult:
             f"runs: {len(self.outcome.done)} done, {len(self.outcome.skipped)} resumed, "
             f"{len(self.outcome.failed)} failed; {self.outcome.wall_seconds:.0f} s"
         ]
-        if self.missing_encodings:
-            lines.append(
-                f"profile names unregistered encodings (skipped): {', '.join(self.missing_encodings)}"
-            )
         failed_to_converge = len(self.summary.get("not_converged", []))
         if failed_to_converge:
             lines.append(
@@ -97,7 +95,6 @@ class CompareResult:
             "out": str(self.out),
             "outcome": self.outcome.to_dict(),
             "files": self.files,
-            "missing_encodings": self.missing_encodings,
         }
 
 
@@ -112,11 +109,14 @@ def default_threads(workers: int) -> int:
     return max(1, cores // max(1, workers)) if cores > 2 * workers else 1
 
 
-def write_run_info(out: Path, prof: Profile, outcome: GridOutcome, command: str) -> Path:
+def write_run_info(out: Path, prof: Profile, outcome: GridOutcome, command: str, device: str = "cpu") -> Path:
     """``out/run.json``: what this invocation ran and how long it took, end to end (the
     tables in the docs quote it; a resumed invocation says how many runs it resumed)."""
     info = {
         "profile": prof.name,
+        "config": CONFIG_FILE,
+        "device": describe(device),
+        "precision": prof.precision,
         "command": command,
         "benchmark": BENCHMARK_VERSION,
         "posenc": versions()["posenc"],
@@ -129,6 +129,21 @@ def write_run_info(out: Path, prof: Profile, outcome: GridOutcome, command: str)
     }
     atomic_write_text(out / "run.json", json.dumps(info, indent=1))
     return out / "run.json"
+
+
+#: The effective config of the last invocation, next to its records (``posenc compare --config``
+#: of it runs the same grid).
+CONFIG_FILE = "config.toml"
+
+
+def write_config(out: Path, prof: Profile, command: str) -> Path:
+    """``out/config.toml``: the effective config this invocation's runs were made from."""
+    header = (
+        f"The effective config of: {command or 'posenc.compare.compare(...)'}\n"
+        f"Run it again with: posenc compare --config {out / CONFIG_FILE}"
+    )
+    atomic_write_text(out / CONFIG_FILE, dump_profile(prof, header=header))
+    return out / CONFIG_FILE
 
 
 def compare(
@@ -146,6 +161,7 @@ def compare(
     outputs: Outputs | None = None,
     retune: bool = False,
     command: str = "",
+    allow_changed: bool = False,
 ) -> CompareResult:
     """Run (or resume) a profile's grid into ``out`` (one record per run, ``run.json``), then
     write this invocation's own grid as the directory's current one (``grid.json``) through
@@ -155,28 +171,41 @@ def compare(
     With a learning-rate grid in the profile, each encoding's rate is chosen first
     (:mod:`posenc.compare.tuning`: shipped choices, else cached under ``out/tuning``, else
     tuned now; ``retune`` ignores the shipped ones).
+
+    Before any run: the device is resolved (``prof.device``; an absent one raises), the
+    precision checked against it, and records already in ``out`` whose encoding or task class
+    has changed since they were written (:mod:`posenc.records.provenance`) refused unless
+    ``allow_changed``. The effective config is written to ``out/config.toml``.
     """
     start = time.perf_counter()
     prof = get_profile(profile) if isinstance(profile, str) else profile
+    device = resolve_device(prof.device, "device")
+    check_precision(prof.precision, device, "precision")
+    check_installation()
     workers = prof.workers if workers is None else workers
     threads = default_threads(workers) if threads is None else threads
-    grid = build_grid(prof, encodings=encodings, tasks=tasks, seeds=seeds, threads=threads)
+    grid = build_grid(prof, encodings=encodings, tasks=tasks, seeds=seeds, threads=threads, device=device)
     out = Path(out)
     store = ResultStore(out)
-    runner = make_executor(executor, workers=min(workers, max(1, len(grid.specs))))
+    pool = min(workers, max(1, len(grid.specs)))
+    if grid.local_only and (executor != "local" or pool > 1):
+        raise PosencError(f"{grid.local_only[0]} (or run with --workers 1, in this process)")
+    runner = make_executor(executor, workers=pool)
     store.check_writable()  # before any run: a directory that cannot take records fails now
-    if grid.missing_encodings:
-        log(f"not registered (skipped): {', '.join(grid.missing_encodings)}")
+    check_code(grid.specs, store, allow_changed=allow_changed, log=log)
+    write_config(out, prof, command)
     specs = grid.specs
     tuned = None
     if prof.lr_grid:
         share = dict(prof.tune_share)
         choices, tuned = tuning.choose(
             specs, prof.lr_grid, tuning.tuning_store(out), runner, share=share, use_shipped=not retune,
-            show_progress=show_progress, log=log,
+            show_progress=show_progress, log=log, allow_changed=allow_changed,
         )  # fmt: skip
         specs = tuning.apply(specs, choices, prof.lr_grid, share)
-    outcome = run_grid(specs, store, runner, show_progress=show_progress, log=log)
+    outcome = run_grid(
+        specs, store, runner, show_progress=show_progress, log=log, allow_changed=allow_changed
+    )
     if tuned is not None:
         outcome.failed[:0] = [(f"tuning {run}", error) for run, error in tuned.failed]
         outcome.wall_seconds += tuned.wall_seconds
@@ -189,10 +218,11 @@ def compare(
         with store.lock():
             store.write_grid(run_ids, prof.name)
     outcome.wall_seconds = time.perf_counter() - start  # everything, figures and report included
-    files["run"] = str(write_run_info(out, prof, outcome, command))
+    files["run"] = str(write_run_info(out, prof, outcome, command, device))
+    files["config"] = str(out / CONFIG_FILE)
     finished = set(outcome.done) | set(outcome.skipped)
     missing = finished - {r["run_id"] for r in store.records(run_ids=run_ids, warn=log)}
     if missing:
         log(f"{len(missing)} run(s) of this grid have no valid record in {out} (removed by another "
             "process?); rerun the same command to redo them")  # fmt: skip
-    return CompareResult(prof, out, outcome, summary, files, grid.missing_encodings, tuned)
+    return CompareResult(prof, out, outcome, summary, files, tuned)

@@ -5,7 +5,8 @@ The whole interface is one method::
     executor.map(fn, specs, progress) -> iterator of (spec, payload | exception)
 
 ``fn(spec, advance)`` is a picklable module-level function (in practice
-:func:`posenc.compare.trainer.execute`), ``advance(units)`` reports progress, and
+:func:`posenc.compare.trainer.execute`), ``advance(units)`` reports progress
+(``advance(0, status)`` a held-out check, for the display), and
 results are yielded *as each run finishes*, so the caller can write each record
 at once. An executor never writes records itself and never decides what to
 skip; it only runs what it is given. A Ray executor is the same ~30 lines with
@@ -29,8 +30,8 @@ from posenc.checks import check_choice, check_int
 from posenc.compare.ray_executor import RayExecutor
 from posenc.records.spec import RunSpec
 
-WorkFn = Callable[[RunSpec, Callable[[int], None]], dict]
-ProgressFn = Callable[[RunSpec, int], None]  # (spec, units advanced)
+WorkFn = Callable[[RunSpec, Callable[..., None]], dict]
+ProgressFn = Callable[..., None]  # (spec, units advanced[, status of a held-out check])
 Outcome = tuple[RunSpec, "dict[str, Any] | BaseException"]
 
 
@@ -75,10 +76,13 @@ class LocalExecutor:
         def drain() -> None:  # forward workers' progress events to the caller
             while not stop.is_set():
                 try:
-                    index, units = events.get(timeout=0.2)
+                    index, units, status = events.get(timeout=0.2)
                 except (queue.Empty, EOFError, OSError):
                     continue
-                progress(by_index[index], units)
+                if status is None:
+                    progress(by_index[index], units)
+                else:
+                    progress(by_index[index], units, status)
 
         pump = threading.Thread(target=drain, daemon=True)
         pump.start()
@@ -121,20 +125,21 @@ def _worker_init(events: Any, parent_pid: int) -> None:
 
 
 def _run_reporting(fn: WorkFn, spec: RunSpec, index: int) -> dict:
-    """Worker side: run ``fn`` and batch progress events (at most ~one per 10 units)."""
+    """Worker side: run ``fn`` and batch progress events (at most ~one per 10 units; a held-out
+    check's status goes at once)."""
     pending = [0]
 
-    def advance(units: int) -> None:
+    def advance(units: int, status: dict[str, Any] | None = None) -> None:
         pending[0] += units
-        if pending[0] >= 10:
-            _EVENTS.put((index, pending[0]))
+        if pending[0] >= 10 or status is not None:
+            _EVENTS.put((index, pending[0], status))
             pending[0] = 0
 
     try:
         return fn(spec, advance)
     finally:
         if pending[0]:
-            _EVENTS.put((index, pending[0]))
+            _EVENTS.put((index, pending[0], None))
 
 
 EXECUTORS = ("local", "ray")

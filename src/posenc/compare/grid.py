@@ -1,7 +1,10 @@
 """A profile expanded into the grid of independent run specs.
 
-Encodings always come from the registry (:data:`posenc.ENCODINGS`); a profile
-may only *name a subset* of it. Parameters whose paper default assumes long
+Encodings come from the registry (:func:`posenc.encodings`: posenc's own, registered ones and
+installed entry points) or are named by import spec (``"mypkg.pe:MyEncoding"``); tasks likewise
+(:mod:`posenc.tasks.registry`). A name registered only in this process travels with each run
+as its import spec (``RunSpec.imports``), so spawned and Ray workers register the same class
+under the same name. Parameters whose paper default assumes long
 training run twice in ``full`` (the protocol's fairness rule): the paper default
 and ``@scaled`` to the training length. Which Config fields count as such is
 their own metadata (``length_field("paper_length", ...)`` in the Config, see
@@ -17,13 +20,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posenc import schedules
-from posenc.checks import check_choice, check_int
+from posenc.checks import check_int
 from posenc.compare.executor import max_threads
 from posenc.compare.profile import MAX_SEED, Profile, parse_variant
+from posenc.errors import PosencError
 from posenc.records import scalings
+from posenc.records.provenance import imports_of
 from posenc.records.spec import EvalSpec, RunSpec, TrainSpec
-from posenc.registry import ENCODINGS
-from posenc.tasks import ALL_TASKS, max_sequence_length
+from posenc.registry import GROUP as ENCODING_GROUP
+from posenc.registry import encodings, get_encoding_class
+from posenc.tasks import registry as task_registry
+from posenc.tasks.registry import max_sequence_length
 
 #: Ruoss et al. 2023 draw positions from [0, L) with L much larger than any test
 #: length; "paper" uses this L, "scaled" uses the longest evaluation sequence.
@@ -60,7 +67,7 @@ def encoding_overrides(
       = training length.
     * ``scaled``: every ``paper_length`` field = the training length (in the field's type).
     """
-    config = ENCODINGS[name].Config
+    config = get_encoding_class(name).Config
     defaults = config.parameters()
     out: dict[str, Any] = {}
     trained = randomized_max_len or train_len
@@ -80,12 +87,14 @@ def without_variants(profile: Profile, names: list[str]) -> list[str]:
     """Encodings of ``names`` that the profile's architecture variants are not run for:
     every one that is not additive, and those outside ``profile.variant_encodings``."""
     only = profile.variant_encodings
-    return [n for n in names if ENCODINGS[n].kind != "additive" or (only is not None and n not in only)]
+    return [
+        n for n in names if get_encoding_class(n).kind != "additive" or (only is not None and n not in only)
+    ]
 
 
 def has_length_parameters(name: str) -> bool:
     """True when ``name``'s Config has a ``paper_length`` field (a ``@scaled`` variant differs)."""
-    return "paper_length" in ENCODINGS[name].Config.meanings("length").values()
+    return "paper_length" in get_encoding_class(name).Config.meanings("length").values()
 
 
 # ---------------------------------------------------------------------------
@@ -93,24 +102,36 @@ def has_length_parameters(name: str) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def resolve_encodings(profile: Profile, requested: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
-    """(encodings to run, names the profile wanted that are not registered)."""
+def check_installation() -> None:
+    """Refuse, before any run, an entry point that takes the name of a built-in encoding or task
+    (which one a process would run is then a matter of lookup order)."""
+    problems = ENCODING_GROUP.clashes() + task_registry.GROUP.clashes()
+    if problems:
+        raise PosencError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+
+
+def resolve_encodings(profile: Profile, requested: tuple[str, ...] | None = None) -> list[str]:
+    """The encodings to run, as given (names or import specs), each checked to resolve."""
     if requested:
-        for name in requested:
-            check_choice("encoding", name, tuple(ENCODINGS))
-        return list(requested), []
-    if profile.encodings is None:  # every sequence encoding (grid encodings run on the grid task)
-        return [name for name, cls in ENCODINGS.items() if cls.position_axes == 1], []
-    return [e for e in profile.encodings if e in ENCODINGS], [
-        e for e in profile.encodings if e not in ENCODINGS
-    ]
+        names = list(requested)
+    else:
+        # "all": every sequence encoding (grid encodings, whose positions have axes, run on the grid task)
+        names = (
+            [n for n, cls in encodings().items() if cls.position_axes == 1]
+            if profile.encodings is None
+            else list(profile.encodings)
+        )
+    for name in names:
+        get_encoding_class(name)
+    return list(dict.fromkeys(names))
 
 
 @dataclass
 class Grid:
     specs: list[RunSpec]
-    missing_encodings: list[str] = field(default_factory=list)  # named by the profile, not registered
     skipped_variants: list[str] = field(default_factory=list)  # encodings variants do not apply to
+    # registered classes no other process can import (why, per name): the grid runs in this process only
+    local_only: list[str] = field(default_factory=list)
 
 
 def build_grid(
@@ -120,12 +141,13 @@ def build_grid(
     tasks: tuple[str, ...] | None = None,
     seeds: tuple[int, ...] | None = None,
     threads: int = 1,
+    device: str = "cpu",
 ) -> Grid:
-    """Expand a profile (optionally narrowed) into independent run specs."""
-    names, missing = resolve_encodings(profile, encodings)
-    task_list = tuple(tasks or profile.tasks)
-    for task in task_list:
-        check_choice("task", task, ALL_TASKS)
+    """Expand a profile (optionally narrowed) into independent run specs; ``threads`` and
+    ``device`` (resolved: :func:`posenc.compare.device.resolve_device`) say where they execute."""
+    names = resolve_encodings(profile, encodings)
+    task_list = tuple(dict.fromkeys(task_registry.validate_task(task) for task in tasks or profile.tasks))
+    imports, local_only = imports_of(names, task_list)
     check_int("threads", threads, minimum=1, maximum=max_threads())
     if seeds is not None:
         seeds = tuple(check_int("seeds", seed, minimum=0, maximum=MAX_SEED) for seed in seeds)
@@ -153,9 +175,8 @@ def build_grid(
                         randomized_max_len=l_max,
                         scaled=variant == "scaled",
                     ) | profile.encoding_config.get(name, {})
-                    rotary = (
-                        ENCODINGS[name].kind == "rotary" and "scaling" in ENCODINGS[name].Config.field_names()
-                    )
+                    cls = get_encoding_class(name)
+                    rotary = cls.kind == "rotary" and "scaling" in cls.Config.field_names()
                     scaled_rope = rotary and l_max is None
                     specs.append(
                         RunSpec(
@@ -172,6 +193,9 @@ def build_grid(
                             finetune=run_finetune(profile, task) if scaled_rope else 0,
                             profile=profile.name,
                             threads=threads,
+                            precision=profile.precision,
+                            device=device,
+                            imports=imports,
                         )
                     )
                 if name not in skipped:  # architecture variants of the default run
@@ -185,8 +209,10 @@ def build_grid(
                         if spec not in specs[first:]:  # "combine=add" is the default run itself
                             specs.append(spec)
             for text in profile.schedules:  # per-layer schedules: one run each, labelled by the schedule
-                specs.append(schedule_spec(text, profile, seed=seed, task=task, threads=threads))
-    return Grid(specs, missing, skipped)
+                specs.append(
+                    schedule_spec(text, profile, seed=seed, task=task, threads=threads, device=device)
+                )
+    return Grid(specs, skipped, local_only)
 
 
 def run_scalings(profile: Profile, task: str) -> tuple[str, ...]:
@@ -200,7 +226,9 @@ def run_finetune(profile: Profile, task: str) -> int:
     return profile.finetune if needed else 0
 
 
-def schedule_spec(text: str, profile: Profile, *, seed: int, task: str, threads: int) -> RunSpec:
+def schedule_spec(
+    text: str, profile: Profile, *, seed: int, task: str, threads: int, device: str = "cpu"
+) -> RunSpec:
     """The run of per-layer schedule ``text`` (e.g. ``"irope:2"``): each encoding it uses gets the
     length overrides of a default run (:func:`encoding_overrides`) and the profile's own, keyed by
     its registry name."""
@@ -212,7 +240,7 @@ def schedule_spec(text: str, profile: Profile, *, seed: int, task: str, threads:
         | profile.encoding_config.get(name, {})
         for name in schedule.encodings
     }
-    rotary = any("scaling" in ENCODINGS[name].Config.field_names() for name in schedule.encodings)
+    rotary = any("scaling" in get_encoding_class(name).Config.field_names() for name in schedule.encodings)
     return RunSpec(
         task=task,
         encoding=schedule.layers[0].encoding,
@@ -226,4 +254,6 @@ def schedule_spec(text: str, profile: Profile, *, seed: int, task: str, threads:
         schedule=text,
         profile=profile.name,
         threads=threads,
+        precision=profile.precision,
+        device=device,
     )

@@ -40,15 +40,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import tomlkit
+
 from posenc import schedules
 from posenc.checks import check_choice, did_you_mean
+from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_device_text
 from posenc.datafiles import MISSING, Where, check_keys, typed
 from posenc.errors import PosencError
 from posenc.model import COMBINES, INJECTS, TransformerConfig
+from posenc.plugins import is_spec
 from posenc.records import scalings
 from posenc.records.spec import LM_PROTOCOLS, EvalSpec, ModelSpec, TrainSpec
-from posenc.registry import ENCODINGS, build_for_model
-from posenc.tasks import ALL_TASKS, synthetic
+from posenc.registry import GROUP as ENCODING_GROUP
+from posenc.registry import build_for_model, get_encoding_class
+from posenc.tasks import synthetic
+from posenc.tasks.registry import task_names, validate_task
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -102,6 +108,8 @@ class Profile:
     # Parameter overrides per encoding, applied to every run of it (after the lengths the grid
     # sizes to the training length): {registry name: {Config field: value}}.
     encoding_config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    device: str = "auto"  # where runs compute: auto, cpu, cuda, cuda:N, mps (not part of a run's identity)
+    precision: str = "fp32"  # "bf16": forward passes under autocast to bfloat16 (posenc.compare.device)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -214,10 +222,60 @@ def _table_of(
     return name, label, _merge({k: v for k, v in base.items() if k not in OWN_KEYS}, table)
 
 
-def load_profile(source: str | os.PathLike) -> Profile:
-    """The profile in ``source``: a shipped name (``"quick"``) or the path of a TOML file."""
+class _SetWhere(Where):
+    """Names ``--set KEY=VALUE`` as the source of an error about a key it set, else the file."""
+
+    def __init__(self, source: str, set_keys: tuple[str, ...]) -> None:
+        super().__init__(source)
+        self.set_keys = set_keys
+
+    def error(self, key: str, value: Any, problem: str) -> PosencError:
+        for given in self.set_keys:
+            if key == given or key.startswith((f"{given}.", f"{given}[")) or given.startswith(f"{key}."):
+                return Where("--set").error(key, value, problem)
+        return super().error(key, value, problem)
+
+
+def parse_set(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items -> a nested table (``model.d_model=128`` -> ``{"model": {"d_model": 128}}``).
+
+    VALUE is read as a TOML value (``128``, ``1e-3``, ``true``, ``["rope", "alibi"]``,
+    ``"text"``); anything that is not one is a string (``--set eval.lm_protocol=sliding``).
+    """
+    table: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        parts = key.split(".")
+        if not sep or not key or not all(parts):
+            raise PosencError(
+                f"--set takes KEY=VALUE with a dotted KEY (e.g. model.d_model=128), got {item!r}"
+            )
+        try:
+            value = tomllib.loads(f"value = {text}")["value"]
+        except tomllib.TOMLDecodeError:
+            value = text.strip()
+        node = table
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise PosencError(f"--set {item!r}: {part!r} is set to a value and used as a table")
+            node = child
+        node[parts[-1]] = value
+    return table
+
+
+def load_profile(source: str | os.PathLike, overrides: tuple[str, ...] | list[str] = ()) -> Profile:
+    """The profile in ``source``: a shipped name (``"quick"``) or the path of a TOML file, with
+    ``overrides`` (``--set KEY=VALUE`` items, :func:`parse_set`) on top; an error about a key an
+    override set names the override."""
     name, label, table = _table_of(source, None, ())
-    where = Where(label)
+    if overrides:
+        changes = parse_set(overrides)
+        check_keys(changes, Profile, Where("--set"), extra=())
+        table = _merge(table, changes)
+    set_keys = tuple(item.partition("=")[0].strip() for item in overrides)
+    where = _SetWhere(label, set_keys) if set_keys else Where(label)
     table = {"name": name, "description": "", "why": "", "model": {}, "task_train": {}, "lm_train": {},
              "eval": {}, **_raw(table, where)}  # fmt: skip
     profile = typed(
@@ -236,13 +294,16 @@ ALL_MEANS: dict[str, Any] = {
     "encodings": None,  # every registered encoding
     "variant_encodings": None,  # every additive one
     "randomized": ["*"],  # every encoding of the grid
-    "tasks": list(ALL_TASKS),
+    "tasks": task_names,  # every task (a function: the registry is read when a file is)
 }
 
 
 def _raw(table: dict[str, Any], where: Where) -> dict[str, Any]:
     """The file's spellings that are not the type's own: ``"all"``, ``tune_share`` as a table."""
-    out = {k: (ALL_MEANS[k] if k in ALL_MEANS and v == ALL else v) for k, v in table.items()}
+    out = {}
+    for key, value in table.items():
+        means = ALL_MEANS.get(key, value) if value == ALL else value
+        out[key] = list(means()) if callable(means) else means
     share = out.get("tune_share")
     if share is not None:
         if not isinstance(share, dict) or not all(isinstance(v, str) for v in share.values()):
@@ -282,10 +343,20 @@ def _check(profile: Profile, where: Where) -> None:
     if not profile.tasks:
         raise where.error("tasks", [], "must name at least one task")
     for task in profile.tasks:
-        if task not in ALL_TASKS:
-            raise where.error(
-                "tasks", list(profile.tasks), f"{task!r} is not a task; tasks: {', '.join(ALL_TASKS)}"
+        _check_name(task, "tasks", list(profile.tasks), validate_task, task_names, where)
+    if profile.encodings is not None:
+        if not profile.encodings:
+            raise where.error("encodings", [], 'must name at least one encoding (or "all")')
+        for name in profile.encodings:
+            _check_name(
+                name, "encodings", list(profile.encodings), get_encoding_class, ENCODING_GROUP.names, where
             )
+    try:
+        check_device_text(profile.device)
+    except PosencError:
+        raise where.error("device", profile.device, f"must be one of {DEVICE_FORMS}") from None
+    if profile.precision not in PRECISIONS:
+        raise where.error("precision", profile.precision, f"must be one of {', '.join(PRECISIONS)}")
     if not profile.seeds:
         raise where.error("seeds", [], "must name at least one seed")
     for key in ("randomized_max_len",):
@@ -330,11 +401,17 @@ def _check(profile: Profile, where: Where) -> None:
             raise fail("schedules", text, exc) from None
     for name, config in profile.encoding_config.items():
         key = f"encoding_config.{name}"
-        if name not in ENCODINGS:
-            raise where.error(
-                key, MISSING, f"no encoding {name!r} is registered{did_you_mean(name, ENCODINGS)}"
+        try:
+            cls = get_encoding_class(name)
+        except PosencError as exc:
+            names = ENCODING_GROUP.names()
+            why = (
+                str(exc)
+                if is_spec(name)
+                else f"no encoding {name!r} is registered{did_you_mean(name, names)}"
             )
-        filled = set(ENCODINGS[name].Config.meanings("model"))
+            raise where.error(key, MISSING, why) from None
+        filled = set(cls.Config.meanings("model"))
         for field_name in config:
             if field_name in filled:
                 raise where.error(
@@ -344,6 +421,23 @@ def _check(profile: Profile, where: Where) -> None:
             build_for_model(name, d_model=model.d_model, num_heads=model.num_heads, causal=True, **config)
         except (PosencError, TypeError) as exc:
             raise fail(key, MISSING, exc) from None
+
+
+def _check_name(name: str, key: str, shown: Any, resolve, names, where: Where) -> None:
+    """``name`` (a registry name or an import spec) resolves, else one error naming ``key``."""
+    try:
+        resolve(name)
+    except PosencError as exc:
+        if is_spec(name) or name in names():  # an import spec, or an entry point that is broken
+            raise where.error(key, shown, str(exc)) from None
+        noun = "a task" if key == "tasks" else "an encoding"
+        valid = names()
+        raise where.error(
+            key,
+            shown,
+            f"{name!r} is not {noun}{did_you_mean(name, valid)}; {key}: {', '.join(valid)} "
+            "(or an import spec 'package.module:Class')",
+        ) from None
 
 
 # ---------------------------------------------------------------------------
@@ -389,6 +483,59 @@ def parse_variants(text: str | None) -> tuple[str, ...]:
     for item in items:
         parse_variant(item)
     return items
+
+
+# ---------------------------------------------------------------------------
+# A profile as a file again (``posenc compare --print-config``).
+# ---------------------------------------------------------------------------
+
+
+def _file_value(key: str, value: Any) -> Any:
+    """A typed value in the form a file writes it (the inverse of :func:`_raw`)."""
+    if value is None:
+        raise PosencError(f"{key} = None has no TOML form (a file leaves such a key out)")
+    if isinstance(value, tuple):
+        return [_file_value(key, item) for item in value]
+    if isinstance(value, dict):
+        return {k: _file_value(f"{key}.{k}", v) for k, v in value.items()}
+    return value
+
+
+def _file_table(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """A dataclass as a file's table: None fields (whose default is None) left out."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            out[f.name] = _file_table(value, f"{key}.")
+        elif f.name in ("encodings", "variant_encodings") and value is None:
+            out[f.name] = ALL
+        elif f.name == "randomized" and value == ("*",):
+            out[f.name] = ALL
+        elif f.name == "tune_share":
+            out[f.name] = {task: tuned_on for task, tuned_on in value}
+        elif value is not None or f.default is not None:
+            out[f.name] = _file_value(key, value)
+    return out
+
+
+def dump_profile(profile: Profile, header: str = "") -> str:
+    """The TOML text of ``profile``: every key, no ``extends``; :func:`load_profile` of it gives the
+    same profile (its ``name`` is the file's, so ``name`` is left out). ``header`` (lines) goes
+    first, as comments. Written with tomlkit (compact arrays)."""
+    data = _file_table(profile)
+    data.pop("name")
+    document = tomlkit.document()
+    for line in header.splitlines():
+        document.add(tomlkit.comment(line))
+    tables = {k: v for k, v in data.items() if isinstance(v, dict)}
+    for key, value in data.items():
+        if key not in tables:
+            document.add(key, value)
+    for key, value in tables.items():
+        document.add(key, value)
+    return tomlkit.dumps(document)
 
 
 # ---------------------------------------------------------------------------

@@ -27,10 +27,16 @@ is used as is and left running.
 
 Progress is per run: the caller's bar advances by a run's work units when it
 finishes (the runner tops every finished run up to its full estimate).
+
+GPUs (``--device cuda``): each run asks Ray for ``1 / workers`` of a GPU, so ``workers`` runs
+share one GPU, and computes on the GPU Ray gives it (Ray sets ``CUDA_VISIBLE_DEVICES`` for the
+task, so the run's device is ``cuda``; an index given with ``--device cuda:N`` is Ray's to
+choose). Not run here: this machine has no GPU (docs/your-encoding.md says what was run where).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -41,8 +47,8 @@ from posenc.checks import check_int
 from posenc.errors import PosencError
 from posenc.records.spec import RunSpec
 
-WorkFn = Callable[[RunSpec, Callable[[int], None]], dict]
-ProgressFn = Callable[[RunSpec, int], None]
+WorkFn = Callable[[RunSpec, Callable[..., None]], dict]
+ProgressFn = Callable[..., None]
 Outcome = tuple[RunSpec, "dict[str, Any] | BaseException"]
 
 INSTALL_HINT = "--executor ray needs Ray, which is not installed: pip install 'posenc[ray]'"
@@ -79,12 +85,15 @@ def check_reachable(address: str, timeout: float = 5.0) -> None:
         ) from None
 
 
-def _noop(_: int) -> None:
+def _noop(_: int, status: Any = None) -> None:
     pass
 
 
 def _run_one(fn: WorkFn, spec: RunSpec) -> dict[str, Any]:
-    """Worker side: one run (progress is reported by the driver when it finishes)."""
+    """Worker side: one run (progress is reported by the driver when it finishes); a CUDA run
+    computes on the GPU Ray assigned (the only one it sees: ``cuda``)."""
+    if spec.device.startswith("cuda"):
+        spec = dataclasses.replace(spec, device="cuda")
     return fn(spec, _noop)
 
 
@@ -159,7 +168,9 @@ class RayExecutor:
         pending: dict[Any, RunSpec] = {}
         try:
             for spec in specs:
-                options = {"num_cpus": cpus[spec.run_id], "max_retries": self.max_retries}
+                options: dict[str, Any] = {"num_cpus": cpus[spec.run_id], "max_retries": self.max_retries}
+                if spec.device.startswith("cuda"):
+                    options["num_gpus"] = 1 / self.workers  # `workers` runs share one GPU
                 ref = remote.options(**options).remote(fn, spec)
                 pending[ref] = spec
             while pending:

@@ -2,8 +2,14 @@
 
 Resuming is the default: rerunning the same command recomputes the same run
 ids, finds their valid records and skips them; missing or corrupt records are
-(re)done. One rich progress bar covers the whole grid (in work units ~ training
-steps), with ETA.
+(re)done. Records made with an encoding or task class that has changed since
+(:mod:`posenc.records.provenance`) are refused before anything runs, unless the caller
+allows mixing them with new ones (:func:`check_code`).
+
+The progress display: one bar covers the whole grid (in work units ~ training steps),
+with ETA, and each run in progress has a row of its own with its latest held-out
+check (step, held-out exact match or loss), as its worker reports it (local workers
+report as they go; Ray tasks only when they finish).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     Progress,
@@ -24,6 +31,9 @@ from rich.progress import (
 
 from posenc.compare.executor import Executor
 from posenc.compare.trainer import execute
+from posenc.errors import PosencError
+from posenc.records.files import read_record_file
+from posenc.records.provenance import changes, code_of, encodings_of
 from posenc.records.spec import RunSpec
 from posenc.records.store import ResultStore, version_problem
 
@@ -44,6 +54,41 @@ class GridOutcome:
             "failed": [{"run": r, "error": e} for r, e in self.failed],
             "wall_seconds": self.wall_seconds,
         }
+
+
+def check_code(
+    specs: Sequence[RunSpec],
+    store: ResultStore,
+    *,
+    allow_changed: bool = False,
+    log: Callable[[str], None] = print,
+) -> int:
+    """Refuse records in ``store`` of ``specs`` made with other encoding or task classes than this
+    installation runs (another class under the name, another version of its distribution, an
+    edited source file): one PosencError naming the first change, before anything runs. With
+    ``allow_changed`` they are kept (resumed next to new runs; said once). Returns how many."""
+    current: dict[tuple[tuple[str, ...], str], dict[str, Any]] = {}
+    changed: list[tuple[RunSpec, list[str]]] = []
+    for spec in specs:
+        data, reason = read_record_file(store.path_for(spec))
+        if reason is not None or not isinstance(data, dict) or not isinstance(data.get("result"), dict):
+            continue  # absent or unreadable: nothing to mix (plan redoes a corrupt one)
+        key = (encodings_of(spec), spec.task)
+        if key not in current:
+            current[key] = code_of(spec)
+        found = changes(data["result"].get("code"), current[key])
+        if found:
+            changed.append((spec, found))
+    if changed and not allow_changed:
+        spec, found = changed[0]
+        raise PosencError(
+            f"{len(changed)} finished run(s) in {store.root} were made with other code than this installation "
+            f"runs: {found[0]} (e.g. {spec.label} on {spec.task}, seed {spec.seed}); pass --allow-changed to "
+            "keep them next to new runs, or write to another --out"
+        )
+    if changed:
+        log(f"keeping {len(changed)} run(s) made with a changed class (--allow-changed): {changed[0][1][0]}")
+    return len(changed)
 
 
 def plan(specs: Sequence[RunSpec], store: ResultStore) -> tuple[list[RunSpec], GridOutcome]:
@@ -71,12 +116,16 @@ def run_grid(
     *,
     show_progress: bool = True,
     log: Callable[[str], None] = print,
+    console: Console | None = None,
     work_fn=execute,
     title: str = "posenc compare",
+    allow_changed: bool = False,
 ) -> GridOutcome:
-    """Execute every spec without a valid record; each finished run is written at once."""
+    """Execute every spec without a valid record; each finished run is written at once.
+    Records of a changed class: :func:`check_code`."""
 
     start = time.perf_counter()
+    check_code(specs, store, allow_changed=allow_changed, log=log)
     todo, outcome = plan(specs, store)
     for version, count in sorted(store.other_versions().items()):
         log(
@@ -92,25 +141,30 @@ def run_grid(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         TaskProgressColumn(),  # of the training steps (work units), not of the runs
-        TextColumn("runs {task.fields[runs]}"),
+        TextColumn("{task.fields[runs]}"),  # the grid: runs done; a run: its latest check
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, disable=not show_progress, transient=False) as bar:
-        task = bar.add_task(title, total=max(total, 1), runs=f"0/{len(todo)}")
+    with Progress(*columns, disable=not show_progress, transient=False, console=console) as bar:
+        task = bar.add_task(title, total=max(total, 1), runs=f"runs 0/{len(todo)}")
+        rows = RunRows(bar)
         given: dict[str, int] = {}
 
-        def advance(spec: RunSpec, units: int) -> None:
+        def advance(spec: RunSpec, units: int, status: dict[str, Any] | None = None) -> None:
+            if status is not None:
+                rows.report(spec, status)
             units = min(units, spec.work_units() - given.get(spec.run_id, 0))  # never overshoot a run
             if units > 0:
                 given[spec.run_id] = given.get(spec.run_id, 0) + units
-                bar.update(task, advance=units, description=f"{spec.task}: {spec.label}")
+                bar.update(task, advance=units)
+                rows.advance(spec, units)
 
         finished = 0
         for spec, result in executor.map(work_fn, todo, advance):
             finished += 1
             advance(spec, spec.work_units())  # top up the estimate for this run
+            rows.finish(spec)
             if isinstance(result, BaseException):
                 outcome.failed.append(
                     (f"{spec.label}/{spec.task}/seed{spec.seed}", f"{type(result).__name__}: {result}")
@@ -119,6 +173,47 @@ def run_grid(
             else:
                 store.write(spec, result)
                 outcome.done.append(spec.run_id)
-            bar.update(task, runs=f"{finished}/{len(todo)}")
+            bar.update(task, runs=f"runs {finished}/{len(todo)}")
     outcome.wall_seconds = time.perf_counter() - start
     return outcome
+
+
+#: How the display names a held-out metric.
+METRIC_NAMES = {"valid_exact_match": "held-out exact match", "valid_loss": "held-out loss"}
+
+
+def status_text(status: dict[str, Any]) -> str:
+    """``"step 300: held-out exact match 0.84"`` (a check as the trainer reports it)."""
+    name = METRIC_NAMES.get(status.get("metric", ""), status.get("metric", "held-out"))
+    value = status.get("value")
+    shown = f"{value:.3f}" if isinstance(value, (int, float)) else "-"
+    return f"step {status.get('step', '?')}: {name} {shown}"
+
+
+class RunRows:
+    """One row per run in progress under the grid's bar: its label, its own bar and its latest
+    held-out check; the row goes when the run finishes."""
+
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
+        self.rows: dict[str, Any] = {}  # run id -> the row's task id
+        self.last: dict[str, str] = {}  # run id -> its latest status text (kept for tests)
+
+    def _row(self, spec: RunSpec) -> Any:
+        row = self.rows.get(spec.run_id)
+        if row is None:
+            label = f"  {spec.task}: {spec.label} (seed {spec.seed})"
+            row = self.rows[spec.run_id] = self.bar.add_task(label, total=spec.work_units(), runs="")
+        return row
+
+    def report(self, spec: RunSpec, status: dict[str, Any]) -> None:
+        self.last[spec.run_id] = text = status_text(status)
+        self.bar.update(self._row(spec), runs=text)
+
+    def advance(self, spec: RunSpec, units: int) -> None:
+        self.bar.update(self._row(spec), advance=units)
+
+    def finish(self, spec: RunSpec) -> None:
+        row = self.rows.pop(spec.run_id, None)
+        if row is not None:
+            self.bar.remove_task(row)

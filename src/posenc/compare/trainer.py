@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from posenc.compare.device import autocast, describe, to_device
 from posenc.compare.grid import train_length
 from posenc.encoding import RotaryEncoding
 from posenc.errors import PosencError
@@ -30,15 +31,24 @@ from posenc.model import Transformer
 from posenc.positions import randomized as randomized_positions
 from posenc.records import scalings
 from posenc.records.models import build_model
+from posenc.records.provenance import code_of
 from posenc.records.spec import LM_PROTOCOLS, WEIGHTS_KEY, RunSpec
 from posenc.rope_scaling import apply_to_model
+from posenc.tasks import registry as task_registry
 from posenc.tasks import synthetic, text
 
-Progress = Callable[[int], None]  # advance the caller's progress by this many work units
+#: ``progress(units)`` advances the caller's progress by this many work units;
+#: ``progress(0, status)`` reports a held-out check (:func:`check_status`) for the display.
+Progress = Callable[..., None]
 
 
-def _noop(_: int) -> None:
+def _noop(_: int, status: dict[str, Any] | None = None) -> None:
     pass
+
+
+def check_status(step: int, metric: str, value: float) -> dict[str, Any]:
+    """What a held-out check reports to the progress display."""
+    return {"step": step, "metric": metric, "value": value}
 
 
 # ---------------------------------------------------------------------------
@@ -90,10 +100,11 @@ def make_optimizer(model: torch.nn.Module, spec: RunSpec) -> torch.optim.AdamW:
 
 
 def _positions(spec: RunSpec, batch: int, seq_len: int, generator: torch.Generator) -> torch.Tensor | None:
-    """None (= arange) or Ruoss et al. randomized positions from ``[0, L_max)``."""
+    """None (= arange) or Ruoss et al. randomized positions from ``[0, L_max)`` (drawn on the CPU,
+    then moved to the run's device)."""
     if spec.randomized_max_len is None:
         return None
-    return randomized_positions(batch, seq_len, spec.randomized_max_len, generator)
+    return randomized_positions(batch, seq_len, spec.randomized_max_len, generator).to(spec.device)
 
 
 # ---------------------------------------------------------------------------
@@ -122,7 +133,7 @@ def heldout_task_batch(spec: RunSpec) -> synthetic.TaskBatch:
     U{min_len .. max_len} (the training distribution), from a generator of their own."""
     generator = torch.Generator().manual_seed(VALID_SEED + spec.eval.seed)
     tr = spec.train
-    return synthetic.sample_batch(
+    return task_registry.sample_batch(
         spec.task, tr.valid_samples, min_len=tr.min_len, max_len=tr.max_len, generator=generator
     )
 
@@ -130,7 +141,10 @@ def heldout_task_batch(spec: RunSpec) -> synthetic.TaskBatch:
 def heldout_lm_windows(spec: RunSpec) -> tuple[torch.Tensor, torch.Tensor]:
     """``valid_samples`` windows of L_train bytes from the end of the validation text (never
     the bytes any evaluation scores, which start at its beginning)."""
-    return text.tail_windows(text.stdlib_corpus().valid, spec.train.max_len, spec.train.valid_samples)
+    inputs, targets = text.tail_windows(
+        text.stdlib_corpus().valid, spec.train.max_len, spec.train.valid_samples
+    )
+    return inputs.to(spec.device), targets.to(spec.device)
 
 
 def plateaued(losses: list[float], *, checks: int, tolerance: float) -> bool:
@@ -145,21 +159,23 @@ def plateaued(losses: list[float], *, checks: int, tolerance: float) -> bool:
 class Checker:
     """Held-out in-distribution checks during training: exact match for tasks, loss for the LM.
 
-    ``check(model)`` scores the held-out set and returns True once converged: exact match
-    >= ``converge_at`` (tasks), or (LM, at a check from step ``plateau_after`` on) the best
-    loss of the last ``plateau_checks`` checks less than ``plateau`` (relative) below the
-    best before them.
+    ``check(model, step, train_loss)`` scores the held-out set and returns True once converged:
+    exact match >= ``converge_at`` (tasks), or (LM, at a check from step ``plateau_after`` on)
+    the best loss of the last ``plateau_checks`` checks less than ``plateau`` (relative) below
+    the best before them. The checks are the run's learning curve (:meth:`to_dict`: step, mean
+    training loss since the previous check, held-out metric).
     """
 
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
         self.steps: list[int] = []
+        self.train_losses: list[float] = []  # mean training loss of the steps since the last check
         self.values: list[float] = []  # exact match (tasks) or nats/byte (LM)
         if spec.task == "lm":
             self.inputs, self.targets = heldout_lm_windows(spec)
             self.batch = None
         else:
-            self.batch = heldout_task_batch(spec)
+            self.batch = to_device(heldout_task_batch(spec), spec.device)
 
     @property
     def metric(self) -> str:
@@ -177,14 +193,17 @@ class Checker:
             for lo in range(0, self.batch.inputs.shape[0], self.spec.eval.batch_size):
                 part = _rows(self.batch, slice(lo, lo + self.spec.eval.batch_size))
                 positions = _positions(self.spec, part.inputs.shape[0], part.inputs.shape[1], pos_gen)
-                exact, _ = synthetic.score(model(part.inputs, positions=positions), part)
+                with autocast(self.spec.device, self.spec.precision):
+                    logits = model(part.inputs, positions=positions)
+                exact, _ = synthetic.score(logits.float(), part)
                 hits += int(exact.sum())
             value = hits / self.batch.inputs.shape[0]
         model.train(was_training)
         return value
 
-    def check(self, model: Transformer, step: int) -> bool:
+    def check(self, model: Transformer, step: int, train_loss: float = math.nan) -> bool:
         self.steps.append(step)
+        self.train_losses.append(train_loss)
         self.values.append(self.score(model))
         tr = self.spec.train
         if self.batch is not None:
@@ -194,7 +213,11 @@ class Checker:
         return plateaued(self.values, checks=tr.plateau_checks, tolerance=tr.plateau)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": list(self.steps), self.metric: list(self.values)}
+        return {
+            "step": list(self.steps),
+            "train_loss": list(self.train_losses),
+            self.metric: list(self.values),
+        }
 
 
 def _rows(batch: synthetic.TaskBatch, rows: slice) -> synthetic.TaskBatch:
@@ -206,10 +229,11 @@ def _rows(batch: synthetic.TaskBatch, rows: slice) -> synthetic.TaskBatch:
 def _training_batch(spec: RunSpec, generator: torch.Generator, corpus, seq_len: int, batch_size: int):
     if corpus is not None:
         inputs, targets = text.sample_windows(corpus, batch_size, seq_len, generator)
-        return inputs, targets, None
-    batch = synthetic.sample_batch(
+        return inputs.to(spec.device), targets.to(spec.device), None
+    batch = task_registry.sample_batch(
         spec.task, batch_size, min_len=spec.train.min_len, max_len=spec.train.max_len, generator=generator
     )
+    batch = to_device(batch, spec.device)
     return batch.inputs, batch.targets, batch.loss_mask
 
 
@@ -228,18 +252,20 @@ def _loop(
     """The training loop shared by training and fine-tuning.
 
     No host synchronisation per step: losses stay on the device until the end (or a
-    check); finiteness is checked at every check and at the end.
+    check); finiteness is checked at every check and at the end. Each check reports its step
+    and held-out metric to ``progress`` (:func:`check_status`).
     """
     data_gen = torch.Generator().manual_seed(spec.seed + seed_offset)  # the shared data stream
     pos_gen = torch.Generator().manual_seed(spec.seed + 7_777 + seed_offset)  # randomized positions only
     optimizer = make_optimizer(model, spec)
     corpus = text.stdlib_corpus().train if spec.task == "lm" else None
-    losses = torch.zeros(steps)
+    losses = torch.zeros(steps, device=spec.device)
     model.train()
     forward = training_forward(model)
     compute = 0.0
     converged_at: int | None = None
     taken = 0
+    last_check = 0
     start = time.perf_counter()
     for step in range(steps):
         inputs, targets, mask = _training_batch(spec, data_gen, corpus, seq_len, batch_size)
@@ -249,8 +275,11 @@ def _loop(
             group["lr"] = lr_at(step)
         if spec.train.position_warmup_steps:
             model.position_scale = position_scale(step, spec)
-        logits = forward(inputs, positions=positions)  # (b, t, V)
-        loss_all = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")  # (b*t,)
+        with autocast(spec.device, spec.precision):
+            logits = forward(inputs, positions=positions)  # (b, t, V)
+        loss_all = F.cross_entropy(
+            logits.float().flatten(0, 1), targets.flatten(), reduction="none"
+        )  # (b*t,)
         # masked mean by weights, not by boolean indexing (which waits for the device on GPUs)
         loss = loss_all.mean() if mask is None else (loss_all * mask.flatten()).sum() / mask.sum()
         optimizer.zero_grad(set_to_none=True)
@@ -263,12 +292,15 @@ def _loop(
         progress(1)
         if checker is not None and taken % spec.train.check_every == 0:
             _check_finite(losses[:taken], spec)
-            if checker.check(model, taken):
+            done = checker.check(model, taken, float(losses[last_check:taken].mean()))
+            last_check = taken
+            progress(0, check_status(taken, checker.metric, checker.values[-1]))
+            if done:
                 converged_at = taken
                 break
     _check_finite(losses[:taken], spec)
     wall = time.perf_counter() - start
-    values = losses[:taken].tolist()
+    values = losses[:taken].cpu().tolist()
     tail = values[-20:] or [math.nan]
     return {
         "loss": values,
@@ -360,17 +392,20 @@ def evaluate_task(
     exact, token, per_exact, per_token = [], [], [], []
     digest = hashlib.sha256()
     for n in spec.eval.lengths:
-        batch = synthetic.eval_batch(spec.task, n, spec.eval.samples, seed=spec.eval.seed)
+        batch = task_registry.eval_batch(spec.task, n, spec.eval.samples, seed=spec.eval.seed)
         digest.update(batch.inputs.numpy().tobytes())
+        batch = to_device(batch, spec.device)
         at_length(batch.inputs.shape[1])
         hits, accs = [], []
         for lo in range(0, spec.eval.samples, spec.eval.batch_size):
             part = _rows(batch, slice(lo, lo + spec.eval.batch_size))
             positions = _positions(spec, part.inputs.shape[0], part.inputs.shape[1], pos_gen)
-            ex, tok = synthetic.score(model(part.inputs, positions=positions), part)
+            with autocast(spec.device, spec.precision):
+                logits = model(part.inputs, positions=positions)
+            ex, tok = synthetic.score(logits.float(), part)
             hits.append(ex)
             accs.append(tok)
-        ex_all, tok_all = torch.cat(hits).int(), torch.cat(accs).double()
+        ex_all, tok_all = torch.cat(hits).int().cpu(), torch.cat(accs).double().cpu()
         exact.append(float(ex_all.double().mean()))
         token.append(float(tok_all.mean()))
         per_exact.append(ex_all.tolist())
@@ -388,15 +423,18 @@ def evaluate_task(
 def _window_losses(
     model: Transformer, spec: RunSpec, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int
 ) -> torch.Tensor:
-    """Per-token cross-entropy in nats, ``(w, t)``, evaluated ``batch_size`` windows at a time."""
+    """Per-token cross-entropy in nats, ``(w, t)``, evaluated ``batch_size`` windows at a time
+    (on the run's device; the result on the CPU)."""
     pos_gen = torch.Generator().manual_seed(20_000 + spec.eval.seed + inputs.shape[1])
     out = []
     for lo in range(0, inputs.shape[0], batch_size):
-        chunk = inputs[lo : lo + batch_size]
-        logits = model(
-            chunk, positions=_positions(spec, chunk.shape[0], chunk.shape[1], pos_gen)
-        )  # (b, t, V)
-        out.append(F.cross_entropy(logits.transpose(1, 2), targets[lo : lo + batch_size], reduction="none"))
+        chunk = inputs[lo : lo + batch_size].to(spec.device)
+        with autocast(spec.device, spec.precision):
+            logits = model(
+                chunk, positions=_positions(spec, chunk.shape[0], chunk.shape[1], pos_gen)
+            )  # (b, t, V)
+        target = targets[lo : lo + batch_size].to(spec.device)
+        out.append(F.cross_entropy(logits.float().transpose(1, 2), target, reduction="none").cpu())
     return torch.cat(out)
 
 
@@ -549,7 +587,8 @@ def execute(spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
     weights under :data:`WEIGHTS_KEY`, which the store writes next to the record)."""
     torch.set_num_threads(max(1, spec.threads))
     start = time.perf_counter()
-    model = build_model(spec)
+    code = code_of(spec)  # the classes this process runs (a resumed grid compares them)
+    model = build_model(spec).to(spec.device)
     training = train(model, spec, progress)
     progress(spec.train.steps - training["steps"])  # a converged run gives back its unused steps
     weights = weights_bytes(model)
@@ -566,7 +605,9 @@ def execute(spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
             "steps_per_second": training["steps_per_second"],
             "eval_wall_seconds": time.perf_counter() - tic,
             "threads": torch.get_num_threads(),
+            "device": describe(spec.device),
         },
+        "code": code,
         WEIGHTS_KEY: weights,
     }
     if spec.task == "lm":
@@ -575,7 +616,7 @@ def execute(spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
         payload["data"] = {
             "source": f"synthetic:{spec.task}",
             "generator": "torch.Generator",
-            "vocab": synthetic.VOCAB_SIZE,
+            "vocab": task_registry.vocab_size(spec.task),
         }
     return payload
 
@@ -584,8 +625,9 @@ def tune_execute(spec: RunSpec, progress: Progress = _noop) -> dict[str, Any]:
     """A learning-rate candidate: train ``spec`` and report its held-out in-distribution
     checks only. Nothing here reads an evaluation length (the lr choice must not)."""
     torch.set_num_threads(max(1, spec.threads))
-    model = build_model(spec)
+    code = code_of(spec)
+    model = build_model(spec).to(spec.device)
     training = train(model, spec, progress)
     progress(spec.train.steps - training["steps"])
     keep = ("steps", "converged", "steps_to_converge", "final_loss", "checks", "steps_per_second")
-    return {"lr": spec.train.lr, "train": {k: training[k] for k in keep}}
+    return {"lr": spec.train.lr, "train": {k: training[k] for k in keep}, "code": code}

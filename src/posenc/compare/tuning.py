@@ -31,9 +31,9 @@ from typing import Any
 
 from posenc.compare.executor import Executor
 from posenc.compare.profile import VARIANT_KEYS
-from posenc.compare.runner import GridOutcome, run_grid
+from posenc.compare.runner import GridOutcome, check_code, run_grid
 from posenc.compare.trainer import tune_execute
-from posenc.records.schema import tune_problem
+from posenc.records.schema import checks_metric, tune_problem
 from posenc.records.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.records.store import ResultStore
 
@@ -98,7 +98,7 @@ def candidates(spec: RunSpec, grid: Sequence[float], share: dict[str, str] | Non
 
 def _summary(result: dict[str, Any]) -> dict[str, Any]:
     train = result["train"]
-    metric = next(k for k in train["checks"] if k != "step")
+    metric = checks_metric(train["checks"])
     values = [float(v) for v in train["checks"][metric]]
     best = (min if metric == "valid_loss" else max)(values) if values else None
     return {
@@ -155,11 +155,13 @@ def choose(
     use_shipped: bool = True,
     show_progress: bool = True,
     log: Callable[[str], None] = print,
+    allow_changed: bool = False,
 ) -> tuple[dict[str, Choice], GridOutcome | None]:
     """A choice per tuning key of ``specs``: shipped, cached under ``out``, or tuned now.
 
     Candidates still to run are run on ``executor`` (each written to ``out`` as it
-    finishes, resumable like any grid).
+    finishes, resumable like any grid). Cached candidates of a class that has changed since
+    are refused unless ``allow_changed`` (:func:`posenc.compare.runner.check_code`).
     """
     share = share or {}
     keys: dict[str, RunSpec] = {}
@@ -177,13 +179,18 @@ def choose(
                 float(entry["lr"]), f"shipped with posenc ({entry['why']})", entry["candidates"]
             )
         else:
-            todo += [c for c in candidates(spec, grid, share) if out.load(c)[0] is None]
+            todo += candidates(spec, grid, share)
+    check_code(todo, out, allow_changed=allow_changed, log=log)
+    todo = [c for c in todo if out.load(c)[0] is None]
     outcome = None
     if todo:
         log(
             f"tuning the learning rate: {len(todo)} candidate run(s) over {', '.join(f'{g:g}' for g in grid)}"
         )
-        outcome = run_grid(todo, out, executor, show_progress=show_progress, log=log, work_fn=tune_execute)
+        outcome = run_grid(
+            todo, out, executor, show_progress=show_progress, log=log, work_fn=tune_execute,
+            title="posenc compare: tuning", allow_changed=allow_changed,
+        )  # fmt: skip
     for key, spec in keys.items():
         if key in choices:
             continue

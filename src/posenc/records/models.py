@@ -10,13 +10,16 @@ import torch
 
 from posenc import schedules
 from posenc.model import Transformer, TransformerConfig
+from posenc.records.provenance import register_imports
 from posenc.records.spec import RunSpec
-from posenc.tasks import synthetic, text
+from posenc.tasks import registry as task_registry
 
 
 def build_model(spec: RunSpec) -> Transformer:
-    """The benchmark model for ``spec``, initialised from ``spec.seed`` alone."""
-    vocab = text.VOCAB_SIZE if spec.task == "lm" else synthetic.VOCAB_SIZE
+    """The benchmark model for ``spec``, initialised from ``spec.seed`` alone (names registered
+    where the grid was made are registered here first: :func:`~posenc.records.provenance.register_imports`)."""
+    register_imports(spec)
+    vocab = task_registry.vocab_size(spec.task)
     torch.manual_seed(spec.seed)
     config = TransformerConfig(
         vocab_size=vocab,

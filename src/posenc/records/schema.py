@@ -32,6 +32,16 @@ def _int_list_problem(where: str, value: Any) -> str | None:
     return None
 
 
+#: Keys of ``result.train.checks`` besides its one held-out metric: the step of each check and the
+#: mean training loss since the previous one (records from before curves were kept lack it).
+CURVE_KEYS = ("step", "train_loss")
+
+
+def checks_metric(checks: dict[str, Any]) -> str:
+    """The held-out metric of a run's checks (``valid_exact_match`` or ``valid_loss``)."""
+    return next(k for k in checks if k not in CURVE_KEYS)
+
+
 def _train_problem(train: Any) -> str | None:
     """What the summaries read of ``result.train`` (shared by runs and tuning candidates)."""
     if not isinstance(train, dict):
@@ -45,10 +55,14 @@ def _train_problem(train: Any) -> str | None:
     checks = train.get("checks")
     if not isinstance(checks, dict) or _int_list_problem("result.train.checks.step", checks.get("step")):
         return "result.train.checks is missing"
-    metrics = [k for k in checks if k != "step"]
+    metrics = [k for k in checks if k not in CURVE_KEYS]
     if len(metrics) != 1:
         return "result.train.checks must hold one metric"
     problem = _numbers_problem(f"result.train.checks.{metrics[0]}", checks[metrics[0]], len(checks["step"]))
+    if not problem and "train_loss" in checks:
+        problem = _numbers_problem(
+            "result.train.checks.train_loss", checks["train_loss"], len(checks["step"])
+        )
     if problem or not _is_number(train.get("final_loss")):
         return problem or "result.train.final_loss is not a number"
     return None

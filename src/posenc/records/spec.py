@@ -79,7 +79,7 @@ class TrainSpec:
 #: Fields added after records existed, with the value that means "as before": left
 #: out of the identity at that value, so older records keep their run ids.
 _NEW_DEFAULTS: dict[str, dict[str, Any]] = {
-    "": {"benchmark": 1, "finetune": 0},
+    "": {"benchmark": 1, "finetune": 0, "precision": "fp32"},
     "model": {"combine": "add", "inject": "input", "num_kv_heads": None, "scale_embeddings": False},
     "train": {"position_warmup_steps": 0, "plateau_after": 0},
 }
@@ -117,8 +117,8 @@ class EvalSpec:
 class RunSpec:
     """Everything one worker needs; pickles to other processes (or machines)."""
 
-    task: str  # a key of posenc.tasks.TASKS or "lm"
-    encoding: str  # a key of posenc.ENCODINGS
+    task: str  # a task name or import spec (posenc.tasks.task_names()), or "lm"
+    encoding: str  # an encoding name or import spec (posenc.encodings())
     seed: int
     variant: str = "default"  # "default" | "scaled" (length parameters scaled to training length)
     encoding_config: dict[str, Any] = field(default_factory=dict)  # overrides of the encoding's Config
@@ -135,15 +135,21 @@ class RunSpec:
     # With a schedule, `encoding` is its first layer's and encoding_config maps names to overrides.
     schedule: str = ""
     benchmark: int = BENCHMARK_VERSION  # the semantics this run follows (see BENCHMARK_VERSION)
+    # "fp32", or "bf16": every forward under autocast to bfloat16 (posenc.compare.device)
+    precision: str = "fp32"
     profile: str = ""  # name of the profile that made it (provenance only, not identity)
     lr_source: str = ""  # how train.lr was chosen (provenance only, not identity)
     threads: int = 1  # torch intra-op threads (execution only, not identity)
+    device: str = "cpu"  # where it computes: cpu, cuda, cuda:N, mps (execution only, not identity)
+    # Names registered only in the process that made the grid, as (registry, name, import spec):
+    # a worker registers them before it builds the run (execution only, not identity).
+    imports: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def label(self) -> str:
         """Human name of the encoding variant: ``rope``, ``t5@scaled``, ``rope+rand``, ``irope:2``,
         ``sinusoidal[concat]``, ``sinusoidal[every_layer]``, ``sinusoidal[pe-warmup:200]``,
-        ``sinusoidal[scaled-emb]``, ``rope[kv:1]`` (one key/value head)."""
+        ``sinusoidal[scaled-emb]``, ``rope[kv:1]`` (one key/value head), ``rope[bf16]``."""
         base = self.schedule or self.encoding
         name = base if self.variant == "default" else f"{base}@{self.variant}"
         tags = self.architecture_tags()
@@ -163,14 +169,18 @@ class RunSpec:
             tags.append(f"pe-warmup:{self.train.position_warmup_steps}")
         if self.model.num_kv_heads is not None and self.model.num_kv_heads != self.model.num_heads:
             tags.append(f"kv:{self.model.num_kv_heads}")
+        if self.precision != "fp32":
+            tags.append(self.precision)
         return tags
 
     def identity(self) -> dict[str, Any]:
-        """The content that determines the numbers (everything but provenance and threads)."""
+        """The content that determines the numbers (everything but provenance, threads and device)."""
         data = dataclasses.asdict(self)
         data.pop("profile")
         data.pop("lr_source")
         data.pop("threads")
+        data.pop("device")
+        data.pop("imports")
         if not data["schedule"]:  # added after records existed: "" keeps older run ids
             del data["schedule"]
         for part, defaults in _NEW_DEFAULTS.items():
@@ -198,6 +208,7 @@ class RunSpec:
         }
         ev = EvalSpec(**eval_fields)
         data["scalings"] = tuple(data.get("scalings", ()))
+        data["imports"] = tuple(tuple(item) for item in data.get("imports", ()))
         data.setdefault("benchmark", 1)  # records from before the field existed
         return cls(model=model, train=train, eval=ev, **data)
 

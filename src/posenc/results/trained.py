@@ -32,6 +32,7 @@ from posenc.records.files import read_record_file
 from posenc.records.models import build_model
 from posenc.records.spec import RunSpec
 from posenc.records.store import load_weights
+from posenc.tasks import registry as task_registry
 from posenc.tasks import synthetic, text
 
 RECORD_HINT = "a run record written by posenc compare (OUT/runs/TASK/NAME__seedS__ID.json, or its .pt)"
@@ -100,7 +101,7 @@ def example(spec: RunSpec, length: int | None = None) -> Example:
         data = text.stdlib_corpus().valid[:n]
         labels = [chr(int(b)) if 32 <= int(b) < 127 else f"\\x{int(b):02x}" for b in data]
         return Example(data.long().unsqueeze(0), labels, f"{n} bytes of validation text ({where})")
-    batch = synthetic.eval_batch(spec.task, n, 1, seed=spec.eval.seed)
+    batch = task_registry.eval_batch(spec.task, n, 1, seed=spec.eval.seed)
     row = batch.inputs[0]
     tokens = row[row != synthetic.PAD] if bool((row == synthetic.PAD).any()) else row
     return Example(

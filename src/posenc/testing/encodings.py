@@ -1,41 +1,11 @@
-"""The contract every built-in encoding passes, runnable on your own class.
-
-    >>> import posenc.testing
-    >>> report = posenc.testing.check_encoding("mypkg.pe:MyEncoding", base=500.0)
-    >>> print(report)                 # one line per property: PASS / FAIL / SKIP, with numbers
-    >>> posenc.testing.assert_encoding(MyEncoding)   # in a pytest test: fails with the report
-
-``check_encoding`` takes a registry name, an import spec ``"package.module:Class"``, a class
-or an instance, builds it for a small model (``d_model=16``, ``num_heads=2`` unless given;
-``config`` overrides its Config fields) and runs :data:`PROPERTIES`, each on a freshly seeded
-instance, returning a :class:`CheckReport` with one :class:`PropertyResult` per property:
-
-- ``declares``: a kind, a paper, a docstring and an equation; the Config round-trips to JSON.
-- ``shapes_and_dtypes``: the kind's hook keeps shapes and (float32, float64) dtypes, no NaN.
-- ``default_positions``: ``positions=None`` equals ``arange``.
-- ``offsets``: rows at different offsets are independent of each other and deterministic.
-- ``padding``: in attention, a left-padded row equals the unpadded sequence.
-- ``packing``: two documents packed in one row (document ids, positions restarting) equal
-  each document alone.
-- ``kv_cache``: prefill then one token at a time with a KV cache equals recomputing each
-  prefix in full (skipped when the class declares ``supports_kv_cache = False``).
-- ``relative_invariance``: shifting every position leaves attention unchanged (run when the
-  instance declares ``translation_invariant``).
-- ``gradients``: ``torch.autograd.gradcheck`` in float64 through inputs and parameters.
-- ``numpy_reference``: the hook equals the class's ``numpy_reference`` (float64 NumPy, same
-  arguments as the hook) on full tensors, when the class defines one.
-- ``compile``: ``torch.compile(fullgraph=True)`` of the hook equals eager, forward and backward.
-
-The numbers are the largest absolute differences against what was expected, and the
-tolerance they were held to. Axis legend: b batch, h heads, n sequence, d feature dim.
-"""
+"""The contract every encoding passes (``posenc.testing.check_encoding``); see :mod:`posenc.testing`."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,70 +18,10 @@ from posenc.errors import PosencError, PosencTypeError
 from posenc.kv_cache import KVCache
 from posenc.positions import from_attention_mask, from_document_ids
 from posenc.registry import check_encoding_class, get_encoding_class, model_values
+from posenc.testing.report import CheckReport, PropertyResult
 
 #: Tolerances per dtype (max absolute and relative difference), as posenc's own tests use.
 TOLERANCES = {torch.float64: (1e-10, 1e-10), torch.float32: (1e-5, 1e-5)}
-
-
-@dataclass(frozen=True)
-class PropertyResult:
-    """One property's outcome: ``passed`` is True, False, or None (skipped: not applicable)."""
-
-    name: str
-    passed: bool | None
-    detail: str  # what was checked, why it failed, or why it was skipped
-    numbers: dict[str, float] = field(default_factory=dict)  # e.g. max_abs_diff, tolerance
-
-    @property
-    def status(self) -> str:
-        return "SKIP" if self.passed is None else "PASS" if self.passed else "FAIL"
-
-    def line(self) -> str:
-        numbers = ", ".join(f"{k}={v:.3g}" for k, v in self.numbers.items())
-        return f"{self.status}  {self.name}: {self.detail}" + (f" ({numbers})" if numbers else "")
-
-
-@dataclass(frozen=True)
-class CheckReport:
-    """Every property's result for one encoding, in :data:`PROPERTIES` order."""
-
-    encoding: str  # the name, spec or class it was given
-    kind: str
-    results: tuple[PropertyResult, ...]
-
-    @property
-    def passed(self) -> bool:
-        """True when no property failed (skipped ones do not count against it)."""
-        return all(r.passed is not False for r in self.results)
-
-    @property
-    def failures(self) -> list[PropertyResult]:
-        return [r for r in self.results if r.passed is False]
-
-    def __getitem__(self, name: str) -> PropertyResult:
-        for result in self.results:
-            if result.name == name:
-                return result
-        raise KeyError(name)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "encoding": self.encoding,
-            "kind": self.kind,
-            "passed": self.passed,
-            "results": [dataclasses.asdict(r) | {"status": r.status} for r in self.results],
-        }
-
-    def __str__(self) -> str:
-        head = f"{self.encoding} ({self.kind}): {'passed' if self.passed else 'FAILED'}"
-        return "\n".join([head, *("  " + r.line() for r in self.results)])
-
-    def raise_for_failures(self) -> None:
-        """Raise AssertionError listing the failed properties (for a test suite)."""
-        if not self.passed:
-            raise AssertionError(
-                f"{self.encoding} fails the posenc contract:\n" + "\n".join(r.line() for r in self.failures)
-            )
 
 
 # ---------------------------------------------------------------------------
@@ -572,13 +482,4 @@ def assert_encoding(
     return report
 
 
-__all__ = [
-    "PROPERTIES",
-    "TOLERANCES",
-    "CheckReport",
-    "PropertyResult",
-    "apply_hook",
-    "assert_encoding",
-    "check_encoding",
-    "hook_inputs",
-]
+__all__ = ["PROPERTIES", "TOLERANCES", "apply_hook", "assert_encoding", "check_encoding", "hook_inputs"]

@@ -1,0 +1,286 @@
+"""Your own protocol as a file: ``posenc compare --print-config``, ``--config FILE``, ``--set KEY=VALUE``,
+and the one-line errors (exit 2, nothing started) for every bad spec, key, device or precision."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from posenc import registry
+from posenc.cli import main
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import PROFILES, load_profile, parse_set
+from posenc.errors import PosencError
+from posenc.tasks import registry as task_registry
+
+# Fields that depend on when and where a run executed, not on what it computed.
+TIMING = ("wall_seconds", "compute_seconds", "steps_per_second")
+
+
+def printed(*args: str) -> str:
+    result = CliRunner().invoke(main, ["compare", *args, "--print-config"])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def one_line_error(args: list[str], out: Path | None = None) -> str:
+    """Run ``posenc compare ARGS`` expecting one error line, exit 2 and no run started."""
+    full = ["compare", *args] + (["--out", str(out)] if out is not None else [])
+    result = CliRunner().invoke(main, full)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, (result.exit_code, result.output)
+    assert lines[0].startswith("posenc: error:") and "Traceback" not in result.output
+    if out is not None:
+        assert not list(out.rglob("*.json")), "a run was started"
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------
+# --print-config and --config: the same grid.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_shipped_profile_printed_and_read_back_is_the_same_profile_and_grid(tmp_path, name):
+    path = tmp_path / "exp.toml"
+    path.write_text(printed("--profile", name))
+    mine = load_profile(path)
+    assert mine == dataclasses.replace(PROFILES[name], name="exp")  # every key, nothing lost
+    ids = [spec.run_id for spec in build_grid(mine).specs]
+    assert ids == [spec.run_id for spec in build_grid(PROFILES[name]).specs] and len(set(ids)) == len(ids)
+
+
+def comparable(record: dict) -> dict:
+    record = json.loads(json.dumps(record))
+    for key in ("checksum", "versions"):
+        record.pop(key)
+    record["spec"].pop("profile")  # provenance: "smoke" vs the config file's name
+    record["result"].pop("timing")
+    for key in TIMING:
+        record["result"]["train"].pop(key)
+    return record
+
+
+def records(out: Path) -> dict[str, dict]:
+    found = {}
+    for path in (out / "runs").glob("*/*.json"):
+        record = json.loads(path.read_text())
+        found[record["run_id"]] = comparable(record)
+    return found
+
+
+def test_config_of_the_printed_smoke_profile_gives_the_same_run_ids_and_numbers(tmp_path):
+    config = tmp_path / "smoke-copy.toml"
+    config.write_text(printed("--profile", "smoke"))
+    runner = CliRunner()
+    by_profile = runner.invoke(
+        main, ["compare", "--profile", "smoke", "--out", str(tmp_path / "a"), "--no-report"]
+    )
+    assert by_profile.exit_code == 0, by_profile.output
+    by_config = runner.invoke(
+        main, ["compare", "--config", str(config), "--out", str(tmp_path / "b"), "--no-report"]
+    )
+    assert by_config.exit_code == 0, by_config.output
+    a, b = records(tmp_path / "a"), records(tmp_path / "b")
+    assert len(a) == 12 and a == b  # 2 encodings x (copy, lm) x 3 seeds: same ids, same numbers
+    # the effective config is stored with the results, and runs the same grid again
+    stored = load_profile(tmp_path / "a" / "config.toml")
+    assert [s.run_id for s in build_grid(stored).specs] == [
+        s.run_id for s in build_grid(PROFILES["smoke"]).specs
+    ]
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["config"] == "config.toml"
+
+
+def test_options_are_folded_into_the_printed_config(tmp_path):
+    text = printed(
+        "--profile", "smoke", "--encodings", "rope,nope", "--tasks", "copy", "--seeds", "4,5", "--workers", "2",
+        "--kv-heads", "1", "--device", "cpu", "--precision", "bf16", "--set", "model.d_model=32",
+        "--set", 'eval.lm_protocol=sliding',
+    )  # fmt: skip
+    assert text.startswith("# posenc compare --profile smoke: the effective config")
+    path = tmp_path / "folded.toml"
+    path.write_text(text)
+    prof = load_profile(path)
+    assert (prof.encodings, prof.tasks, prof.seeds, prof.workers) == (("rope", "nope"), ("copy",), (4, 5), 2)
+    assert (prof.model.d_model, prof.model.num_kv_heads, prof.device, prof.precision) == (
+        32,
+        1,
+        "cpu",
+        "bf16",
+    )
+    assert prof.eval.lm_protocol == "sliding"
+
+
+def test_set_changes_one_key_and_the_run_ids(tmp_path):
+    wide = load_profile("smoke", ["model.d_model=32", "seeds=[0]", "encodings=all"])
+    smoke = PROFILES["smoke"]
+    assert wide.model == dataclasses.replace(smoke.model, d_model=32) and wide.seeds == (0,)
+    assert wide.encodings is None  # "all"
+    ids = {s.run_id for s in build_grid(wide, encodings=("nope",)).specs}
+    assert ids and not ids & {s.run_id for s in build_grid(smoke, encodings=("nope",)).specs}
+    assert parse_set(["eval.lm_protocol=sliding", "lr_grid=[0.001, 0.002]", 'description="a b"']) == {
+        "eval": {"lm_protocol": "sliding"}, "lr_grid": [0.001, 0.002], "description": "a b"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        (["model.d_modle=128"], ["--set", "model.d_modle", "unknown key", "did you mean 'd_model'"]),
+        (["task_train.steps=0"], ["--set", "task_train.steps = 0", "must be >= 1"]),
+        (["seeds=0"], ["--set", "seeds = 0", "must be a list"]),
+        (["d_model"], ["--set takes KEY=VALUE"]),
+        (["device=gpu"], ["--set", "device = 'gpu'", "auto, cpu, cuda, cuda:N or mps"]),
+        (["precision=fp16"], ["--set", "precision = 'fp16'", "fp32, bf16"]),
+    ],
+)
+def test_a_bad_set_is_one_line_naming_it(tmp_path, settings, words):
+    args = ["--profile", "smoke"] + [x for s in settings for x in ("--set", s)]
+    line = one_line_error(args, tmp_path / "out")
+    assert all(word in line for word in words), line
+
+
+def test_profile_and_config_together_are_refused(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text('extends = "smoke"\n')
+    line = one_line_error(["--profile", "quick", "--config", str(config)], tmp_path / "out")
+    assert "--profile NAME or --config FILE, not both" in line
+
+
+# ---------------------------------------------------------------------------
+# Bad specs: one line, exit 2, nothing started.
+# ---------------------------------------------------------------------------
+
+
+def _config_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "exp.toml"
+    path.write_text('extends = "smoke"\n' + textwrap.dedent(text))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (
+            ["--encodings", "no_such_module_xyz:Enc,rope"],
+            ["--encodings", "cannot import module 'no_such_module_xyz'"],
+        ),
+        (["--encodings", "posenc.rotary:apply_rotary"], ["--encodings", "not an encoding class"]),
+        (["--encodings", "rpoe"], ["--encodings", "'rpoe' is not known", "did you mean 'rope'"]),
+        (["--tasks", "no_such_module_xyz:Task"], ["--tasks", "cannot import module"]),
+        (["--tasks", "posenc.rotary:RoPE"], ["--tasks", "not a task class"]),
+        (["--tasks", "cpy"], ["--tasks", "did you mean 'copy'"]),
+        (["--device", "cuda:0"], ["--device cuda:0", "no CUDA device here"]),
+        (["--device", "mps"], ["--device mps", "no Apple GPU here"]),
+        (["--device", "gpu"], ["--device", "auto, cpu, cuda, cuda:N or mps"]),
+    ],
+)
+def test_bad_names_and_devices_are_one_line_and_start_nothing(tmp_path, monkeypatch, args, words):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # also on a machine with a GPU
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    line = one_line_error(["--profile", "smoke", *args], tmp_path / "out")
+    assert all(word in line for word in words), line
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("[model]\nd_modle = 128\n", ["exp.toml", "model.d_modle", "did you mean 'd_model'"]),
+        ('encodings = ["no_such_module_xyz:Enc"]\n', ["exp.toml", "encodings", "cannot import module"]),
+        ('tasks = ["sortt"]\n', ["exp.toml", "tasks", "'sortt' is not a task"]),
+        ('device = "cuda"\n', ["device cuda", "no CUDA device here"]),
+        ('device = "tpu"\n', ["exp.toml", "device = 'tpu'", "must be one of"]),
+        ('precision = "bf16"\n', ["precision bf16", "does not compute in bfloat16"]),
+    ],
+)
+def test_a_bad_config_file_is_one_line_and_starts_nothing(tmp_path, monkeypatch, text, words):
+    import torch
+
+    from posenc.compare import device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(device, "bf16_supported", lambda _: False)  # a device without bfloat16
+    line = one_line_error(["--config", str(_config_file(tmp_path, text))], tmp_path / "out")
+    assert all(word in line for word in words), line
+
+
+def test_bf16_where_the_device_lacks_it_is_one_line(tmp_path, monkeypatch):
+    from posenc.compare import device
+
+    monkeypatch.setattr(device, "bf16_supported", lambda _: False)
+    line = one_line_error(["--profile", "smoke", "--precision", "bf16"], tmp_path / "out")
+    assert "--precision bf16" in line and "device cpu does not compute in bfloat16" in line
+
+
+def dist_info(root: Path, name: str, group: str, entry_points: dict[str, str]) -> Path:
+    info = root / f"{name}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    lines = [f"{key} = {value}" for key, value in entry_points.items()]
+    (info / "entry_points.txt").write_text(f"[{group}]\n" + "\n".join(lines) + "\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("group", "name", "words"),
+    [
+        ("posenc.encodings", "rope", ["entry point 'rope'", "posenc-clash", "name of a built-in encoding"]),
+        ("posenc.tasks", "copy", ["entry point 'copy'", "posenc-clash", "name of a built-in task"]),
+        ("posenc.tasks", "lm", ["entry point 'lm'", "name of a built-in task"]),
+    ],
+)
+def test_an_entry_point_under_a_builtin_name_is_refused_before_anything(
+    tmp_path, monkeypatch, group, name, words
+):
+    site = dist_info(tmp_path / "site", "posenc-clash", group, {name: "posenc_demo:LogDecayBias"})
+    monkeypatch.syspath_prepend(str(site))
+    registry.refresh()
+    task_registry.GROUP.refresh()
+    try:
+        line = one_line_error(["--profile", "smoke", "--encodings", "nope"], tmp_path / "out")
+        assert all(word in line for word in words), line
+    finally:
+        sys.path.remove(str(site))
+        registry.refresh()
+        task_registry.GROUP.refresh()
+
+
+def test_a_class_only_this_process_knows_runs_in_this_process_only(tmp_path):
+    """A task registered from a function (or a notebook's __main__) cannot go to a worker: the grid
+    runs it in-process (one worker), and refuses more workers before anything runs."""
+    import torch
+
+    from posenc.compare import compare
+    from posenc.tasks import FIRST_SYMBOL
+
+    class Local(task_registry.Task):
+        description = "x; y = x"
+        vocab_size = FIRST_SYMBOL + 4
+        chance = 0.25
+
+        def example(self, n, generator):
+            x = torch.randint(0, 4, (n,), generator=generator) + FIRST_SYMBOL
+            return x, x.clone()
+
+    task_registry.register_task("local_task", Local)
+    try:
+        grid = build_grid(PROFILES["smoke"], encodings=("nope",), tasks=("local_task",), seeds=(0,))
+        assert grid.specs[0].task == "local_task" and grid.specs[0].imports == ()
+        assert "cannot be imported by another process" in grid.local_only[0]
+        kwargs = {"encodings": ("nope",), "tasks": ("local_task",), "seeds": (0, 1), "show_progress": False,
+                  "log": lambda _: None}  # fmt: skip
+        with pytest.raises(PosencError, match="cannot be imported by another process.*--workers 1"):
+            compare("smoke", out=tmp_path / "two", workers=2, **kwargs)
+        assert not (tmp_path / "two" / "runs").exists()
+        result = compare("smoke", out=tmp_path / "one", workers=1, **kwargs)
+        assert len(result.outcome.done) == 2 and not result.outcome.failed
+    finally:
+        task_registry.unregister_task("local_task")

@@ -1,0 +1,203 @@
+"""What training did, visible: each record keeps its learning curve, ``posenc plot --curves`` draws
+them, the progress display shows each running run's held-out metric (reported from spawned
+workers too), and records keep which code ran (a changed class is refused on resume)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+from rich.progress import Progress
+
+from posenc.cli import main
+from posenc.compare.executor import LocalExecutor
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import get_profile
+from posenc.compare.runner import RunRows, check_code, run_grid, status_text
+from posenc.compare.trainer import execute
+from posenc.errors import PosencError
+from posenc.records.provenance import changes, code_of
+from posenc.records.store import ResultStore
+from posenc.results.curves import curve, curves_figure
+
+SMOKE = get_profile("smoke")
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("curves")
+    specs = build_grid(SMOKE, seeds=(0, 1)).specs  # sinusoidal, nope x copy, lm
+    outcome = run_grid(specs, ResultStore(out), LocalExecutor(1), show_progress=False, log=quiet)
+    assert len(outcome.done) == 8
+    return out
+
+
+def test_each_record_keeps_its_learning_curve(results):
+    for record in ResultStore(results).records():
+        checks = record["result"]["train"]["checks"]
+        steps, losses = checks["step"], checks["train_loss"]
+        task = record["spec"]["task"]
+        every = SMOKE.lm_train.check_every if task == "lm" else SMOKE.task_train.check_every
+        assert steps == list(range(every, every * len(steps) + 1, every))
+        per_step = record["result"]["train"]["loss"]
+        for k, step in enumerate(steps):  # the mean training loss since the previous check
+            window = per_step[(steps[k - 1] if k else 0) : step]
+            assert losses[k] == pytest.approx(sum(window) / len(window), rel=1e-6)
+        metric = "valid_loss" if task == "lm" else "valid_exact_match"
+        assert len(checks[metric]) == len(steps)
+        assert curve(record)["name"] == metric
+
+
+def test_a_record_from_before_curves_gets_its_training_loss_from_the_steps(results):
+    record = ResultStore(results).records()[0]
+    old = json.loads(json.dumps(record))
+    del old["result"]["train"]["checks"]["train_loss"]
+    assert curve(old)["train_loss"] == pytest.approx(curve(record)["train_loss"], rel=1e-6)
+
+
+def test_plot_curves_draws_every_task_and_encoding(results, tmp_path):
+    fig = curves_figure(ResultStore(results).records())
+    axes = fig.get_axes()
+    assert len(axes) == 4  # (copy, lm) x (training loss, held-out metric)
+    labels = {
+        line.get_label() for ax in axes for line in ax.get_lines() if not line.get_label().startswith("_")
+    }
+    assert labels == {"sinusoidal", "nope"}
+    assert sum(len(ax.get_lines()) for ax in axes) == 16  # 8 runs, one line per run per panel
+    out = tmp_path / "curves.png"
+    result = CliRunner().invoke(main, ["plot", "--curves", str(results), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--kind", "heatmap"], "--kind does not apply with --curves"),
+        (["rope"], "NAME does not apply with --curves"),
+        (["--d-model", "8"], "--d-model does not apply with --curves"),
+    ],
+)
+def test_plot_curves_refuses_what_does_not_apply(results, tmp_path, args, words):
+    result = CliRunner().invoke(
+        main, ["plot", "--curves", str(results), "-o", str(tmp_path / "x.png"), *args]
+    )
+    assert result.exit_code == 2 and words in result.output, result.output
+
+
+def test_plot_curves_of_a_directory_without_runs_is_one_line(tmp_path):
+    result = CliRunner().invoke(main, ["plot", "--curves", str(tmp_path), "-o", str(tmp_path / "x.png")])
+    assert result.exit_code == 2 and "not a results directory" in result.output
+    assert not (tmp_path / "x.png").exists()
+    missing = CliRunner().invoke(main, ["plot", "rope", "-o", str(tmp_path / "x.png")])
+    assert missing.exit_code == 2 and "missing --kind" in missing.output
+
+
+# ---------------------------------------------------------------------------
+# The progress display.
+# ---------------------------------------------------------------------------
+
+
+def test_a_run_reports_each_check_to_the_display():
+    (spec,) = build_grid(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0,)).specs
+    statuses = []
+    execute(spec, lambda units, status=None: statuses.append(status) if status else None)
+    assert [s["step"] for s in statuses] == [3, 6] and {s["metric"] for s in statuses} == {
+        "valid_exact_match"
+    }
+    assert status_text(statuses[-1]).startswith("step 6: held-out exact match ")
+
+
+def test_spawned_workers_report_their_checks():
+    specs = build_grid(SMOKE, encodings=("nope",), tasks=("copy", "lm"), seeds=(0,)).specs
+    seen: dict[str, list] = {}
+
+    def progress(spec, units, status=None):
+        if status is not None:
+            seen.setdefault(spec.task, []).append(status)
+
+    done = list(LocalExecutor(2).map(execute, specs, progress))
+    assert len(done) == 2 and not any(isinstance(result, BaseException) for _, result in done)
+    assert [s["metric"] for s in seen["copy"]] == ["valid_exact_match"] * 2
+    assert seen["lm"] and {s["metric"] for s in seen["lm"]} == {"valid_loss"}
+
+
+def test_each_running_run_has_a_row_with_its_held_out_metric():
+    (spec,) = build_grid(SMOKE, encodings=("nope",), tasks=("copy",), seeds=(0,)).specs
+    console = Console(file=io.StringIO(), width=160, force_terminal=False)
+    with Progress(console=console) as bar:
+        rows = RunRows(bar)
+        rows.report(spec, {"step": 300, "metric": "valid_exact_match", "value": 0.84})
+        (task,) = bar.tasks
+        assert task.description == "  copy: nope (seed 0)"
+        assert task.fields["runs"] == "step 300: held-out exact match 0.840"
+        rows.advance(spec, 5)
+        assert bar.tasks[0].completed == 5
+        rows.finish(spec)
+        assert not bar.tasks
+
+
+# ---------------------------------------------------------------------------
+# Which code ran.
+# ---------------------------------------------------------------------------
+
+
+def test_changes_name_what_differs():
+    new = {"class": "mypkg:Enc", "distribution": "mypkg", "version": "0.2", "source_sha256": "b"}
+    current = {"encodings": {"mine": new}, "task": None}
+    same = {"encodings": {"mine": dict(new)}, "task": None}
+    assert changes(same, current) == []
+    assert changes({"encodings": {"mine": {**new, "version": "0.1"}}}, current) == [
+        "encoding 'mine' (mypkg:Enc): mypkg was version 0.1, is now 0.2"
+    ]
+    assert (
+        "its source file changed"
+        in changes({"encodings": {"mine": {**new, "source_sha256": "a"}}}, current)[0]
+    )
+    assert (
+        "was other:Enc, is now mypkg:Enc"
+        in changes({"encodings": {"mine": {**new, "class": "other:Enc"}}}, current)[0]
+    )
+    moved = changes({"encodings": {"mine": {**new, "distribution": "other"}}}, current)
+    assert moved == ["encoding 'mine' (mypkg:Enc) came from other, now from mypkg"]
+    assert changes(None, current) == []  # a record from before records kept their code
+    own = {"class": "posenc.bias:ALiBi", "distribution": "posenc", "version": "0.1.0", "source_sha256": "x"}
+    assert (
+        changes(
+            {"encodings": {"alibi": {**own, "source_sha256": "y"}}},
+            {"encodings": {"alibi": own}, "task": None},
+        )
+        == []
+    )
+
+
+def test_a_resumed_grid_refuses_records_of_a_changed_class(results):
+    store = ResultStore(results)
+    specs = build_grid(SMOKE, seeds=(0, 1)).specs
+    assert check_code(specs, store, log=quiet) == 0
+    record_path = store.path_for(specs[0])
+    record = json.loads(record_path.read_text())
+    assert record["result"]["code"] == json.loads(json.dumps(code_of(specs[0])))
+    forged = json.loads(json.dumps(record))
+    forged["result"]["code"]["encodings"]["sinusoidal"].update(
+        {"class": "mypkg:Sinusoidal", "distribution": "mypkg"}
+    )
+    record_path.write_text(json.dumps(forged))
+    try:
+        with pytest.raises(
+            PosencError,
+            match=r"1 finished run\(s\) .*was mypkg:Sinusoidal, is now posenc.absolute.*--allow-changed",
+        ):
+            run_grid(specs, store, LocalExecutor(1), show_progress=False, log=quiet)
+        logged = []
+        assert check_code(specs, store, allow_changed=True, log=logged.append) == 1
+        assert "keeping 1 run(s) made with a changed class" in logged[0]
+    finally:
+        record_path.write_text(json.dumps(record))
