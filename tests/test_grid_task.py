@@ -113,3 +113,53 @@ def test_a_model_runs_on_every_evaluation_grid(name):
         logits = model(batch.inputs, positions=grid.positions_for(batch, axes))
         exact, acc = grid.score(logits, batch)
         assert exact.shape == acc.shape == (2,)
+
+
+# ---------------------------------------------------------------------------
+# The grid task in posenc compare (a registered task: posenc compare --tasks grid).
+# ---------------------------------------------------------------------------
+
+
+def test_the_grid_task_is_registered_and_passes_the_task_contract():
+    import posenc.testing
+    from posenc.tasks import registry
+
+    assert registry.task_class("grid") is grid.GridTask and "grid" in registry.task_names()
+    report = posenc.testing.check_task("grid")
+    assert report.passed, str(report)
+    batch = registry.eval_batch("grid", 6, 5, seed=0)  # n is the side: a 6 x 6 grid
+    assert batch.inputs.shape == (5, 36 + grid.QUERIES) and batch.positions.shape == (5, 40, 2)
+    assert torch.equal(batch.inputs, registry.eval_batch("grid", 6, 5, seed=0).inputs)
+    # what each kind of encoding reads: coordinates, (t=0, h, w), or the grid flattened row by row
+    assert torch.equal(batch.positions_for(2), batch.positions)
+    assert batch.positions_for(3)[..., 0].eq(0).all() and torch.equal(
+        batch.positions_for(3)[..., 1:], batch.positions
+    )
+    rows, cols = batch.positions.unbind(-1)
+    assert torch.equal(batch.positions_for(1), rows * 6 + cols)
+
+
+def test_posenc_compare_trains_and_evaluates_on_the_grid(tmp_path):
+    """The grid profile at smoke size: grid encodings read coordinates, 1-D ones the flattened grid;
+    every evaluation side is scored, exact match and query accuracy, converged or not."""
+    import json
+
+    from click.testing import CliRunner
+
+    from posenc.cli import main
+
+    args = ["compare", "--profile", "grid", "--out", str(tmp_path), "--encodings", "rope_axial,mrope,rope",
+            "--seeds", "0", "--workers", "1", "--set", "model.d_model=16", "--set", "model.num_heads=2",
+            "--set", "task_train.steps=4", "--set", "task_train.warmup_steps=1", "--set", "task_train.check_every=2",
+            "--set", "task_train.valid_samples=8",
+            "--set", "eval.samples=4", "--no-report"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    records = [json.loads(p.read_text()) for p in tmp_path.glob("runs/grid/*.json")]
+    assert {r["spec"]["encoding"] for r in records} == {"rope_axial", "mrope", "rope"}
+    for record in records:
+        evaluation = record["result"]["eval"]["default"]
+        assert evaluation["lengths"] == [4, 5, 6, 8, 12]
+        assert len(evaluation["token_accuracy"]) == 5 and all(
+            0 <= a <= 1 for a in evaluation["token_accuracy"]
+        )

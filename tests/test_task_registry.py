@@ -129,7 +129,7 @@ def test_an_entry_point_task_is_found_lazily(clean, tmp_path, monkeypatch):
 
 def test_unknown_tasks_and_lm_give_clear_errors():
     with pytest.raises(
-        PosencError, match=r"unknown task 'cpy'; did you mean 'copy'\? \(valid: .*passkey, lm;"
+        PosencError, match=r"unknown task 'cpy'; did you mean 'copy'\? \(valid: .*passkey, grid, lm;"
     ):
         task_registry.task_class("cpy")
     with pytest.raises(PosencError, match="'lm' is the language-model task"):

@@ -111,8 +111,7 @@ def to_device(batch: TaskBatch, device: str) -> TaskBatch:
     """A task batch (drawn on the CPU) on ``device`` (its lengths stay on the CPU)."""
     if device == "cpu":
         return batch
-    inputs, targets, mask = (t.to(device) for t in (batch.inputs, batch.targets, batch.loss_mask))
-    return TaskBatch(inputs, targets, mask, batch.lengths)
+    return batch.to(device)
 
 
 def describe(device: str) -> str:

@@ -54,7 +54,7 @@ from posenc.records.spec import LM_PROTOCOLS, EvalSpec, ModelSpec, TrainSpec
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.registry import build_for_model, get_encoding_class
 from posenc.tasks import synthetic
-from posenc.tasks.registry import task_names, validate_task
+from posenc.tasks.registry import sequence_task_names, task_names, validate_task
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -294,7 +294,7 @@ ALL_MEANS: dict[str, Any] = {
     "encodings": None,  # every registered encoding
     "variant_encodings": None,  # every additive one
     "randomized": ["*"],  # every encoding of the grid
-    "tasks": task_names,  # every task (a function: the registry is read when a file is)
+    "tasks": sequence_task_names,  # every task of sequences (a function: read when a file is)
 }
 
 

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from posenc.compare.device import autocast, describe, to_device
 from posenc.compare.grid import train_length
-from posenc.encoding import RotaryEncoding
+from posenc.encoding import PositionalEncoding, RotaryEncoding
 from posenc.errors import PosencError
 from posenc.model import Transformer
 from posenc.positions import randomized as randomized_positions
@@ -105,6 +105,23 @@ def _positions(spec: RunSpec, batch: int, seq_len: int, generator: torch.Generat
     if spec.randomized_max_len is None:
         return None
     return randomized_positions(batch, seq_len, spec.randomized_max_len, generator).to(spec.device)
+
+
+def position_axes(model: Transformer) -> int:
+    """The axes of the positions the model's encodings read (2 or 3 for grid encodings, else 1)."""
+    return max(
+        (enc.position_axes for enc in model.modules() if isinstance(enc, PositionalEncoding)), default=1
+    )
+
+
+def _task_positions(
+    spec: RunSpec, batch: synthetic.TaskBatch, axes: int, generator: torch.Generator
+) -> torch.Tensor | None:
+    """The positions of a task batch: a grid task's coordinates as the encoding reads them
+    (:meth:`~posenc.tasks.synthetic.TaskBatch.positions_for`), else :func:`_positions`."""
+    if batch.positions is not None:
+        return batch.positions_for(axes)
+    return _positions(spec, batch.inputs.shape[0], batch.inputs.shape[1], generator)
 
 
 # ---------------------------------------------------------------------------
@@ -191,8 +208,8 @@ class Checker:
             hits = 0
             pos_gen = torch.Generator().manual_seed(VALID_SEED + 1)
             for lo in range(0, self.batch.inputs.shape[0], self.spec.eval.batch_size):
-                part = _rows(self.batch, slice(lo, lo + self.spec.eval.batch_size))
-                positions = _positions(self.spec, part.inputs.shape[0], part.inputs.shape[1], pos_gen)
+                part = self.batch.rows(slice(lo, lo + self.spec.eval.batch_size))
+                positions = _task_positions(self.spec, part, position_axes(model), pos_gen)
                 with autocast(self.spec.device, self.spec.precision):
                     logits = model(part.inputs, positions=positions)
                 exact, _ = synthetic.score(logits.float(), part)
@@ -220,21 +237,14 @@ class Checker:
         }
 
 
-def _rows(batch: synthetic.TaskBatch, rows: slice) -> synthetic.TaskBatch:
-    return synthetic.TaskBatch(
-        batch.inputs[rows], batch.targets[rows], batch.loss_mask[rows], batch.lengths[rows]
-    )
-
-
 def _training_batch(spec: RunSpec, generator: torch.Generator, corpus, seq_len: int, batch_size: int):
     if corpus is not None:
         inputs, targets = text.sample_windows(corpus, batch_size, seq_len, generator)
-        return inputs.to(spec.device), targets.to(spec.device), None
+        return inputs.to(spec.device), targets.to(spec.device)
     batch = task_registry.sample_batch(
         spec.task, batch_size, min_len=spec.train.min_len, max_len=spec.train.max_len, generator=generator
     )
-    batch = to_device(batch, spec.device)
-    return batch.inputs, batch.targets, batch.loss_mask
+    return to_device(batch, spec.device)
 
 
 def _loop(
@@ -261,6 +271,7 @@ def _loop(
     corpus = text.stdlib_corpus().train if spec.task == "lm" else None
     losses = torch.zeros(steps, device=spec.device)
     model.train()
+    axes = position_axes(model)
     forward = training_forward(model)
     compute = 0.0
     converged_at: int | None = None
@@ -268,8 +279,13 @@ def _loop(
     last_check = 0
     start = time.perf_counter()
     for step in range(steps):
-        inputs, targets, mask = _training_batch(spec, data_gen, corpus, seq_len, batch_size)
-        positions = _positions(spec, inputs.shape[0], inputs.shape[1], pos_gen)
+        drawn = _training_batch(spec, data_gen, corpus, seq_len, batch_size)
+        if isinstance(drawn, synthetic.TaskBatch):
+            inputs, targets, mask = drawn.inputs, drawn.targets, drawn.loss_mask
+            positions = _task_positions(spec, drawn, axes, pos_gen)
+        else:  # language-model windows
+            (inputs, targets), mask = drawn, None
+            positions = _positions(spec, inputs.shape[0], inputs.shape[1], pos_gen)
         tic = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step)
@@ -388,6 +404,7 @@ def evaluate_task(
     """Exact match and token accuracy at every evaluation length (same examples for everyone),
     per example (``per_example``: 0/1 exact match and token accuracy) and averaged."""
     model.eval()
+    axes = position_axes(model)
     pos_gen = torch.Generator().manual_seed(10_000 + spec.eval.seed)  # identical across runs
     exact, token, per_exact, per_token = [], [], [], []
     digest = hashlib.sha256()
@@ -398,8 +415,8 @@ def evaluate_task(
         at_length(batch.inputs.shape[1])
         hits, accs = [], []
         for lo in range(0, spec.eval.samples, spec.eval.batch_size):
-            part = _rows(batch, slice(lo, lo + spec.eval.batch_size))
-            positions = _positions(spec, part.inputs.shape[0], part.inputs.shape[1], pos_gen)
+            part = batch.rows(slice(lo, lo + spec.eval.batch_size))
+            positions = _task_positions(spec, part, axes, pos_gen)
             with autocast(spec.device, spec.precision):
                 logits = model(part.inputs, positions=positions)
             ex, tok = synthetic.score(logits.float(), part)

@@ -40,7 +40,8 @@ import torch
 from posenc.axes import flatten_grid, grid_positions, with_time
 from posenc.checks import check_int
 from posenc.errors import PosencError
-from posenc.tasks.synthetic import FIRST_SYMBOL, NUM_SYMBOLS, PAD, VOCAB_SIZE
+from posenc.tasks.synthetic import FIRST_SYMBOL, NUM_SYMBOLS, PAD, VOCAB_SIZE, TaskBatch
+from posenc.tasks.task import Task
 
 #: The 8 king moves (row step, column step), in the order of their tokens.
 DIRECTIONS: dict[str, tuple[int, int]] = {
@@ -58,6 +59,7 @@ MAX_SIDE = 64
 
 __all__ = [
     "CHANCE",
+    "GridTask",
     "DIRECTIONS",
     "DIRECTION_TOKENS",
     "EVAL_SCALES",
@@ -204,3 +206,38 @@ def side_ratio(size: tuple[int, int], train_size: tuple[int, int] = TRAIN_SIZE) 
     """How much larger a grid is than the training one, per side (the geometric mean of both)."""
     (h, w), (th, tw) = _size(size), _size(train_size)
     return math.sqrt((h / th) * (w / tw))
+
+
+class GridTask(Task):
+    """The grid task in ``posenc compare`` (``--tasks grid``): ``n`` is the side of a square grid.
+
+    Training draws every example on the ``max_len x max_len`` grid of the profile's
+    ``task_train`` (one grid size: in distribution means exactly that grid); evaluation at a
+    side ``n`` uses the ``n x n`` grid. Each row is the ``n^2`` cells, then :data:`QUERIES`
+    queries answered at their own tokens; the loss and the scores count the queries.
+    """
+
+    description = "an n x n grid of random symbols, then queries 'the cell one king move from here'"
+    vocab_size = VOCAB_SIZE
+    chance = CHANCE
+    position_axes = 2
+    min_length = 2
+
+    def draw_batch(self, lengths: list[int], generator: torch.Generator) -> TaskBatch:
+        """One batch on the grid of side ``max(lengths)`` (a batch shares one grid size)."""
+        side = max(lengths)
+        batch = _examples(len(lengths), _size((side, side)), QUERIES, generator)
+        flat = flatten_grid(batch.positions, batch.size)
+        return TaskBatch(
+            batch.inputs, batch.targets, batch.loss_mask, torch.tensor(lengths, dtype=torch.long),
+            positions=batch.positions, flat_positions=flat,
+        )  # fmt: skip
+
+    def input_length(self, n: int) -> int:
+        return n * n + QUERIES
+
+    def answer_length(self, n: int) -> int:
+        return QUERIES
+
+    def max_sequence_length(self, n: int) -> int:
+        return sequence_length((n, n))

@@ -40,7 +40,8 @@ import torch
 from posenc.checks import check_int
 from posenc.errors import PosencError, PosencTypeError
 from posenc.plugins import PluginGroup, origin
-from posenc.tasks import synthetic, text
+from posenc.tasks import grid, synthetic, text
+from posenc.tasks.task import Task
 
 #: The entry-point group an installed package declares its tasks in.
 ENTRY_POINT_GROUP = "posenc.tasks"
@@ -50,38 +51,6 @@ LM_DESCRIPTION = "byte-level language model on the Python standard library's own
 #: Ids a task's tokens may not use: the markers of the sequence and padding.
 RESERVED_TOKENS = (synthetic.PAD, synthetic.BOS, synthetic.SEP, synthetic.EOS)
 FIRST_TASK_TOKEN = synthetic.BLANK  # the smallest id a task's x and y may use
-
-
-class Task:
-    """A synthetic task: examples drawn at a length ``n`` (the protocol: module docstring).
-
-    Subclass it, set the class attributes and define :meth:`example`; override
-    :meth:`input_length` / :meth:`answer_length` when ``x`` / ``y`` can be longer than ``n``.
-    """
-
-    #: One line: what x and y are (``posenc list --tasks``, ``posenc compare --help``).
-    description: ClassVar[str] = ""
-    #: Tokens of the model: ids 0-3 are PAD, BOS, SEP, EOS; x and y use 4 .. vocab_size - 1.
-    vocab_size: ClassVar[int] = synthetic.VOCAB_SIZE
-    #: Accuracy of guessing one answer token (1 / the size of the answer alphabet).
-    chance: ClassVar[float] = 0.0
-
-    def example(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(x, y)``: one example at length ``n``, all randomness from ``generator``."""
-        raise NotImplementedError
-
-    def input_length(self, n: int) -> int:
-        """The longest ``x`` an example at ``n`` can have."""
-        return n
-
-    def answer_length(self, n: int) -> int:
-        """The longest ``y`` an example at ``n`` can have."""
-        return n
-
-    def max_sequence_length(self, n: int) -> int:
-        """Tokens in the longest row the model reads at ``n``: ``[BOS] x [SEP] y`` (EOS is only
-        predicted)."""
-        return 1 + self.input_length(n) + 1 + self.answer_length(n)
 
 
 class BuiltinTask(Task):
@@ -108,15 +77,17 @@ def _builtin(name: str) -> type[Task]:
     return type(f"BuiltinTask[{name}]", (BuiltinTask,), attributes)
 
 
-#: posenc's own synthetic tasks, in the order of :data:`posenc.tasks.synthetic.TASKS`.
+#: posenc's own synthetic tasks, in the order of :data:`posenc.tasks.synthetic.TASKS`, then the
+#: grid task (:mod:`posenc.tasks.grid`).
 BUILTINS: dict[str, type[Task]] = {name: _builtin(name) for name in synthetic.TASKS}
+BUILTINS["grid"] = grid.GridTask
 
 
 def check_task_class(cls: Any, source: str) -> type[Task]:
     """Return ``cls`` if it is a usable task class, else raise naming ``source``."""
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise PosencTypeError(f"{source} is {cls!r}, not a task class (a subclass of posenc.tasks.Task)")
-    if cls.example is Task.example:
+    if cls.example is Task.example and cls.draw_batch is Task.draw_batch:
         raise PosencTypeError(f"{source} ({cls.__qualname__}) does not define example(n, generator)")
     vocab = cls.vocab_size
     if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab <= FIRST_TASK_TOKEN:
@@ -152,6 +123,12 @@ def unregister_task(name: str) -> None:
 def task_names() -> tuple[str, ...]:
     """Every task name without importing any entry point: built-in, registered, entry points, ``"lm"``."""
     return tuple(GROUP.names())
+
+
+def sequence_task_names() -> tuple[str, ...]:
+    """What ``"all"`` tasks means in a profile: every task of sequences (the grid task, whose
+    tokens lie on a grid, has a profile of its own); entry points are not imported to tell."""
+    return tuple(n for n in task_names() if n not in BUILTINS or BUILTINS[n].position_axes == 1)
 
 
 def tasks() -> dict[str, type[Task]]:
@@ -257,11 +234,12 @@ def _resolve(task: str | Task) -> tuple[str, Task]:
     return task, get_task(task)
 
 
-def _examples(task: str | Task, lengths: list[int], generator: torch.Generator) -> tuple[str, list]:
+def _draw(task: str | Task, lengths: list[int], generator: torch.Generator) -> synthetic.TaskBatch:
     name, found = _resolve(task)
-    if type(found) is BUILTINS.get(name):  # posenc's own: no per-example checks on the hot path
-        return name, [found.example(n, generator) for n in lengths]
-    return name, [check_example(name, found, found.example(n, generator), n) for n in lengths]
+    if type(found).draw_batch is not Task.draw_batch or type(found) is BUILTINS.get(name):
+        return found.draw_batch(lengths, generator)  # posenc's own: no per-example checks on the hot path
+    examples = [check_example(name, found, found.example(n, generator), n) for n in lengths]
+    return synthetic.collate(examples, lengths)
 
 
 def sample_batch(
@@ -273,7 +251,7 @@ def sample_batch(
     check_int("min_len", min_len, minimum=1)
     check_int("max_len", max_len, minimum=min_len)
     lengths = torch.randint(min_len, max_len + 1, (batch_size,), generator=generator).tolist()
-    return synthetic.collate(_examples(task, lengths, generator)[1], lengths)
+    return _draw(task, lengths, generator)
 
 
 def eval_batch(task: str | Task, n: int, num_samples: int, *, seed: int = 0) -> synthetic.TaskBatch:
@@ -283,4 +261,4 @@ def eval_batch(task: str | Task, n: int, num_samples: int, *, seed: int = 0) -> 
     check_int("num_samples", num_samples, minimum=1)
     name = _resolve(task)[0]
     generator = torch.Generator().manual_seed(synthetic.eval_seed(name, n, seed))
-    return synthetic.collate(_examples(task, [n] * num_samples, generator)[1], [n] * num_samples)
+    return _draw(task, [n] * num_samples, generator)

@@ -60,12 +60,50 @@ class TaskBatch:
         targets: ``(b, t)`` int64, ``sequence[1:]`` padded with PAD.
         loss_mask: ``(b, t)`` bool, True exactly at the predictions of y and EOS.
         lengths: ``(b,)`` int64, the n of each example.
+        positions: ``(b, t, a)`` int64 coordinates of tokens on a grid (``-1``: no grid position),
+            for tasks whose tokens are not a sequence (:mod:`posenc.tasks.grid`); None: the
+            tokens are a sequence and every encoding reads ``arange(t)``.
+        flat_positions: ``(b, t)`` int64, what an encoding of sequence positions reads instead
+            of ``positions`` (the grid flattened row by row); None with ``positions`` None.
     """
 
     inputs: torch.Tensor
     targets: torch.Tensor
     loss_mask: torch.Tensor
     lengths: torch.Tensor
+    positions: torch.Tensor | None = None
+    flat_positions: torch.Tensor | None = None
+
+    def rows(self, index: slice) -> TaskBatch:
+        """The batch of rows ``index``."""
+        return self._map(lambda t: t[index], lengths=self.lengths[index])
+
+    def to(self, device: str | torch.device) -> TaskBatch:
+        """The batch on ``device`` (its lengths stay on the CPU)."""
+        return self._map(lambda t: t.to(device), lengths=self.lengths)
+
+    def _map(self, fn: Callable[[torch.Tensor], torch.Tensor], *, lengths: torch.Tensor) -> TaskBatch:
+        def opt(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else fn(t)
+
+        return TaskBatch(fn(self.inputs), fn(self.targets), fn(self.loss_mask), lengths,
+                         opt(self.positions), opt(self.flat_positions))  # fmt: skip
+
+    def positions_for(self, axes: int) -> torch.Tensor | None:
+        """What an encoding whose positions have ``axes`` axes reads: None for a sequence task;
+        for a grid task its coordinates, with a time axis 0 in front for ``(t, h, w)``
+        encodings, or the flattened grid for sequence encodings."""
+        if self.positions is None or axes == self.positions.shape[-1]:
+            return self.positions
+        if axes == 1:
+            return self.flat_positions
+        if axes == self.positions.shape[-1] + 1:  # an image as one frame: t = 0 (-1 stays -1)
+            time = torch.where(self.positions[..., :1] < 0, -1, 0)
+            return torch.cat([time, self.positions], dim=-1)
+        raise PosencError(
+            f"the task's tokens have {self.positions.shape[-1]} coordinates; an encoding with {axes} "
+            "position axes cannot read them"
+        )
 
 
 # ---------------------------------------------------------------------------

@@ -27,14 +27,24 @@ class _Subject:
     """A task under check: its name (what the benchmark would call it), class and instance."""
 
     def __init__(self, name: str, cls: type[Task], lengths: tuple[int, ...]) -> None:
-        self.name, self.cls, self.lengths = name, cls, lengths
+        usable = tuple(n for n in lengths if n >= cls.min_length)
+        self.name, self.cls, self.lengths = name, cls, usable if len(usable) >= 2 else lengths
         self.task = cls()
         self.batches: str | Task = (
             name if name in task_registry.BUILTINS else self.task
         )  # what batching takes
 
+        # a task that lays out whole batches itself (a grid task) instead of (x, y) examples
+        self.batched = cls.draw_batch is not Task.draw_batch
+
     def draw(self, n: int, seed: int) -> tuple[Any, Any]:
-        return self.task.example(n, torch.Generator().manual_seed(seed))
+        """An example at ``n``: ``(x, y)``; for a batched task the one row's inputs and its scored
+        targets."""
+        generator = torch.Generator().manual_seed(seed)
+        if self.batched:
+            row = self.task.draw_batch([n], generator)
+            return row.inputs[0], row.targets[0][row.loss_mask[0]]
+        return self.task.example(n, generator)
 
 
 def _declares(s: _Subject) -> PropertyResult:
@@ -53,6 +63,8 @@ def _declares(s: _Subject) -> PropertyResult:
 def _examples(s: _Subject) -> PropertyResult:
     """Every example is (x, y) of 1-D int64 ids in [4, vocab_size), y not empty, its row within the
     task's ``max_sequence_length(n)`` (which sizes learned position tables)."""
+    if s.batched:
+        return _batched_rows(s)
     count = 0
     for n in s.lengths:
         for seed in range(SAMPLES):
@@ -69,6 +81,35 @@ def _examples(s: _Subject) -> PropertyResult:
     lengths = ", ".join(map(str, s.lengths))
     detail = f"{count} examples at n = {lengths}: token ids in [{FIRST_TASK_TOKEN}, {s.task.vocab_size}), each row within max_sequence_length(n)"
     return PropertyResult("examples", True, detail, {"examples": count})
+
+
+def _batched_rows(s: _Subject) -> PropertyResult:
+    """A batched task's rows: token ids in range, at least one scored token each, coordinates
+    ``(b, t, position_axes)`` beside them (and the flattened ones for sequence encodings), each
+    row within ``max_sequence_length(n)``."""
+    count = 0
+    for n in s.lengths:
+        batch = s.task.draw_batch([n] * 4, torch.Generator().manual_seed(n))
+        b, t = batch.inputs.shape
+        if batch.inputs.min() < 0 or batch.inputs.max() >= s.task.vocab_size:
+            return PropertyResult("examples", False, f"at n={n}: input ids outside [0, {s.task.vocab_size})")
+        if bool((batch.loss_mask.sum(-1) == 0).any()):
+            return PropertyResult("examples", False, f"at n={n}: a row with nothing to score")
+        axes = s.cls.position_axes
+        if axes > 1 and (batch.positions is None or tuple(batch.positions.shape) != (b, t, axes)):
+            return PropertyResult(
+                "examples", False, f"at n={n}: positions must be (b, t, {axes}) coordinates"
+            )
+        if axes > 1 and (batch.flat_positions is None or tuple(batch.flat_positions.shape) != (b, t)):
+            return PropertyResult("examples", False, f"at n={n}: flat_positions must be (b, t)")
+        if t > s.task.max_sequence_length(n):
+            return PropertyResult(
+                "examples",
+                False,
+                f"at n={n}: rows of {t} tokens, max_sequence_length {s.task.max_sequence_length(n)}",
+            )
+        count += b
+    return PropertyResult("examples", True, f"{count} rows (whole batches) at n = {', '.join(map(str, s.lengths))}", {"examples": count})  # fmt: skip
 
 
 def _deterministic(s: _Subject) -> PropertyResult:
@@ -119,10 +160,15 @@ def _batches(s: _Subject) -> PropertyResult:
     """Training and evaluation batches: the answer is what is scored (y and EOS), the evaluation
     set is the same on every call."""
     generator = torch.Generator().manual_seed(0)
-    batch = task_registry.sample_batch(s.batches, 8, min_len=1, max_len=s.lengths[-1], generator=generator)
+    batch = task_registry.sample_batch(
+        s.batches, 8, min_len=s.lengths[0], max_len=s.lengths[-1], generator=generator
+    )
     answers = batch.loss_mask.sum(-1)  # (b,)
     eos = (batch.targets == synthetic.EOS) & batch.loss_mask
-    if not bool((eos.sum(-1) == 1).all()) or bool((answers < 2).any()):
+    if s.batched:  # its own layout: something to score in every row
+        if bool((answers < 1).any()):
+            return PropertyResult("batches", False, "every row must have a scored token")
+    elif not bool((eos.sum(-1) == 1).all()) or bool((answers < 2).any()):
         return PropertyResult(
             "batches", False, "every scored row must end in EOS after at least one answer token"
         )
@@ -131,7 +177,7 @@ def _batches(s: _Subject) -> PropertyResult:
     if not torch.equal(first.inputs, again.inputs):
         return PropertyResult("batches", False, "the evaluation set differs between two calls with one seed")
     return PropertyResult(
-        "batches", True, f"8 training rows (n ~ U{{1..{s.lengths[-1]}}}), {int(answers.sum())} scored tokens; "
+        "batches", True, f"8 training rows (n ~ U{{{s.lengths[0]}..{s.lengths[-1]}}}), {int(answers.sum())} scored tokens; "
         "the evaluation set is fixed by its seed",
     )  # fmt: skip
 
