@@ -32,7 +32,7 @@ from torch import nn
 
 from posenc.errors import PosencError
 from posenc.hf.families import FAMILIES, family_available, family_of
-from posenc.hf.model import apply, remove
+from posenc.hf.model import apply, remove, text_config
 
 CHECKS = ("logits", "generate", "left_padding", "remove", "compile")
 TOLERANCE = 1e-5  # logits: max |posenc - transformers| (float32, random weights)
@@ -77,13 +77,8 @@ def _logits(model: nn.Module, ids: torch.Tensor, **kwargs: Any) -> torch.Tensor:
     return out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
 
 
-def _text_config(model: nn.Module) -> Any:
-    config: Any = getattr(model, "config")  # noqa: B009  (a transformers model's config)
-    return config.get_text_config() if hasattr(config, "get_text_config") else config
-
-
 def _vocab(model: nn.Module) -> int:
-    return int(_text_config(model).vocab_size)
+    return int(text_config(model).vocab_size)
 
 
 def _difference(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -154,7 +149,7 @@ def check_remove(make: Callable[[], nn.Module]) -> Result:
 
 def _takes_bias(model: nn.Module) -> bool:
     _, family = family_of(cast(Any, model).config, type(model).__name__)
-    return not family.no_bias and getattr(_text_config(model), "attn_logit_softcapping", None) is None
+    return not family.no_bias and getattr(text_config(model), "attn_logit_softcapping", None) is None
 
 
 def _compiled_logits(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:

@@ -233,7 +233,8 @@ class Applied:
         self.model.__dict__.pop("_posenc_applied", None)
 
 
-def _text_config(model: nn.Module):
+def text_config(model: nn.Module) -> Any:
+    """The text part of a transformers model's config (the config itself for a text-only model)."""
     config = getattr(model, "config", None)
     if config is None:
         raise PosencTypeError(f"model must be a transformers PreTrainedModel, got {type(model).__name__}")
@@ -498,7 +499,7 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
         previous.remove()
     import transformers  # the optional peer: a model of it is at hand
 
-    hf_config = _text_config(model)
+    hf_config = text_config(model)
     _, family = family_of(cast(Any, model).config, type(model).__name__, transformers.__version__)
     _check_version()
     cfg = config_dict(hf_config)
