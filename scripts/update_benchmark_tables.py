@@ -54,6 +54,13 @@ def render(results: Path, *, with_claims: bool) -> str:
         "",
         tables.caption(summary),
     ]
+    reasons = tables.reasons_markdown(summary)
+    if reasons:
+        lines += [
+            "",
+            "Why a cell is n.c. or k/N (held-out result at the step cap, how the learning rate was chosen):",
+        ]
+        lines += ["", reasons.rstrip("\n")]
     if with_claims:
         rows = claims.claims(records)
         lines += ["", "| source | claim | paper | ours | verdict |", "|---|---|---|---|---|"]
