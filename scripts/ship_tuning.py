@@ -1,7 +1,7 @@
 """Choose every learning rate of a profile and ship the choices with posenc.
 
 Usage:
-    python scripts/ship_tuning.py --profile quick [--out DIR] [--workers N]
+    python scripts/ship_tuning.py --profile quick [--out DIR] [--workers N] [--keep-shipped]
 
 Runs the profile's learning-rate candidates (``posenc.compare.tuning``: each encoding x
 task at every rate of ``Profile.lr_grid``, on the tuning seed, scored by held-out
@@ -39,6 +39,12 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="also replace choices other profiles ship for the same setting (their tables then need re-running)",
     )
+    parser.add_argument(
+        "--keep-shipped",
+        action="store_true",
+        help="reuse the shipped choice of every setting that has one (a key is its setting's content, so "
+        "an unchanged setting keeps its choice) and tune only the others",
+    )
     args = parser.parse_args(argv)
     prof = get_profile(args.profile)
     if not prof.lr_grid:
@@ -47,7 +53,7 @@ def main(argv: list[str]) -> int:
     share = dict(prof.tune_share)
     choices, outcome = tuning.choose(
         specs, prof.lr_grid, tuning.tuning_store(args.out), make_executor("local", workers=args.workers),
-        share=share, use_shipped=False,
+        share=share, use_shipped=args.keep_shipped,
     )  # fmt: skip
     if outcome is not None and outcome.failed:
         raise SystemExit(f"{len(outcome.failed)} candidate(s) failed: {outcome.failed[:3]}")

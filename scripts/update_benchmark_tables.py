@@ -1,7 +1,7 @@
 """Rewrite the benchmark tables in README.md and docs/benchmark.md from a results directory.
 
 Usage:
-    python scripts/update_benchmark_tables.py --results DIR --block quick|standard|notes [--check]
+    python scripts/update_benchmark_tables.py --results DIR --block quick|standard|notes|paper-nope-cpu|paper-alibi-cpu [--check]
     python scripts/update_benchmark_tables.py --block tuning [--check]
 
 ``DIR`` is what ``posenc compare --out DIR`` wrote (records, ``run.json``). The block
@@ -33,6 +33,8 @@ from docblocks import markers, splice  # noqa: E402  (next to this script)
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = {ROOT / "README.md": False, ROOT / "docs" / "benchmark.md": True}  # path -> with claims
+#: Blocks written from a results directory: the profiles whose runs the docs show.
+RUN_BLOCKS = ("quick", "standard", "notes", "paper-nope-cpu", "paper-alibi-cpu")
 
 
 def render(results: Path, *, with_claims: bool) -> str:
@@ -54,6 +56,13 @@ def render(results: Path, *, with_claims: bool) -> str:
         "",
         tables.caption(summary),
     ]
+    reasons = tables.reasons_markdown(summary)
+    if reasons:
+        lines += [
+            "",
+            "Why a cell is n.c. or k/N (held-out result at the step cap, how the learning rate was chosen):",
+        ]
+        lines += ["", reasons.rstrip("\n")]
     if with_claims:
         rows = claims.claims(records)
         lines += ["", "| source | claim | paper | ours | verdict |", "|---|---|---|---|---|"]
@@ -101,11 +110,11 @@ def _wall(info: dict) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, help="a posenc compare --out directory (not for tuning)")
-    parser.add_argument("--block", choices=("quick", "standard", "notes", "tuning"), required=True)
+    parser.add_argument("--block", choices=(*RUN_BLOCKS, "tuning"), required=True)
     parser.add_argument("--check", action="store_true", help="only report (exit 1) when a block differs")
     args = parser.parse_args(argv)
     if args.block != "tuning" and args.results is None:
-        parser.error("--results is required for the quick, standard and notes blocks")
+        parser.error(f"--results is required for the {', '.join(RUN_BLOCKS)} blocks")
     stale = 0
     for path, with_claims in FILES.items():
         text = path.read_text(encoding="utf-8")

@@ -340,7 +340,8 @@ def test_process_pool_executor_yields_every_result_and_reports_failures():
 
 def test_buckets_average_the_right_lengths():
     got = tables.bucket_values([4, 6, 9, 12, 24], [1.0, 0.5, 0.25, 0.75, 0.0], 6)
-    assert got == {"in": 0.75, "2x": 0.5, "4x": 0.0}
+    assert math.isnan(got.pop("1.25x"))  # no length in (6, 7.5]
+    assert got == {"in": 0.75, "1.5x": 0.25, "2x": 0.75, "4x": 0.0}
     assert math.isnan(tables.bucket_values([4], [1.0], 6)["2x"])
 
 

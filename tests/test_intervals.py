@@ -65,7 +65,7 @@ def test_a_cell_averages_converged_runs_only_and_counts_the_others():
             "result": {
                 "train": {"converged": converged},
                 "eval": {
-                    "default": {"lengths": [6], "per_example": {"exact_match": per, "token_accuracy": per}}
+                    "default": {"lengths": [8], "per_example": {"exact_match": per, "token_accuracy": per}}
                 },
             },
         }
@@ -152,7 +152,7 @@ def test_cells_of_a_results_directory(tmp_path):
         rows = [
             row
             for n, row in zip(ev["lengths"], ev["per_example"]["exact_match"])
-            if n_train < n <= 2 * n_train
+            if 1.5 * n_train < n <= 2 * n_train  # the 2x bucket: (1.5, 2] x n_train
         ]
         by_hand.append(np.mean(np.concatenate(rows)))
     assert c.mean == pytest.approx(np.mean(by_hand)) and (c.n, c.runs) == (3, 3) and c.converged
@@ -188,3 +188,80 @@ def test_a_claim_is_shown_only_when_every_encoding_it_names_ran(monkeypatch):
     ]
     monkeypatch.setattr(claims, "CLAIMS", mine)
     assert [r["claim"] for r in claims.claims([record])] == ["alibi holds"]
+
+
+def test_a_column_counts_the_pairs_its_intervals_separate_and_the_difference_it_can_show():
+    cells = [
+        Cell(0.90, 0.85, 0.95, 3, 3, 10),  # apart from the two below
+        Cell(0.50, 0.40, 0.60, 3, 3, 10),  # overlaps the next one
+        Cell(0.45, 0.35, 0.55, 3, 3, 10),
+        Cell(0.00, 0.00, 0.00, 3, 3, 10),  # at the floor: separated from the others, no spread
+        Cell(math.nan, math.nan, math.nan, 0, 3, 0),  # no converged seed: not a pair
+    ]
+    sep = stats.separation(cells)
+    assert (sep.separated, sep.pairs) == (5, 6)  # every pair of the four measured cells but 2-3
+    assert sep.detectable == pytest.approx(0.2)  # median of the widths 0.1, 0.2, 0.2 (the floor has none)
+    floor = stats.separation([Cell(0.0, 0.0, 0.0, 3, 3, 10)] * 3)
+    assert (floor.separated, floor.pairs) == (0, 3) and math.isnan(floor.detectable)
+
+
+def _copy_record(label, seed, hits, converged=True, checks=(0.5, 1.0)):
+    per = [[1] * hits + [0] * (8 - hits), [1] * hits + [0] * (8 - hits)]
+    return {
+        "label": label,
+        "run_id": f"{label}{seed}",
+        "spec": {
+            "task": "copy",
+            "seed": seed,
+            "encoding": label,
+            "lr_source": "chosen from 0.001, 0.002 on copy: none converged",
+            "train": {"max_len": 4, "steps": 100, "converge_at": 0.99, "plateau": 0.02, "lr": 0.002},
+        },
+        "result": {
+            "train": {
+                "converged": converged,
+                "steps_to_converge": 100 if converged else None,
+                "steps": 100,
+                "final_loss": 0.1,
+                "checks": {"step": [50, 100], "valid_exact_match": list(checks)},
+            },
+            "timing": {"steps_per_second": 10.0, "train_wall_seconds": 10.0},
+            "eval": {
+                "default": {
+                    "lengths": [4, 5],
+                    "exact_match": [hits / 8, hits / 8],
+                    "token_accuracy": [hits / 8, hits / 8],
+                    "answer_accuracy": [hits / 8, hits / 8],
+                    "per_example": {"exact_match": per, "token_accuracy": per, "answer_accuracy": per},
+                }
+            },
+        },
+    }
+
+
+def test_the_summary_states_each_columns_power_and_why_a_cell_is_not_converged():
+    from posenc.results import tables
+
+    records = [
+        *(_copy_record("a", seed, 8) for seed in range(3)),
+        *(_copy_record("b", seed, 0) for seed in range(3)),
+        _copy_record("c", 0, 8),
+        _copy_record("c", 1, 0, converged=False, checks=(0.2, 0.43)),
+    ]
+    summary = tables.summarize(records)
+    power = summary["columns"]["copy:em_1.25x"]  # n = 5 with n_train 4: the 1.25x bucket
+    assert (power["separated"], power["pairs"]) == (2, 3)  # a and c (one seed each at 100%) vs b at 0%
+    assert summary["reasons"] == {
+        "c / copy": "1 of 2 seeds: held-out exact match stayed below 99% at the step cap of 100 "
+        "(seed 1: 43%); learning rate 0.002: chosen from 0.001, 0.002 on copy: none converged"
+    }
+    headers = [h for h, _, _ in tables.table_columns(summary)]
+    assert headers == ["copy in", "copy 1.25x", "copy tok 1.25x"]  # buckets without lengths are left out
+    markdown = tables.markdown_table(summary)
+    assert "| *separated* | 2/3 | 2/3 | 2/3 | |" in markdown and "`c / copy`" in tables.reasons_markdown(
+        summary
+    )
+    same = [*(_copy_record("a", s, 8) for s in range(3)), *(_copy_record("b", s, 8) for s in range(3))]
+    tied = tables.summarize(same)
+    assert tables.dropped_columns(tied) == ["copy 1.25x", "copy tok 1.25x"]  # both at 100%: no pair apart
+    assert "Columns that separate no pair, left out: copy 1.25x, copy tok 1.25x." in tables.caption(tied)

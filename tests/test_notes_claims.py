@@ -7,7 +7,7 @@ from posenc.results import claims
 
 
 def _record(label, seed, em_in, em_2x, converged=True, task="copy"):
-    """A copy run trained on n <= 4: 8 examples at n = 3 (in) and at n = 6 (2x bucket)."""
+    """A copy run trained on n <= 4: 8 examples at n = 3 (in) and at n = 8 (2x bucket)."""
 
     def rows(hits):
         return [1] * hits + [0] * (8 - hits)
@@ -20,7 +20,7 @@ def _record(label, seed, em_in, em_2x, converged=True, task="copy"):
         "result": {
             "train": {"converged": converged},
             "eval": {
-                "default": {"lengths": [3, 6], "per_example": {"exact_match": per, "token_accuracy": per}}
+                "default": {"lengths": [3, 8], "per_example": {"exact_match": per, "token_accuracy": per}}
             },
         },
     }
@@ -109,24 +109,25 @@ def test_measured_notes_page_names_the_verdicts():
 
 def test_a_variant_that_learns_where_the_default_does_not_counts_as_better():
     records = [
+        *_runs("learned", 0, [0, 0, 0], converged=False),
+        *_runs("learned[scaled-emb]", 8, [0, 0, 0]),
         *_runs("sinusoidal", 0, [0, 0, 0], converged=False),
-        *_runs("sinusoidal[scaled-emb]", 8, [0, 0, 0]),
         *_runs("sinusoidal[concat]", 0, [0, 0, 0], converged=False),
     ]
     got = claims.notes_measurements(records)
     verdict, text = got["open:scaling"]
-    assert verdict == notes.HOLDS and "sinusoidal[scaled-emb]: 3/3 seeds converged, sinusoidal: 0/3" in text
+    assert verdict == notes.HOLDS and "learned[scaled-emb]: 3/3 seeds converged, learned: 0/3" in text
     verdict, text = got["open:add_vs_concat"]  # neither learns: adding is no worse
     assert verdict == notes.HOLDS and "0/3 seeds converged" in text and "not measured" in text
-    ours, verdict, _ = claims.Converges("sinusoidal[scaled-emb]", "sinusoidal", "copy").judge(records[:4])
+    ours, verdict, _ = claims.Converges("learned[scaled-emb]", "learned", "copy").judge(records[:4])
     assert (ours, verdict) == (
-        "sinusoidal[scaled-emb]: 1/1 seeds converged, sinusoidal: 0/3 (copy)",
+        "learned[scaled-emb]: 1/1 seeds converged, learned: 0/3 (copy)",
         "agrees",
     )
     ours, verdict, _ = claims.Converges("sinusoidal[concat]", "sinusoidal", "copy").judge(records)
     assert verdict == "inconclusive"  # 0/3 against 0/3: a tie, "more often" not shown either way
     one_seed = claims.fmt_cell(
-        claims.stats.cell(records[4:5], label="sinusoidal[scaled-emb]", task="copy", column="em_in"),
+        claims.stats.cell(records[4:5], label="learned[scaled-emb]", task="copy", column="em_in"),
         percent=True,
     )
     assert one_seed.endswith("(1 seed)")

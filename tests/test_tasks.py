@@ -86,6 +86,22 @@ def test_score_exact_match_and_token_accuracy():
     assert acc[0] == pytest.approx(5 / 6)  # 5 answer tokens + EOS, one wrong
 
 
+def test_answer_accuracy_counts_the_answer_tokens_without_eos():
+    batch = synthetic.eval_batch("passkey", 7, 3, seed=1)  # a 2-symbol key, then EOS
+    vocab = synthetic.VOCAB_SIZE
+    perfect = torch.nn.functional.one_hot(batch.targets, vocab).float()
+    torch.testing.assert_close(synthetic.answer_accuracy(perfect, batch), torch.ones(3))
+    wrong_eos = perfect.clone()
+    eos = (batch.loss_mask & (batch.targets == EOS)).nonzero()[0]  # row 0's EOS prediction
+    wrong_eos[eos[0], eos[1]] = torch.nn.functional.one_hot(torch.tensor(PAD), vocab).float()
+    assert synthetic.answer_accuracy(wrong_eos, batch)[0] == 1.0  # the key is right; EOS does not count
+    assert synthetic.score(wrong_eos, batch)[1][0] == pytest.approx(2 / 3)  # token accuracy counts it
+    wrong_key = perfect.clone()
+    first = batch.loss_mask[1].nonzero()[0, 0]
+    wrong_key[1, first] = torch.nn.functional.one_hot(torch.tensor(PAD), vocab).float()
+    assert synthetic.answer_accuracy(wrong_key, batch).tolist() == [1.0, 0.5, 1.0]
+
+
 @pytest.mark.parametrize("bad", [{"task": "nope"}, {"n": 0}, {"num_samples": 0}])
 def test_bad_arguments_name_the_parameter(bad):
     args = {"task": "copy", "n": 4, "num_samples": 2} | bad

@@ -160,13 +160,14 @@ def test_cli_variants_run_and_note_skipped_encodings(tmp_path):
 def test_scale_embeddings_variant_scales_tokens_and_keeps_old_run_ids():
     grid = _grid(variants=("scale_embeddings=true", "scale_embeddings=false"), tasks=("copy",))
     sinus = [s for s in grid.specs if s.encoding == "sinusoidal"]
-    assert [s.label for s in sinus] == ["sinusoidal", "sinusoidal[scaled-emb]"]  # =false is the default run
-    plain, scaled = (build_model(s) for s in sinus)
+    # Vaswani et al. scale: =true is the default run (the paper's setting), =false the variant
+    assert [s.label for s in sinus] == ["sinusoidal", "sinusoidal[unscaled-emb]"]
+    scaled, plain = (build_model(s) for s in sinus)
     tokens = torch.tensor([[5, 6, 7]])
     torch.testing.assert_close(scaled.token_embeddings(tokens), plain.token_embeddings(tokens) * 16**0.5)
-    old = sinus[0].to_dict()  # a record written before the field existed
+    old = sinus[1].to_dict()  # a record written before the field existed trained unscaled
     del old["model"]["scale_embeddings"]
-    assert RunSpec.from_dict(old).run_id == sinus[0].run_id != sinus[1].run_id
+    assert RunSpec.from_dict(old).run_id == sinus[1].run_id != sinus[0].run_id
     with pytest.raises(ValueError, match="scale_embeddings"):
         parse_variants("scale_embeddings=yes")
 
@@ -175,9 +176,9 @@ def test_notes_profile_runs_the_variants_on_the_encodings_the_notes_discuss():
     prof = get_profile("notes")
     grid = build_grid(prof)
     labels = {s.label for s in grid.specs}
-    for name in ("sinusoidal", "learned"):
+    for name, other in (("sinusoidal", "unscaled-emb"), ("learned", "scaled-emb")):  # against its paper's
         assert {name, f"{name}[concat]", f"{name}[every_layer]", f"{name}[pe-warmup:200]",
-                f"{name}[scaled-emb]"} <= labels  # fmt: skip
+                f"{name}[{other}]"} <= labels  # fmt: skip
     assert {"scaled_sinusoidal", "integer_index", "rope", "t5", "alibi"} <= labels
     assert not any("[" in s.label for s in grid.specs if s.encoding not in ("sinusoidal", "learned"))
     assert set(grid.skipped_variants) == {"scaled_sinusoidal", "integer_index", "rope", "t5", "alibi"}

@@ -29,7 +29,7 @@ from torch import nn
 
 from posenc.checks import check_float, check_int, check_tensor, compute_dtype
 from posenc.config import EncodingConfig, length_field, model_field
-from posenc.encoding import AdditiveEncoding, NoEncoding
+from posenc.encoding import AdditiveEncoding, NoEncoding, PaperSetting
 from posenc.errors import PosencError, PosencTypeError
 from posenc.positions import Positions, as_positions
 from posenc.reference import absolute as reference
@@ -116,6 +116,11 @@ class Sinusoidal(_Absolute):
     paper = "Vaswani et al. 2017, Attention Is All You Need, https://arxiv.org/abs/1706.03762"
     equation = "PE(pos, 2i) = sin(pos / base^(2i/d)); PE(pos, 2i+1) = cos(pos / base^(2i/d))"
     share_across_layers = True
+    paper_setting = PaperSetting(
+        scale_embeddings=True,
+        source="Vaswani et al. 2017, sec. 3.4: the embedding weights are multiplied by sqrt(d_model) "
+        "(tensor2tensor and fairseq also initialise them N(0, 1/d_model); posenc's model keeps N(0, 0.02))",
+    )
 
     def __init__(self, config: SinusoidalConfig) -> None:
         super().__init__(config)
@@ -162,6 +167,11 @@ class ScaledSinusoidal(Sinusoidal):
     paper = "Hua et al. 2022, Transformer Quality in Linear Time, https://arxiv.org/abs/2202.10447"
     equation = "PE(pos) = g * sinusoidal(pos), g a learned scalar initialised to 1/sqrt(d)"
     share_across_layers = False
+    paper_setting = PaperSetting(
+        scale_embeddings=False,
+        source="Hua et al. 2022: a learned gain on the sinusoid (initialised at 1/sqrt(d_model)) sets how "
+        "loud position is, instead of scaling the token embeddings",
+    )
 
     def __init__(self, config: ScaledSinusoidalConfig) -> None:
         super().__init__(config)  # type: ignore[arg-type]
@@ -254,6 +264,9 @@ class Learned(_TableMixin, _Absolute):
         "Gehring et al. 2017, Convolutional Sequence to Sequence Learning, https://arxiv.org/abs/1705.03122"
     )
     equation = "PE(pos) = E[pos], E a trained (max_len, d) table, init N(0, 0.02^2)"
+    paper_setting = PaperSetting(
+        source="GPT-2 and BERT: token and position tables both N(0, 0.02), neither scaled",
+    )
 
     def __init__(self, config: LearnedConfig) -> None:
         super().__init__(config)
@@ -305,6 +318,10 @@ class Hybrid(_TableMixin, Sinusoidal):
     )
     equation = "PE(pos) = sinusoidal(pos) + R[pos], R a learned (max_len, d) table initialised to 0"
     share_across_layers = False
+    paper_setting = PaperSetting(
+        scale_embeddings=True,
+        source="it starts as Vaswani et al.'s sinusoid, trained as theirs (sec. 3.4: token embeddings x sqrt(d_model))",
+    )
 
     def __init__(self, config: HybridConfig) -> None:
         super().__init__(config)  # type: ignore[arg-type]
@@ -469,6 +486,9 @@ class NoPE(NoEncoding):
     paper = "Kazemnejad et al. 2023, The Impact of Positional Encoding on Length Generalization, https://arxiv.org/abs/2305.19466"
     equation = "attention(X) with no positional term"
     share_across_layers = True
+    paper_setting = PaperSetting(
+        source="Kazemnejad et al. 2023 train a T5-style decoder, whose token embeddings are not scaled",
+    )
 
 
 # The family's own table (registry names -> classes): posenc.registry spreads it into

@@ -37,7 +37,7 @@ from torch import nn
 
 from posenc.checks import check_bool, check_float, check_int, is_integer_dtype
 from posenc.config import EncodingConfig, length_field, model_field
-from posenc.encoding import BiasEncoding
+from posenc.encoding import BiasEncoding, PaperSetting
 from posenc.errors import PosencError, PosencTypeError
 from posenc.positions import Positions, resolve_positions
 from posenc.tables import grown_table
@@ -229,6 +229,11 @@ class ALiBi(_BiasFamily):
     )
     equation = "B[h,i,j] = -m_h * (i - j)  (bidirectional: -m_h * |i - j|), m_h = 2^(-8h/H)"
     share_across_layers = True
+    paper_setting = PaperSetting(
+        source="fairseq, where Press et al. trained every encoding they compared, scales all token embeddings "
+        "by sqrt(d_model) (a codebase default, not ALiBi's); BLOOM does not; it acts inside "
+        "attention, on layer-normalised inputs whose scale the token embeddings do not change",
+    )
     translation_invariant = True
     cache_dense = True
 
@@ -320,6 +325,11 @@ class T5RelativeBias(_BiasFamily):
     )
     share_across_layers = True
     translation_invariant = True
+    paper_setting = PaperSetting(
+        source="T5 does not scale token embeddings (it initialises them N(0, 1) and scales tied output "
+        "logits by 1/sqrt(d_model)); it acts inside "
+        "attention, on layer-normalised inputs whose scale the token embeddings do not change",
+    )
 
     def __init__(self, config: T5Config) -> None:
         super().__init__(config)
@@ -369,6 +379,9 @@ class _Kerple(_BiasFamily):
         "Extrapolation, https://arxiv.org/abs/2205.09921"
     )
     translation_invariant = True
+    paper_setting = PaperSetting(
+        source="Chi et al. 2022 train in GPT-NeoX, which does not scale token embeddings"
+    )
     r1_init_scale: float  # r1 ~ U(0, r1_init_scale)
     r2_init_scale: float  # r2 ~ U(0, r2_init_scale)
     r2_max: float | None = None

@@ -26,6 +26,7 @@ Tensor layouts: the rotary hook also takes q/k as ``(b, n, h, d)`` with ``layout
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -38,6 +39,24 @@ from posenc.positions import Positions, as_positions, resolve_positions
 
 Kind = Literal["additive", "rotary", "bias", "relative", "contextual", "none"]
 KINDS: tuple[str, ...] = ("additive", "rotary", "bias", "relative", "contextual", "none")
+
+
+@dataclass(frozen=True)
+class PaperSetting:
+    """The model setting an encoding's paper trains it in, where the model around it has a choice
+    that decides how loud position is against content: :class:`posenc.model.Transformer` uses it
+    unless a uniform setting is asked for (``TransformerConfig(scale_embeddings=True | False)``).
+
+    Only what the paper states as part of its model counts, not its codebase's defaults for every
+    encoding it compared (fairseq and tensor2tensor scale every model's token embeddings). An
+    encoding acting inside attention reads layer-normalised inputs, whose scale the token
+    embeddings do not change, so it keeps the model's default whatever its paper's code did.
+    """
+
+    # token embeddings times sqrt(d_model) before the position signal is added (Vaswani et al.
+    # 2017, sec. 3.4); False: as initialised (posenc's model: N(0, 0.02), as GPT-2)
+    scale_embeddings: bool = False
+    source: str = "the model's default (GPT-2 / LLaMA style token embeddings)"  # where it is from
 
 
 class PositionalEncoding(nn.Module):
@@ -54,6 +73,8 @@ class PositionalEncoding(nn.Module):
     config: Any  # an instance of Config; every concrete class narrows the type to its Config
     paper: ClassVar[str] = ""  # "Author et al. YEAR, Title, https://arxiv.org/abs/..."
     equation: ClassVar[str] = ""  # the defining equation, plain text / LaTeX
+    # How the encoding's paper sets up the model around it (posenc.model uses it by default).
+    paper_setting: ClassVar[PaperSetting] = PaperSetting()
     supports_kv_cache: ClassVar[bool] = True  # decode with a cache == full recompute
     # The model builds one instance for all layers by default (T5 shares its bias table;
     # parameter-free encodings share their caches). Per-layer learned ones set False.
@@ -68,6 +89,12 @@ class PositionalEncoding(nn.Module):
     # position changes nothing): bias encodings with a Toeplitz bias, RoPE with a static scaling,
     # xPos, Shaw, Transformer-XL. The bias fast path reads it; posenc.testing checks it.
     translation_invariant: bool = False
+
+    @classmethod
+    def paper_setting_for(cls, config: dict[str, Any]) -> PaperSetting:
+        """The paper setting for these config values (``config``: Config fields, any subset);
+        one per class unless the class says otherwise (an encoding built from another one)."""
+        return cls.paper_setting
 
     def __init__(self, config: EncodingConfig) -> None:
         super().__init__()

@@ -26,6 +26,7 @@ The float64 NumPy reference is :func:`posenc.reference.hierarchical.hierarchical
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -33,6 +34,7 @@ from posenc import absolute
 from posenc.absolute import _Absolute
 from posenc.checks import check_choice, check_int, check_tensor, is_integer_dtype
 from posenc.config import EncodingConfig, model_field
+from posenc.encoding import PaperSetting
 from posenc.errors import PosencError, PosencTypeError
 from posenc.positions import Positions, segments
 
@@ -115,6 +117,15 @@ class Hierarchical(_Absolute):
         "a common remedy for position saturation, here with fixed-size segments"
     )
     equation = "s = pos // L, o = pos % L; PE(pos) = [E(s) | E(o)] (concat) or E(s) + E(o) (sum)"
+    paper_setting = absolute.Sinusoidal.paper_setting  # the default inner's
+
+    @classmethod
+    def paper_setting_for(cls, config: dict[str, Any]) -> PaperSetting:
+        """Its parts are ``inner`` encodings, trained as that encoding's paper trains it (the
+        default, Vaswani et al.'s sinusoid: token embeddings x sqrt(d_model))."""
+        inner = config.get("inner", cls.Config.parameters()["inner"])
+        cls_inner = absolute.ENCODINGS.get(inner)
+        return cls.paper_setting if cls_inner is None else cls_inner.paper_setting
 
     def __init__(self, config: HierarchicalConfig) -> None:
         super().__init__(config)

@@ -38,6 +38,11 @@ Options for additive encodings (the "how do we add position?" questions):
   Sandwich bias of Chi et al. 2023, which is a bias-kind encoding of its own.
 - ``model.position_scale`` in ``[0, 1]`` multiplies the positional signal, for a
   schedule that introduces position gradually (1.0 = the encoding as published).
+- ``scale_embeddings``: token embeddings times ``sqrt(D)`` (Vaswani et al. 2017, sec. 3.4).
+  None (the default) sets the model up as the encoding's paper does (the class's
+  ``paper_setting``): Vaswani et al.'s sinusoid is trained with scaled token embeddings,
+  otherwise its amplitude-1 signal is 35x louder than N(0, 0.02) tokens at D = 64;
+  True / False is one setting for every encoding.
 
 The positional signal of an additive encoding is ``encoding.embed(x) - x``, so
 content-dependent ones (complex-valued embeddings) work with every option.
@@ -66,7 +71,7 @@ from posenc.checks import (
     is_integer_dtype,
 )
 from posenc.config import plain_value
-from posenc.encoding import AdditiveEncoding, PositionalEncoding
+from posenc.encoding import AdditiveEncoding, PaperSetting, PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.kv_cache import KVCache, step_positions
 from posenc.positions import Positions
@@ -95,11 +100,10 @@ class TransformerConfig:
     share_encoding: bool | None = None  # one encoding for all layers; None = the class's default
     combine: str = "add"  # additive encodings: "add" or "concat" (see module docstring)
     inject: str = "input"  # additive encodings: "input" or "every_layer"
-    # Vaswani et al. 3.4 multiply token embeddings by sqrt(D). Off by default (GPT-2 style,
-    # N(0, 0.02) tokens): on the quick copy task it lets sinusoidal learn (0% -> 100% exact
-    # match in-distribution) but stalls rope, kerple_log and fire within 1000 steps; measured
-    # both ways, see docs/benchmark.md. Same setting for every encoding either way.
-    scale_embeddings: bool = False
+    # Token embeddings (N(0, 0.02), as GPT-2) times sqrt(D), as Vaswani et al. 3.4. None: as the
+    # encoding's paper sets it up (its ``paper_setting``: sinusoidal, hybrid and hierarchical
+    # scale, every other built-in does not); True / False: one setting whatever the encoding.
+    scale_embeddings: bool | None = None
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # NumPy scalars -> Python values, so to_dict() is JSON
@@ -116,8 +120,10 @@ class TransformerConfig:
         check_int("num_layers", self.num_layers, minimum=1)
         check_int("ffn_dim", self.ffn_dim, minimum=1)
         check_float("dropout", self.dropout, minimum=0.0, maximum=1.0)
-        for name in ("causal", "tie_embeddings", "scale_embeddings"):
+        for name in ("causal", "tie_embeddings"):
             check_bool(name, getattr(self, name))
+        if self.scale_embeddings is not None:
+            check_bool("scale_embeddings", self.scale_embeddings)
         if self.share_encoding is not None and not isinstance(self.share_encoding, bool):
             raise PosencTypeError(f"share_encoding must be a bool or None, got {self.share_encoding!r}")
         if not isinstance(self.encoding_config, dict):
@@ -168,6 +174,18 @@ class TransformerConfig:
         )
         return dataclasses.asdict(named)
 
+    def paper_setting(self) -> PaperSetting:
+        """How the encoding's paper sets up the model around it (:func:`paper_setting`)."""
+        return paper_setting(self.encoding, self.encoding_config)
+
+    @property
+    def embeddings_scaled(self) -> bool:
+        """Whether token embeddings are multiplied by sqrt(d_model): ``scale_embeddings``, or when
+        it is None, what the encoding's paper does (:meth:`paper_setting`)."""
+        if self.scale_embeddings is not None:
+            return self.scale_embeddings
+        return self.paper_setting().scale_embeddings
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TransformerConfig:
         names = [f.name for f in dataclasses.fields(cls)]
@@ -175,6 +193,31 @@ class TransformerConfig:
             if key not in names:
                 raise PosencError(f"unknown TransformerConfig key {key!r}{did_you_mean(key, names)}")
         return cls(**data)
+
+
+def paper_setting(
+    encoding: str | Schedule | PositionalEncoding, encoding_config: dict | None = None
+) -> PaperSetting:
+    """How the paper of ``encoding`` (a name or import spec with its ``encoding_config``, an
+    instance, or a schedule) sets up the model around it: its class's ``paper_setting``. The
+    encodings of a schedule must agree."""
+    config = dict(encoding_config or {})
+    if isinstance(encoding, PositionalEncoding):
+        return type(encoding).paper_setting_for(encoding.config.to_dict())
+    if isinstance(encoding, Schedule):
+        settings = [
+            get_encoding_class(layer.encoding).paper_setting_for(
+                {**config.get(layer.encoding, {}), **layer.config}
+            )
+            for layer in encoding.layers
+        ]
+        if len({setting.scale_embeddings for setting in settings}) > 1:
+            raise PosencError(
+                f"the schedule's encodings {list(encoding.encodings)} are set up differently in their papers; "
+                "pass scale_embeddings=True or False for one setting"
+            )
+        return settings[0]
+    return get_encoding_class(encoding).paper_setting_for(config)
 
 
 def check_model_dims(encoding: PositionalEncoding, *, d_model: int, num_heads: int) -> None:
@@ -269,7 +312,7 @@ class Transformer(nn.Module):
         self.lm_head = nn.Linear(d, config.vocab_size, bias=False)
         self._position_scale = 1.0
         _init_weights(self)
-        self._embed_scale = d**0.5 if config.scale_embeddings else 1.0
+        self._embed_scale = d**0.5 if config.embeddings_scaled else 1.0
         if config.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
 
@@ -299,7 +342,8 @@ class Transformer(nn.Module):
         return (self.input_encoding.embed(x, positions=positions) - x) * self._position_scale
 
     def token_embeddings(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Token embeddings alone (times sqrt(D) when ``scale_embeddings``): ``(b, n) -> (b, n, D)``."""
+        """Token embeddings alone (times sqrt(D) when scaled: ``config.embeddings_scaled``):
+        ``(b, n) -> (b, n, D)``."""
         return self.tok_emb(tokens) * self._embed_scale
 
     def embed(self, tokens: torch.Tensor, positions: torch.Tensor | Positions) -> torch.Tensor:

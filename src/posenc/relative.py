@@ -21,7 +21,7 @@ from torch import nn
 
 from posenc.checks import check_bool, check_float, check_int, check_tensor
 from posenc.config import EncodingConfig, model_field
-from posenc.encoding import RelativeEncoding
+from posenc.encoding import PaperSetting, RelativeEncoding
 from posenc.errors import PosencError
 from posenc.positions import Positions, as_positions
 from posenc.tables import SinCosCache, inverse_frequencies
@@ -108,6 +108,11 @@ class Shaw(RelativeEncoding):
     )
     supports_kv_cache = True  # a new query only needs its own distances to the cached keys
     share_across_layers = False
+    paper_setting = PaperSetting(
+        source="tensor2tensor, where Shaw et al. built on the Transformer, scales every model's token "
+        "embeddings by sqrt(d_model) (a codebase default, not the encoding's); it acts inside "
+        "attention, on layer-normalised inputs whose scale the token embeddings do not change",
+    )
 
     def __init__(self, config: ShawConfig) -> None:
         super().__init__(config)
@@ -243,6 +248,11 @@ class TransformerXL(RelativeEncoding):
     equation = "A_ij = q_i.k_j + q_i.W_R R_{i-j} + u.k_j + v.W_R R_{i-j}; R sinusoid of i - j"
     supports_kv_cache = True  # memory / cache keys simply carry their own (earlier) positions
     share_across_layers = False
+    paper_setting = PaperSetting(
+        source="Dai et al.'s code scales token embeddings by sqrt(d_model) for every model it trains (not "
+        "stated in the paper); it acts inside "
+        "attention, on layer-normalised inputs whose scale the token embeddings do not change",
+    )
 
     def __init__(self, config: TransformerXLConfig) -> None:
         super().__init__(config)

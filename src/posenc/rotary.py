@@ -46,7 +46,7 @@ from posenc.checks import (
     to_layout,
 )
 from posenc.config import EncodingConfig, length_field, model_field
-from posenc.encoding import RotaryEncoding
+from posenc.encoding import PaperSetting, RotaryEncoding
 from posenc.errors import PosencError
 from posenc.kernels.rope import apply_rotary_fused, rotate_rows, rotate_trusted, table_dtype
 from posenc.positions import Positions, as_positions, joint_bound
@@ -150,6 +150,10 @@ class RoPE(RotaryEncoding):
     paper = "Su et al. 2021, RoFormer: Enhanced Transformer with Rotary Position Embedding, https://arxiv.org/abs/2104.09864"
     equation = "f(x, m) = R(m Theta) x; theta_i = base^(-2i/d); <f(q,m), f(k,n)> = g(q, k, m - n)"
     share_across_layers = True
+    paper_setting = PaperSetting(
+        source="RoFormer (BERT-style), GPT-NeoX and LLaMA do not scale token embeddings; it acts inside "
+        "attention, on layer-normalised inputs whose scale the token embeddings do not change",
+    )
 
     def __init__(self, config: RoPEConfig) -> None:
         super().__init__(config)

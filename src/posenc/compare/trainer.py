@@ -401,38 +401,41 @@ def _at_nothing(_: int) -> None:
 def evaluate_task(
     model: Transformer, spec: RunSpec, progress: Progress = _noop, at_length: AtLength = _at_nothing
 ) -> dict[str, Any]:
-    """Exact match and token accuracy at every evaluation length (same examples for everyone),
-    per example (``per_example``: 0/1 exact match and token accuracy) and averaged."""
+    """Exact match, token accuracy (answer and EOS) and answer-token accuracy (the answer alone,
+    :func:`posenc.tasks.synthetic.answer_accuracy`) at every evaluation length (same examples for
+    everyone), per example (``per_example``) and averaged."""
     model.eval()
     axes = position_axes(model)
     pos_gen = torch.Generator().manual_seed(10_000 + spec.eval.seed)  # identical across runs
-    exact, token, per_exact, per_token = [], [], [], []
+    means: dict[str, list[float]] = {"exact_match": [], "token_accuracy": [], "answer_accuracy": []}
+    per: dict[str, list[list]] = {key: [] for key in means}
     digest = hashlib.sha256()
     for n in spec.eval.lengths:
         batch = task_registry.eval_batch(spec.task, n, spec.eval.samples, seed=spec.eval.seed)
         digest.update(batch.inputs.numpy().tobytes())
         batch = to_device(batch, spec.device)
         at_length(batch.inputs.shape[1])
-        hits, accs = [], []
+        scores: dict[str, list[torch.Tensor]] = {key: [] for key in means}
         for lo in range(0, spec.eval.samples, spec.eval.batch_size):
             part = batch.rows(slice(lo, lo + spec.eval.batch_size))
             positions = _task_positions(spec, part, axes, pos_gen)
             with autocast(spec.device, spec.precision):
-                logits = model(part.inputs, positions=positions)
-            ex, tok = synthetic.score(logits.float(), part)
-            hits.append(ex)
-            accs.append(tok)
-        ex_all, tok_all = torch.cat(hits).int().cpu(), torch.cat(accs).double().cpu()
-        exact.append(float(ex_all.double().mean()))
-        token.append(float(tok_all.mean()))
-        per_exact.append(ex_all.tolist())
-        per_token.append([round(x, 6) for x in tok_all.tolist()])
+                logits = model(part.inputs, positions=positions).float()  # (b, t, V)
+            ex, tok = synthetic.score(logits, part)
+            scores["exact_match"].append(ex)
+            scores["token_accuracy"].append(tok)
+            scores["answer_accuracy"].append(synthetic.answer_accuracy(logits, part))
+        for key, parts in scores.items():
+            values = torch.cat(parts).double()
+            means[key].append(float(values.mean()))
+            per[key].append(
+                values.int().tolist() if key == "exact_match" else [round(x, 6) for x in values.tolist()]
+            )
         progress(1)
     return {
         "lengths": list(spec.eval.lengths),
-        "exact_match": exact,
-        "token_accuracy": token,
-        "per_example": {"exact_match": per_exact, "token_accuracy": per_token},
+        **means,
+        "per_example": per,
         "eval_data_sha256": digest.hexdigest(),
     }
 

@@ -117,7 +117,8 @@ def _task_problem(where: str, ev: dict[str, Any], spec: RunSpec) -> str | None:
     per = ev.get("per_example")
     if not isinstance(per, dict):
         return f"{where}.per_example is missing"
-    for key in ("exact_match", "token_accuracy"):
+    # answer_accuracy (the answer's tokens, EOS left out): records written before it was kept lack it
+    for key in ("exact_match", "token_accuracy", *(("answer_accuracy",) if "answer_accuracy" in per else ())):
         rows = per.get(key)
         if not isinstance(rows, list) or len(rows) != len(spec.eval.lengths):
             return f"{where}.per_example.{key} has no row per length"

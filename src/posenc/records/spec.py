@@ -19,6 +19,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from posenc import schedules
+from posenc.encoding import PaperSetting
+from posenc.model import paper_setting as model_setting
 from posenc.records import scalings
 
 #: Version 2: training stops at in-distribution convergence (held-out checks, a step
@@ -44,8 +47,10 @@ class ModelSpec:
     combine: str = "add"  # additive encodings: "add" | "concat" (posenc.model.TransformerConfig)
     inject: str = "input"  # additive encodings: "input" | "every_layer"
     num_kv_heads: int | None = None  # key/value heads (grouped-query attention); None = num_heads
-    # token embeddings times sqrt(d_model) (Vaswani et al. 3.4); off: GPT-2 style N(0, 0.02)
-    scale_embeddings: bool = False
+    # token embeddings (N(0, 0.02), GPT-2 style) times sqrt(d_model), as Vaswani et al. 3.4. None:
+    # each encoding as its paper sets it up (its class's paper_setting; a run spec holds the
+    # resolved value); True / False: one setting for every encoding
+    scale_embeddings: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -145,11 +150,24 @@ class RunSpec:
     # a worker registers them before it builds the run (execution only, not identity).
     imports: tuple[tuple[str, str, str], ...] = ()
 
+    def __post_init__(self) -> None:
+        if self.model.scale_embeddings is None:  # as the encoding's paper: resolved once, here
+            scaled = self.paper_setting().scale_embeddings
+            object.__setattr__(self, "model", dataclasses.replace(self.model, scale_embeddings=scaled))
+
+    def paper_setting(self) -> PaperSetting:
+        """How the paper of this run's encoding (or every encoding of its schedule) sets up the model."""
+        if self.schedule:
+            schedule = schedules.parse(self.schedule, self.model.num_layers)
+            return model_setting(schedule, dict(self.encoding_config))
+        return model_setting(self.encoding, dict(self.encoding_config))
+
     @property
     def label(self) -> str:
         """Human name of the encoding variant: ``rope``, ``t5@scaled``, ``rope+rand``, ``irope:2``,
         ``sinusoidal[concat]``, ``sinusoidal[every_layer]``, ``sinusoidal[pe-warmup:200]``,
-        ``sinusoidal[scaled-emb]``, ``rope[kv:1]`` (one key/value head), ``rope[bf16]``."""
+        ``learned[scaled-emb]`` / ``sinusoidal[unscaled-emb]`` (token embeddings set up otherwise
+        than the encoding's paper does), ``rope[kv:1]`` (one key/value head), ``rope[bf16]``."""
         base = self.schedule or self.encoding
         name = base if self.variant == "default" else f"{base}@{self.variant}"
         tags = self.architecture_tags()
@@ -163,8 +181,9 @@ class RunSpec:
             tags.append(self.model.combine)
         if self.model.inject != "input":
             tags.append(self.model.inject)
-        if self.model.scale_embeddings:
-            tags.append("scaled-emb")
+        scaled = self.model.scale_embeddings
+        if scaled is not None and scaled != self.paper_setting().scale_embeddings:
+            tags.append("scaled-emb" if scaled else "unscaled-emb")
         if self.train.position_warmup_steps:
             tags.append(f"pe-warmup:{self.train.position_warmup_steps}")
         if self.model.num_kv_heads is not None and self.model.num_kv_heads != self.model.num_heads:
@@ -201,7 +220,8 @@ class RunSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         data = dict(data)
-        model = ModelSpec(**data.pop("model"))
+        # records from before the field existed trained unscaled token embeddings
+        model = ModelSpec(**{"scale_embeddings": False, **data.pop("model")})
         train = TrainSpec(**_train(data))
         eval_fields: dict[str, Any] = {
             k: tuple(v) if isinstance(v, list) else v for k, v in data.pop("eval").items()

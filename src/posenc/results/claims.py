@@ -92,7 +92,7 @@ class Threshold:
     column: str
     threshold: float
     side: str
-    what: str = ""  # e.g. "copy, 2x bucket"
+    what: str = ""  # e.g. "copy, n_train < n <= 2 n_train"
 
     def judge(self, records: Records) -> tuple[str, str, str]:
         c = stats.cell(records, label=self.label, task=self.task, column=self.column)
@@ -387,10 +387,12 @@ def _notes_source(measure: str) -> str:
 
 
 def _columns(task: str) -> tuple[str, ...]:
-    """The columns a claim may judge: the summary's, and for tasks every unseen length together."""
+    """The columns a claim may judge: the summary's, and for tasks every unseen length together
+    (``out``: up to 4x) and every one up to 2x (``to2x``)."""
     if task == "lm":
         return stats.columns(task)
-    return (*stats.columns(task), *(f"{metric}_{stats.UNSEEN[0]}" for metric in ("em", "tok")))
+    wider = (stats.UNSEEN[0], stats.UP_TO_2X[0])
+    return (*stats.columns(task), *(f"{metric}_{name}" for metric in ("em", "tok") for name in wider))
 
 
 def _test(raw: dict[str, Any], where: Where, key: str) -> Test:

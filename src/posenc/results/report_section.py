@@ -20,7 +20,15 @@ from posenc.records.store import ResultStore
 from posenc.results.claims import claims
 from posenc.results.figures import figure_base64, figures
 from posenc.results.stats import BUCKETS
-from posenc.results.tables import _fmt, caption, format_cell, speed_key, summarize, table_columns
+from posenc.results.tables import (
+    _fmt,
+    caption,
+    format_cell,
+    power_cells,
+    speed_key,
+    summarize,
+    table_columns,
+)
 
 __all__ = ["claims", "render", "write_page"]
 
@@ -40,8 +48,15 @@ def _summary_html(summary: dict[str, Any]) -> str:
         + [_fmt(entry.get(speed, float("nan")), False)]
         for label, entry in summary["rows"].items()
     ]
+    pairs, detectable = power_cells(summary, cols)
+    rows += [["<i>separated</i>", *pairs, ""], ["<i>detectable</i>", *detectable, ""]]
     table = _table(["encoding"] + [c[0] for c in cols] + ["steps/s"], rows, "posenc-summary")
-    return table + f"<p><small>{html.escape(caption(summary))}</small></p>"
+    reasons = "".join(
+        f"<li><code>{html.escape(key)}</code>: {html.escape(text)}</li>"
+        for key, text in summary.get("reasons", {}).items()
+    )
+    why = f"<p>Why a cell is n.c. or k/N:</p><ul>{reasons}</ul>" if reasons else ""
+    return table + f"<p><small>{html.escape(caption(summary))}</small></p>" + why
 
 
 _VERDICT_COLOUR = {
@@ -119,7 +134,8 @@ def render(results_dir: str | Path) -> str:
     parts.append(
         f"<p>{len(records)} runs; profile(s) {html.escape(', '.join(profiles))}; seeds {seeds}; "
         f"python {html.escape(v['python'])}, torch {html.escape(v['torch'])}, posenc {html.escape(v['posenc'])}. "
-        f"Buckets: {', '.join(b for b, _, _ in BUCKETS)} = n up to 1x / 2x / 4x the longest training n. "
+        f"Buckets: {', '.join(b for b, _, _ in BUCKETS)} = n in (0, 1], (1, 1.25], (1.25, 1.5], (1.5, 2], "
+        "(2, 4] x the longest training n. "
         "Training stops once a held-out in-distribution set is solved (tasks: exact match >= the profile's "
         "threshold; LM: its loss stops improving), or at the step cap; each encoding's learning rate was "
         "chosen by in-distribution validation only.</p>"

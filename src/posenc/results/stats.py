@@ -18,8 +18,8 @@ Columns:
 
 | column | unit | statistic |
 |---|---|---|
-| ``em_in`` / ``em_2x`` / ``em_4x`` | one evaluation example | mean exact match |
-| ``tok_*`` | one evaluation example | mean answer-token accuracy |
+| ``em_in`` / ``em_1.25x`` / ``em_1.5x`` / ``em_2x`` / ``em_4x`` | one evaluation example | mean exact match |
+| ``tok_*`` | one evaluation example | mean answer-token accuracy (the answer's tokens, EOS left out) |
 | ``bpb_train`` | one scored window at L_train | mean bits per byte |
 | ``ratio_2x`` / ``ratio_4x`` | m x L_train bytes (one window at m L, m at L) | mean over seeds of exp(mean loss at mL - mean loss at L) |
 
@@ -29,6 +29,7 @@ of records) with its mean, interval, seeds and convergence; :func:`cell` compute
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -47,10 +48,16 @@ METHOD = (
     "95% percentile bootstrap over seeds and evaluation examples (crossed, 2000 resamples, "
     "scipy.stats.bootstrap); converged runs only"
 )
-#: Length buckets relative to the longest training n of the run: (name, lo, hi] x n_train.
-BUCKETS = (("in", 0.0, 1.0), ("2x", 1.0, 2.0), ("4x", 2.0, 4.0))
+#: Length buckets relative to the longest training n of the run: (name, lo, hi] x n_train. They do
+#: not overlap, so a row shows where an encoding falls off (a bucket with no evaluation length has
+#: no cell).
+BUCKETS = (("in", 0.0, 1.0), ("1.25x", 1.0, 1.25), ("1.5x", 1.25, 1.5), ("2x", 1.5, 2.0), ("4x", 2.0, 4.0))
 #: Every length past the training one up to 4x (what rankings of "unseen lengths" use).
 UNSEEN = ("out", 1.0, 4.0)
+#: Every length past the training one up to 2x (the NoPE paper's test set: L < n <= 2L).
+UP_TO_2X = ("to2x", 1.0, 2.0)
+#: What a task column may read: the buckets and the two wider ranges.
+RANGES = (*BUCKETS, UNSEEN, UP_TO_2X)
 TASK_COLUMNS = tuple(f"{m}_{b}" for m in ("em", "tok") for b, _, _ in BUCKETS)
 LM_COLUMNS = ("bpb_train", "ratio_2x", "ratio_4x")
 
@@ -106,7 +113,7 @@ def _num(x: Any) -> float:
 
 
 def _bucket_lengths(lengths: Sequence[int], n_train: int, bucket: str) -> list[int]:
-    lo, hi = next((lo, hi) for name, lo, hi in (*BUCKETS, UNSEEN) if name == bucket)
+    lo, hi = next((lo, hi) for name, lo, hi in RANGES if name == bucket)
     return [i for i, n in enumerate(lengths) if lo * n_train < n <= hi * n_train]
 
 
@@ -120,13 +127,15 @@ def units(record: dict[str, Any], variant: str, column: str) -> Any:
     if spec["task"] == "lm":
         return _lm_units(ev, spec, column)
     metric, _, bucket = column.partition("_")
-    key = {"em": "exact_match", "tok": "token_accuracy"}.get(metric)
-    if key is None or bucket not in {b for b, _, _ in (*BUCKETS, UNSEEN)}:
+    key = {"em": "exact_match", "tok": "answer_accuracy"}.get(metric)
+    if key is None or bucket not in {b for b, _, _ in RANGES}:
         return None
     picked = _bucket_lengths(ev["lengths"], spec["train"]["max_len"], bucket)
     if not picked:
         return None
-    rows = ev["per_example"][key]
+    rows = ev["per_example"].get(key)
+    if rows is None:  # a record written before answer-token accuracy was kept
+        return None
     return np.concatenate([np.asarray(rows[i], dtype=float) for i in picked])
 
 
@@ -290,6 +299,34 @@ def per_seed(values: Sequence[float]) -> Cell:
     mean = float(array.mean())
     low, high = bootstrap_interval(statistic, (len(array),))
     return Cell(mean, min(low, mean), max(high, mean), len(array), len(values), 1)
+
+
+@dataclass(frozen=True)
+class Separation:
+    """What one column can tell apart, from its cells (one per row of the table).
+
+    ``separated`` of ``pairs`` pairs of measured cells have 95% intervals that do not overlap.
+    ``detectable`` is the median interval width of the column's cells that have a spread: two
+    cells that wide separate only if their means differ by more than it, so it is the smallest
+    difference the column can show with the seeds run (NaN when no cell has a spread: every
+    one at a floor or a ceiling, where the column tells nothing apart).
+    """
+
+    separated: int
+    pairs: int
+    detectable: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def separation(column: Sequence[Cell]) -> Separation:
+    """:class:`Separation` of one column's cells (cells without a converged seed are skipped)."""
+    measured = [c for c in column if c.measured]
+    separated = sum(1 for a, b in itertools.combinations(measured, 2) if a.high < b.low or b.high < a.low)
+    widths = [c.high - c.low for c in measured if c.high > c.low]
+    detectable = float(np.median(widths)) if widths else math.nan
+    return Separation(separated, len(measured) * (len(measured) - 1) // 2, detectable)
 
 
 def labels_and_tasks(records: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:

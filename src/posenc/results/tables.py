@@ -1,20 +1,31 @@
 """Summaries of result records: cells with intervals, CSV/JSON files, the terminal table.
 
-Buckets (relative to the longest training n of the run, ``n_train``):
+Buckets (relative to the longest training n of the run, ``n_train``; they do not overlap):
 
 | bucket | evaluation lengths |
 |---|---|
 | ``in`` (in-distribution) | n <= n_train |
-| ``2x`` | n_train < n <= 2 n_train |
+| ``1.25x`` | n_train < n <= 1.25 n_train |
+| ``1.5x`` | 1.25 n_train < n <= 1.5 n_train |
+| ``2x`` | 1.5 n_train < n <= 2 n_train |
 | ``4x`` | 2 n_train < n <= 4 n_train |
 
-Every cell is a mean over the label's converged seeds with a 95% interval
-(:mod:`posenc.results.stats`, which says how it is computed). A label whose runs did
-not converge in-distribution shows ``n.c.`` (not converged) instead of numbers, and
-``k/N`` when only k of its N seeds converged. For the language model, ``ratio 2x`` /
-``ratio 4x`` are perplexity(L_valid) / perplexity(L_train) at L_valid = 2 and 4 L_train
-(the protocol each record names: non-overlapping windows as in the ALiBi paper, or
-sliding windows); below 1 means longer windows help.
+Tasks report exact match (``em_*``: the answer and its EOS all right) and answer-token
+accuracy (``tok_*``: the share of the answer's tokens predicted right, EOS left out) per
+bucket. Every cell is a mean over the label's converged seeds with a 95% interval
+(:mod:`posenc.results.stats`, which says how it is computed). A label whose runs did not
+converge in-distribution shows ``n.c.`` (not converged) instead of numbers, and ``k/N``
+when only k of its N seeds converged; the summary says why (:func:`not_converged_reasons`:
+the held-out result at the step cap and how the learning rate was chosen). For the
+language model, ``ratio 2x`` / ``ratio 4x`` are perplexity(L_valid) / perplexity(L_train)
+at L_valid = 2 and 4 L_train (the protocol each record names: non-overlapping windows as in
+the ALiBi paper, or sliding windows); below 1 means longer windows help.
+
+Power: for every column the summary says how many pairs of rows its 95% intervals separate
+and the smallest difference it can show (:func:`posenc.results.stats.separation`). The
+tables show the in-distribution exact match, the LM columns and every bucket column that
+separates at least one pair; the others (every encoding at the same floor or ceiling, or
+intervals too wide) are named under the table and kept in ``summary.csv``.
 """
 
 from __future__ import annotations
@@ -98,7 +109,8 @@ def run_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 row["ratio_4x"] = lm_ratio(ev, l_train, 4)
             else:
                 buckets = bucket_values(ev["lengths"], ev["exact_match"], spec["train"]["max_len"])
-                tok = bucket_values(ev["lengths"], ev["token_accuracy"], spec["train"]["max_len"])
+                answer = ev.get("answer_accuracy") or [math.nan] * len(ev["lengths"])
+                tok = bucket_values(ev["lengths"], answer, spec["train"]["max_len"])
                 row.update({f"em_{k}": v for k, v in buckets.items()})
                 row.update({f"tok_{k}": v for k, v in tok.items()})
             rows.append(row)
@@ -133,12 +145,58 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         for r in records
         if not stats.converged(r)
     )
+    power = {}
+    for task in tasks:
+        for column in stats.columns(task):
+            key = f"{task}:{column}"
+            cells = [_as_cell(entry[key]) for entry in table.values() if key in entry]
+            power[key] = stats.separation(cells).to_dict()
     return {
         "tasks": tasks,
         "method": METHOD,
         "not_converged": not_converged,
+        "reasons": not_converged_reasons(records),
+        "columns": power,
         "rows": {name: table[name] for name in order},
     }
+
+
+def _as_cell(c: dict[str, Any]) -> stats.Cell:
+    return stats.Cell(_num(c["mean"]), _num(c["low"]), _num(c["high"]), c["n"], c["runs"], c["units"])
+
+
+def not_converged_reasons(records: list[dict[str, Any]]) -> dict[str, str]:
+    """Why each ``label / task`` with a seed that did not converge shows ``n.c.`` or ``k/N``: the
+    rule it missed, the held-out result of each such seed at the step cap, and how its learning
+    rate was chosen (the grid and every candidate's held-out result are in the record)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        groups[(record["label"], record["spec"]["task"])].append(record)
+    out = {}
+    for (label, task), runs in sorted(groups.items()):
+        missed = sorted((r for r in runs if not stats.converged(r)), key=lambda r: r["spec"]["seed"])
+        if not missed:
+            continue
+        train = missed[0]["spec"]["train"]
+        if task == "lm":
+            rule = f"its held-out loss still fell by {train['plateau']:.0%} or more"
+            at_cap = ", ".join(f"seed {r['spec']['seed']}: {_last_check(r):.3f} nats/byte" for r in missed)
+        else:
+            rule = f"held-out exact match stayed below {train['converge_at']:.0%}"
+            at_cap = ", ".join(f"seed {r['spec']['seed']}: {_last_check(r):.0%}" for r in missed)
+        lrs = sorted({r["spec"]["train"]["lr"] for r in missed})
+        source = missed[0]["spec"].get("lr_source") or "the profile's"
+        out[f"{label} / {task}"] = (
+            f"{len(missed)} of {len(runs)} seeds: {rule} at the step cap of {train['steps']} ({at_cap}); "
+            f"learning rate {', '.join(f'{lr:g}' for lr in lrs)}: {source}"
+        )
+    return out
+
+
+def _last_check(record: dict[str, Any]) -> float:
+    checks = record["result"]["train"].get("checks") or {}
+    values = next((v for k, v in checks.items() if k != "step"), None)
+    return _num(values[-1]) if values else math.nan
 
 
 def _fmt(value: float, percent: bool) -> str:
@@ -171,16 +229,74 @@ def format_cell(c: dict[str, Any] | None, percent: bool, sep: str = " ") -> str:
     return text
 
 
-def table_columns(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    """(header, summary key, is-percent) for the tables."""
+#: (header suffix, column prefix) of the task columns: exact match, answer-token accuracy.
+METRICS = (("", "em"), (" tok", "tok"))
+
+
+def _all_columns(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
     cols = []
     for task in summary["tasks"]:
         if task == "lm":
             cols += [("LM bpb@L", "lm:bpb_train", False), ("LM ppl 2x", "lm:ratio_2x", False)]
             cols += [("LM ppl 4x", "lm:ratio_4x", False)]
-        else:
-            cols += [(f"{task} {b}", f"{task}:em_{b}", True) for b, _, _ in BUCKETS]
+            continue
+        cols.append((f"{task} in", f"{task}:em_in", True))
+        for suffix, metric in METRICS:
+            cols += [
+                (f"{task}{suffix} {b}", f"{task}:{metric}_{b}", True) for b, _, _ in BUCKETS if b != "in"
+            ]
     return cols
+
+
+def _always_shown(key: str) -> bool:
+    return key.startswith("lm:") or key.endswith(":em_in")
+
+
+def _shown(summary: dict[str, Any], key: str) -> bool:
+    """In-distribution and LM columns always; a bucket column unless no row has data for it (no
+    evaluation length falls in it) or it had two measured cells or more and separated none."""
+    if _always_shown(key):
+        return True
+    cells = [entry[key] for entry in summary["rows"].values() if key in entry]
+    if not any(c.get("runs") for c in cells):
+        return False
+    power = summary.get("columns", {}).get(key)
+    return power is None or power["pairs"] == 0 or power["separated"] > 0
+
+
+def table_columns(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """(header, summary key, is-percent) for the tables: the in-distribution exact match, the LM
+    columns, and the bucket columns (exact match, then answer-token accuracy) that could tell rows
+    apart and did for at least one pair at 95% (:func:`dropped_columns` names the others)."""
+    return [col for col in _all_columns(summary) if _shown(summary, col[1])]
+
+
+def dropped_columns(summary: dict[str, Any]) -> list[str]:
+    """Headers of the bucket columns with data left out of the tables: two measured cells or more,
+    and no pair of them separated."""
+    power = summary.get("columns", {})
+    return [
+        header
+        for header, key, _ in _all_columns(summary)
+        if not _shown(summary, key) and power.get(key, {}).get("pairs", 0) > 0
+    ]
+
+
+def power_cells(summary: dict[str, Any], cols: list[tuple[str, str, bool]]) -> tuple[list[str], list[str]]:
+    """Per column: ``"k/N"`` pairs of rows separated at 95%, and the smallest difference it can show
+    (percentage points for tasks, the column's unit for the LM; ``-``: no cell has a spread)."""
+    power = summary.get("columns", {})
+    pairs, detectable = [], []
+    for _, key, pct in cols:
+        p = power.get(key)
+        if p is None:
+            pairs.append("-")
+            detectable.append("-")
+            continue
+        pairs.append(f"{p['separated']}/{p['pairs']}")
+        d = _num(p["detectable"])
+        detectable.append("-" if math.isnan(d) else (f"{100 * d:.0f} pts" if pct else f"{d:.2f}"))
+    return pairs, detectable
 
 
 def speed_key(summary: dict[str, Any]) -> str:
@@ -188,12 +304,26 @@ def speed_key(summary: dict[str, Any]) -> str:
 
 
 def caption(summary: dict[str, Any]) -> str:
-    return (
-        "tasks: exact match per length bucket (in = n <= n_train, 2x, 4x); LM: bits/byte at L_train, "
-        "perplexity ratio to L_train at 2x / 4x. Cells: mean [95% interval], "
+    text = (
+        "tasks: exact match per length bucket (in = n <= n_train; 1.25x, 1.5x, 2x, 4x = n in (1, 1.25], "
+        "(1.25, 1.5], (1.5, 2], (2, 4] x n_train) and answer-token accuracy (tok: the share of the answer's tokens "
+        "right, EOS left out); "
+        "LM: bits/byte at L_train, perplexity ratio to L_train at 2x / 4x. Cells: mean [95% interval], "
         f"{summary.get('method', METHOD)}. {NOT_CONVERGED} = not converged in-distribution (left out of "
-        "rankings and claims); k/N = only k of N seeds converged. steps/s of the first task."
+        "rankings and claims); k/N = only k of N seeds converged. steps/s of the first task. "
+        "separated: pairs of rows whose 95% intervals do not overlap; detectable: the median interval "
+        "width, the smallest difference the column can show with these seeds."
     )
+    dropped = dropped_columns(summary)
+    if dropped:
+        text += f" Columns that separate no pair, left out: {', '.join(dropped)}."
+    return text
+
+
+def reasons_markdown(summary: dict[str, Any]) -> str:
+    """Why each n.c. / k/N cell is one, as Markdown bullets ('' when every run converged)."""
+    reasons = summary.get("reasons", {})
+    return "".join(f"- `{key}`: {text}\n" for key, text in reasons.items())
 
 
 def render_table(summary: dict[str, Any], *, title: str = "posenc compare"):
@@ -207,6 +337,10 @@ def render_table(summary: dict[str, Any], *, title: str = "posenc compare"):
     for label, entry in summary["rows"].items():
         cells = [format_cell(entry.get(key), pct, sep="\n") for _, key, pct in cols]
         table.add_row(escape(label), *cells, _speed(entry.get(speed_key(summary), math.nan)))
+    pairs, detectable = power_cells(summary, cols)
+    table.add_section()
+    table.add_row("separated", *pairs, "")
+    table.add_row("detectable", *detectable, "")
     return table
 
 
@@ -220,6 +354,9 @@ def markdown_table(summary: dict[str, Any]) -> str:
         lines.append(
             "| " + " | ".join([label, *cells, _speed(entry.get(speed_key(summary), math.nan))]) + " |"
         )
+    pairs, detectable = power_cells(summary, cols)
+    lines.append("| *separated* | " + " | ".join(pairs) + " | |")
+    lines.append("| *detectable* | " + " | ".join(detectable) + " | |")
     return "\n".join(lines) + "\n"
 
 

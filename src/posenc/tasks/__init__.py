@@ -26,6 +26,7 @@ from posenc.tasks.synthetic import (
     TASKS,
     VOCAB_SIZE,
     TaskBatch,
+    answer_accuracy,
     score,
 )
 from posenc.tasks.text import TextCorpus, stdlib_corpus
@@ -44,7 +45,7 @@ __all__ = [
     "Task",
     "TaskBatch",
     "TextCorpus",
-    "validate_task",
+    "answer_accuracy",
     "eval_batch",
     "get_task",
     "max_sequence_length",
@@ -56,4 +57,5 @@ __all__ = [
     "task_spec",
     "tasks",
     "unregister_task",
+    "validate_task",
 ]

@@ -237,6 +237,22 @@ def eval_batch(task: str, n: int, num_samples: int, *, seed: int = 0) -> TaskBat
     return collate([fn(n, g) for _ in range(num_samples)], [n] * num_samples)
 
 
+def answer_accuracy(logits: torch.Tensor, batch: TaskBatch) -> torch.Tensor:
+    """Per-example share of the answer's own tokens ``y_1 .. y_m`` predicted right (float ``(b,)``).
+
+    EOS is left out (:func:`score`'s token accuracy counts it): a model that copies every token
+    but does not stop still scores 1, and the floor is the chance of the answer's alphabet (1/128
+    for copy, 1/64 for a passkey symbol) rather than the share EOS has of the answer (a third of a
+    passkey's). Answer tokens are symbols, never EOS, so they are the loss mask's non-EOS targets.
+
+    Args:
+        logits: ``(b, t, V)`` from one teacher-forced pass over ``batch.inputs``.
+    """
+    answer = batch.loss_mask & (batch.targets != EOS)  # (b, t)
+    correct = (logits.argmax(-1) == batch.targets) & answer
+    return correct.sum(-1).float() / answer.sum(-1).float()
+
+
 def score(logits: torch.Tensor, batch: TaskBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-example exact match (bool ``(b,)``) and answer-token accuracy (float ``(b,)``).
 
