@@ -18,7 +18,8 @@ from posenc.compare.executor import LocalExecutor
 from posenc.compare.grid import RANDOMIZED_PAPER_MAX_LEN, build_grid, eval_length, train_length
 from posenc.compare.profile import PROFILES, get_profile
 from posenc.compare.runner import run_grid
-from posenc.compare.trainer import execute, learning_rate
+from posenc.compare.trainer import learning_rate
+from posenc.compare.work import execute
 from posenc.records.spec import RunSpec
 from posenc.records.store import ResultStore, checksum
 from posenc.results import stats, tables

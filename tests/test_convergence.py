@@ -7,10 +7,11 @@ import dataclasses
 import pytest
 import torch
 
-from posenc.compare import trainer
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
-from posenc.compare.trainer import Checker, execute, heldout_task_batch, plateaued
+from posenc.compare.trainer import Checker, heldout_task_batch, plateaued
+from posenc.compare.work import execute
+from posenc.records.models import build_model
 from posenc.tasks import synthetic
 
 SMOKE = get_profile("smoke")
@@ -53,7 +54,7 @@ def test_the_check_scores_the_held_out_training_distribution_not_an_evaluation_l
 def test_exact_match_check_counts_solved_examples():
     spec = _spec("copy", valid_samples=16)
     checker = Checker(spec)
-    model = trainer.build_model(spec)
+    model = build_model(spec)
     batch = checker.batch
     answers = batch.targets.clone()
 

@@ -1,5 +1,5 @@
 """The library needs only numpy and torch; click, rich, matplotlib and scipy (and tomli on Python
-3.10, for the benchmark's TOML profiles) serve the CLI, figures, report and benchmark (the ``cli`` extra). Importing posenc changes no global state.
+3.10 to read the benchmark's TOML profiles, tomlkit to write them back) serve the CLI, figures, report and benchmark (the ``cli`` extra). Importing posenc changes no global state.
 
 Each check runs in a fresh interpreter: the parent test process has long imported everything.
 """
@@ -17,7 +17,7 @@ import posenc
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(posenc.__file__).parent
-EXTRAS = ("click", "rich", "matplotlib", "scipy", "tomli")
+EXTRAS = ("click", "rich", "matplotlib", "scipy", "tomli", "tomlkit")
 # The parts of posenc that use the `cli` extra (everything else is the library).
 USES_EXTRAS = (
     "posenc.compare",
@@ -33,7 +33,7 @@ BLOCKER = textwrap.dedent(
     """
     import sys
 
-    class Blocker:  # as if click, rich, matplotlib, scipy and tomli were not installed
+    class Blocker:  # as if the cli extra were not installed
         def find_spec(self, name, path=None, target=None):
             if name.split(".")[0] in {extras!r}:
                 raise ImportError(f"No module named {{name!r}}", name=name)

@@ -20,7 +20,7 @@ import torch
 
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
-from posenc.compare.trainer import execute
+from posenc.compare.work import execute
 from posenc.records.store import make_record, validate_record
 
 # Paths (tuples of keys) that are allowed to differ between two identical runs.

@@ -17,10 +17,10 @@ import posenc
 from posenc import presets
 from posenc.attention import SDPA_KINDS, KVCache, MultiHeadAttention
 from posenc.cli import main
-from posenc.compare.trainer import build_model
 from posenc.errors import PosencError
 from posenc.kernels import bias_attention as bias_kernels
 from posenc.model import Transformer, TransformerConfig
+from posenc.records.models import build_model
 from posenc.records.spec import RunSpec
 
 D_MODEL, HEADS = 16, 4

@@ -148,7 +148,7 @@ def ray_two_workers():
 def test_a_worker_killed_mid_run_is_retried_and_nothing_is_lost_or_duplicated(
     tmp_path, local_records, ray_two_workers
 ):
-    from posenc.compare.trainer import execute
+    from posenc.compare.work import execute
 
     attempts = tmp_path / "attempts"
     attempts.mkdir()

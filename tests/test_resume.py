@@ -77,7 +77,7 @@ def test_records_of_another_benchmark_version_are_never_resumed_or_summarised(tm
     from posenc.compare.grid import build_grid
     from posenc.compare.profile import get_profile
     from posenc.compare.runner import run_grid
-    from posenc.compare.trainer import execute
+    from posenc.compare.work import execute
     from posenc.records.spec import BENCHMARK_VERSION, RunSpec
     from posenc.records.store import make_record, validate_record, version_problem
 

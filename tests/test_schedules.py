@@ -17,8 +17,9 @@ from posenc import reference, rope_scaling, schedules
 from posenc.cli import main
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
-from posenc.compare.trainer import build_model, execute
+from posenc.compare.work import execute
 from posenc.model import Transformer, TransformerConfig
+from posenc.records.models import build_model
 from posenc.records.spec import RunSpec
 from posenc.schedules import LayerEncoding, Schedule
 

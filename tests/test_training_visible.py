@@ -17,7 +17,7 @@ from posenc.compare.executor import LocalExecutor
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
 from posenc.compare.runner import RunRows, check_code, run_grid, status_text
-from posenc.compare.trainer import execute
+from posenc.compare.work import execute
 from posenc.errors import PosencError
 from posenc.records.provenance import changes, code_of
 from posenc.records.store import ResultStore

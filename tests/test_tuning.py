@@ -12,7 +12,7 @@ from posenc.compare.executor import LocalExecutor
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
 from posenc.compare.runner import run_grid
-from posenc.compare.trainer import tune_execute
+from posenc.compare.work import tune_execute
 from posenc.records.store import ResultStore
 from posenc.tasks import registry as task_registry
 from posenc.tasks import synthetic, text

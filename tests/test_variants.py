@@ -16,7 +16,8 @@ from posenc.compare.executor import LocalExecutor
 from posenc.compare.grid import Grid, build_grid
 from posenc.compare.profile import get_profile, parse_variants
 from posenc.compare.runner import run_grid
-from posenc.compare.trainer import build_model, position_scale, train
+from posenc.compare.trainer import position_scale, train
+from posenc.records.models import build_model
 from posenc.records.spec import RunSpec
 from posenc.records.store import ResultStore
 from posenc.results.tables import summarize

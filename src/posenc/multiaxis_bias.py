@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import torch
 
 from posenc.axes import AxisPositions, as_axis_positions, is_axis_positions
-from posenc.bias import Params, _BiasFamily, alibi_slopes
+from posenc.bias.alibi import alibi_slopes
+from posenc.bias.family import Params, _BiasFamily
 from posenc.checks import check_int
 from posenc.config import EncodingConfig, model_field
 from posenc.multiaxis import check_axes

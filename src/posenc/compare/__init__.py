@@ -7,7 +7,9 @@ write records through :mod:`posenc.records`. Pieces, each usable alone:
 - :mod:`~posenc.compare.profile`: the profiles (budget tiers), TOML files loaded into a typed :class:`Profile`
 - :mod:`~posenc.compare.grid`: a profile expanded into independent :class:`~posenc.records.spec.RunSpec` s
 - :mod:`~posenc.compare.device`: where runs compute (``--device``) and in what precision (``--precision``)
-- :mod:`~posenc.compare.trainer`: ``execute(spec) -> payload`` (train, then evaluate every length)
+- :mod:`~posenc.compare.trainer`: training (schedule, optimiser, held-out checks, convergence, fine-tuning)
+- :mod:`~posenc.compare.evaluation`: a trained model scored at every evaluation length
+- :mod:`~posenc.compare.work`: ``execute(spec) -> payload`` (train, then evaluate every length)
 - :mod:`~posenc.compare.executor`: the seam that runs a grid (local processes, or Ray)
 - :mod:`~posenc.compare.runner`: skip finished work, execute the rest, write each record at once
 - :mod:`~posenc.compare.tuning`: a learning rate per encoding, by in-distribution validation

@@ -5,7 +5,7 @@ The whole interface is one method::
     executor.map(fn, specs, progress) -> iterator of (spec, payload | exception)
 
 ``fn(spec, advance)`` is a picklable module-level function (in practice
-:func:`posenc.compare.trainer.execute`), ``advance(units)`` reports progress
+:func:`posenc.compare.work.execute`), ``advance(units)`` reports progress
 (``advance(0, status)`` a held-out check, for the display), and
 results are yielded *as each run finishes*, so the caller can write each record
 at once. An executor never writes records itself and never decides what to

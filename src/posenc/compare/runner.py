@@ -30,7 +30,7 @@ from rich.progress import (
 )
 
 from posenc.compare.executor import Executor
-from posenc.compare.trainer import execute
+from posenc.compare.work import execute
 from posenc.errors import PosencError
 from posenc.records.files import read_record_file
 from posenc.records.provenance import changes, code_of, encodings_of

@@ -6,7 +6,7 @@ grid (``Profile.lr_grid``) by in-distribution validation, never by test lengths.
 - every candidate trains the run's exact setting (model, task, training lengths, step
   cap, convergence check) at one learning rate, on a tuning seed (:data:`TUNE_SEED`)
   that no profile evaluates, and reports only its held-out in-distribution checks
-  (:func:`posenc.compare.trainer.tune_execute`); its spec carries no evaluation lengths
+  (:func:`posenc.compare.work.tune_execute`); its spec carries no evaluation lengths
   (:data:`TUNE_EVAL`), and the key a choice is stored under (:func:`tuning_key`) leaves
   the evaluation out, so no test length can reach the choice;
 - :func:`select`: tasks take the candidate that converged (held-out exact match >=
@@ -32,7 +32,7 @@ from typing import Any
 from posenc.compare.executor import Executor
 from posenc.compare.profile import VARIANT_KEYS
 from posenc.compare.runner import GridOutcome, check_code, run_grid
-from posenc.compare.trainer import tune_execute
+from posenc.compare.work import tune_execute
 from posenc.records.schema import checks_metric, tune_problem
 from posenc.records.spec import EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.records.store import ResultStore

@@ -308,7 +308,7 @@ class Separation:
     ``separated`` of ``pairs`` pairs of measured cells have 95% intervals that do not overlap.
     ``detectable`` is the median interval width of the column's cells that have a spread: two
     cells that wide separate only if their means differ by more than it, so it is the smallest
-    difference the column can show with the seeds run (NaN when no cell has a spread: every
+    difference the column can show with the number of seeds run (NaN when no cell has a spread: every
     one at a floor or a ceiling, where the column tells nothing apart).
     """
 
