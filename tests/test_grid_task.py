@@ -159,7 +159,7 @@ def test_posenc_compare_trains_and_evaluates_on_the_grid(tmp_path):
     assert {r["spec"]["encoding"] for r in records} == {"rope_axial", "mrope", "rope"}
     for record in records:
         evaluation = record["result"]["eval"]["default"]
-        assert evaluation["lengths"] == [4, 5, 6, 8, 12]
+        assert evaluation["lengths"] == [4, 5, 6, 8, 16]
         assert len(evaluation["token_accuracy"]) == 5 and all(
             0 <= a <= 1 for a in evaluation["token_accuracy"]
         )
