@@ -1,7 +1,7 @@
 """Rewrite the benchmark tables in README.md and docs/benchmark.md from a results directory.
 
 Usage:
-    python scripts/update_benchmark_tables.py --results DIR --block quick|standard|notes|paper-nope-cpu|paper-alibi-cpu [--check]
+    python scripts/update_benchmark_tables.py --results DIR --block quick|standard|notes|paper-nope-cpu|paper-alibi-cpu|grid [--check]
     python scripts/update_benchmark_tables.py --block tuning [--check]
 
 ``DIR`` is what ``posenc compare --out DIR`` wrote (records, ``run.json``). The block
@@ -32,9 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from docblocks import markers, splice  # noqa: E402  (next to this script)
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = {ROOT / "README.md": False, ROOT / "docs" / "benchmark.md": True}  # path -> with claims
+FILES = {ROOT / "README.md": False, ROOT / "docs" / "benchmark.md": True, ROOT / "docs" / "multiaxis.md": False}
+# (path -> with the claims table)
 #: Blocks written from a results directory: the profiles whose runs the docs show.
-RUN_BLOCKS = ("quick", "standard", "notes", "paper-nope-cpu", "paper-alibi-cpu")
+RUN_BLOCKS = ("quick", "standard", "notes", "paper-nope-cpu", "paper-alibi-cpu", "grid")
 
 
 def render(results: Path, *, with_claims: bool) -> str:

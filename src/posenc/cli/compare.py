@@ -266,8 +266,9 @@ def compare_command(
         if fmt == "json":
             click.echo(json.dumps(rows, indent=2))
         else:
+            width = max(map(len, rows))
             for name, row in rows.items():
-                click.echo(f"{name:9s} {row['description']}")
+                click.echo(f"{name:{width}s}  {row['description']}")
         return
     ctx = click.get_current_context()
     if config is not None and ctx.get_parameter_source("profile") is not click.core.ParameterSource.DEFAULT:
