@@ -67,7 +67,12 @@ def test_replace_and_check(results, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("path", "blocks"), [("README.md", ("quick",)), ("docs/benchmark.md", ("quick", "standard", "notes"))]
+    ("path", "blocks"),
+    [
+        ("README.md", ("quick",)),
+        ("docs/benchmark.md", ("quick", "standard", "notes", "paper-nope-cpu", "paper-alibi-cpu")),
+        ("docs/multiaxis.md", ("grid",)),
+    ],
 )
 def test_the_shipped_tables_were_generated_under_this_benchmark_version(path, blocks):
     """A change of benchmark semantics (BENCHMARK_VERSION) makes the shipped tables stale

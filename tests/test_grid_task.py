@@ -59,7 +59,7 @@ def test_eval_sets_are_fixed_per_size_and_seed():
 
 
 def test_eval_sizes_and_in_distribution():
-    assert grid.eval_sizes((4, 4)) == [(4, 4), (5, 5), (6, 6), (8, 8), (12, 12)]
+    assert grid.eval_sizes((4, 4)) == [(4, 4), (5, 5), (6, 6), (8, 8), (16, 16)]
     assert grid.eval_sizes((6, 4), (1.0, 2.0)) == [(6, 4), (12, 8)]
     assert (
         grid.in_distribution((4, 4)) and not grid.in_distribution((5, 5)) and not grid.in_distribution((3, 3))

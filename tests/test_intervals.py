@@ -223,7 +223,7 @@ def _copy_record(label, seed, hits, converged=True, checks=(0.5, 1.0)):
                 "steps_to_converge": 100 if converged else None,
                 "steps": 100,
                 "final_loss": 0.1,
-                "checks": {"step": [50, 100], "valid_exact_match": list(checks)},
+                "checks": {"step": [50, 100], "train_loss": [2.5, 2.4], "valid_exact_match": list(checks)},
             },
             "timing": {"steps_per_second": 10.0, "train_wall_seconds": 10.0},
             "eval": {

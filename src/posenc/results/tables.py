@@ -195,7 +195,8 @@ def not_converged_reasons(records: list[dict[str, Any]]) -> dict[str, str]:
 
 def _last_check(record: dict[str, Any]) -> float:
     checks = record["result"]["train"].get("checks") or {}
-    values = next((v for k, v in checks.items() if k != "step"), None)
+    # the held-out metric (valid_exact_match, valid_loss), not the training loss logged beside it
+    values = next((v for k, v in checks.items() if k.startswith("valid_")), None)
     return _num(values[-1]) if values else math.nan
 
 

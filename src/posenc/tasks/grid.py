@@ -19,7 +19,7 @@ grows with the grid; a learned table has no trained rows past the training grid.
 after the whole grid, so a causal model sees every cell from every query.
 
 Sizes: training draws every example on the training grid (``size``); evaluation uses square
-grids whose side is the training side times 1, 1.25, 1.5, 2 and 3 (:func:`eval_sizes`). In
+grids whose side is the training side times 1, 1.25, 1.5, 2 and 4 (:func:`eval_sizes`). In
 distribution means exactly the training grid (:func:`in_distribution`): the coordinates and
 the flattened distances seen in training. Evaluation sets are fixed per (size, seed), the
 same for every encoding (:func:`eval_batch`). Chance is 1/64 per query.
@@ -53,7 +53,7 @@ CELL_SYMBOLS = 64  # cell contents: symbols 0 .. 63 (tokens FIRST_SYMBOL + s)
 DIRECTION_TOKENS = tuple(FIRST_SYMBOL + NUM_SYMBOLS - len(DIRECTIONS) + k for k in range(len(DIRECTIONS)))
 CHANCE = 1 / CELL_SYMBOLS
 TRAIN_SIZE = (4, 4)  # the default training grid
-EVAL_SCALES = (1.0, 1.25, 1.5, 2.0, 3.0)  # evaluation side / training side
+EVAL_SCALES = (1.0, 1.25, 1.5, 2.0, 4.0)  # evaluation side / training side (the benchmark's buckets)
 QUERIES = 4  # queries per example
 MAX_SIDE = 64
 
