@@ -265,3 +265,12 @@ def test_the_summary_states_each_columns_power_and_why_a_cell_is_not_converged()
     tied = tables.summarize(same)
     assert tables.dropped_columns(tied) == ["copy 1.25x", "copy tok 1.25x"]  # both at 100%: no pair apart
     assert "Columns that separate no pair, left out: copy 1.25x, copy tok 1.25x." in tables.caption(tied)
+
+
+def test_a_ranking_names_the_tasks_it_read():
+    records = [
+        *(_copy_record("a", seed, 8) for seed in range(3)),
+        *(_copy_record("b", seed, 0) for seed in range(3)),
+    ]
+    ours, verdict, _ = claims.Ranking(("a", "b"), ("copy", "reverse", "passkey"), "em_out").judge(records)
+    assert ours == "1 pair(s) agree, 0 disagree, 0 undecided (copy)" and verdict == "agrees"

@@ -169,6 +169,7 @@ class Ranking:
         ]
         agree, disagree, undecided = _tally(records, pairs_per_task, self.column)
         pairs = agree + disagree + undecided
+        measured = [task for task in self.tasks if any(r["spec"]["task"] == task for r in records)]
         rule = (
             "each pair of converged encodings in the paper's order: the 95% interval of the difference "
             "decides it or not; agrees if no decided pair disagrees and more pairs agree than are "
@@ -177,7 +178,7 @@ class Ranking:
         if not pairs:
             return "fewer than 2 converged encodings", "not measured", rule
         verdict = ranking_verdict(agree, disagree, undecided)
-        ours = f"{agree} pair(s) agree, {disagree} disagree, {undecided} undecided ({', '.join(self.tasks)})"
+        ours = f"{agree} pair(s) agree, {disagree} disagree, {undecided} undecided ({', '.join(measured)})"
         return ours, verdict, rule
 
 
