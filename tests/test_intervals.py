@@ -274,3 +274,24 @@ def test_a_ranking_names_the_tasks_it_read():
     ]
     ours, verdict, _ = claims.Ranking(("a", "b"), ("copy", "reverse", "passkey"), "em_out").judge(records)
     assert ours == "1 pair(s) agree, 0 disagree, 0 undecided (copy)" and verdict == "agrees"
+
+
+def test_the_terminal_shows_a_table_per_task_that_fits_140_columns():
+    import io
+
+    from rich.console import Console
+
+    from posenc.results import tables
+
+    records = [
+        *(_copy_record("a", seed, 8) for seed in range(3)),
+        *(_copy_record("b", seed, 0) for seed in range(3)),
+    ]
+    summary = tables.summarize(records)
+    (table,) = tables.render_tables(summary, title="t")
+    assert [c.header for c in table.columns] == ["encoding", "in", "1.25x", "tok 1.25x", "steps/s"]
+    console = Console(width=140, file=io.StringIO(), record=True)
+    console.print(table)
+    assert "…" not in console.export_text() and "steps/s of that table's task" in tables.caption(
+        summary, per_task=True
+    )

@@ -321,9 +321,11 @@ def compare_command(
         payload = {**result.to_dict(), "summary": json.loads(results.to_json(result.summary))}
         click.echo(json.dumps(payload, indent=2, default=str))
     else:
-        console = Console(width=max(160, Console().width))  # 11 columns of mean [interval]
+        console = Console(width=max(140, Console().width))  # a task's 11 columns of mean [interval]
         source = f"--config {config}" if config is not None else f"--profile {prof.name}"
-        console.print(results.render_table(result.summary, title=f"posenc compare {source}"))
+        for table in results.render_tables(result.summary, title=f"posenc compare {source}"):
+            console.print(table)
+        console.print(results.tables.caption(result.summary, per_task=True))
         for line in result.notes():
             console.print(line)
     if result.outcome.failed:

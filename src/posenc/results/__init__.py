@@ -29,9 +29,19 @@ from posenc.results import trained
 from posenc.results.figures import save_all
 from posenc.results.report_section import write_page
 from posenc.results.stats import Cell, cell, cells
-from posenc.results.tables import render_table, summarize, summary_csv, to_csv, to_json
+from posenc.results.tables import render_table, render_tables, summarize, summary_csv, to_csv, to_json
 
-__all__ = ["Cell", "cell", "cells", "load_model", "render_table", "summarize", "to_json", "write_outputs"]
+__all__ = [
+    "Cell",
+    "cell",
+    "cells",
+    "load_model",
+    "render_table",
+    "render_tables",
+    "summarize",
+    "to_json",
+    "write_outputs",
+]
 
 
 def load_model(record_path: str | os.PathLike):

@@ -304,14 +304,17 @@ def speed_key(summary: dict[str, Any]) -> str:
     return next((f"{t}:steps_per_second" for t in summary["tasks"] if t != "lm"), "lm:steps_per_second")
 
 
-def caption(summary: dict[str, Any]) -> str:
+def caption(summary: dict[str, Any], *, per_task: bool = False) -> str:
+    """What the table's cells mean; ``per_task``: for :func:`render_tables` (a table per task,
+    steps/s of that task)."""
+    speed = "steps/s of that table's task" if per_task else "steps/s of the first task"
     text = (
         "tasks: exact match per length bucket (in = n <= n_train; 1.25x, 1.5x, 2x, 4x = n in (1, 1.25], "
         "(1.25, 1.5], (1.5, 2], (2, 4] x n_train) and answer-token accuracy (tok: the share of the answer's tokens "
         "right, EOS left out); "
         "LM: bits/byte at L_train, perplexity ratio to L_train at 2x / 4x. Cells: mean [95% interval], "
         f"{summary.get('method', METHOD)}. {NOT_CONVERGED} = not converged in-distribution (left out of "
-        "rankings and claims); k/N = only k of N seeds converged. steps/s of the first task. "
+        f"rankings and claims); k/N = only k of N seeds converged. {speed}. "
         "separated: pairs of rows whose 95% intervals do not overlap; detectable: the median interval "
         "width, the smallest difference the column can show with these seeds."
     )
@@ -327,22 +330,42 @@ def reasons_markdown(summary: dict[str, Any]) -> str:
     return "".join(f"- `{key}`: {text}\n" for key, text in reasons.items())
 
 
-def render_table(summary: dict[str, Any], *, title: str = "posenc compare"):
-    """A rich Table: encodings x (exact match per bucket, LM perplexity ratios), mean [interval]."""
-    table = Table(title=title, caption=caption(summary))
+def render_table(
+    summary: dict[str, Any],
+    *,
+    title: str = "posenc compare",
+    task: str | None = None,
+    caption_text: bool = True,
+):
+    """A rich Table: encodings x (exact match and answer-token accuracy per bucket, LM perplexity
+    ratios), mean [interval]; ``task``: that task's columns only."""
+    table = Table(title=title, caption=caption(summary) if caption_text else None)
     table.add_column("encoding", no_wrap=True)
-    cols = table_columns(summary)
-    for header, _, _ in cols:
-        table.add_column(header, justify="right", no_wrap=True)
+    cols = [c for c in table_columns(summary) if task is None or c[1].split(":")[0] == task]
+    for header, _, _ in cols:  # a task's own table: its name is in the title, not every header
+        shown = header if task is None or task == "lm" else header.removeprefix(f"{task} ")
+        table.add_column(shown, justify="right", no_wrap=True)
+    speed = speed_key(summary) if task is None else f"{task}:steps_per_second"
     table.add_column("steps/s", justify="right")
     for label, entry in summary["rows"].items():
         cells = [format_cell(entry.get(key), pct, sep="\n") for _, key, pct in cols]
-        table.add_row(escape(label), *cells, _speed(entry.get(speed_key(summary), math.nan)))
+        if task is not None and not any(key in entry for _, key, _ in cols):
+            continue  # a row without runs of this task (an LM-only scaling on a task's table)
+        table.add_row(escape(label), *cells, _speed(entry.get(speed, math.nan)))
     pairs, detectable = power_cells(summary, cols)
     table.add_section()
     table.add_row("separated", *pairs, "")
     table.add_row("detectable", *detectable, "")
     return table
+
+
+def render_tables(summary: dict[str, Any], *, title: str = "posenc compare") -> list[Any]:
+    """One rich Table per task, so each fits a terminal; print ``caption(summary, per_task=True)``
+    under them."""
+    return [
+        render_table(summary, title=f"{title}: {task}", task=task, caption_text=False)
+        for task in summary["tasks"]
+    ]
 
 
 def markdown_table(summary: dict[str, Any]) -> str:
