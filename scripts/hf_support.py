@@ -41,7 +41,9 @@ def run() -> Path:
             tic = time.perf_counter()
             results = check_family(model_type)
             rows[model_type] = [r.to_dict() for r in results]
-            marks = " ".join(f"{r.check}={'ok' if r.passed else 'FAIL'}" for r in results)
+            marks = " ".join(
+                f"{r.check}={'ok' if r.passed else 'n/a' if not r.applicable else 'FAIL'}" for r in results
+            )
             print(f"{model_type:14s} {time.perf_counter() - tic:5.1f}s {marks}", flush=True)
     record = {
         "transformers": transformers.__version__,
@@ -90,12 +92,7 @@ def render() -> str:
         cells = []
         for record in records:
             results = {r["check"]: r for r in record["families"].get(model_type, [])}
-            cells.append(
-                "".join(
-                    "." if c not in results else "+" if results[c]["passed"] else "x"
-                    for c in record["checks"]
-                )
-            )
+            cells.append("".join(_mark(results.get(c)) for c in record["checks"]))
         layout = family.layout + (f" ({family.layout_from}: interleaved)" if family.layout_from else "")
         lines.append(
             f"| {family.label} | `{model_type}` | {family.tables} | {layout} | " + " | ".join(cells) + " |"

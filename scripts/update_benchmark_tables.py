@@ -32,7 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from docblocks import markers, splice  # noqa: E402  (next to this script)
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = {ROOT / "README.md": False, ROOT / "docs" / "benchmark.md": True, ROOT / "docs" / "multiaxis.md": False}
+FILES = {
+    ROOT / "README.md": False,
+    ROOT / "docs" / "benchmark.md": True,
+    ROOT / "docs" / "multiaxis.md": False,
+}
 # (path -> with the claims table)
 #: Blocks written from a results directory: the profiles whose runs the docs show.
 RUN_BLOCKS = ("quick", "standard", "notes", "paper-nope-cpu", "paper-alibi-cpu", "grid")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from posenc import conform, conform_mrope, reference
+from posenc.hf.families import family_available
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +50,9 @@ def test_golden_mrope_on_text_is_rope_and_rotations_match_the_angles(vectors):
 def test_posenc_and_transformers_pass_the_mrope_vectors(vectors, against):
     rows = conform.check(vectors, against=against, dtype="float32", only=tuple(conform_mrope.CASES))
     assert {row.quantity for row in rows} == set(conform.QUANTITIES["mrope"])
+    if against == "hf" and not family_available("qwen2_vl_text"):  # verified from transformers 5.24
+        assert all(row.status == "n/a" and "5.24" in row.note for row in rows)
+        pytest.skip("transformers' M-RoPE before 5.24: every case named as not computed")
     assert rows and all(row.status == "ok" for row in rows), [r for r in rows if r.status != "ok"]
     for row in rows:
         print(

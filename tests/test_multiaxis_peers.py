@@ -5,7 +5,7 @@ q/k from their apply function, on tiny models built from configs: no weights) an
 RotaryEmbeddingMRope). Public functions and modules only; each check prints its max abs error
 (``pytest -s``).
 
-transformers is a test extra (never skipped). timm is installed without its dependencies
+transformers is a test extra (its Qwen-VL tests skip only before the verified release, 5.24). timm is installed without its dependencies
 (``pip install --no-deps timm``, see scripts/setup.sh): its wheel requires torchvision, whose
 PyPI build would pull another torch; ``timm.layers.pos_embed_sincos`` itself needs only torch,
 so :func:`timm_sincos` imports that module without running timm's package ``__init__``
@@ -26,6 +26,7 @@ import torch
 import posenc
 from posenc import reference
 from posenc.axes import grid_positions, multimodal_positions, with_time
+from posenc.hf.families import family_available
 
 pytestmark = pytest.mark.peers
 
@@ -86,6 +87,14 @@ def qwen2_vl(module, config_cls, head_dim: int = 24, section=(4, 4, 4), **rope):
     return config
 
 
+#: transformers' Qwen-VL code as verified (5.24 on); older releases keep cos/sin per axis and
+#: another get_rope_index signature, and posenc.hf refuses Qwen2-VL there by version.
+QWEN_VL = pytest.mark.skipif(
+    not family_available("qwen2_vl_text"), reason="transformers' Qwen-VL M-RoPE is verified from 5.24 on"
+)
+
+
+@QWEN_VL
 def test_qwen2_vl_get_rope_index_equals_multimodal_positions():
     from transformers import Qwen2VLConfig
     from transformers.models.qwen2_vl import modeling_qwen2_vl as qwen
@@ -101,6 +110,7 @@ def test_qwen2_vl_get_rope_index_equals_multimodal_positions():
     print("parity Qwen2-VL get_rope_index vs multimodal_positions: exact (max abs error 0)")
 
 
+@QWEN_VL
 def test_qwen2_5_vl_video_time_interval():
     """Qwen2.5-VL spaces a video's frames by ``second_per_grid_t * tokens_per_second``. The text
     after the video: the Qwen2-VL paper (and transformers up to 5.2) continue one past the largest
@@ -129,6 +139,7 @@ def test_qwen2_5_vl_video_time_interval():
     )
 
 
+@QWEN_VL
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_qwen2_vl_rotary_cos_sin_and_rotation_equal_mrope(dtype):
     from transformers import Qwen2VLConfig
@@ -155,6 +166,7 @@ def test_qwen2_vl_rotary_cos_sin_and_rotation_equal_mrope(dtype):
     report(f"Qwen2-VL rotated k ({dtype})", our_k, hf_k, 4 * atol)
 
 
+@QWEN_VL
 def test_qwen3_vl_interleaved_mrope_equals_mrope_interleaved():
     from transformers.models.qwen3_vl import configuration_qwen3_vl as cfg
     from transformers.models.qwen3_vl import modeling_qwen3_vl as qwen

@@ -475,6 +475,9 @@ def hf_adapter(
         out["slopes"] = _numpy(alibi[:, 0, 1])
         # bias rows n/a: BLOOM adds slope * key position, the same up to a per-row constant
     elif entry["kind"] == "mrope":
+        if not family_available("qwen2_vl_text"):
+            family = FAMILIES["qwen2_vl_text"]
+            raise NotSupported(f"{family.label}'s M-RoPE is verified from transformers {family.since} on")
         out = conform_mrope.hf_arrays(c, arrays, _calls(arrays), dtype)
     elif entry["kind"] == "t5":
         rel = torch.from_numpy(arrays["relative_position"])

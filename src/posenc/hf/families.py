@@ -77,6 +77,7 @@ class Family:
     small: dict[str, Any] = field(default_factory=dict)  # small config for the checks
     note: str = ""  # what is special, for docs
     since: str | None = None  # the first transformers release with the seam (None: every tested one)
+    since_why: str = "its rotary tables come from one rotary embedding module there"  # why ``since``
     # The posenc encoding the model's own RoPE is (rope_config then gives all its arguments), and
     # the axes of its position ids: Qwen2-VL's M-RoPE takes (t, h, w) per token, as (3, b, n).
     encoding: str = "rope"
@@ -250,6 +251,9 @@ FAMILIES: dict[str, Family] = {
         encoding="mrope",
         axes=3,
         no_bias="its position ids are (t, h, w) coordinates; posenc's bias encodings take sequence positions",
+        since="5.24.0",
+        since_why="its rotary embedding module applies mrope_section there; transformers 5.0 splits the sections "
+        "inside each attention layer, which posenc has not verified",
         small={"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
         note="M-RoPE: (t, h, w) position ids per token, sections of the rotary pairs (mrope_section); the text "
         "model (no language-model head, so no generation checks)",
@@ -281,8 +285,8 @@ def family_of(config: Any, model_name: str, transformers_version: str | None = N
         )
     if family.since and transformers_version and _older(transformers_version, family.since):
         raise PosencError(
-            f"posenc.hf runs {family.label} models from transformers {family.since} on (its rotary tables come "
-            f"from one rotary embedding module there); transformers {transformers_version} is installed"
+            f"posenc.hf runs {family.label} models from transformers {family.since} on ({family.since_why}); "
+            f"transformers {transformers_version} is installed"
         )
     return model_type, family
 
