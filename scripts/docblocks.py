@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 
@@ -19,3 +20,13 @@ def splice(text: str, name: str, body: str, path: Path) -> str:
     head, rest = text.split(start)
     _, tail = rest.split(end)
     return f"{head}{start}\n{body}{end}{tail}"
+
+
+def shown_command(command: str) -> str:
+    """``command`` as the docs show it: an absolute ``--out`` directory by its last component
+    (where a run wrote its records is the machine's business, not the reader's)."""
+    words = shlex.split(command)
+    for i, word in enumerate(words[:-1]):
+        if word == "--out" and Path(words[i + 1]).is_absolute():
+            words[i + 1] = Path(words[i + 1]).name
+    return shlex.join(words)

@@ -29,7 +29,7 @@ from posenc.records.store import ResultStore
 from posenc.results import claims, tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docblocks import markers, splice  # noqa: E402  (next to this script)
+from docblocks import markers, shown_command, splice  # noqa: E402  (next to this script)
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = {
@@ -53,7 +53,7 @@ def render(results: Path, *, with_claims: bool) -> str:
     seeds = sorted({r["spec"]["seed"] for r in records})
     versions = records[0]["versions"]
     lines = [
-        f"`{info.get('command') or 'posenc compare --profile ' + info.get('profile', '?')}`: "
+        f"`{shown_command(info.get('command') or 'posenc compare --profile ' + info.get('profile', '?'))}`: "
         f"{len(records)} runs, seeds {', '.join(map(str, seeds))}; benchmark version {BENCHMARK_VERSION}; "
         f"{_wall(info)}; python {versions['python']}, torch {versions['torch']}.",
         "",

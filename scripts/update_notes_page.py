@@ -25,6 +25,9 @@ from posenc.analysis import notes
 from posenc.records.store import ResultStore
 from posenc.results.claims import notes_measurements
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docblocks import shown_command  # noqa: E402  (next to this script)
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "notes.md"
 MEASURED = ROOT / "src" / "posenc" / "analysis" / notes.MEASURED_FILE
@@ -36,7 +39,7 @@ def measure(results: Path) -> None:
         raise SystemExit(f"{results}: no records")
     info_path = results / "run.json"
     info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.exists() else {}
-    command = info.get("command") or f"posenc compare --profile {info.get('profile', '?')}"
+    command = shown_command(info.get("command") or f"posenc compare --profile {info.get('profile', '?')}")
     measured = notes_measurements(records)
     data = {"command": command, "measurements": {k: list(v) for k, v in sorted(measured.items())}}
     MEASURED.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -110,3 +110,12 @@ def test_the_tuning_block_shows_every_candidate(monkeypatch):
     monkeypatch.setattr(tuning, "shipped_table", lambda: table)
     text = _script().render_tuning()
     assert "| quick, standard | copy | rope | 0.001 | 0.001: 450 steps; 0.004: n.c. (50%) |" in text
+
+
+def test_the_docs_show_an_absolute_out_directory_by_its_name():
+    shown = _script().shown_command
+    assert (
+        shown("posenc compare --profile notes --out /home/me/runs/notes")
+        == "posenc compare --profile notes --out notes"
+    )
+    assert shown("posenc compare --out results-quick") == "posenc compare --out results-quick"
