@@ -16,13 +16,6 @@ from posenc.cli import main
 from posenc.hf.families import family_available
 
 
-@pytest.fixture(scope="module")
-def vectors(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("vectors")
-    conform.export(directory)
-    return directory
-
-
 def test_the_export_covers_every_rope_scaling_and_every_preset_with_a_closed_form(vectors):
     manifest, arrays_of = conform.load(vectors)
     assert manifest["schema"] == conform.SCHEMA and manifest["tolerances"] == conform.TOLERANCES

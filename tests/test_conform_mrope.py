@@ -12,13 +12,6 @@ from posenc import conform, conform_mrope, reference
 from posenc.hf.families import family_available
 
 
-@pytest.fixture(scope="module")
-def vectors(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("mrope-vectors")
-    conform.export(directory)
-    return directory
-
-
 def test_export_has_the_mrope_cases_with_coordinates(vectors):
     manifest, arrays_of = conform.load(vectors)
     cases = {c["name"]: c for c in manifest["cases"] if c["kind"] == "mrope"}

@@ -447,6 +447,15 @@ def posenc_adapter(
     return out
 
 
+def _require_family(model_type: str) -> None:
+    """Refuse (not computed) a case whose family the installed transformers predates."""
+    if not family_available(model_type):
+        family = FAMILIES[model_type]
+        raise NotSupported(
+            f"{family.label} is verified from transformers {family.since} on ({family.since_why})"
+        )
+
+
 def hf_adapter(
     entry: dict[str, Any], arrays: dict[str, np.ndarray], dtype: torch.dtype
 ) -> dict[str, np.ndarray]:
@@ -463,11 +472,7 @@ def hf_adapter(
             raise NotSupported(f"transformers has no rope_type {rope_scaling.split(c['scaling'])[0]!r}")
         if model_type not in FAMILIES:
             raise NotSupported(f"no verified transformers family for this case ({model_type!r})")
-        if not family_available(model_type):
-            since = FAMILIES[model_type].since
-            raise NotSupported(
-                f"{FAMILIES[model_type].label}'s rotary embedding module is in transformers {since} on"
-            )
+        _require_family(model_type)
         hf_config = json.loads(json.dumps(entry["hf_config"]))
         out.update(conform_hf.rope_arrays(model_type, c, hf_config, arrays, _calls(arrays), dtype))
     elif entry["kind"] == "alibi":
@@ -475,9 +480,7 @@ def hf_adapter(
         out["slopes"] = _numpy(alibi[:, 0, 1])
         # bias rows n/a: BLOOM adds slope * key position, the same up to a per-row constant
     elif entry["kind"] == "mrope":
-        if not family_available("qwen2_vl_text"):
-            family = FAMILIES["qwen2_vl_text"]
-            raise NotSupported(f"{family.label}'s M-RoPE is verified from transformers {family.since} on")
+        _require_family("qwen2_vl_text")
         out = conform_mrope.hf_arrays(c, arrays, _calls(arrays), dtype)
     elif entry["kind"] == "t5":
         rel = torch.from_numpy(arrays["relative_position"])

@@ -373,7 +373,7 @@ class RoPEMixed(RotaryEncoding):
     (no grouped-query attention).
     """
 
-    position_axes = 2  # (h, w) by default; an instance with a time axis says 3
+    position_axes = 2  # (h, w): RoPE-Mixed mixes the two image axes
 
     Config = RoPEMixedConfig
     config: RoPEMixedConfig
@@ -386,7 +386,6 @@ class RoPEMixed(RotaryEncoding):
 
     def __init__(self, config: RoPEMixedConfig) -> None:
         super().__init__(config)
-        self.position_axes = 2
         self.layout = config.layout
         self.rotary_dim = config.head_dim
         directions = torch.rand(config.num_heads, dtype=torch.float64) * 2 * math.pi

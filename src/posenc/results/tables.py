@@ -348,9 +348,9 @@ def render_table(
     speed = speed_key(summary) if task is None else f"{task}:steps_per_second"
     table.add_column("steps/s", justify="right")
     for label, entry in summary["rows"].items():
-        cells = [format_cell(entry.get(key), pct, sep="\n") for _, key, pct in cols]
         if task is not None and not any(key in entry for _, key, _ in cols):
             continue  # a row without runs of this task (an LM-only scaling on a task's table)
+        cells = [format_cell(entry.get(key), pct, sep="\n") for _, key, pct in cols]
         table.add_row(escape(label), *cells, _speed(entry.get(speed, math.nan)))
     pairs, detectable = power_cells(summary, cols)
     table.add_section()
