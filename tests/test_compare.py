@@ -340,10 +340,12 @@ def test_process_pool_executor_yields_every_result_and_reports_failures():
 
 
 def test_buckets_average_the_right_lengths():
-    got = tables.bucket_values([4, 6, 9, 12, 24], [1.0, 0.5, 0.25, 0.75, 0.0], 6)
-    assert math.isnan(got.pop("1.25x"))  # no length in (6, 7.5]
+    # copy at n = 4, 6, 9, 12, 24 reads rows of 10, 14, 20, 26, 50 tokens; trained at n <= 6: 14
+    ratios = [t / 14 for t in (10, 14, 20, 26, 50)]
+    got = tables.bucket_values(ratios, [1.0, 0.5, 0.25, 0.75, 0.0])
+    assert math.isnan(got.pop("1.25x"))  # no row in (14, 17.5] tokens
     assert got == {"in": 0.75, "1.5x": 0.25, "2x": 0.75, "4x": 0.0}
-    assert math.isnan(tables.bucket_values([4], [1.0], 6)["2x"])
+    assert math.isnan(tables.bucket_values([10 / 14], [1.0])["2x"])
 
 
 def test_summary_table_csv_and_json(smoke_results):
@@ -387,7 +389,8 @@ def test_summary_table_csv_and_json(smoke_results):
 def test_report_section_has_curves_table_and_claims(smoke_results):
     fragment = render(smoke_results)
     assert fragment.startswith('<section class="posenc-compare">') and fragment.endswith("</section>")
-    assert fragment.count("data:image/png;base64,") == 5  # copy x2, LM ratio, last-k, loss by position
+    # copy x3 (exact match, free-running prefix, teacher-forced tokens), LM ratio, last-k, loss by position
+    assert fragment.count("data:image/png;base64,") == 6 and "Free-running correct prefix" in fragment
     assert "ALiBi paper" in fragment and "NoPE paper" in fragment
     assert "Ruoss" not in fragment  # no randomized runs in smoke: the claim is left out, not faked
     rows = claims(ResultStore(smoke_results).records())
@@ -449,7 +452,8 @@ def test_compare_writes_figures_the_section_page_and_calls_the_full_report(smoke
     assert set(summary["rows"]) == {"sinusoidal", "nope"}
     page = (smoke_results / "report.html").read_text()
     assert page.startswith("<!doctype html>") and "data:image/png;base64," in page
-    assert len(list((smoke_results / "figures").glob("*.png"))) == 5
+    assert len(list((smoke_results / "figures").glob("*.png"))) == 6
+    assert (smoke_results / "figures" / "copy_free_prefix.png").is_file()
     full_report = posenc.report.benchmark_report(smoke_results)  # what `posenc compare` adds
     ((out_dir, kwargs),) = calls
     assert kwargs["results_dir"] == smoke_results and kwargs["encodings"] == ["nope", "sinusoidal"]

@@ -159,7 +159,9 @@ def test_posenc_compare_trains_and_evaluates_on_the_grid(tmp_path):
     assert {r["spec"]["encoding"] for r in records} == {"rope_axial", "mrope", "rope"}
     for record in records:
         evaluation = record["result"]["eval"]["default"]
-        assert evaluation["lengths"] == [4, 5, 6, 8, 16]
-        assert len(evaluation["token_accuracy"]) == 5 and all(
+        assert evaluation["lengths"] == [4, 5, 6, 8]  # 20, 29, 40, 68 tokens: in, 1.5x, 2x, 4x
+        assert evaluation["tokens"] == [20, 29, 40, 68] and evaluation["train_tokens"] == 20
+        assert evaluation["free_running"]["decoding"] is None  # queries are answered where they stand
+        assert len(evaluation["token_accuracy"]) == 4 and all(
             0 <= a <= 1 for a in evaluation["token_accuracy"]
         )

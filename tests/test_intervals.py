@@ -145,14 +145,14 @@ def test_cells_of_a_results_directory(tmp_path):
     assert table == stats.cells(records)
     assert results.cells(tmp_path, tasks=["lm"]) == {} and results.cells(tmp_path, labels=["rope"]) == {}
     c = table[("nope", "copy", "em_2x")]
-    n_train = smoke.task_train.max_len
+    trained = 2 * smoke.task_train.max_len + 2  # copy rows: BOS, n symbols, SEP, n symbols
     by_hand = []
     for record in records:
         ev = record["result"]["eval"]["default"]
         rows = [
-            row
-            for n, row in zip(ev["lengths"], ev["per_example"]["exact_match"])
-            if 1.5 * n_train < n <= 2 * n_train  # the 2x bucket: (1.5, 2] x n_train
+            row  # exact match as greedy decoding gives it
+            for n, row in zip(ev["lengths"], ev["per_example"]["free_exact_match"])
+            if 1.5 * trained < 2 * n + 2 <= 2 * trained  # the 2x bucket: (1.5, 2] x the trained tokens
         ]
         by_hand.append(np.mean(np.concatenate(rows)))
     assert c.mean == pytest.approx(np.mean(by_hand)) and (c.n, c.runs) == (3, 3) and c.converged
@@ -249,22 +249,22 @@ def test_the_summary_states_each_columns_power_and_why_a_cell_is_not_converged()
         _copy_record("c", 1, 0, converged=False, checks=(0.2, 0.43)),
     ]
     summary = tables.summarize(records)
-    power = summary["columns"]["copy:em_1.25x"]  # n = 5 with n_train 4: the 1.25x bucket
+    power = summary["columns"]["copy:em_1.25x"]  # n = 5: rows of 12 tokens, 1.2x the trained 10 (n = 4)
     assert (power["separated"], power["pairs"]) == (2, 3)  # a and c (one seed each at 100%) vs b at 0%
     assert summary["reasons"] == {
         "c / copy": "1 of 2 seeds: held-out exact match stayed below 99% at the step cap of 100 "
         "(seed 1: 43%); learning rate 0.002: chosen from 0.001, 0.002 on copy: none converged"
     }
     headers = [h for h, _, _ in tables.table_columns(summary)]
-    assert headers == ["copy in", "copy 1.25x", "copy tok 1.25x"]  # buckets without lengths are left out
+    assert headers == ["copy in", "copy 1.25x", "copy tf-tok 1.25x"]  # buckets without lengths are left out
     markdown = tables.markdown_table(summary)
     assert "| *separated* | 2/3 | 2/3 | 2/3 | |" in markdown and "`c / copy`" in tables.reasons_markdown(
         summary
     )
     same = [*(_copy_record("a", s, 8) for s in range(3)), *(_copy_record("b", s, 8) for s in range(3))]
     tied = tables.summarize(same)
-    assert tables.dropped_columns(tied) == ["copy 1.25x", "copy tok 1.25x"]  # both at 100%: no pair apart
-    assert "Columns that separate no pair, left out: copy 1.25x, copy tok 1.25x." in tables.caption(tied)
+    assert tables.dropped_columns(tied) == ["copy 1.25x", "copy tf-tok 1.25x"]  # both at 100%: no pair apart
+    assert "Columns that separate no pair, left out: copy 1.25x, copy tf-tok 1.25x." in tables.caption(tied)
 
 
 def test_a_ranking_names_the_tasks_it_read():
@@ -289,7 +289,7 @@ def test_the_terminal_shows_a_table_per_task_that_fits_140_columns():
     ]
     summary = tables.summarize(records)
     (table,) = tables.render_tables(summary, title="t")
-    assert [c.header for c in table.columns] == ["encoding", "in", "1.25x", "tok 1.25x", "steps/s"]
+    assert [c.header for c in table.columns] == ["encoding", "in", "1.25x", "tf-tok 1.25x", "steps/s"]
     console = Console(width=140, file=io.StringIO(), record=True)
     console.print(table)
     assert "…" not in console.export_text() and "steps/s of that table's task" in tables.caption(

@@ -64,8 +64,8 @@ def _smoke_sized(name: str):
         SMOKE.task_train, min_len=prof.task_train.min_len, max_len=prof.task_train.max_len, steps=4
     )
     lm = dataclasses.replace(SMOKE.lm_train, max_len=16)
-    ev = dataclasses.replace(
-        prof.eval, samples=4, lm_lengths=(8, 16, 32, 64), lm_bytes=128, lastk_windows=2, lastk_k=8
+    ev = dataclasses.replace(  # 2 test files x 192 bytes: last-k at 8 x L_train (128) fits a file's span
+        prof.eval, samples=4, lm_lengths=(8, 16, 32, 64), lm_bytes=384, lm_files=2, lastk_windows=2, lastk_k=8
     )
     return dataclasses.replace(
         prof, model=SMOKE.model, task_train=train, lm_train=lm, eval=ev, lr_grid=(1e-3,), workers=1

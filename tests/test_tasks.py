@@ -126,8 +126,10 @@ def test_stdlib_corpus_split_and_hash(tmp_path):
     (tmp_path / "test" / "skipped.py").write_text("ignored\n")
     corpus = text.stdlib_corpus(str(tmp_path))
     total = sum(len(f"x = {i}\n" * (i + 1)) for i in range(40))
-    assert corpus.train.numel() + corpus.valid.numel() == total  # test/ skipped, nothing lost
-    assert corpus.num_files["train"] + corpus.num_files["valid"] == 40
+    assert (
+        corpus.train.numel() + corpus.valid.numel() + corpus.test.numel() == total
+    )  # test/ skipped, nothing lost
+    assert corpus.num_files["train"] + corpus.num_files["valid"] + corpus.num_files["test"] == 40
     assert corpus.describe()["python_version"].count(".") == 2
     # Hash of exactly what was read: changing one byte changes it.
     before = corpus.sha256
@@ -135,8 +137,8 @@ def test_stdlib_corpus_split_and_hash(tmp_path):
     text.stdlib_corpus.cache_clear()
     assert text.stdlib_corpus(str(tmp_path)).sha256 != before
     # The split depends on the path only.
-    valid = {f"mod{i}.py" for i in range(40) if text._is_valid_file(f"mod{i}.py", 10)}
-    assert len(valid) == corpus.num_files["valid"]
+    for split in ("train", "valid", "test"):
+        assert sum(text.file_split(f"mod{i}.py") == split for i in range(40)) == corpus.num_files[split]
 
 
 def test_windows_score_identical_bytes():

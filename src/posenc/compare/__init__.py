@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from posenc.compare import tuning
 from posenc.compare.device import check_precision, describe, resolve_device
+from posenc.compare.evaluation import check_lm_data
 from posenc.compare.executor import LocalExecutor, make_executor
 from posenc.compare.grid import build_grid, check_installation
 from posenc.compare.profile import PROFILES, Profile, dump_profile, get_profile
@@ -187,6 +188,8 @@ def compare(
     workers = prof.workers if workers is None else workers
     threads = default_threads(workers) if threads is None else threads
     grid = build_grid(prof, encodings=encodings, tasks=tasks, seeds=seeds, threads=threads, device=device)
+    for note in check_lm_data(grid.specs):  # the test split holds what the LM runs score, or stop now
+        log(note)
     out = Path(out)
     store = ResultStore(out)
     pool = min(workers, max(1, len(grid.specs)))

@@ -47,12 +47,21 @@ def train_length(task: str, train: TrainSpec) -> int:
     return train.max_len if task == "lm" else max_sequence_length(task, train.max_len)
 
 
+def task_eval(task: str, train: TrainSpec, ev: EvalSpec) -> EvalSpec:
+    """The evaluation settings of one task's runs: ``ev`` with ``lengths`` worked out from
+    ``ev.scales`` (:func:`posenc.tasks.registry.lengths_at_scales`) when the profile gives scales (not for the LM,
+    whose lengths are ``lm_lengths`` in bytes)."""
+    if task == "lm" or not ev.scales:
+        return ev
+    return dataclasses.replace(ev, lengths=task_registry.lengths_at_scales(task, train.max_len, ev.scales))
+
+
 def eval_length(task: str, train: TrainSpec, ev: EvalSpec) -> int:
     """Tokens in the longest sequence any evaluation feeds the model."""
     if task == "lm":
         longest_context = max(ev.lastk_contexts) * train.max_len
         return int(max(max(ev.lm_lengths), longest_context, ev.position_multiple * train.max_len))
-    return max(max_sequence_length(task, n) for n in ev.lengths)
+    return max(max_sequence_length(task, n) for n in task_eval(task, train, ev).lengths)
 
 
 def encoding_overrides(
@@ -158,6 +167,7 @@ def build_grid(
         for task in task_list:
             train = profile.lm_train if task == "lm" else profile.task_train
             t_len, e_len = train_length(task, train), eval_length(task, train, profile.eval)
+            evaluation = task_eval(task, train, profile.eval)
             for name in names:
                 variants: list[tuple[str, int | None]] = [("default", None)]
                 if profile.scaled_variants and has_length_parameters(name):
@@ -188,7 +198,7 @@ def build_grid(
                             randomized_max_len=l_max,
                             model=profile.model,
                             train=train,
-                            eval=profile.eval,
+                            eval=evaluation,
                             scalings=run_scalings(profile, task) if scaled_rope else (),
                             finetune=run_finetune(profile, task) if scaled_rope else 0,
                             profile=profile.name,
@@ -248,7 +258,7 @@ def schedule_spec(
         encoding_config={name: config for name, config in overrides.items() if config},
         model=profile.model,
         train=train,
-        eval=profile.eval,
+        eval=task_eval(task, train, profile.eval),
         scalings=run_scalings(profile, task) if rotary else (),
         finetune=run_finetune(profile, task) if rotary else 0,
         schedule=text,

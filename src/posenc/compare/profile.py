@@ -54,7 +54,7 @@ from posenc.records.spec import LM_PROTOCOLS, EvalSpec, ModelSpec, TrainSpec
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.registry import build_for_model, get_encoding_class
 from posenc.tasks import synthetic
-from posenc.tasks.registry import sequence_task_names, task_names, validate_task
+from posenc.tasks.registry import lengths_at_scales, sequence_task_names, task_names, validate_task
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -134,14 +134,19 @@ RANGES: dict[type, dict[str, tuple[float | None, float | None]]] = {
     EvalSpec: {
         "samples": (1, None), "lm_bytes": (1, None), "lastk_k": (1, None), "lastk_windows": (1, None),
         "sliding_stride": (1, None), "position_multiple": (1, None), "batch_size": (1, None),
-        "seed": (0, MAX_SEED),
+        "seed": (0, MAX_SEED), "lm_files": (1, None),
     },
     Profile: {"finetune": (0, None), "workers": (1, None)},
 }  # fmt: skip
 #: Tuples whose every element must lie in a range.
 ELEMENT_RANGES: dict[type, dict[str, tuple[float | None, float | None]]] = {
     TrainSpec: {"betas": (0, 1)},
-    EvalSpec: {"lengths": (1, None), "lm_lengths": (1, None), "lastk_contexts": (0, None)},
+    EvalSpec: {
+        "lengths": (1, None),
+        "lm_lengths": (1, None),
+        "lastk_contexts": (0, None),
+        "scales": (0, None),
+    },
     Profile: {"seeds": (0, MAX_SEED), "lr_grid": (0, None)},
 }
 
@@ -281,6 +286,12 @@ def load_profile(source: str | os.PathLike, overrides: tuple[str, ...] | list[st
     profile = typed(
         Profile, table, where, check=lambda cls, key, value, raw: _ranges(cls, key, value, raw, where)
     )
+    if profile.eval.scales and "lengths" in table["eval"]:
+        raise where.error(
+            "eval.lengths", table["eval"]["lengths"],
+            "set either eval.lengths (n for every task) or eval.scales (multiples of each task's trained "
+            "length in tokens), not both; a file extending one that sets scales writes scales = [] to give lengths",
+        )  # fmt: skip
     _check(profile, where)
     return profile
 
@@ -384,6 +395,19 @@ def _check(profile: Profile, where: Where) -> None:
             raise where.error(f"eval.{key}", [], "must hold at least one value")
     if ev.lm_protocol not in LM_PROTOCOLS:
         raise where.error("eval.lm_protocol", ev.lm_protocol, f"one of {', '.join(LM_PROTOCOLS)}")
+    if any(scale <= 0 for scale in ev.scales):
+        raise where.error("eval.scales", list(ev.scales), "every value must be > 0")
+    for task in profile.tasks if ev.scales else ():
+        if task != "lm":
+            try:
+                lengths_at_scales(task, profile.task_train.max_len, ev.scales)
+            except PosencError as exc:
+                raise where.error("eval.scales", list(ev.scales), str(exc)) from None
+    if "lm" in profile.tasks:
+        try:
+            ev.test_span(profile.lm_train.max_len)
+        except PosencError as exc:
+            raise fail("eval", MISSING, exc) from None
     for text in profile.scalings:
         try:
             scalings.parse(text)
@@ -526,6 +550,8 @@ def dump_profile(profile: Profile, header: str = "") -> str:
     first, as comments. Written with tomlkit (compact arrays)."""
     data = _file_table(profile)
     data.pop("name")
+    if profile.eval.scales:  # lengths come from scales (a file sets one or the other)
+        data["eval"].pop("lengths")
     document = tomlkit.document()
     for line in header.splitlines():
         document.add(tomlkit.comment(line))

@@ -144,8 +144,8 @@ def heldout_task_batch(spec: RunSpec) -> synthetic.TaskBatch:
 
 
 def heldout_lm_windows(spec: RunSpec) -> tuple[torch.Tensor, torch.Tensor]:
-    """``valid_samples`` windows of L_train bytes from the end of the validation text (never
-    the bytes any evaluation scores, which start at its beginning)."""
+    """``valid_samples`` windows of L_train bytes from the end of the validation split (never a
+    byte any evaluation scores: the LM is scored on the test split, :mod:`posenc.tasks.text`)."""
     inputs, targets = text.tail_windows(
         text.stdlib_corpus().valid, spec.train.max_len, spec.train.valid_samples
     )

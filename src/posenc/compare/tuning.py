@@ -39,8 +39,9 @@ from posenc.records.store import ResultStore
 
 TUNE_SEED = 1000  # no profile evaluates this seed
 #: Candidates carry no evaluation lengths of a profile (only the held-out set's seed and
-#: batch size are read, and those are EvalSpec's defaults).
-TUNE_EVAL = EvalSpec()
+#: batch size are read, and those are EvalSpec's defaults), and evaluate nothing: no free-running
+#: decoding, no test files (which also keeps the keys of the shipped choices as they were).
+TUNE_EVAL = EvalSpec(free_running=False, lm_files=0)
 SHIPPED = "tuned_lr.json"
 
 

@@ -107,7 +107,7 @@ def result_problem(result: Any, spec: RunSpec) -> str | None:
             problem = _numbers_problem(f"{where}.{key}", ev.get(key), len(lengths))
             if problem:
                 return problem
-        problem = _lm_problem(where, ev, len(lengths)) if lm else _task_problem(where, ev, spec)
+        problem = _lm_problem(where, ev, spec) if lm else _task_problem(where, ev, spec)
         if problem:
             return problem
     return None
@@ -118,7 +118,14 @@ def _task_problem(where: str, ev: dict[str, Any], spec: RunSpec) -> str | None:
     if not isinstance(per, dict):
         return f"{where}.per_example is missing"
     # answer_accuracy (the answer's tokens, EOS left out): records written before it was kept lack it
-    for key in ("exact_match", "token_accuracy", *(("answer_accuracy",) if "answer_accuracy" in per else ())):
+    keys = ["exact_match", "token_accuracy", *(("answer_accuracy",) if "answer_accuracy" in per else ())]
+    if spec.eval.free_running:  # records before free-running decoding have no such spec field
+        free = ev.get("free_running")
+        if not isinstance(free, dict) or "decoding" not in free:
+            return f"{where}.free_running is missing"
+        if free["decoding"] is not None:
+            keys += FREE_RUNNING_KEYS
+    for key in keys:
         rows = per.get(key)
         if not isinstance(rows, list) or len(rows) != len(spec.eval.lengths):
             return f"{where}.per_example.{key} has no row per length"
@@ -126,10 +133,26 @@ def _task_problem(where: str, ev: dict[str, Any], spec: RunSpec) -> str | None:
             problem = _numbers_problem(f"{where}.per_example.{key}", row, spec.eval.samples)
             if problem:
                 return problem
+    if "tokens" in ev:  # records before length buckets in tokens lack them
+        problem = _int_list_problem(f"{where}.tokens", ev["tokens"])
+        if problem or len(ev["tokens"]) != len(spec.eval.lengths):
+            return problem or f"{where}.tokens has no value per length"
+        if not isinstance(ev.get("train_tokens"), int) or ev["train_tokens"] < 1:
+            return f"{where}.train_tokens is not a positive integer"
     return None
 
 
-def _lm_problem(where: str, ev: dict[str, Any], count: int) -> str | None:
+#: Per-example arrays of free-running decoding (``per_example[KEY][length][example]``, integers):
+#: exact match (0/1), answer tokens right before the first wrong one, the answer's length.
+FREE_RUNNING_KEYS = ["free_exact_match", "free_prefix", "answer_tokens"]
+
+
+def _lm_problem(where: str, ev: dict[str, Any], spec: RunSpec) -> str | None:
+    count = len(spec.eval.lm_lengths)
+    if spec.eval.lm_files > 0:  # scored on test files (records before test splits: 0)
+        problem = _per_file_problem(where, ev, count, len(spec.eval.lastk_contexts))
+        if problem:
+            return problem
     if ev.get("ratio_to_train") is not None:
         problem = _numbers_problem(f"{where}.ratio_to_train", ev["ratio_to_train"], count)
         if problem:
@@ -152,6 +175,27 @@ def _lm_problem(where: str, ev: dict[str, Any], count: int) -> str | None:
     if not isinstance(by_position, dict):
         return f"{where}.loss_by_position is missing"
     return _numbers_problem(f"{where}.loss_by_position.nats_per_byte", by_position.get("nats_per_byte"))
+
+
+def _per_file_problem(where: str, ev: dict[str, Any], lengths: int, contexts: int) -> str | None:
+    files = ev.get("files")
+    if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
+        return f"{where}.files is not a list of file names"
+    per = ev.get("per_file")
+    if not isinstance(per, dict):
+        return f"{where}.per_file is missing"
+    for key, count, unit in (
+        ("bits_per_byte", lengths, "length"),
+        ("lastk_bits_per_byte", contexts, "context"),
+    ):
+        rows = per.get(key)
+        if not isinstance(rows, list) or len(rows) != count:
+            return f"{where}.per_file.{key} has no row per {unit}"
+        for row in rows:
+            problem = _numbers_problem(f"{where}.per_file.{key}", row, len(files))
+            if problem:
+                return problem
+    return None
 
 
 ResultCheck = Callable[[Any, RunSpec], "str | None"]

@@ -21,8 +21,10 @@ from typing import Any
 
 from posenc import schedules
 from posenc.encoding import PaperSetting
+from posenc.errors import PosencError
 from posenc.model import paper_setting as model_setting
 from posenc.records import scalings
+from posenc.tasks import text
 
 #: Version 2: training stops at in-distribution convergence (held-out checks, a step
 #: cap), the learning rate is chosen per encoding by in-distribution validation, several
@@ -87,6 +89,7 @@ _NEW_DEFAULTS: dict[str, dict[str, Any]] = {
     "": {"benchmark": 1, "finetune": 0, "precision": "fp32"},
     "model": {"combine": "add", "inject": "input", "num_kv_heads": None, "scale_embeddings": False},
     "train": {"position_warmup_steps": 0, "plateau_after": 0},
+    "eval": {"scales": (), "free_running": False, "lm_files": 0},
 }
 
 #: How perplexity at L_valid is computed (``EvalSpec.lm_protocol``).
@@ -100,13 +103,24 @@ LM_PROTOCOLS = {
 class EvalSpec:
     # Synthetic tasks.
     lengths: tuple[int, ...] = (8, 16, 20, 24, 32, 48, 64)  # evaluation n
+    # Evaluation lengths as multiples of the trained sequence length in tokens (the longest row
+    # a training example gives the model: BOS, x, SEP, y); for each, the longest n whose rows are
+    # at most that long (posenc.compare.grid.lengths_at_scales), per task. () = ``lengths``.
+    scales: tuple[float, ...] = ()
     samples: int = 256  # examples per length (the same for every encoding)
-    # Language model (lengths in bytes).
+    # Also decode greedily, feeding the model its own outputs: free-running exact match and
+    # correct-prefix length, next to the teacher-forced scores (records before it: False).
+    free_running: bool = True
+    # Language model (lengths in bytes), scored on the test split (posenc.tasks.text).
     lm_lengths: tuple[int, ...] = (64, 128, 192, 256, 384, 512, 1024, 2048)  # non-overlapping L_valid
-    lm_bytes: int = 12288  # scored bytes (rounded up to a multiple of lcm(lm_lengths))
+    # Scored bytes in all: lm_bytes / lm_files from each of lm_files test files, rounded up to a
+    # multiple of lcm(lm_lengths) (posenc.tasks.text.span_bytes). lm_files 0 (records before test
+    # splits): the first lm_bytes of the validation text, which this version no longer evaluates.
+    lm_bytes: int = 12288
+    lm_files: int = 20
     lastk_contexts: tuple[float, ...] = (1.0, 1.25, 1.5, 2.0, 4.0, 8.0)  # x L_train
     lastk_k: int = 64
-    lastk_windows: int = 32
+    lastk_windows: int = 32  # last-k windows per test file (records before test splits: in all)
     # How perplexity at L_valid is computed: "nonoverlapping" windows (the ALiBi paper's
     # protocol) or "sliding" windows of L_valid advancing by ``sliding_stride`` bytes,
     # each scoring only its last ``sliding_stride`` bytes (every byte sees >= L_valid -
@@ -116,6 +130,27 @@ class EvalSpec:
     position_multiple: int = 8  # loss by position at this multiple of L_train
     batch_size: int = 64  # evaluation rows per forward pass (memory only; no effect on numbers)
     seed: int = 0  # seed of the evaluation sets (not the run seed: identical across runs)
+
+    def test_span(self, l_train: int) -> int:
+        """Bytes the LM scores per test file (:func:`posenc.tasks.text.span_bytes`) at L_train
+        ``l_train``, after checking that such a span holds every window the evaluation reads from a
+        file (PosencError naming the key otherwise)."""
+        span = text.span_bytes(list(self.lm_lengths), self.lm_bytes, max(1, self.lm_files))
+        contexts = [int(round(c * l_train)) for c in self.lastk_contexts]
+        if self.lastk_k > min(contexts):
+            raise PosencError(
+                f"eval.lastk_k ({self.lastk_k}) must be <= the shortest last-k context ({min(contexts)} bytes)"
+            )
+        position = self.position_multiple * l_train
+        in_pass = self.lm_protocol == "nonoverlapping" and position in self.lm_lengths
+        text.check_span_layout(
+            span,
+            lastk_context=max(contexts),
+            lastk_k=self.lastk_k,
+            lastk_windows=self.lastk_windows,
+            position_length=0 if in_pass else position,
+        )
+        return span
 
 
 @dataclass(frozen=True)
@@ -223,7 +258,8 @@ class RunSpec:
         # records from before the field existed trained unscaled token embeddings
         model = ModelSpec(**{"scale_embeddings": False, **data.pop("model")})
         train = TrainSpec(**_train(data))
-        eval_fields: dict[str, Any] = {
+        # records from before test splits and free-running decoding: neither (see EvalSpec)
+        eval_fields: dict[str, Any] = {"free_running": False, "lm_files": 0} | {
             k: tuple(v) if isinstance(v, list) else v for k, v in data.pop("eval").items()
         }
         ev = EvalSpec(**eval_fields)

@@ -5,7 +5,9 @@ matplotlib ``Figure``; :func:`save_all` writes PNGs. Only runs that converged
 in-distribution are drawn (the others are named in the title: "not converged");
 the line is the mean over seeds and the shaded band its 95% bootstrap interval
 (:mod:`posenc.results.stats`: over seeds and evaluation examples for the task curves,
-over seeds for the LM curves). A dotted vertical line marks the longest training length.
+over seeds for the LM curves). A dotted vertical line marks the longest training length. Task
+curves are drawn against the length in the unit of the benchmark's buckets: each evaluation
+length's longest row over the longest training row, in tokens (:mod:`posenc.results.lengths`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from posenc.results import stats
+from posenc.results.lengths import ratios as length_ratios
 from posenc.viz.figures import new_figure
 
 
@@ -105,20 +108,38 @@ def _finish(fig: Figure, ax, train_len: float | None, *, train_label: str) -> Fi
     return fig
 
 
+#: What each task figure draws: per-example values of one evaluation (None: the record has none).
+TASK_METRICS: dict[str, tuple[str, Any]] = {
+    "exact_match": ("sequence exact match (teacher-forced pass)", lambda per: per.get("exact_match")),
+    "free_prefix": (
+        "free-running correct prefix (share of the answer)",
+        lambda per: None if "free_prefix" not in per else [
+            np.asarray(p, dtype=float) / np.asarray(m, dtype=float)
+            for p, m in zip(per["free_prefix"], per["answer_tokens"])
+        ],
+    ),
+    "token_accuracy": ("teacher-forced token accuracy (answer and EOS)", lambda per: per.get("token_accuracy")),
+}  # fmt: skip
+
+
 def task_accuracy_figure(records: list[dict[str, Any]], task: str, *, metric: str = "exact_match") -> Figure:
-    """Accuracy vs evaluation length n for one synthetic task (one line per encoding variant)."""
-    curves, train_len, failed = _curves(
-        records, task, lambda ev, spec: (ev["lengths"], ev["per_example"][metric])
-    )
+    """One score of a synthetic task (:data:`TASK_METRICS`) against the evaluation length as a
+    multiple of the trained sequence length in tokens (one line per encoding variant)."""
+    name, pick = TASK_METRICS[metric]
+
+    def get(ev, spec):
+        ratios, values = length_ratios(ev, spec), pick(ev["per_example"])
+        return None if ratios is None or values is None else (ratios, values)
+
+    curves, train_len, failed = _curves(records, task, get)
     fig = new_figure(7, 4.2, margins=None)  # Agg canvas, no pyplot state
     ax = fig.add_subplot()
     _plot(ax, curves)
-    name = "sequence exact match" if metric == "exact_match" else "answer-token accuracy"
     _title(ax, f"{task}: {name} vs length (trained on n <= {train_len})", failed)
-    ax.set_xlabel("input length n (tokens)")
+    ax.set_xlabel("longest row / longest training row (tokens)")
     ax.set_ylabel(f"{name} (fraction)")
     ax.set_ylim(-0.03, 1.03)
-    return _finish(fig, ax, train_len, train_label=" longest training n")
+    return _finish(fig, ax, 1.0, train_label=" trained length")
 
 
 def lm_ratio_figure(records: list[dict[str, Any]]) -> Figure:
@@ -191,6 +212,9 @@ def figures(records: list[dict[str, Any]]) -> dict[str, Figure]:
     for task in tasks:
         if task != "lm":
             out[f"{task}_exact_match"] = task_accuracy_figure(records, task)
+            if any("free_prefix" in r["result"]["eval"]["default"]["per_example"]
+                   for r in records if r["spec"]["task"] == task):  # fmt: skip
+                out[f"{task}_free_prefix"] = task_accuracy_figure(records, task, metric="free_prefix")
             out[f"{task}_token_accuracy"] = task_accuracy_figure(records, task, metric="token_accuracy")
     if "lm" in tasks:
         out["lm_ratio"] = lm_ratio_figure(records)

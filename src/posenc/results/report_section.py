@@ -84,8 +84,11 @@ def _claims_html(rows: list[dict[str, str]]) -> str:
 
 
 _CAPTIONS = {
-    "exact_match": "Sequence exact match vs input length; dotted line: longest training length.",
-    "token_accuracy": "Answer-token accuracy vs input length.",
+    "exact_match": "Sequence exact match vs length (longest row over the longest training row, in tokens); "
+    "dotted line: the trained length.",
+    "free_prefix": "Free-running correct prefix (greedy decoding, the model's own outputs fed back): the share "
+    "of the answer right before the first error, vs length.",
+    "token_accuracy": "Teacher-forced token accuracy (answer and EOS, the gold answer fed in) vs length.",
     "lm_ratio": "Perplexity at L_valid over perplexity at L_train, non-overlapping windows (ALiBi protocol).",
     "lm_lastk": "Loss on the same last k bytes as the context grows (NoPE paper's protocol).",
     "lm_loss_by_position": "Loss at each position of long windows; learned absolute should break at L_train.",
@@ -134,8 +137,8 @@ def render(results_dir: str | Path) -> str:
     parts.append(
         f"<p>{len(records)} runs; profile(s) {html.escape(', '.join(profiles))}; seeds {seeds}; "
         f"python {html.escape(v['python'])}, torch {html.escape(v['torch'])}, posenc {html.escape(v['posenc'])}. "
-        f"Buckets: {', '.join(b for b, _, _ in BUCKETS)} = n in (0, 1], (1, 1.25], (1.25, 1.5], (1.5, 2], "
-        "(2, 4] x the longest training n. "
+        f"Buckets: {', '.join(b for b, _, _ in BUCKETS)} = rows of (0, 1], (1, 1.25], (1.25, 1.5], (1.5, 2], "
+        "(2, 4] x the tokens of the longest training row ([BOS] x [SEP] y). "
         "Training stops once a held-out in-distribution set is solved (tasks: exact match >= the profile's "
         "threshold; LM: its loss stops improving), or at the step cap; each encoding's learning rate was "
         "chosen by in-distribution validation only.</p>"

@@ -18,8 +18,9 @@ Columns:
 
 | column | unit | statistic |
 |---|---|---|
-| ``em_in`` / ``em_1.25x`` / ``em_1.5x`` / ``em_2x`` / ``em_4x`` | one evaluation example | mean exact match |
-| ``tok_*`` | one evaluation example | mean answer-token accuracy (the answer's tokens, EOS left out) |
+| ``em_in`` / ``em_1.25x`` / ``em_1.5x`` / ``em_2x`` / ``em_4x`` | one evaluation example | mean exact match (greedy decoding; the teacher-forced pass where a record has no free-running scores) |
+| ``pre_*`` | one evaluation example | mean share of the answer's tokens right before the first error, free-running |
+| ``tok_*`` | one evaluation example | mean teacher-forced answer-token accuracy (the answer's tokens, EOS left out) |
 | ``bpb_train`` | one scored window at L_train | mean bits per byte |
 | ``ratio_2x`` / ``ratio_4x`` | m x L_train bytes (one window at m L, m at L) | mean over seeds of exp(mean loss at mL - mean loss at L) |
 
@@ -41,6 +42,7 @@ import numpy as np
 
 from posenc.errors import PosencError
 from posenc.records.store import ResultStore
+from posenc.results.lengths import in_range as lengths_in_range
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -48,9 +50,9 @@ METHOD = (
     "95% percentile bootstrap over seeds and evaluation examples (crossed, 2000 resamples, "
     "scipy.stats.bootstrap); converged runs only"
 )
-#: Length buckets relative to the longest training n of the run: (name, lo, hi] x n_train. They do
-#: not overlap, so a row shows where an encoding falls off (a bucket with no evaluation length has
-#: no cell).
+#: Length buckets relative to the trained sequence length in tokens (posenc.results.lengths): (name,
+#: lo, hi] x the longest training row. They do not overlap, so a row shows where an encoding falls
+#: off (a bucket with no evaluation length has no cell).
 BUCKETS = (("in", 0.0, 1.0), ("1.25x", 1.0, 1.25), ("1.5x", 1.25, 1.5), ("2x", 1.5, 2.0), ("4x", 2.0, 4.0))
 #: Every length past the training one up to 4x (what rankings of "unseen lengths" use).
 UNSEEN = ("out", 1.0, 4.0)
@@ -58,7 +60,7 @@ UNSEEN = ("out", 1.0, 4.0)
 UP_TO_2X = ("to2x", 1.0, 2.0)
 #: What a task column may read: the buckets and the two wider ranges.
 RANGES = (*BUCKETS, UNSEEN, UP_TO_2X)
-TASK_COLUMNS = tuple(f"{m}_{b}" for m in ("em", "tok") for b, _, _ in BUCKETS)
+TASK_COLUMNS = tuple(f"{m}_{b}" for m in ("em", "pre", "tok") for b, _, _ in BUCKETS)
 LM_COLUMNS = ("bpb_train", "ratio_2x", "ratio_4x")
 
 
@@ -112,9 +114,9 @@ def _num(x: Any) -> float:
     return math.nan if x is None else float(x)
 
 
-def _bucket_lengths(lengths: Sequence[int], n_train: int, bucket: str) -> list[int]:
+def _bucket_lengths(ev: dict[str, Any], spec: dict[str, Any], bucket: str) -> list[int]:
     lo, hi = next((lo, hi) for name, lo, hi in RANGES if name == bucket)
-    return [i for i, n in enumerate(lengths) if lo * n_train < n <= hi * n_train]
+    return lengths_in_range(ev, spec, lo, hi) or []
 
 
 def units(record: dict[str, Any], variant: str, column: str) -> Any:
@@ -127,13 +129,19 @@ def units(record: dict[str, Any], variant: str, column: str) -> Any:
     if spec["task"] == "lm":
         return _lm_units(ev, spec, column)
     metric, _, bucket = column.partition("_")
-    key = {"em": "exact_match", "tok": "answer_accuracy"}.get(metric)
-    if key is None or bucket not in {b for b, _, _ in RANGES}:
+    if metric not in ("em", "pre", "tok") or bucket not in {b for b, _, _ in RANGES}:
         return None
-    picked = _bucket_lengths(ev["lengths"], spec["train"]["max_len"], bucket)
+    picked = _bucket_lengths(ev, spec, bucket)
     if not picked:
         return None
-    rows = ev["per_example"].get(key)
+    per = ev["per_example"]
+    if metric == "pre":  # free-running correct prefix, as a share of the answer
+        if "free_prefix" not in per:  # a record without free-running decoding
+            return None
+        prefix = np.concatenate([np.asarray(per["free_prefix"][i], dtype=float) for i in picked])
+        return prefix / np.concatenate([np.asarray(per["answer_tokens"][i], dtype=float) for i in picked])
+    key = {"em": "free_exact_match" if "free_exact_match" in per else "exact_match", "tok": "answer_accuracy"}
+    rows = per.get(key[metric])
     if rows is None:  # a record written before answer-token accuracy was kept
         return None
     return np.concatenate([np.asarray(rows[i], dtype=float) for i in picked])

@@ -1,18 +1,22 @@
 """Summaries of result records: cells with intervals, CSV/JSON files, the terminal table.
 
-Buckets (relative to the longest training n of the run, ``n_train``; they do not overlap):
+Buckets, in the trained sequence length in tokens (``T``: the longest row a training example
+gives the model, ``[BOS] x [SEP] y``; an evaluation length's ``t`` likewise,
+:mod:`posenc.results.lengths`; they do not overlap):
 
 | bucket | evaluation lengths |
 |---|---|
-| ``in`` (in-distribution) | n <= n_train |
-| ``1.25x`` | n_train < n <= 1.25 n_train |
-| ``1.5x`` | 1.25 n_train < n <= 1.5 n_train |
-| ``2x`` | 1.5 n_train < n <= 2 n_train |
-| ``4x`` | 2 n_train < n <= 4 n_train |
+| ``in`` (in-distribution) | t <= T |
+| ``1.25x`` | T < t <= 1.25 T |
+| ``1.5x`` | 1.25 T < t <= 1.5 T |
+| ``2x`` | 1.5 T < t <= 2 T |
+| ``4x`` | 2 T < t <= 4 T |
 
-Tasks report exact match (``em_*``: the answer and its EOS all right) and answer-token
-accuracy (``tok_*``: the share of the answer's tokens predicted right, EOS left out) per
-bucket. Every cell is a mean over the label's converged seeds with a 95% interval
+Tasks report exact match (``em_*``: the answer and its EOS all right, decoded greedily), the
+free-running correct prefix (``pre_*``: the share of the answer the model's own greedy output
+gets right before its first error: how far it copies) and teacher-forced answer-token accuracy
+(``tok_*``: the share of the answer's tokens predicted right with the gold answer so far fed in,
+EOS left out) per bucket. Every cell is a mean over the label's converged seeds with a 95% interval
 (:mod:`posenc.results.stats`, which says how it is computed). A label whose runs did not
 converge in-distribution shows ``n.c.`` (not converged) instead of numbers, and ``k/N``
 when only k of its N seeds converged; the summary says why (:func:`not_converged_reasons`:
@@ -41,6 +45,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from posenc.results import stats
+from posenc.results.lengths import ratios as length_ratios
 from posenc.results.stats import BUCKETS, METHOD
 
 NOT_CONVERGED = "n.c."
@@ -58,11 +63,13 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
 
-def bucket_values(lengths: list[int], values: list[float], n_train: int) -> dict[str, float]:
-    """Mean of ``values`` over the lengths of each bucket (equal sample counts per length)."""
+def bucket_values(ratios: list[float] | None, values: list[float]) -> dict[str, float]:
+    """Mean of ``values`` over the lengths of each bucket (equal sample counts per length);
+    ``ratios``: each length's tokens over the trained ones (:func:`posenc.results.lengths.ratios`;
+    None: unknown, no bucket has a value)."""
     out = {}
     for name, lo, hi in BUCKETS:
-        picked = [_num(v) for n, v in zip(lengths, values) if lo * n_train < n <= hi * n_train]
+        picked = [_num(v) for r, v in zip(ratios or [], values) if lo < r <= hi]
         out[name] = _mean(picked)
     return out
 
@@ -108,10 +115,13 @@ def run_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 row["ratio_2x"] = lm_ratio(ev, l_train, 2)
                 row["ratio_4x"] = lm_ratio(ev, l_train, 4)
             else:
-                buckets = bucket_values(ev["lengths"], ev["exact_match"], spec["train"]["max_len"])
-                answer = ev.get("answer_accuracy") or [math.nan] * len(ev["lengths"])
-                tok = bucket_values(ev["lengths"], answer, spec["train"]["max_len"])
+                ratios = length_ratios(ev, spec)
+                nothing = [math.nan] * len(ev["lengths"])
+                buckets = bucket_values(ratios, ev.get("free_exact_match") or ev["exact_match"])
+                prefix = bucket_values(ratios, ev.get("free_prefix_share") or nothing)
+                tok = bucket_values(ratios, ev.get("answer_accuracy") or nothing)
                 row.update({f"em_{k}": v for k, v in buckets.items()})
+                row.update({f"pre_{k}": v for k, v in prefix.items()})
                 row.update({f"tok_{k}": v for k, v in tok.items()})
             rows.append(row)
     return rows
@@ -156,9 +166,45 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "method": METHOD,
         "not_converged": not_converged,
         "reasons": not_converged_reasons(records),
+        "lm_data": lm_data(records),
         "columns": power,
         "rows": {name: table[name] for name in order},
     }
+
+
+def lm_data(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the LM runs were scored on, one entry per distinct setting: ``split``, ``files``
+    (how many), ``bytes_per_file`` and ``scored_bytes`` (records before test splits: the
+    validation text, no files)."""
+    seen: dict[tuple, dict[str, Any]] = {}
+    for record in records:
+        if record["spec"]["task"] != "lm":
+            continue
+        ev = record["result"]["eval"]["default"]
+        files = ev.get("files")
+        entry = {
+            "split": ev.get("split", "validation"),
+            "files": len(files) if files else None,
+            "bytes_per_file": ev.get("file_span"),
+            "scored_bytes": ev.get("scored_bytes"),
+        }
+        seen.setdefault(tuple(entry.values()), entry)
+    return list(seen.values())
+
+
+def _lm_scored(summary: dict[str, Any]) -> str:
+    """``" on the test split (20 files x 1536 bytes)"`` for the caption ('' when no LM ran)."""
+    entries = summary.get("lm_data", [])
+    if not entries:
+        return ""
+    parts = [
+        f"{e['files']} files x {e['bytes_per_file']} bytes"
+        if e["files"]
+        else f"the first {e['scored_bytes']} bytes of the validation text"
+        for e in entries
+    ]
+    where = "the test split" if all(e["files"] for e in entries) else "text"
+    return f" on {where} ({'; '.join(parts)})"
 
 
 def _as_cell(c: dict[str, Any]) -> stats.Cell:
@@ -230,8 +276,9 @@ def format_cell(c: dict[str, Any] | None, percent: bool, sep: str = " ") -> str:
     return text
 
 
-#: (header suffix, column prefix) of the task columns: exact match, answer-token accuracy.
-METRICS = (("", "em"), (" tok", "tok"))
+#: (header suffix, column prefix) of the task columns: exact match, free-running correct prefix,
+#: teacher-forced answer-token accuracy.
+METRICS = (("", "em"), (" prefix", "pre"), (" tf-tok", "tok"))
 
 
 def _all_columns(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
@@ -267,7 +314,8 @@ def _shown(summary: dict[str, Any], key: str) -> bool:
 
 def table_columns(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
     """(header, summary key, is-percent) for the tables: the in-distribution exact match, the LM
-    columns, and the bucket columns (exact match, then answer-token accuracy) that could tell rows
+    columns, and the bucket columns (exact match, free-running prefix, teacher-forced answer-token
+    accuracy) that could tell rows
     apart and did for at least one pair at 95% (:func:`dropped_columns` names the others)."""
     return [col for col in _all_columns(summary) if _shown(summary, col[1])]
 
@@ -309,10 +357,13 @@ def caption(summary: dict[str, Any], *, per_task: bool = False) -> str:
     steps/s of that task)."""
     speed = "steps/s of that table's task" if per_task else "steps/s of the first task"
     text = (
-        "tasks: exact match per length bucket (in = n <= n_train; 1.25x, 1.5x, 2x, 4x = n in (1, 1.25], "
-        "(1.25, 1.5], (1.5, 2], (2, 4] x n_train) and answer-token accuracy (tok: the share of the answer's tokens "
-        "right, EOS left out); "
-        "LM: bits/byte at L_train, perplexity ratio to L_train at 2x / 4x. Cells: mean [95% interval], "
+        "tasks: per length bucket in the trained sequence length in tokens (in = at most the longest training "
+        "row, BOS x SEP y; 1.25x, 1.5x, 2x, 4x = rows of (1, 1.25], (1.25, 1.5], (1.5, 2], (2, 4] times its tokens), "
+        "exact match (greedy decoding), prefix (free-running: the share of the answer the model's own greedy "
+        "output gets right before its first error) and tf-tok (teacher-forced answer-token accuracy: each answer "
+        "token predicted with the gold answer before it fed in, EOS left out); "
+        f"LM{_lm_scored(summary)}: bits/byte at L_train, perplexity ratio to L_train at 2x / 4x. "
+        "Cells: mean [95% interval], "
         f"{summary.get('method', METHOD)}. {NOT_CONVERGED} = not converged in-distribution (left out of "
         f"rankings and claims); k/N = only k of N seeds converged. {speed}. "
         "separated: pairs of rows whose 95% intervals do not overlap; detectable: the median interval "
@@ -337,8 +388,8 @@ def render_table(
     task: str | None = None,
     caption_text: bool = True,
 ):
-    """A rich Table: encodings x (exact match and answer-token accuracy per bucket, LM perplexity
-    ratios), mean [interval]; ``task``: that task's columns only."""
+    """A rich Table: encodings x (exact match, free-running prefix and teacher-forced answer-token
+    accuracy per bucket, LM perplexity ratios), mean [interval]; ``task``: that task's columns only."""
     table = Table(title=title, caption=caption(summary) if caption_text else None)
     table.add_column("encoding", no_wrap=True)
     cols = [c for c in table_columns(summary) if task is None or c[1].split(":")[0] == task]

@@ -20,15 +20,17 @@ The task protocol (what a run does with a task; ``posenc check`` checks it):
   are those markers and PAD, so ``x`` and ``y`` use ids from 4 (``BLANK``) up to
   ``vocab_size - 1`` (the built-ins' symbols start at ``FIRST_SYMBOL`` = 5). The model has
   ``vocab_size`` tokens.
-- **Scoring.** One teacher-forced pass; the loss and the metrics count the predictions of ``y``
-  and ``EOS`` only: exact match (every one right, which for a causal model equals greedy
-  decoding) and answer-token accuracy (:func:`posenc.tasks.synthetic.score`). ``chance`` is the
-  accuracy of guessing one answer token.
+- **Scoring.** The loss and the metrics count the predictions of ``y`` and ``EOS`` only. One
+  teacher-forced pass gives exact match (every one right, which for a causal model equals greedy
+  decoding) and teacher-forced answer-token accuracy (:func:`posenc.tasks.synthetic.score`);
+  greedy decoding that feeds the model its own outputs gives the free-running exact match and
+  correct prefix (the benchmark's ``posenc.compare.evaluation.free_running``; for tasks whose
+  answer is read back as it is produced). ``chance`` is the accuracy of guessing one answer token.
 - **In-distribution.** Training draws ``n ~ U{min_len .. max_len}`` (the profile's
   ``task_train``), fresh every step; training stops when a held-out set drawn the same way
   reaches ``converge_at`` exact match. Evaluation scores ``samples`` examples at each of the
-  profile's ``eval.lengths``, the same examples for every encoding; an ``n`` above ``max_len``
-  is a length never trained on.
+  profile's ``eval.lengths`` (or the n that ``eval.scales`` gives: :func:`lengths_at_scales`), the
+  same examples for every encoding; an ``n`` above ``max_len`` is a length never trained on.
 """
 
 from __future__ import annotations
@@ -205,6 +207,33 @@ def describe() -> list[dict[str, Any]]:
 def max_sequence_length(name: str, n: int) -> int:
     """Longest ``inputs`` row (sequence minus one) an example of task ``name`` at ``n`` can give."""
     return get_task(name).max_sequence_length(n)
+
+
+#: Longest n :func:`lengths_at_scales` looks at (far past any sequence a CPU profile evaluates).
+MAX_SCALED_N = 100_000
+
+
+def lengths_at_scales(name: str, trained_n: int, scales: tuple[float, ...] | list[float]) -> tuple[int, ...]:
+    """Evaluation lengths n of task ``name`` given as multiples of its trained sequence length in
+    tokens (the longest row at ``trained_n``, :func:`max_sequence_length`): for each scale s, the
+    longest n whose longest row is at most s times as long, so that a length bucket named "2x"
+    holds sequences of at most twice the trained tokens. Sorted, without repeats (two scales
+    may give the same n)."""
+    trained = max_sequence_length(name, trained_n)
+    shortest = max(1, get_task(name).min_length)
+    found = set()
+    for scale in scales:
+        budget = scale * trained
+        if max_sequence_length(name, shortest) > budget:
+            raise PosencError(
+                f"eval.scales: {scale:g} x the {trained} tokens task {name!r} trains on is {budget:g} tokens, "
+                f"shorter than its shortest example ({max_sequence_length(name, shortest)} tokens at n = {shortest})"
+            )
+        n = shortest
+        while n < MAX_SCALED_N and max_sequence_length(name, n + 1) <= budget:
+            n += 1
+        found.add(n)
+    return tuple(sorted(found))
 
 
 def check_example(name: str, task: Task, example: Any, n: int) -> tuple[torch.Tensor, torch.Tensor]:

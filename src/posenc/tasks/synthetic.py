@@ -10,7 +10,10 @@ The model reads ``sequence[:-1]`` and predicts ``sequence[1:]``; the loss (and
 every metric) counts only the predictions of ``y_1 .. y_m`` and ``EOS``. Because a
 causal model's teacher-forced argmax at each answer position equals what greedy
 decoding would emit there *when every earlier answer token was right*, "all answer
-tokens right in one teacher-forced pass" is exactly greedy exact match.
+tokens right in one teacher-forced pass" is exactly greedy exact match (for positions that do
+not depend on the whole row). Past a first error the two part: teacher-forced accuracy puts the
+model back on the gold answer; the benchmark also decodes free-running (its own outputs fed back)
+to say how far a model copies.
 
 The vocabulary is shared by every task: 5 special tokens, then 128 symbols.
 
