@@ -153,7 +153,12 @@ def test_a_profile_extending_quick_gives_lengths_by_emptying_scales(tmp_path):
 #: Run ids of records written before test splits, free-running decoding and token buckets (pinned
 #: then): a spec read from such a record (no ``free_running``, ``lm_files``, ``scales``) hashes to them.
 OLD_IDS = {"copy nope seed0": "4850a8e2416c7eec", "lm alibi seed0": "07b82c52f6f9bb9a"}
-OLD_EVAL = {"lengths": [4, 8, 10, 12, 14, 16, 24, 32], "lm_bytes": 6144, "lastk_windows": 32}
+OLD_EVAL = {
+    "lengths": [4, 8, 10, 12, 14, 16, 24, 32],
+    "lm_lengths": [32, 64, 96, 128, 192, 256, 512],
+    "lm_bytes": 6144,
+    "lastk_windows": 32,
+}
 
 
 @pytest.mark.parametrize("key", sorted(OLD_IDS))
