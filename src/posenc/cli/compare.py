@@ -279,7 +279,9 @@ def compare_command(
     if print_config and config is not None:  # printed, not run: a spec only the file names is not imported
         typed = trust.specs_in([encodings, tasks, *settings])  # what the user typed is theirs
         ctx.with_resource(
-            trust.reading(f"--config {config}", trust_remote_code=trust_remote_code, allowed=typed)
+            trust.reading(
+                f"--config {config}, printed and not run,", trust_remote_code=trust_remote_code, allowed=typed
+            )
         )
     prof = load_profile(config if config is not None else profile, settings)
     prof = _with_names(prof, _split(encodings), _split(tasks), _seeds(seeds), workers)
