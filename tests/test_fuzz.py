@@ -22,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -731,6 +733,124 @@ def test_rope_ntk_huge_factor_is_a_value_error():
     """Found: ntk with factor=1e300 raised OverflowError (fixed in rope_scaling.compute)."""
     with pytest.raises(ValueError, match="factor"):
         posenc.build("rope", head_dim=8, scaling={"rope_type": "ntk", "factor": 1e300})
+
+
+# ---------------------------------------------------------------------------
+# 5b. Hostile records: random JSON in the fields of a run record that name code or files.
+# ---------------------------------------------------------------------------
+#
+# A genuine record is rewritten (fields replaced by random JSON values, or by names that point at
+# code or outside the directory) and sealed again (run id, checksum: anyone can). Reading the
+# directory never raises, never hangs and never tries to import a module the record names
+# (``posenc_fuzz_*`` modules do not exist; a finder on ``sys.meta_path`` sees every attempt);
+# loading the run is a model or one PosencError, a spec refused as untrusted, not imported.
+
+FUZZ_MODULE = "posenc_fuzz_sentinel"
+NAMING_CODE = [
+    f"{FUZZ_MODULE}:X",
+    f"{FUZZ_MODULE}.sub:Y",
+    "os:system",
+    "this:X",
+    "rope",
+    "copy",
+    "lm",
+    "irope:2",
+]
+NAMING_FILES = ["/dev/zero", "../../../etc/passwd", "..", ".", "", "x.pt", "a/b.pt", "\x00", "$\\x$"]
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+NAMING = st.sampled_from(NAMING_CODE + NAMING_FILES)
+HOSTILE_VALUES = st.one_of(
+    JSON_VALUES,
+    NAMING,
+    st.lists(st.tuples(st.sampled_from(["encoding", "task", "x"]), NAMING, NAMING).map(list), max_size=2),
+    st.dictionaries(
+        NAMING, st.dictionaries(st.sampled_from(["inner", "base"]), NAMING, max_size=1), max_size=2
+    ),
+)
+CODE_AND_FILE_FIELDS = [
+    ("spec", "encoding"), ("spec", "task"), ("spec", "schedule"), ("spec", "imports"), ("spec", "encoding_config"),
+    ("spec", "model", "scale_embeddings"), ("spec", "seed"), ("label",), ("weights",), ("weights", "file"),
+    ("weights", "bytes"), ("weights", "sha256"),
+]  # fmt: skip
+
+
+class _ImportWatch:
+    """A finder that finds nothing and remembers every attempt to import a ``posenc_fuzz_`` module."""
+
+    def __init__(self) -> None:
+        self.attempts: list[str] = []
+
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(FUZZ_MODULE):
+            self.attempts.append(name)
+        return None
+
+
+@pytest.fixture(scope="module")
+def genuine_record(tmp_path_factory):
+    from tests.records import make_payload, make_spec
+
+    from posenc.records.store import ResultStore
+
+    spec = make_spec()
+    return ResultStore(tmp_path_factory.mktemp("genuine")).write(spec, make_payload(spec))
+
+
+@given(
+    changes=st.lists(st.tuples(st.sampled_from(CODE_AND_FILE_FIELDS), HOSTILE_VALUES), min_size=1, max_size=3)
+)
+@settings(max_examples=60)
+def test_hostile_records_are_read_as_data(changes, genuine_record):
+    import json
+
+    from tests.records import no_hang, rewrite
+
+    from posenc.errors import PosencError
+    from posenc.records.files import safe_name
+    from posenc.records.store import ResultStore, load_weights
+    from posenc.results import trained
+
+    def change(data):
+        for path, value in changes:
+            node = data
+            for key in path[:-1]:
+                node = node.setdefault(key, {}) if isinstance(node, dict) else {}
+            if isinstance(node, dict):
+                node[path[-1]] = value
+
+    hostile = genuine_record.with_name("hostile.json")
+    try:
+        rewrite(genuine_record, change, hostile)
+    except ValueError:  # NaN in a value: the checksum cannot be recomputed; written unsealed
+        data = json.loads(genuine_record.read_text())
+        change(data)
+        hostile.write_text(json.dumps(data))
+    watch = _ImportWatch()
+    sys.meta_path.insert(0, watch)
+    try:
+        with no_hang(30):
+            records = ResultStore(genuine_record.parents[2]).records(warn=lambda _: None)
+            for record in records:
+                assert isinstance(record["label"], str) and isinstance(record["spec"]["task"], str)
+                name = safe_name(record["spec"]["task"])
+                assert Path(name).name == name and name not in (".", "..")
+            try:
+                load_weights(hostile)
+            except PosencError as exc:
+                assert "\n" not in str(exc)
+            try:
+                trained.load_run(hostile)
+            except PosencError as exc:  # the untrusted refusal, or why the record or weights are unusable
+                assert "\n" not in str(exc) and "cannot import module" not in str(exc), exc
+    finally:
+        sys.meta_path.remove(watch)
+        hostile.unlink(missing_ok=True)
+        hostile.with_suffix(".pt").unlink(missing_ok=True)
+    assert not watch.attempts, watch.attempts
 
 
 # ---------------------------------------------------------------------------

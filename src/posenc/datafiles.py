@@ -16,6 +16,7 @@ and fixed tuples (from lists), ``dict[str, X]`` and nested dataclasses (from tab
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -48,8 +49,10 @@ def read_json(package: str, name: str) -> Any:
         raise PosencError(f"{name}: not valid JSON ({exc})") from None
 
 
+@functools.cache
 def hints(cls: type) -> dict[str, Any]:
-    """The field annotations of dataclass ``cls``, evaluated."""
+    """The field annotations of dataclass ``cls``, evaluated (once per class: every run record read
+    is typed with them)."""
     return typing.get_type_hints(cls)
 
 

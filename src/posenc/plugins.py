@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
+from posenc import trust
 from posenc.checks import did_you_mean
 from posenc.errors import PosencError, PosencTypeError
 
@@ -52,10 +53,12 @@ def is_spec(text: Any) -> bool:
 
 def import_object(spec: str, noun: str) -> Any:
     """The object an import spec ``"package.module:Name"`` (or ``:Outer.Inner``) names; a module
-    that does not import or a missing attribute raises PosencError naming the spec."""
+    that does not import or a missing attribute raises PosencError naming the spec. While posenc
+    reads data without the user's consent to its code, a spec is refused (:mod:`posenc.trust`)."""
     module_name, _, qualname = spec.partition(":")
     if not module_name or not qualname or ":" in qualname:
         raise PosencError(f"import spec must look like 'package.module:Class', got {spec!r}")
+    trust.check_import(spec, noun)
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # ModuleNotFoundError, or the module's own import failing

@@ -12,10 +12,11 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from posenc import compare, presets, report, results
+from posenc import compare, presets, report, results, trust
 from posenc.attention import check_kv_heads
 from posenc.checks import check_int, did_you_mean
 from posenc.cli.paths import output_dir
+from posenc.cli.trust import TRUST_OPTION
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_device_text, check_precision, resolve_device
 from posenc.compare.executor import max_threads
 from posenc.compare.grid import check_installation, resolve_encodings, without_variants
@@ -187,6 +188,7 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     "an edited source file) next to new runs, instead of refusing",
 )
 @click.option("--list-profiles", is_flag=True, help="print the profiles and exit")
+@TRUST_OPTION
 @FORMAT
 def compare_command(
     profile,
@@ -213,6 +215,7 @@ def compare_command(
     precision,
     allow_changed,
     list_profiles,
+    trust_remote_code,
     fmt,
 ):
     """Train tiny Transformers short, test them long, for each encoding.
@@ -273,6 +276,13 @@ def compare_command(
     ctx = click.get_current_context()
     if config is not None and ctx.get_parameter_source("profile") is not click.core.ParameterSource.DEFAULT:
         raise click.UsageError("give --profile NAME or --config FILE, not both")
+    if print_config and config is not None:  # printed, not run: a spec only the file names is not imported
+        typed = trust.specs_in([encodings, tasks, *settings])  # what the user typed is theirs
+        ctx.with_resource(
+            trust.reading(
+                f"--config {config}, printed and not run,", trust_remote_code=trust_remote_code, allowed=typed
+            )
+        )
     prof = load_profile(config if config is not None else profile, settings)
     prof = _with_names(prof, _split(encodings), _split(tasks), _seeds(seeds), workers)
     prof = _with_variants(prof, variants)
@@ -430,8 +440,9 @@ def _kv_heads(text: str, prof) -> int:
 
 
 def _full_report(out: Path) -> dict[str, str]:
-    """The full report next to the benchmark's own page (``posenc.report.benchmark_report``)."""
-    return {"full_report": str(report.benchmark_report(out))}
+    """The full report next to the benchmark's own page (``posenc.report.benchmark_report``), of the
+    grid this command has just run (so its encodings are the user's own choice)."""
+    return {"full_report": str(report.benchmark_report(out, trust_remote_code=True))}
 
 
 def _use_ray(address: str | None) -> None:

@@ -11,17 +11,35 @@ over seeds for the LM curves). A dotted vertical line marks the longest training
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 import numpy as np
-from matplotlib import colormaps
+from matplotlib import colormaps, rc_context
 from matplotlib.figure import Figure
 
+from posenc.records.files import safe_name
 from posenc.results import stats
 from posenc.viz.figures import new_figure
+
+P = ParamSpec("P")
+
+
+def plain_text(draw: Callable[P, Figure]) -> Callable[P, Figure]:
+    """Draw with every text taken as written: labels and task names come from records (data), and
+    matplotlib would otherwise parse a ``$...$`` in them as mathtext (an unknown command in one
+    record failed the whole set of figures)."""
+
+    @functools.wraps(draw)
+    def drawn(*args: P.args, **kwargs: P.kwargs) -> Figure:
+        with rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return drawn
 
 
 def _num(x: Any) -> float:
@@ -105,6 +123,7 @@ def _finish(fig: Figure, ax, train_len: float | None, *, train_label: str) -> Fi
     return fig
 
 
+@plain_text
 def task_accuracy_figure(records: list[dict[str, Any]], task: str, *, metric: str = "exact_match") -> Figure:
     """Accuracy vs evaluation length n for one synthetic task (one line per encoding variant)."""
     curves, train_len, failed = _curves(
@@ -121,6 +140,7 @@ def task_accuracy_figure(records: list[dict[str, Any]], task: str, *, metric: st
     return _finish(fig, ax, train_len, train_label=" longest training n")
 
 
+@plain_text
 def lm_ratio_figure(records: list[dict[str, Any]]) -> Figure:
     """Perplexity(L_valid) / perplexity(L_train) vs L_valid / L_train (non-overlapping windows)."""
 
@@ -143,6 +163,7 @@ def lm_ratio_figure(records: list[dict[str, Any]]) -> Figure:
     return _finish(fig, ax, 1.0, train_label=" L_train")
 
 
+@plain_text
 def lastk_figure(records: list[dict[str, Any]]) -> Figure:
     """Loss on the same last k bytes as the context grows (the NoPE paper's protocol)."""
 
@@ -163,6 +184,7 @@ def lastk_figure(records: list[dict[str, Any]]) -> Figure:
     return _finish(fig, ax, 1.0, train_label=" L_train")
 
 
+@plain_text
 def loss_by_position_figure(records: list[dict[str, Any]], *, smooth: int = 16) -> Figure:
     """Mean loss at each position of long windows (learned absolute should break at L_train)."""
 
@@ -189,9 +211,11 @@ def figures(records: list[dict[str, Any]]) -> dict[str, Figure]:
     out: dict[str, Figure] = {}
     tasks = sorted({r["spec"]["task"] for r in records})
     for task in tasks:
-        if task != "lm":
-            out[f"{task}_exact_match"] = task_accuracy_figure(records, task)
-            out[f"{task}_token_accuracy"] = task_accuracy_figure(records, task, metric="token_accuracy")
+        if task != "lm":  # the stem is a file name: a task is data (posenc.records.files.safe_name)
+            out[f"{safe_name(task)}_exact_match"] = task_accuracy_figure(records, task)
+            out[f"{safe_name(task)}_token_accuracy"] = task_accuracy_figure(
+                records, task, metric="token_accuracy"
+            )
     if "lm" in tasks:
         out["lm_ratio"] = lm_ratio_figure(records)
         out["lm_lastk"] = lastk_figure(records)
@@ -210,7 +234,8 @@ def figure_base64(fig: Figure, *, dpi: int = 110) -> str:
 
 
 def save_all(records: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
-    """Write every figure as PNG under ``out_dir``; returns the paths."""
+    """Write every figure as PNG under ``out_dir``; returns the paths (every file name made from a
+    record's task is a plain file name inside ``out_dir``: :func:`~posenc.records.files.safe_name`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -132,7 +132,7 @@ def render(results_dir: str | Path) -> str:
     not_converged = sorted({f"{r['label']} ({r['spec']['task']}, seed {r['spec']['seed']})"
                             for r in records if not r["result"]["train"]["converged"]})  # fmt: skip
     parts.append(
-        f"<p>{len(records)} runs; profile(s) {html.escape(', '.join(profiles))}; seeds {seeds}; "
+        f"<p>{len(records)} runs; profile(s) {html.escape(', '.join(profiles))}; seeds {html.escape(str(seeds))}; "
         f"python {html.escape(v['python'])}, torch {html.escape(v['torch'])}, posenc {html.escape(v['posenc'])}. "
         f"Buckets: {', '.join(b for b, _, _ in BUCKETS)} = n in (0, 1], (1, 1.25], (1.25, 1.5], (1.5, 2], "
         "(2, 4] x the longest training n. "
