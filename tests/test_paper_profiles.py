@@ -84,7 +84,9 @@ def test_a_papers_cpu_protocol_runs_end_to_end_at_smoke_size(name, tmp_path):
     }
     assert len(records) == len(build_grid(prof, seeds=seeds).specs)
     summary = tables.summarize(records)
-    assert set(summary["rows"]) == set(prof.encodings) and summary["columns"]
+    labels = {spec.label for spec in build_grid(prof, seeds=seeds).specs}  # t5@scaled beside t5 where run
+    assert set(summary["rows"]) == labels and summary["columns"]
+    assert ("t5@scaled" in labels) == (name == "paper-alibi-cpu")
     rows = claims.claims(records)
     source = PAPERS[name.removesuffix("-cpu")].split(" et al.")[0]
     assert any(source in r["source"] for r in rows)  # the paper's claims are judged from these runs
