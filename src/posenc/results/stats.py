@@ -9,8 +9,8 @@ every encoding scores the same examples or bytes).
 
 **The seed is the unit.** A training run is one draw; the examples it is scored on are another
 source of spread, shared by all seeds. Every interval and test here reads the two-way crossed
-random-effects decomposition of the seeds x units array (method of moments, as in a two-way ANOVA
-without replication): the variance of the cell mean is the spread of the seed means over the seeds
+random-effects decomposition of the array of seeds x units (method of moments, as in a two-way ANOVA
+without replication): the variance of the cell mean is the spread of the seed means
 plus the spread of the shared examples' means
 (what a fresh set of examples would move), with Satterthwaite's degrees of freedom, so with 3
 seeds the t quantile has about 2 degrees of freedom (4.3, not 1.96).
@@ -30,7 +30,7 @@ seeds the t quantile has about 2 degrees of freedom (4.3, not 1.96).
   together by Benjamini-Hochberg (``scipy.stats.false_discovery_control``).
 - **Power**: the smallest difference a column detects with 80% power at its seeds, from the
   observed seed variance (the Welch test's power: Monte Carlo up to 10 seeds, the noncentral t
-  past them), and the seeds a target difference needs.
+  past them), and how many seeds a target difference needs.
 
 How well this holds is measured, not assumed: ``tests/test_stat_coverage.py`` simulates known
 populations (binary examples with seed and example effects on the logit scale, continuous
@@ -47,8 +47,8 @@ Columns:
 | ``bpb_train`` | one scored window at L_train | mean bits per byte |
 | ``ratio_2x`` / ``ratio_4x`` | m x L_train bytes (one window at m L, m at L) | mean over seeds of exp(mean loss at mL - mean loss at L) |
 
-For a ratio, the unit values are the linearised (delta-method) contributions of each block to its
-seed's ratio, so the same seeds x units code serves it.
+For a ratio, the unit values are the linearised (delta-method) contributions of each block to the
+ratio of its run, so the same seeds x units code serves it.
 
 :func:`cells` is the public entry point: every cell of a results directory (or of a list
 of records) with its mean, interval, seeds and convergence; :func:`cell` computes one,
@@ -234,7 +234,7 @@ def _mean_squares(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def _seed_part(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(variance of the mean from the seeds' spread, its df = seeds - 1, the residual mean square)."""
+    """(variance of the mean from the spread of the seed means, its df = seeds - 1, the residual mean square)."""
     seeds, count = values.shape[-2:]
     ms_seed, _, ms_resid = _mean_squares(values)
     return ms_seed / (seeds * count), np.full(np.shape(ms_seed), seeds - 1.0), ms_resid
@@ -252,9 +252,9 @@ def _satterthwaite(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.n
 def mean_variance(values: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(mean, variance of the mean, df)`` of a seeds x units array (leading axes vectorised).
 
-    Variance: the seeds' part (the spread of the seed means over the seeds, seeds - 1 df) plus the
+    Variance: the part of the seed means (their spread, seeds - 1 df) plus the
     shared units' part (the spread of the unit means beyond the residual noise, never negative),
-    df by Satterthwaite, but no more than the seeds' own where theirs is the larger part. One seed: NaN
+    df by Satterthwaite, but no more than seeds - 1 where the seed part is the larger. One seed: NaN
     variance. One unit per seed: the t test's variance of a mean, s^2 / seeds, with seeds - 1 df.
     """
     values = np.asarray(values, dtype=float)
@@ -269,8 +269,8 @@ def mean_variance(values: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     variance, df = _satterthwaite(
         [(seed_part, seed_df), (unit_part, np.full(mean.shape, max(count - 1, 1.0)))]
     )
-    # Satterthwaite's df runs high at very few df: where the seeds' part is the larger one, the
-    # interval keeps the seeds' own df (seeds - 1).
+    # Satterthwaite's df runs high at very few df: where the seed part is the larger one, the
+    # interval keeps its df (seeds - 1).
     df = np.where(seed_part >= unit_part, np.minimum(df, seed_df), df)
     return mean, variance, df
 
@@ -347,7 +347,7 @@ class Comparison:
 
     @property
     def testable(self) -> bool:
-        """Two converged seeds or more on each side (fewer: the seeds' spread is unknown)."""
+        """Two converged seeds or more on each side (fewer: the spread over seeds is unknown)."""
         return self.n_a >= 2 and self.n_b >= 2 and not math.isnan(self.p)
 
     def to_dict(self) -> dict[str, Any]:
@@ -418,7 +418,7 @@ def min_permutation_p(n_a: int, n_b: int) -> float:
 
 
 # ---------------------------------------------------------------------------
-# Power: the smallest difference a Welch test over seeds detects, and the seeds a difference needs.
+# Power: the smallest difference a Welch test over seeds detects, and how many seeds a difference needs.
 # ---------------------------------------------------------------------------
 
 
@@ -535,7 +535,7 @@ def cell(records: Sequence[dict[str, Any]], *, label: str, task: str, column: st
 
     ``label`` names the encoding variant as the tables do (``rope``, ``rope+rand``,
     ``rope[dynamic:4]`` for a scaling evaluated on the ``rope`` runs). With one converged seed the
-    interval is NaN (unknown: the seeds' spread cannot be seen).
+    interval is NaN (unknown: the spread over seeds cannot be seen).
     """
     data, runs = _collect(records, label, task, column)
     if not data:
@@ -609,7 +609,7 @@ class Separation:
     ``untestable``: pairs with fewer than 2 converged seeds on a side. ``detectable``: the smallest
     difference a Welch test over ``seeds`` seeds per side detects with 80% power at 5% (before the
     correction), from the column's median seed standard deviation ``seed_sd``; ``seeds_for_target``:
-    the seeds per side that ``target`` needs (None: more than 1000; NaN/None without a spread: every
+    how many seeds per side ``target`` needs (None: more than 1000; NaN/None without a spread: every
     cell at a floor or a ceiling, where the column tells nothing apart). ``reachable``: False when
     no test of the column could reach 5% with its seeds by an exact permutation test either
     (:func:`min_permutation_p`), i.e. significance rests on the t test's normality.
@@ -630,7 +630,7 @@ class Separation:
 
 
 def _seed_sd(values: np.ndarray) -> float:
-    """Standard deviation of one seed's mean (its seed part of the variance x seeds)."""
+    """Standard deviation of a single run's mean (its seed part of the variance x seeds)."""
     if values.shape[0] < 2:
         return math.nan
     part, _, _ = _seed_part(values)

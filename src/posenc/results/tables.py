@@ -24,7 +24,7 @@ the ALiBi paper, or sliding windows); below 1 means longer windows help.
 Tests and power: for every column the summary says how many pairs of rows a seed-level test
 tells apart after a multiplicity correction over the column (Welch t over seeds, paired for one
 model evaluated several ways; Benjamini-Hochberg), the smallest difference it detects with 80%
-power at its seeds, and the seeds per encoding a 10-point (LM: 0.05) difference needs
+power at its seeds, and how many seeds per encoding a 10-point (LM: 0.05) difference needs
 (:func:`posenc.results.stats.separation`). The tables show the in-distribution exact match, the
 LM columns and every bucket column with at least one significant pair; the others (every
 encoding at the same floor or ceiling, or too few seeds for the spread) are named under the
@@ -292,8 +292,8 @@ POWER_ROWS = ("significant", "detectable", "seeds for 10 pts")
 def power_cells(summary: dict[str, Any], cols: list[tuple[str, str, bool]]) -> list[list[str]]:
     """Per column, three rows: ``"k/N"`` pairs of rows a test tells apart (after the column's
     correction); the difference it detects with 80% power at its seeds (percentage points for
-    rates, the column's unit for the LM; ``-``: no spread to judge by); and the seeds per encoding
-    the target difference needs (10 points; LM 0.05)."""
+    rates, the column's unit for the LM; ``-``: no spread to judge by); and how many seeds per
+    encoding the target difference needs (10 points; LM 0.05)."""
     power = summary.get("columns", {})
     rows: list[list[str]] = [[], [], []]
     for _, key, pct in cols:
