@@ -275,6 +275,7 @@ def mean_variance(values: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return mean, variance, df
 
 
+@functools.lru_cache(maxsize=256)
 def _clopper_pearson_edge(count: int, confidence: float) -> float:
     """How far from 0% the Clopper-Pearson interval of 0 successes in ``count`` examples reaches
     (the same from 100% for ``count`` of ``count``)."""
@@ -316,7 +317,7 @@ def _arm_part(values: np.ndarray, rate: bool, confidence: float) -> tuple[np.nda
     """(seed part of an arm's variance, its df, its residual mean square); an arm of rates at 0 or 1
     on every seed and unit gets the variance of its Clopper-Pearson bound instead of none."""
     part, df, ms_resid = _seed_part(values)
-    if rate:
+    if rate and np.any(part == 0):
         seeds, count = values.shape[-2:]
         mean = values.mean(axis=(-2, -1))
         edge = _clopper_pearson_edge(count, confidence)
