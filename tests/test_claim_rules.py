@@ -91,3 +91,20 @@ def test_every_papers_claim_names_its_scale_and_the_published_t5_is_judged_besid
     assert isinstance(pi.test, claims.BaselineRatio)
     speed = next(c for c in claims.CLAIMS if isinstance(c.test, claims.SeedRatio))
     assert speed.paper == "1.98x slower" and speed.test.threshold < 1.98
+
+
+def test_a_claim_naming_an_unknown_scale_is_refused_by_name():
+    import copy
+
+    import pytest
+
+    from posenc.datafiles import read_json
+    from posenc.errors import PosencError
+
+    data = copy.deepcopy(read_json("posenc.results", claims.CLAIMS_FILE))
+    data["papers"][0]["scale"] = "alibi-wikitext"
+    with pytest.raises(PosencError, match=r"papers\[0\]\.scale.*alibi-wikitext103"):
+        claims.load_claims(data)
+    del data["scales"]
+    with pytest.raises(PosencError, match="scales"):
+        claims.load_claims(data)

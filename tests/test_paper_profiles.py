@@ -63,7 +63,8 @@ def _smoke_sized(name: str):
     train = dataclasses.replace(
         SMOKE.task_train, min_len=prof.task_train.min_len, max_len=prof.task_train.max_len, steps=4
     )
-    lm = dataclasses.replace(SMOKE.lm_train, max_len=16)
+    # L_train 32: t5@scaled sets max_distance to it, which T5's 32 buckets need above 16
+    lm = dataclasses.replace(SMOKE.lm_train, max_len=32)
     ev = dataclasses.replace(
         prof.eval, samples=4, lm_lengths=(8, 16, 32, 64), lm_bytes=128, lastk_windows=2, lastk_k=8
     )

@@ -34,7 +34,7 @@ def _interval(population):
     return lambda values: stats.interval(values, rate=rate)
 
 
-@pytest.mark.parametrize("seeds", [3, 5, 10])
+@pytest.mark.parametrize("seeds", [3, 5, pytest.param(10, marks=pytest.mark.slow)])
 def test_intervals_cover_their_stated_level(seeds):
     """Every asserted design: coverage of the 95% interval within [93%, 97.5%]."""
     got = {
@@ -47,6 +47,7 @@ def test_intervals_cover_their_stated_level(seeds):
     assert not outside, outside
 
 
+@pytest.mark.slow
 def test_designs_beyond_reach_keep_the_level_the_docs_state():
     """Seed outcomes near all-or-nothing or wide seed spreads at a floor: at least 87% (docs say
     88-93% for these; a percentile bootstrap over 3 seeds gets 70-84% on them)."""
