@@ -255,10 +255,10 @@ def compare_command(
     --kv-heads gives every model fewer key/value heads than query heads; labels get
     [kv:N] and the run ids change (a different model), other runs keep theirs.
 
-    Every cell is a mean over seeds with a 95% interval (bootstrap over seeds and
-    evaluation examples); training stops at in-distribution convergence (or the step
-    cap: such runs show as n.c. and are left out of rankings and claims); each
-    encoding's learning rate is chosen by in-distribution validation.
+    Every cell is a mean over seeds with a 95% t interval over seeds (the evaluation
+    examples' spread added); training stops at in-distribution convergence (or the step
+    cap: such runs show as n.c., a failure in the claims of papers that train for fixed
+    steps); each encoding's learning rate is chosen by in-distribution validation.
 
     Every name is checked, every key of a config file and of --set typed and range-checked,
     the device found and the precision checked against it before any run starts; a

@@ -3,9 +3,9 @@
 Every function takes a list of records (``ResultStore.records()``) and returns a
 matplotlib ``Figure``; :func:`save_all` writes PNGs. Only runs that converged
 in-distribution are drawn (the others are named in the title: "not converged");
-the line is the mean over seeds and the shaded band its 95% bootstrap interval
-(:mod:`posenc.results.stats`: over seeds and evaluation examples for the task curves,
-over seeds for the LM curves). A dotted vertical line marks the longest training length.
+the line is the mean over seeds and the shaded band its 95% interval
+(:mod:`posenc.results.stats`: over seeds with the evaluation examples' spread for the task
+curves, over seeds for the LM curves; none with a single converged seed). A dotted vertical line marks the longest training length.
 """
 
 from __future__ import annotations
@@ -84,9 +84,8 @@ def _band(per_seed: list) -> tuple[list[float], list[float], list[float]]:
             c = stats.per_seed([_num(v) for v in point])
         else:
             values = np.stack([np.asarray(v, dtype=float) for v in point])
-            statistic = lambda s, u, v=values: v[s[..., :, None], u[..., None, :]].mean(axis=(-1, -2))  # noqa: E731
-            lo, hi = stats.bootstrap_interval(statistic, values.shape)
-            c = stats.Cell(float(values.mean()), lo, hi, len(values), len(values), values.shape[1])
+            m, lo, hi = stats.interval(values, rate=True)  # task curves: rates per example
+            c = stats.Cell(m, lo, hi, len(values), len(values), values.shape[1])
         mean.append(c.mean)
         low.append(c.low)
         high.append(c.high)
