@@ -39,6 +39,7 @@ Tasks of ``posenc compare`` have a contract of their own (:mod:`posenc.testing.t
 """
 
 from posenc.testing.encodings import (
+    FAST_PROPERTIES,
     PROPERTIES,
     TOLERANCES,
     apply_hook,
@@ -50,6 +51,7 @@ from posenc.testing.report import CheckReport, PropertyResult
 from posenc.testing.tasks import TASK_PROPERTIES, assert_task, check_task
 
 __all__ = [
+    "FAST_PROPERTIES",
     "PROPERTIES",
     "TASK_PROPERTIES",
     "TOLERANCES",
