@@ -141,18 +141,21 @@ def test_numpy_reference_none_means_no_reference(broken):
 
 
 @pytest.mark.parametrize(
-    ("name", "prop"),
+    ("name", "prop", "reason"),
     [
-        ("DroppedPair", "shapes_and_dtypes"),
-        ("IgnoresLayout", "layout"),
-        ("NaNOutput", "offsets"),
-        ("QueryTerm", "relative_invariance"),
+        ("DroppedPair", "shapes_and_dtypes", "(3, 2, 5, 6), the input's is (3, 2, 5, 8)"),
+        ("IgnoresLayout", "layout", "rotate must honour layout"),
+        ("NaNOutput", "kv_cache", "NaN in both outputs"),
+        ("QueryTerm", "relative_invariance", "declares translation_invariant = True"),
     ],
 )
-def test_posenc_check_fails_each_broken_class_naming_the_property(broken, name, prop):
-    result = CliRunner().invoke(main, ["check", f"posenc_broken:{name}", "--property", prop])
-    assert result.exit_code == 1, result.output
-    assert prop in result.output and "FAIL" in result.output and "0 passed, 1 failed" in result.output
+def test_posenc_check_fails_each_broken_class_naming_the_property(broken, name, prop, reason):
+    code, data = check(f"posenc_broken:{name}", "--property", prop)
+    assert code == 1 and not data["passed"], data
+    (result,) = data["results"]
+    assert result["name"] == prop and result["status"] == "FAIL" and reason in result["detail"], result
+    table = CliRunner().invoke(main, ["check", f"posenc_broken:{name}", "--property", prop])
+    assert table.exit_code == 1 and prop in table.output and "0 passed, 1 failed" in table.output
 
 
 def test_a_class_that_exits_inside_a_property_is_a_failure_not_exit_0(broken):

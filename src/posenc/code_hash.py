@@ -175,7 +175,16 @@ class _Hasher:
             self.add_module(cls.__module__)
             return
         self.parts[f"{cls.__module__}:{cls.__qualname__}"] = source.segment(node)
+        self._add_inner_imports(source, node)
         self._add_names(source, _names_used(node))
+
+    def _add_inner_imports(self, source: _Source, node: ast.AST) -> None:
+        """The package's modules imported inside a definition (a method's ``import``)."""
+        for inner in ast.walk(node):
+            if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                for module in _imported_modules(inner, source):
+                    if _top(module) in self.own and self.hashed(module):
+                        self.add_module(module)
 
     @staticmethod
     def _class_node(source: _Source, qualname: str) -> ast.stmt | None:
@@ -211,6 +220,7 @@ class _Hasher:
                 if label in self.parts:
                     continue
                 self.parts[label] = source.segment(node)
+                self._add_inner_imports(source, node)
                 for used in _names_used(node) - seen:
                     seen.add(used)
                     queue.append(used)

@@ -184,7 +184,7 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     "--allow-changed",
     is_flag=True,
     help="resume records made with an encoding or task class that has changed since (another version, "
-    "an edited source file) next to new runs, instead of refusing",
+    "an edit of the class or of a module of its package it imports) next to new runs, instead of refusing",
 )
 @click.option(
     "--no-check",
