@@ -73,6 +73,7 @@ def test_every_kind_has_its_output_shapes_checked_against_its_input():
 # -- NaN: a reason in every property that compares, never an internal error or a false PASS -------
 
 
+@pytest.mark.slow
 def test_nan_outputs_fail_every_comparison_with_a_nan_reason(broken):
     report = posenc.testing.check_encoding(broken.NaNOutput)
     compared = {

@@ -331,6 +331,7 @@ for args in {commands!r}:
 """
 
 
+@pytest.mark.slow
 def test_a_broken_entry_point_breaks_no_command_that_does_not_ask_for_it(tmp_path):
     """In a fresh process (the command line's start is what broke): every command but the ones
     asking for the broken entry points works; those say which entry point, in one line."""
@@ -475,6 +476,7 @@ def _tiny_llama():
     return transformers.LlamaForCausalLM(config).eval()
 
 
+@pytest.mark.peers
 def test_hf_apply_says_what_a_custom_rotary_must_add(outoftree):
     model = _tiny_llama()
     enc = posenc.build("posenc_broken:PlainTurn", head_dim=8)
@@ -483,6 +485,7 @@ def test_hf_apply_says_what_a_custom_rotary_must_add(outoftree):
     assert "docs/your-encoding.md" in str(info.value)
 
 
+@pytest.mark.peers
 def test_the_docs_rotary_example_runs_inside_a_transformers_model():
     model = _tiny_llama()
     text = (Path(__file__).parents[1] / "docs" / "your-encoding.md").read_text()
