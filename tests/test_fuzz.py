@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from tests.faults import FAULTS, fault_path
 
 import posenc
+import posenc.testing
 from posenc import rope_scaling
 from posenc.cli import main as cli_main
 
@@ -1148,3 +1149,108 @@ def _refuse_rename(src, dst):
     import os
 
     raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(src), None, str(dst))
+
+
+# ---------------------------------------------------------------------------
+# 6. Plug-ins (tests/outoftree, installed nowhere): random configs, random selections of the
+#    contract on broken classes, random values at the command line.
+# ---------------------------------------------------------------------------
+
+OUT_OF_TREE = Path(__file__).parent / "outoftree"
+PLUGINS = ["posenc_demo:LogDecayBias", "posenc_plain:DistanceBias"]
+# each broken class and the property that must catch it (tests/outoftree/posenc_broken)
+BROKEN = {
+    "posenc_broken:DroppedPair": "shapes_and_dtypes",
+    "posenc_broken:IgnoresLayout": "layout",
+    "posenc_broken:NaNOutput": "offsets",
+    "posenc_broken:QueryTerm": "relative_invariance",
+    "posenc_broken:PerHeadTurn": "grouped_kv",
+    "posenc_broken:ClaimsScaling": "capabilities",
+    "posenc_broken:LengthTurn": "kv_cache",
+}
+FAST = [name for name in posenc.testing.FAST_PROPERTIES if name != "gradients"]  # gradcheck: slow
+
+
+@pytest.fixture(scope="module")
+def outoftree():
+    sys.path.insert(0, str(OUT_OF_TREE))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(OUT_OF_TREE))
+
+
+@pytest.mark.parametrize("spec", PLUGINS)
+@given(data=st.data())
+@settings(max_examples=40)
+def test_plugin_build_random_configs(outoftree, spec, data):
+    """A plug-in's Config errors are posenc's (one line at the command line), whatever its
+    validate raises: PosencError / PosencTypeError naming the field. (What a value the plug-in
+    accepts does to its own hook is the plug-in's contract: ``posenc check``.)"""
+    cls = posenc.get_encoding_class(spec)
+    config, mutated = data.draw(mutated_configs(cls))
+    try:
+        cls.Config.from_dict(config, owner=spec)
+    except Exception as exc:  # noqa: BLE001 - the contract is about which exceptions
+        assert isinstance(exc, posenc.PosencError), f"{type(exc).__name__}: {exc}"
+        _assert_names(exc, list(mutated) or ["config"])
+
+
+@given(
+    spec=st.sampled_from(sorted(BROKEN)),
+    chosen=st.lists(st.sampled_from(FAST), min_size=1, max_size=4, unique=True),
+    dims=st.sampled_from([(16, 2), (16, 4), (8, 1), (24, 3), (32, 2)]),
+)
+@settings(max_examples=30)
+def test_the_contract_on_broken_plugins_random_selections(outoftree, spec, chosen, dims):
+    """Any selection of properties, any small model: a report (never an exception from inside),
+    every failure with a reason, NaN named wherever it was compared, and the property that
+    catches each broken class failing whenever it is run and applies."""
+    d_model, num_heads = dims
+    try:
+        report = posenc.testing.check_encoding(spec, properties=chosen, d_model=d_model, num_heads=num_heads)
+    except posenc.PosencError as exc:  # a model the class cannot be built for: said, naming why
+        _assert_names(exc, ["head_dim", "num_heads", "d_model"])
+        return
+    assert [r.name for r in report.results] == chosen
+    for result in report.failures:
+        assert result.detail and "Expected reduction dim" not in result.detail, result.line()
+        if spec.endswith("NaNOutput"):
+            assert "NaN" in result.detail, result.line()
+    catcher = BROKEN[spec]
+    if catcher in chosen and report[catcher].passed is not None:
+        assert report[catcher].passed is False, str(report)
+
+
+@given(
+    value=st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e400", '"x"', "[]", "{}", "null", "true", "2"])
+)
+@settings(max_examples=24)
+def test_cli_check_of_a_plugin_with_random_config_values(outoftree, value):
+    """``posenc check`` of a plug-in whose validate raises plain ValueError / TypeError: exit 0
+    (a value it takes), or one line and exit 2; never a traceback or exit 1."""
+    result = CliRunner().invoke(
+        cli_main,
+        ["check", "posenc_plain:DistanceBias", "--property", "declares", "--config", f"scale={value}"],
+    )
+    assert "Traceback" not in result.output and result.exit_code in (0, 2), (value, result.output)
+    if result.exit_code == 2:
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("posenc: error:") and "scale" in lines[0], (
+            result.stderr
+        )
+
+
+@given(
+    spec=st.sampled_from(["posenc_plain:Echo", "posenc_broken:MarkerTask"]),
+    lengths=st.lists(st.integers(min_value=-2, max_value=40), min_size=0, max_size=5),
+)
+@settings(max_examples=20)
+def test_the_task_contract_on_plugins_random_lengths(outoftree, spec, lengths):
+    try:
+        report = posenc.testing.check_task(spec, lengths=lengths)
+    except posenc.PosencError as exc:
+        _assert_names(exc, ["lengths"])
+        return
+    assert report.passed is spec.endswith("Echo"), str(report)
+    assert all(r.detail for r in report.results)

@@ -6,6 +6,7 @@ write records through :mod:`posenc.records`. Pieces, each usable alone:
 
 - :mod:`~posenc.compare.profile`: the profiles (budget tiers), TOML files loaded into a typed :class:`Profile`
 - :mod:`~posenc.compare.grid`: a profile expanded into independent :class:`~posenc.records.spec.RunSpec` s
+- :mod:`~posenc.compare.contract`: outside encodings and tasks checked against posenc's contract first
 - :mod:`~posenc.compare.device`: where runs compute (``--device``) and in what precision (``--precision``)
 - :mod:`~posenc.compare.trainer`: training (schedule, optimiser, held-out checks, convergence, fine-tuning)
 - :mod:`~posenc.compare.evaluation`: a trained model scored at every evaluation length
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from posenc.compare import tuning
+from posenc.compare.contract import check_plugins
 from posenc.compare.device import check_precision, describe, resolve_device
 from posenc.compare.executor import LocalExecutor, make_executor
 from posenc.compare.grid import build_grid, check_installation
@@ -37,6 +39,7 @@ from posenc.compare.profile import PROFILES, Profile, dump_profile, get_profile
 from posenc.compare.runner import GridOutcome, check_code, run_grid
 from posenc.errors import PosencError
 from posenc.records.files import atomic_write_text
+from posenc.records.provenance import encodings_of
 from posenc.records.spec import BENCHMARK_VERSION, EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.records.store import ResultStore, versions
 
@@ -164,6 +167,7 @@ def compare(
     retune: bool = False,
     command: str = "",
     allow_changed: bool = False,
+    check: bool = True,
 ) -> CompareResult:
     """Run (or resume) a profile's grid into ``out`` (one record per run, ``run.json``), then
     write this invocation's own grid as the directory's current one (``grid.json``) through
@@ -175,18 +179,24 @@ def compare(
     tuned now; ``retune`` ignores the shipped ones).
 
     Before any run: the device is resolved (``prof.device``; an absent one raises), the
-    precision checked against it, and records already in ``out`` whose encoding or task class
-    has changed since they were written (:mod:`posenc.records.provenance`) refused unless
-    ``allow_changed``. The effective config is written to ``out/config.toml``.
+    precision checked against it, every encoding and task from outside posenc checked against
+    the contract's fast properties unless ``check`` is False (:mod:`posenc.compare.contract`:
+    a failure raises, after the report goes to ``log``), and records already in ``out`` whose
+    encoding or task class has changed since they were written (:mod:`posenc.records.provenance`)
+    refused unless ``allow_changed``. The effective config is written to ``out/config.toml``.
     """
     start = time.perf_counter()
     prof = get_profile(profile) if isinstance(profile, str) else profile
     device = resolve_device(prof.device, "device")
     check_precision(prof.precision, device, "precision")
-    check_installation()
     workers = prof.workers if workers is None else workers
     threads = default_threads(workers) if threads is None else threads
     grid = build_grid(prof, encodings=encodings, tasks=tasks, seeds=seeds, threads=threads, device=device)
+    check_installation(
+        [name for spec in grid.specs for name in encodings_of(spec)], [s.task for s in grid.specs], log=log
+    )
+    if check:  # outside encodings and tasks pass the contract's fast properties before any training
+        check_plugins(grid.specs, log=log)
     out = Path(out)
     store = ResultStore(out)
     pool = min(workers, max(1, len(grid.specs)))
@@ -194,7 +204,8 @@ def compare(
         raise PosencError(f"{grid.local_only[0]} (or run with --workers 1, in this process)")
     runner = make_executor(executor, workers=pool)
     store.check_writable()  # before any run: a directory that cannot take records fails now
-    check_code(grid.specs, store, allow_changed=allow_changed, log=log)
+    said: set[str] = set()  # each change of code said once (--allow-changed), whichever check finds it
+    check_code(grid.specs, store, allow_changed=allow_changed, log=log, said=said)
     write_config(out, prof, command)
     specs = grid.specs
     tuned = None
@@ -202,11 +213,11 @@ def compare(
         share = dict(prof.tune_share)
         choices, tuned = tuning.choose(
             specs, prof.lr_grid, tuning.tuning_store(out), runner, share=share, use_shipped=not retune,
-            show_progress=show_progress, log=log, allow_changed=allow_changed,
+            show_progress=show_progress, log=log, allow_changed=allow_changed, said=said,
         )  # fmt: skip
         specs = tuning.apply(specs, choices, prof.lr_grid, share)
     outcome = run_grid(
-        specs, store, runner, show_progress=show_progress, log=log, allow_changed=allow_changed
+        specs, store, runner, show_progress=show_progress, log=log, allow_changed=allow_changed, said=said
     )
     if tuned is not None:
         outcome.failed[:0] = [(f"tuning {run}", error) for run, error in tuned.failed]

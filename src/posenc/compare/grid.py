@@ -16,6 +16,7 @@ overrides (``[encoding_config.NAME]``) apply on top of those lengths.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,12 +103,19 @@ def has_length_parameters(name: str) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def check_installation() -> None:
-    """Refuse, before any run, an entry point that takes the name of a built-in encoding or task
-    (which one a process would run is then a matter of lookup order)."""
-    problems = ENCODING_GROUP.clashes() + task_registry.GROUP.clashes()
-    if problems:
-        raise PosencError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+def check_installation(
+    encodings: Iterable[str] = (), tasks: Iterable[str] = (), *, log: Callable[[str], None] | None = None
+) -> None:
+    """Refuse, before any run, a grid that names a built-in encoding or task whose name an installed
+    entry point also takes (the built-in is what runs; the user may have meant theirs). Such an
+    entry point is left out alone: a grid without its name runs, with a note through ``log``."""
+    asked = {("encoding", n) for n in encodings} | {("task", n) for n in tasks}
+    for noun, group in (("encoding", ENCODING_GROUP), ("task", task_registry.GROUP)):
+        for name, message in group.clashes_by_name().items():
+            if (noun, name) in asked:
+                raise PosencError(message)
+            if log is not None:
+                log(f"note: {message}")
 
 
 def resolve_encodings(profile: Profile, requested: tuple[str, ...] | None = None) -> list[str]:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -542,8 +543,31 @@ def dump_profile(profile: Profile, header: str = "") -> str:
 # The shipped profiles.
 # ---------------------------------------------------------------------------
 
-#: Every shipped profile, by name (read from ``posenc/compare/profiles/*.toml`` at import).
-PROFILES: dict[str, Profile] = {name: load_profile(name) for name in shipped_names()}
+
+class ShippedProfiles(Mapping[str, Profile]):
+    """Every shipped profile by name, each read from ``posenc/compare/profiles/NAME.toml`` when it
+    is first asked for (its names need no reading): starting the command line reads none, so a
+    task plug-in that cannot be imported breaks only the profiles that name it."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, Profile] = {}
+
+    def __getitem__(self, name: str) -> Profile:
+        if name not in self._loaded:
+            if name not in shipped_names():
+                raise KeyError(name)
+            self._loaded[name] = load_profile(name)
+        return self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(shipped_names())
+
+    def __len__(self) -> int:
+        return len(shipped_names())
+
+
+#: Every shipped profile, by name (read from ``posenc/compare/profiles/*.toml`` when first used).
+PROFILES: Mapping[str, Profile] = ShippedProfiles()
 
 
 def get_profile(name: str) -> Profile:

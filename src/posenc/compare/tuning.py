@@ -156,12 +156,14 @@ def choose(
     show_progress: bool = True,
     log: Callable[[str], None] = print,
     allow_changed: bool = False,
+    said: set[str] | None = None,
 ) -> tuple[dict[str, Choice], GridOutcome | None]:
     """A choice per tuning key of ``specs``: shipped, cached under ``out``, or tuned now.
 
     Candidates still to run are run on ``executor`` (each written to ``out`` as it
     finishes, resumable like any grid). Cached candidates of a class that has changed since
-    are refused unless ``allow_changed`` (:func:`posenc.compare.runner.check_code`).
+    are refused unless ``allow_changed`` (:func:`posenc.compare.runner.check_code`; ``said``: the
+    changes said already).
     """
     share = share or {}
     keys: dict[str, RunSpec] = {}
@@ -180,7 +182,8 @@ def choose(
             )
         else:
             todo += candidates(spec, grid, share)
-    check_code(todo, out, allow_changed=allow_changed, log=log)
+    said = set() if said is None else said
+    check_code(todo, out, allow_changed=allow_changed, log=log, said=said)
     todo = [c for c in todo if out.load(c)[0] is None]
     outcome = None
     if todo:
@@ -189,7 +192,7 @@ def choose(
         )
         outcome = run_grid(
             todo, out, executor, show_progress=show_progress, log=log, work_fn=tune_execute,
-            title="posenc compare: tuning", allow_changed=allow_changed,
+            title="posenc compare: tuning", allow_changed=allow_changed, said=said,
         )  # fmt: skip
     for key, spec in keys.items():
         if key in choices:

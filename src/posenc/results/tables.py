@@ -363,7 +363,7 @@ def render_table(
     ratios), mean [interval]; ``task``: that task's columns only."""
     table = Table(title=title, caption=caption(summary) if caption_text else None)
     table.add_column("encoding", no_wrap=True)
-    cols = [c for c in table_columns(summary) if task is None or c[1].split(":")[0] == task]
+    cols = [c for c in table_columns(summary) if task is None or c[1].rsplit(":", 1)[0] == task]
     for header, _, _ in cols:  # a task's own table: its name is in the title, not every header
         shown = header if task is None or task == "lm" else header.removeprefix(f"{task} ")
         table.add_column(shown, justify="right", no_wrap=True)
