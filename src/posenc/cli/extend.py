@@ -54,7 +54,9 @@ class _LazyHelp(click.Option):
 
 @click.command("extend")
 @click.option("--protocol", default="smollm2", show_default=True, cls=_LazyHelp, help_from=_protocols_help)
-@click.option("--config", default=None, type=click.Path(dir_okay=False), help="a protocol file of your own (TOML)")
+@click.option(
+    "--config", default=None, type=click.Path(dir_okay=False), help="a protocol file of your own (TOML)"
+)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="change one key of the protocol (repeatable): documents=4, passkey.trials=2")  # fmt: skip
 @click.option("--model", default=None,
@@ -69,7 +71,9 @@ class _LazyHelp(click.Option):
 @click.option("--documents", default=None, type=int, help="documents perplexity averages over")
 @click.option("--passkey-lengths", default=None, help="passkey prompt lengths (empty: no passkey test)")
 @click.option("--passkey-depths", default=None, help="key depths in the filler, 0 .. 1, e.g. 0.1,0.5,0.9")
-@click.option("--context", default=None, type=int, help="the trained context (default: max_position_embeddings)")
+@click.option(
+    "--context", default=None, type=int, help="the trained context (default: max_position_embeddings)"
+)
 @click.option("--chunk", default=None, type=int, help="tokens per forward call (chunked prefill)")
 @click.option("--out", default="posenc-extend", show_default=True, type=click.Path(file_okay=False))
 @click.option("--executor", default="local", show_default=True, type=click.Choice(["local", "ray"]),
@@ -84,11 +88,13 @@ class _LazyHelp(click.Option):
               help="let a checkpoint run code of its own (its config's auto_map); off: weights and config only")  # fmt: skip
 @click.option("--no-figures", is_flag=True, help="skip the figures")
 @click.option("--print-config", is_flag=True, help="print the effective protocol (TOML) and exit")
+@click.option("--plan", "plan_only", is_flag=True,
+              help="check everything, print the cells and their cost (GFLOP) and exit without running")  # fmt: skip
 @click.option("--list-protocols", is_flag=True, help="print the shipped protocols and exit")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def extend_command(protocol, config, settings, model, text, scalings, factors, lengths, documents,
                    passkey_lengths, passkey_depths, context, chunk, out, executor, address, workers, threads,
-                   device, precision, trust_remote_code, no_figures, print_config, list_protocols, fmt):  # fmt: skip
+                   device, precision, trust_remote_code, no_figures, print_config, plan_only, list_protocols, fmt):  # fmt: skip
     """Measure how far a pretrained checkpoint reads under each RoPE scaling, without training.
 
     For every scaling x factor (plain RoPE, position interpolation, NTK-aware, dynamic NTK, YaRN,
@@ -142,7 +148,9 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
     }  # fmt: skip
     prot = protocols.replace(prot, **{k: v for k, v in changes.items() if v is not None})
     if print_config:
-        click.echo(protocols.dump(prot, header=f"posenc extend: the effective protocol {prot.name}"), nl=False)
+        click.echo(
+            protocols.dump(prot, header=f"posenc extend: the effective protocol {prot.name}"), nl=False
+        )
         return
     if threads is not None:
         check_int("--threads", threads, minimum=1, maximum=max_threads())
@@ -156,8 +164,11 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
     result = ext.run(
         prot, out=out, executor=executor, address=address or os.environ.get("RAY_ADDRESS"), threads=threads,
         trust_remote_code=trust_remote_code, show_progress=fmt == "table",
-        log=lambda msg: click.echo(msg, err=True), command=command, figures=not no_figures,
+        log=lambda msg: click.echo(msg, err=True), command=command, figures=not no_figures, plan_only=plan_only,
     )  # fmt: skip
+    if plan_only:
+        click.echo(f"{len(result.summary) or 'the'} plan: {result.flops / 1e12:.2f} TFLOP; nothing was run")
+        return
     if fmt == "json":
         click.echo(json.dumps({"summary": result.summary, "files": result.files, "done": result.done,
                                "resumed": result.resumed, "failed": result.failed}, indent=1))  # fmt: skip

@@ -100,7 +100,7 @@ def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoin
 
     raw = checkpoint.config
     model_type = raw.get("model_type")
-    text_raw = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    text_raw: dict[str, Any] = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
     if model_type not in FAMILIES and not any(key in text_raw for key in ROPE_KEYS):
         raise PosencError(
             f"--model {checkpoint.path!r}: model_type {model_type!r} has no rotary position embedding (RoPE) "
@@ -113,13 +113,17 @@ def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoin
             checkpoint.path, trust_remote_code=checkpoint.trust_remote_code
         )
     except (OSError, ValueError, KeyError) as exc:
-        raise PosencError(f"--model {checkpoint.path!r}: transformers cannot read its config ({exc})") from None
+        raise PosencError(
+            f"--model {checkpoint.path!r}: transformers cannot read its config ({exc})"
+        ) from None
     finally:
         transformers.logging.set_verbosity(verbosity)
     architectures = raw.get("architectures") or [f"model_type {model_type}"]
     _, family = family_of(config, str(architectures[0]), transformers.__version__)
     if family.rescaling:
-        raise PosencError(f"--scalings: posenc.hf refuses new scalings in {family.label} models: {family.rescaling}")
+        raise PosencError(
+            f"--scalings: posenc.hf refuses new scalings in {family.label} models: {family.rescaling}"
+        )
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
     cfg = config_dict(text_config)
     if family.encoding != "rope":
@@ -148,9 +152,13 @@ def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoin
                 raise PosencError(f"--scalings {entry.key} at {length} tokens: {exc}") from None
             sc.check_equivalent(entry, length, context, dim=dim, base=float(rope["base"]), longrope=longrope)
     with torch.device("meta"):
-        meta = transformers.AutoModelForCausalLM.from_config(config, trust_remote_code=checkpoint.trust_remote_code)
+        meta = transformers.AutoModelForCausalLM.from_config(
+            config, trust_remote_code=checkpoint.trust_remote_code
+        )
     shape = plans.Shape.of(text_config, sum(p.numel() for p in meta.parameters()))
-    return Preflight(checkpoint, text_config, family.label, context, dim, float(rope["base"]), longrope, shape)
+    return Preflight(
+        checkpoint, text_config, family.label, context, dim, float(rope["base"]), longrope, shape
+    )
 
 
 def _tokenizers(checkpoint: checkpoints.Checkpoint) -> tuple[Any, Callable[[str], list[int]], list[int]]:
@@ -187,10 +195,11 @@ def run(
     log: Callable[[str], None] = print,
     command: str = "",
     figures: bool = True,
+    plan_only: bool = False,
 ) -> ExtendResult:
-    """Run (or resume) ``protocol``'s grid into ``out``; returns the summary and what was written."""
+    """Run (or resume) ``protocol``'s grid into ``out``; returns the summary and what was written
+    (``plan_only``: check everything and log the cells and their cost, run nothing)."""
     from posenc.compare.device import check_precision, describe, resolve_device
-    from posenc.compare.executor import make_executor
     from posenc.extend.store import Store
 
     start = time.perf_counter()
@@ -203,6 +212,10 @@ def run(
         raise PosencError(f"the {protocol.name} protocol needs {protocol.needs}")
     checkpoint = checkpoints.resolve(protocol.model, trust_remote_code=trust_remote_code, log=log)
     facts = preflight(protocol, entries, checkpoint)
+    workers = protocol.workers
+    margin = 512 if protocol.passkey.lengths else 0  # the question and the answer past a prompt
+    plans.check_memory(facts.shape, length=protocol.longest + margin, chunk=protocol.chunk,
+                       precision=protocol.precision, device=device, workers=workers)  # fmt: skip
     tokenizer, tokenize, prefix = _tokenizers(checkpoint)
     documents = texts.documents(
         protocol.text, tokenize, count=protocol.documents, length=max(protocol.lengths), prefix=prefix
@@ -223,14 +236,10 @@ def run(
         for key, cells in groups.items()
         for trial in range(protocol.passkey.trials)
     }
-    longest = max(protocol.longest, *(f.length + pk.DIGITS + 3 for _, forks in trunks.values() for f in forks))
-    workers = protocol.workers
-    plans.check_memory(facts.shape, length=longest, chunk=protocol.chunk, precision=protocol.precision,
-                       device=device, workers=workers)  # fmt: skip
     threads = default_threads(workers) if threads is None else threads
     plan = plans.build(
         entries=entries, lengths=protocol.lengths, context=facts.context, documents=documents.documents,
-        passkey=trunks, passkey_cells={}, longrope=facts.longrope, shape=facts.shape, model=checkpoint.path,
+        passkey=trunks, longrope=facts.longrope, shape=facts.shape, model=checkpoint.path,
         fingerprint=checkpoint.fingerprint, trust_remote_code=checkpoint.trust_remote_code,
         precision=protocol.precision, chunk=protocol.chunk, device=device, threads=threads,
     )  # fmt: skip
@@ -244,6 +253,11 @@ def run(
         f"{checkpoint.label}: {facts.family}, trained context {facts.context}, {facts.shape.parameters / 1e6:.0f}M "
         f"parameters; {len(entries)} scalings, {len(plan.cells)} cells, {_flops(plan.flops())}"
     )
+    if plan_only:
+        for cell in plan.cells:
+            log(f"  {cell.label}: {cell.units} GFLOP")
+        return ExtendResult(protocol, store.root, checkpoint.label, {}, {}, 0, 0, [], time.perf_counter() - start,
+                            plan.flops())  # fmt: skip
     results, resumed, todo = {}, 0, []
     for cell in plan.cells:
         record, reason = store.load(cell.run_id)
@@ -269,7 +283,9 @@ def run(
     summary["caption"] = summaries.caption(summary)
     files = {"summary": str(store.root / "summary.json"), "table": str(store.root / "summary.md")}
     atomic_write_text(store.root / "summary.json", json.dumps(summary, indent=1))
-    atomic_write_text(store.root / "summary.md", summaries.markdown(summary) + "\n" + summary["caption"] + "\n")
+    atomic_write_text(
+        store.root / "summary.md", summaries.markdown(summary) + "\n" + summary["caption"] + "\n"
+    )
     if figures:
         files.update(summaries.figures(summary, store.root / "figures"))
     wall = time.perf_counter() - start
@@ -290,7 +306,14 @@ def run(
 
 def _run_cells(todo, store, about, results, *, executor, address, workers, show_progress, log):
     """Run the cells left, writing each record the moment it lands; ``[(label, error)]`` of failures."""
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from posenc.compare.executor import make_executor
     from posenc.extend.work import execute

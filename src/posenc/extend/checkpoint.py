@@ -20,6 +20,7 @@ only with ``--trust-remote-code``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -28,7 +29,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,23 @@ class Checkpoint:
     fingerprint: str  # changes when the weights or config do (part of every record's id)
     config: dict[str, Any]
     trust_remote_code: bool = False
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """transformers without its progress bars and notes (loading, converting), restored after."""
+    import transformers
+
+    verbosity = transformers.logging.get_verbosity()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
 
 
 def cache_root() -> Path:
@@ -113,15 +131,11 @@ def convert_gguf(gguf: Path, log: Callable[[str], None] = print) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}~", dir=target.parent))
     try:
-        verbosity = transformers.logging.get_verbosity()
-        transformers.logging.set_verbosity_error()  # its per-tensor progress bar and notes
-        try:
+        with quiet():
             tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             model = transformers.AutoModelForCausalLM.from_pretrained(
                 gguf.parent, gguf_file=gguf.name, dtype=torch.float32
             )
-        finally:
-            transformers.logging.set_verbosity(verbosity)
         config = model.config.to_dict()
         config.pop("quantization_config", None)  # the weights are dequantized now
         (work / "config.json").write_text(json.dumps(config, indent=1))
@@ -167,7 +181,11 @@ def _check_directory(path: Path, option: str) -> dict[str, Any]:
 
 
 def resolve(
-    model: str, *, trust_remote_code: bool = False, option: str = "--model", log: Callable[[str], None] = print
+    model: str,
+    *,
+    trust_remote_code: bool = False,
+    option: str = "--model",
+    log: Callable[[str], None] = print,
 ) -> Checkpoint:
     """The checkpoint ``model`` names ("" = the default SmolLM2), converted and checked."""
     if not model:
@@ -206,7 +224,9 @@ def _hub(model: str, trust_remote_code: bool, option: str) -> Checkpoint:
         config = transformers.AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise PosencError(f"{option} {model!r}: not here, and the hub did not give its config ({first})") from None
+        raise PosencError(
+            f"{option} {model!r}: not here, and the hub did not give its config ({first})"
+        ) from None
     data = config.to_dict()
     revision = getattr(config, "_commit_hash", None) or "unknown"
     fingerprint = hashlib.sha256(f"{model}@{revision}".encode()).hexdigest()[:16]
@@ -234,14 +254,10 @@ def load(checkpoint: Checkpoint, *, device: str, precision: str) -> tuple[Any, A
     import transformers
 
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()  # loading progress bars, generation-config notes
-    try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(
+    with quiet():
+        model: Any = transformers.AutoModelForCausalLM.from_pretrained(
             checkpoint.path, dtype=dtype, weights_only=True, trust_remote_code=checkpoint.trust_remote_code
         )
-    finally:
-        transformers.logging.set_verbosity(verbosity)
     tokenizer = load_tokenizer(checkpoint)
     return model.to(device).eval(), tokenizer
 

@@ -79,7 +79,9 @@ def trunk(
         rest = body - position
         filler = [block[(position + i) % len(block)] for i in range(rest)]
         forks.append(
-            Fork(len(head) + position, tuple(key_ids + filler + question), key, length, depth, position / body)
+            Fork(
+                len(head) + position, tuple(key_ids + filler + question), key, length, depth, position / body
+            )
         )
     deepest = max(fork.position for fork in forks) - len(head)
     tokens = head + [block[i % len(block)] for i in range(deepest)]

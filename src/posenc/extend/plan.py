@@ -146,7 +146,6 @@ def build(
     context: int,
     documents: tuple[tuple[int, ...], ...],
     passkey: dict[tuple[str, int], tuple[tuple[int, ...], tuple[Fork, ...]]],
-    passkey_cells: dict[str, list[tuple[int, float, int]]],
     longrope: dict[str, Any] | None,
     shape: Shape,
     model: str,
@@ -158,7 +157,7 @@ def build(
     threads: int,
 ) -> Plan:
     """The plan of a grid. ``passkey[(tables key, trial)]`` is the trunk and forks of the passkey
-    prompts at those tables (``passkey_cells[tables key]``: their (length, depth, trial))."""
+    prompts of one trial at those tables."""
     need: dict[str, int] = {}
     text_tables: dict[tuple[str, int], str] = {}
     labels: dict[str, list[str]] = {}
@@ -186,11 +185,15 @@ def build(
     for (key, trial), (tokens, forks) in passkey.items():
         run_id = _run_id(EXTEND_VERSION, "passkey", key, tokens, [dataclasses.astuple(f) for f in forks],
                          fingerprint, precision)  # fmt: skip
-        names = [e.label for e in entries if any(tables_key(e.at(f.length, context, longrope)) == key for f in forks)]
+        names = [
+            e.label
+            for e in entries
+            if any(tables_key(e.at(f.length, context, longrope)) == key for f in forks)
+        ]
         label = f"{' = '.join(dict.fromkeys(names))}: passkey trial {trial + 1}, {len(forks)} prompts"
-        units = shape.flops(0, len(tokens)) + sum(shape.flops(f.position, f.length) for f in forks)
+        flops = shape.flops(0, len(tokens)) + sum(shape.flops(f.position, f.length) for f in forks)
         cells.append(Cell(run_id, "passkey", key, trial, tokens, forks, label=label,
-                          units=max(1, round(units / 1e9)), **common))  # type: ignore[arg-type]  # fmt: skip
+                          units=max(1, round(flops / 1e9)), **common))  # type: ignore[arg-type]  # fmt: skip
         for index, fork in enumerate(forks):
             passkey_forks[(key, fork.length, fork.depth, trial)] = (run_id, index)
     return Plan(cells, text_tables, text_cells, passkey_forks)
@@ -218,7 +221,9 @@ def available_memory(device: str) -> float | None:
     return None
 
 
-def check_memory(shape: Shape, *, length: int, chunk: int, precision: str, device: str, workers: int) -> dict[str, float]:
+def check_memory(
+    shape: Shape, *, length: int, chunk: int, precision: str, device: str, workers: int
+) -> dict[str, float]:
     """Refuse, before anything runs, a longest length whose pass the memory cannot hold."""
     parts = shape.bytes_needed(length, chunk, 2 if precision == "bf16" else 4)
     need = 1.2 * sum(parts.values()) * workers  # 20% for the allocator and what the estimate leaves out

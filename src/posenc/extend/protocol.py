@@ -143,7 +143,12 @@ def check(protocol: Protocol, label: str = "protocol") -> Protocol:
             raise PosencError(f"{label}: passkey.depths must be in [0, 1], got {depth}")
     if protocol.passkey.lengths and not protocol.passkey.depths:
         raise PosencError(f"{label}: passkey.depths must name at least one depth")
-    limits = {"documents": (1, 10_000), "chunk": (16, MAX_LENGTH), "workers": (1, 256), "context": (0, MAX_LENGTH)}
+    limits = {
+        "documents": (1, 10_000),
+        "chunk": (16, MAX_LENGTH),
+        "workers": (1, 256),
+        "context": (0, MAX_LENGTH),
+    }
     limits["passkey.trials"] = (1, 1000)
     limits["seed"] = (0, 2**32 - 1)
     for key, (low, high) in limits.items():
@@ -151,7 +156,9 @@ def check(protocol: Protocol, label: str = "protocol") -> Protocol:
         if not low <= value <= high:
             raise PosencError(f"{label}: {key} must be in [{low}, {high}], got {value}")
     if protocol.precision not in PRECISIONS:
-        raise PosencError(f"{label}: precision must be one of {', '.join(PRECISIONS)}, got {protocol.precision!r}")
+        raise PosencError(
+            f"{label}: precision must be one of {', '.join(PRECISIONS)}, got {protocol.precision!r}"
+        )
     check_device_text(protocol.device, f"{label}: device")
     return protocol
 

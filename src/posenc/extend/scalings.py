@@ -149,7 +149,7 @@ def parse(text: str, factors: tuple[float, ...], option: str = "scalings") -> li
         return [Entry(name)]
     if sep:
         try:
-            chosen = (float(value),)
+            chosen: tuple[float, ...] = (float(value),)
         except ValueError:
             raise PosencError(f"{option}: the factor of {text!r} must be a number, e.g. {name}:4") from None
     else:
@@ -157,7 +157,9 @@ def parse(text: str, factors: tuple[float, ...], option: str = "scalings") -> li
     out = []
     for factor in chosen:
         if not (math.isfinite(factor) and 1.0 <= factor <= MAX_FACTOR):
-            raise PosencError(f"{option}: the factor of {name} must be in [1, {MAX_FACTOR:g}], got {factor!r}")
+            raise PosencError(
+                f"{option}: the factor of {name} must be in [1, {MAX_FACTOR:g}], got {factor!r}"
+            )
         out.append(Entry(name, float(factor)))
     return out
 
@@ -184,7 +186,9 @@ def longrope_of(config: dict[str, Any]) -> dict[str, Any] | None:
     rope = config.get("rope_scaling") or config.get("rope_parameters") or {}
     if not isinstance(rope, dict) or rope.get("rope_type", rope.get("type")) != "longrope":
         return None
-    keep = {k: rope[k] for k in ("short_factor", "long_factor", "attention_factor") if rope.get(k) is not None}
+    keep = {
+        k: rope[k] for k in ("short_factor", "long_factor", "attention_factor") if rope.get(k) is not None
+    }
     context = config.get(ORIGINAL) or rope.get(ORIGINAL) or config.get("max_position_embeddings")
     maximum = config.get("max_position_embeddings")
     keep["factor"] = float(rope.get("factor") or (maximum / context if maximum and context else 1.0))

@@ -62,7 +62,7 @@ def summarize(
 
     perplexity: dict[str, dict[str, Any]] = {}
     for entry in entries:
-        row = {}
+        row: dict[str, Any] = {}
         for length in lengths:
             means = doc_means(entry, length)
             if means is not None:
@@ -91,7 +91,9 @@ def summarize(
                     where = plan.passkey_forks.get((key, length, depth, trial))
                     result = results.get(where[0]) if where else None
                     if result is not None and where is not None:
-                        by_depth.setdefault(repr(depth), []).append(bool(result["answers"][where[1]]["correct"]))
+                        by_depth.setdefault(repr(depth), []).append(
+                            bool(result["answers"][where[1]]["correct"])
+                        )
             answered = [x for xs in by_depth.values() for x in xs]
             if answered:
                 row[str(length)] = {
@@ -143,7 +145,8 @@ def rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The table's header and rows (one per scaling)."""
     lengths = summary["lengths"]
     header = ["scaling", *(f"ppl @{n}" for n in lengths)]
-    inside_at = next(iter(summary["inside"].values()), {}).get("length")
+    first: dict[str, Any] = next(iter(summary["inside"].values()), {})
+    inside_at = first.get("length")
     if inside_at:
         header.append(f"x ppl of none @{inside_at}")
     header += [f"passkey @{n}" for n in summary["passkey_lengths"]]
@@ -153,7 +156,9 @@ def rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         row = [label, *(_ppl(summary["perplexity"][label].get(str(n))) for n in lengths)]
         if inside_at:
             cell = summary["inside"].get(label)
-            row.append("-" if cell is None else f"{cell['value']:.3f} [{cell['low']:.3f}, {cell['high']:.3f}]")
+            row.append(
+                "-" if cell is None else f"{cell['value']:.3f} [{cell['low']:.3f}, {cell['high']:.3f}]"
+            )
         for n in summary["passkey_lengths"]:
             cell = summary["passkey"][label].get(str(n))
             row.append("-" if cell is None else f"{cell['correct']}/{cell['prompts']}")
@@ -176,10 +181,14 @@ def caption(summary: dict[str, Any]) -> str:
         f"trained context {summary['context']} tokens",
     ]
     if summary["inside"]:
-        parts.append("'x ppl of none': perplexity relative to plain RoPE inside the context, paired by document")
+        parts.append(
+            "'x ppl of none': perplexity relative to plain RoPE inside the context, paired by document"
+        )
     if summary["passkey_lengths"]:
         depths = ", ".join(f"{d:g}" for d in summary["depths"])
-        parts.append(f"passkey: prompts answered exactly (depths {depths}; {summary['trials']} trial(s) each)")
+        parts.append(
+            f"passkey: prompts answered exactly (depths {depths}; {summary['trials']} trial(s) each)"
+        )
     return "; ".join(parts) + "."
 
 
@@ -223,7 +232,9 @@ def figures(summary: dict[str, Any], out: Path) -> dict[str, str]:
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
         for label, bins in curves.items():
-            ax.plot([(a + b) / 2 for a, b, _ in bins], [v for _, _, v in bins], label=label, color=colors[label])
+            ax.plot(
+                [(a + b) / 2 for a, b, _ in bins], [v for _, _, v in bins], label=label, color=colors[label]
+            )
         ax.axvline(context, color="grey", linestyle="--", linewidth=1)
         ax.set_yscale("log")
         ax.set_xlabel("position (tokens)")

@@ -80,7 +80,7 @@ def _streams(source: str) -> Iterator[tuple[str, bool]]:
             except json.JSONDecodeError:
                 raise PosencError(f"--text {os.fspath(file)!r}: line {number} is not JSON") from None
             if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-                raise PosencError(f"--text {os.fspath(file)!r}: line {number} has no \"text\" string")
+                raise PosencError(f'--text {os.fspath(file)!r}: line {number} has no "text" string')
             yield item["text"], False
 
 
