@@ -203,13 +203,13 @@ def run(
     from posenc.extend.store import Store
 
     start = time.perf_counter()
+    if protocol.needs and not (protocol.model and protocol.text):
+        raise PosencError(f"the {protocol.name} protocol needs {protocol.needs}")
     device = resolve_device(protocol.device, "--device")
     check_precision(protocol.precision, device, "--precision")
     entries = sc.parse_all(protocol.scalings, protocol.factors, "--scalings")
     store = Store(Path(out))
     store.check_writable()
-    if protocol.needs and not (protocol.model and protocol.text):
-        raise PosencError(f"the {protocol.name} protocol needs {protocol.needs}")
     checkpoint = checkpoints.resolve(protocol.model, trust_remote_code=trust_remote_code, log=log)
     facts = preflight(protocol, entries, checkpoint)
     workers = protocol.workers
