@@ -90,11 +90,13 @@ class _LazyHelp(click.Option):
 @click.option("--print-config", is_flag=True, help="print the effective protocol (TOML) and exit")
 @click.option("--plan", "plan_only", is_flag=True,
               help="check everything, print the cells and their cost (GFLOP) and exit without running")  # fmt: skip
+@click.option("--summarize", "summarize_only", is_flag=True,
+              help="write the table and figures from the records in OUT, run nothing (a run in progress)")  # fmt: skip
 @click.option("--list-protocols", is_flag=True, help="print the shipped protocols and exit")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def extend_command(protocol, config, settings, model, text, scalings, factors, lengths, documents,
                    passkey_lengths, passkey_depths, context, chunk, out, executor, address, workers, threads,
-                   device, precision, trust_remote_code, no_figures, print_config, plan_only, list_protocols, fmt):  # fmt: skip
+                   device, precision, trust_remote_code, no_figures, print_config, plan_only, summarize_only, list_protocols, fmt):  # fmt: skip
     """Measure how far a pretrained checkpoint reads under each RoPE scaling, without training.
 
     For every scaling x factor (plain RoPE, position interpolation, NTK-aware, dynamic NTK, YaRN,
@@ -165,6 +167,7 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
         prot, out=out, executor=executor, address=address or os.environ.get("RAY_ADDRESS"), threads=threads,
         trust_remote_code=trust_remote_code, show_progress=fmt == "table",
         log=lambda msg: click.echo(msg, err=True), command=command, figures=not no_figures, plan_only=plan_only,
+        summarize_only=summarize_only,
     )  # fmt: skip
     if plan_only:
         click.echo(f"{len(result.summary) or 'the'} plan: {result.flops / 1e12:.2f} TFLOP; nothing was run")

@@ -196,9 +196,11 @@ def run(
     command: str = "",
     figures: bool = True,
     plan_only: bool = False,
+    summarize_only: bool = False,
 ) -> ExtendResult:
     """Run (or resume) ``protocol``'s grid into ``out``; returns the summary and what was written
-    (``plan_only``: check everything and log the cells and their cost, run nothing)."""
+    (``plan_only``: check everything and log the cells and their cost, run nothing;
+    ``summarize_only``: write the table and figures from the records there are, run nothing)."""
     from posenc.compare.device import check_precision, describe, resolve_device
     from posenc.extend.store import Store
 
@@ -246,7 +248,8 @@ def run(
     from posenc.records.files import atomic_write_text
 
     header = f"The effective protocol of: {command or 'posenc.extend.run(...)'}\nRun it again with: posenc extend --config FILE"
-    atomic_write_text(store.root / "protocol.toml", dump(protocol, header=header))
+    if not summarize_only:  # a run in progress keeps its own
+        atomic_write_text(store.root / "protocol.toml", dump(protocol, header=header))
     about = {"label": checkpoint.label, "fingerprint": checkpoint.fingerprint, "family": facts.family,
              "context": facts.context, "text": documents.describe()}  # fmt: skip
     log(
@@ -272,6 +275,10 @@ def run(
     if resumed:
         log(f"resuming: {resumed} of {len(plan.cells)} cells already have valid records")
     todo.sort(key=lambda c: -c.units)  # longest first: the last cells to finish are short ones
+    if summarize_only:
+        if todo:
+            log(f"{len(todo)} of {len(plan.cells)} cells have no record yet; their numbers show as '-'")
+        todo = []
     failed = _run_cells(todo, store, about, results, executor=executor, address=address, workers=workers,
                         show_progress=show_progress, log=log)  # fmt: skip
     summary = summaries.summarize(
@@ -296,8 +303,9 @@ def run(
         "threads": threads, "workers": workers, "tflop": round(plan.flops() / 1e12, 1),
         "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }  # fmt: skip
-    atomic_write_text(store.root / "run.json", json.dumps(info, indent=1))
-    files["run"] = str(store.root / "run.json")
+    if not summarize_only:
+        atomic_write_text(store.root / "run.json", json.dumps(info, indent=1))
+        files["run"] = str(store.root / "run.json")
     files["protocol"] = str(store.root / "protocol.toml")
     del tokenizer
     return ExtendResult(protocol, store.root, checkpoint.label, summary, files, len(todo) - len(failed), resumed,
