@@ -303,3 +303,28 @@ def test_a_checkpoint_that_names_its_own_code_runs_it_only_when_asked(tiny, tmp_
 
 def test_the_yarn_protocol_says_what_it_needs(tmp_path):
     _refused(["--protocol", "yarn-llama2", "--out", str(tmp_path / "o")], "needs --model")
+
+
+@pytest.mark.slow
+def test_the_ray_executor_writes_the_records_a_local_run_writes(tiny, tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray")
+    from posenc import extend
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # a private Ray on loopback
+    prot = tiny_protocol(tiny, documents=1, lengths=(32, 96), scalings=("none", "yarn"), passkey_lengths=(256,),
+                         passkey_depths=(0.5,))  # fmt: skip
+    local = extend.run(prot, out=tmp_path / "local", show_progress=False, log=lambda m: None)
+    remote = extend.run(prot, out=tmp_path / "ray", executor="ray", show_progress=False, log=lambda m: None)
+    assert not ray.is_initialized()  # the Ray it started is shut down again
+    assert remote.done == local.done == 4 and not remote.failed
+
+    def results(out: Path) -> dict[str, dict]:
+        return {p.stem: json.loads(p.read_text())["result"] for p in (out / "cells").glob("*.json")}
+
+    here, there = results(tmp_path / "local"), results(tmp_path / "ray")
+    assert set(here) == set(there)
+    for run_id, result in here.items():
+        if "nll" in result:
+            assert max(abs(a - b) for a, b in zip(result["nll"], there[run_id]["nll"])) <= 1e-4
+        else:
+            assert result["answers"] == there[run_id]["answers"]
