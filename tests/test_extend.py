@@ -159,7 +159,6 @@ def test_a_run_writes_table_figures_and_records_and_a_rerun_resumes_without_comp
     tiny, tmp_path, monkeypatch
 ):
     from posenc import extend
-    from posenc.extend import work
 
     out = tmp_path / "out"
     first = extend.run(tiny_protocol(tiny), out=out, show_progress=False, log=lambda m: None)
@@ -198,13 +197,15 @@ def test_a_run_writes_table_figures_and_records_and_a_rerun_resumes_without_comp
     def refuse(*args, **kwargs):
         raise AssertionError("a finished cell was computed again")
 
-    monkeypatch.setattr(work, "execute", refuse)
+    monkeypatch.setattr(extend, "execute", refuse)
     second = extend.run(tiny_protocol(tiny), out=out, show_progress=False, log=lambda m: None)
     assert second.done == 0 and second.resumed == len(records)
     assert second.summary["perplexity"] == summary["perplexity"]
     assert second.summary["passkey"] == summary["passkey"]
 
-    records[0].write_text(records[0].read_text().replace('"nll"', '"nLL"'))  # a hand edit: checksum fails
+    edited = json.loads(records[0].read_text())
+    edited["result"]["edited"] = True  # a hand edit: the checksum no longer matches
+    records[0].write_text(json.dumps(edited))
     monkeypatch.undo()
     logged: list[str] = []
     third = extend.run(tiny_protocol(tiny), out=out, show_progress=False, log=logged.append)

@@ -10,12 +10,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+import posenc.extend as ext
+import posenc.extend.protocol as protocols
 from posenc.checks import check_int
 from posenc.cli.paths import output_dir
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_device_text
 from posenc.compare.executor import max_threads
 from posenc.compare.ray_executor import RayNotInstalled, require_ray
 from posenc.errors import PosencError
+from posenc.extend.protocol import shipped_names
+from posenc.extend.summary import rows as table_rows
 
 
 def _ints(option: str, text: str | None) -> tuple[int, ...] | None:
@@ -37,8 +41,6 @@ def _floats(option: str, text: str | None) -> tuple[float, ...] | None:
 
 
 def _protocols_help() -> str:
-    from posenc.extend.protocol import shipped_names
-
     return " | ".join(shipped_names()) + " (--list-protocols)"
 
 
@@ -121,9 +123,6 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
     longest pass; a problem is one line and exits 2. A checkpoint is data: its code runs only
     with --trust-remote-code.
     """
-    from posenc import extend as ext
-    from posenc.extend import protocol as protocols
-
     if list_protocols:
         rows = {name: protocols.load(name).description for name in protocols.shipped_names()}
         if fmt == "json":
@@ -176,8 +175,6 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
         click.echo(json.dumps({"summary": result.summary, "files": result.files, "done": result.done,
                                "resumed": result.resumed, "failed": result.failed}, indent=1))  # fmt: skip
     else:
-        from posenc.extend.summary import rows as table_rows
-
         header, body = table_rows(result.summary)
         table = Table(title=f"posenc extend: {result.model}", title_justify="left")
         for name in header:

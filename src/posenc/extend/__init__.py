@@ -31,14 +31,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+import posenc.extend.checkpoint as checkpoints
+import posenc.extend.passkey as pk
+import posenc.extend.plan as plans
+import posenc.extend.scalings as sc
+import posenc.extend.summary as summaries
+import posenc.extend.text as texts
+from posenc import rope_scaling
+from posenc.compare.device import check_precision, describe, resolve_device
+from posenc.compare.executor import make_executor
 from posenc.errors import PosencError
-from posenc.extend import checkpoint as checkpoints
-from posenc.extend import passkey as pk
-from posenc.extend import plan as plans
-from posenc.extend import scalings as sc
-from posenc.extend import summary as summaries
-from posenc.extend import text as texts
 from posenc.extend.protocol import Protocol, dump, load, shipped_names
+from posenc.extend.store import Store
+from posenc.extend.work import execute
+from posenc.hf.config import config_dict
+from posenc.hf.families import FAMILIES, family_of
+from posenc.hf.model import own_rope
+from posenc.records.files import atomic_write_text
 
 __all__ = ["ExtendResult", "Protocol", "load", "run", "shipped_names"]
 
@@ -92,11 +110,6 @@ def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoin
     that refuses new scalings, and a scaling the model's rotary size refuses."""
     import torch
     import transformers
-
-    from posenc import rope_scaling
-    from posenc.hf.config import config_dict
-    from posenc.hf.families import FAMILIES, family_of
-    from posenc.hf.model import own_rope
 
     raw = checkpoint.config
     model_type = raw.get("model_type")
@@ -201,8 +214,6 @@ def run(
     """Run (or resume) ``protocol``'s grid into ``out``; returns the summary and what was written
     (``plan_only``: check everything and log the cells and their cost, run nothing;
     ``summarize_only``: write the table and figures from the records there are, run nothing)."""
-    from posenc.compare.device import check_precision, describe, resolve_device
-    from posenc.extend.store import Store
 
     start = time.perf_counter()
     if protocol.needs and not (protocol.model and protocol.text):
@@ -245,8 +256,6 @@ def run(
         fingerprint=checkpoint.fingerprint, trust_remote_code=checkpoint.trust_remote_code,
         precision=protocol.precision, chunk=protocol.chunk, device=device, threads=threads,
     )  # fmt: skip
-    from posenc.records.files import atomic_write_text
-
     header = f"The effective protocol of: {command or 'posenc.extend.run(...)'}\nRun it again with: posenc extend --config FILE"
     if not summarize_only:  # a run in progress keeps its own
         atomic_write_text(store.root / "protocol.toml", dump(protocol, header=header))
@@ -314,17 +323,6 @@ def run(
 
 def _run_cells(todo, store, about, results, *, executor, address, workers, show_progress, log):
     """Run the cells left, writing each record the moment it lands; ``[(label, error)]`` of failures."""
-    from rich.progress import (
-        BarColumn,
-        Progress,
-        TaskProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    from posenc.compare.executor import make_executor
-    from posenc.extend.work import execute
 
     failed: list[tuple[str, str]] = []
     if not todo:

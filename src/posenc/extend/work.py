@@ -18,10 +18,12 @@ from typing import Any
 
 import torch
 
+import posenc.extend.passkey as pk
 from posenc.compare.device import describe
-from posenc.extend import passkey as pk
 from posenc.extend.checkpoint import Checkpoint, load
 from posenc.extend.plan import Cell, Shape
+from posenc.hf.model import apply as hf_apply
+from posenc.hf.model import text_config
 
 Advance = Callable[..., None]
 _LOADED: dict[tuple[str, str, str, bool], tuple[Any, Any, Any, Shape]] = {}  # per process
@@ -33,15 +35,13 @@ def _noop(units: int, status: Any = None) -> None:
 
 def loaded(cell: Cell) -> tuple[Any, Any, Any, Shape]:
     """``(model, handle, tokenizer, shape)`` of the cell's checkpoint, loaded once per process."""
-    import posenc.hf
-
     key = (cell.model, cell.device, cell.precision, cell.trust_remote_code)
     if key not in _LOADED:
         _LOADED.clear()  # one checkpoint at a time in a worker
         checkpoint = Checkpoint(cell.model, cell.model, "", {}, cell.trust_remote_code)
         model, tokenizer = load(checkpoint, device=cell.device, precision=cell.precision)
-        handle = posenc.hf.apply(model)
-        config = posenc.hf.model.text_config(model)
+        handle = hf_apply(model)
+        config = text_config(model)
         shape = Shape.of(config, sum(p.numel() for p in model.parameters()))
         _LOADED[key] = (model, handle, tokenizer, shape)
     return _LOADED[key]
