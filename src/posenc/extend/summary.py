@@ -221,7 +221,8 @@ def figures(summary: dict[str, Any], out: Path) -> dict[str, str]:
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel("perplexity")
     ax.set_title(f"Perplexity by length (dashed: trained context {context})")
-    ax.legend(fontsize=8)
+    if ax.get_lines()[1:]:  # a line besides the context marker
+        ax.legend(fontsize=8)
     fig.tight_layout()
     files["perplexity"] = str(out / "perplexity.png")
     fig.savefig(files["perplexity"], dpi=120)
