@@ -77,7 +77,9 @@ class _LazyHelp(click.Option):
     "--context", default=None, type=int, help="the trained context (default: max_position_embeddings)"
 )
 @click.option("--chunk", default=None, type=int, help="tokens per forward call (chunked prefill)")
-@click.option("--out", default="posenc-extend", show_default=True, type=click.Path(file_okay=False))
+@click.option(
+    "--out", default="posenc-extend", show_default=True, type=click.Path(file_okay=False, writable=True)
+)
 @click.option("--executor", default="local", show_default=True, type=click.Choice(["local", "ray"]),
               help="local processes, or Ray tasks (needs posenc[ray])")  # fmt: skip
 @click.option("--address", default=None, help="with --executor ray: auto | HOST:PORT of a Ray head")
