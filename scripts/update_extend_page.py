@@ -26,9 +26,16 @@ def section(results: Path) -> str:
     summary = json.loads((results / "summary.json").read_text())
     run = json.loads((results / "run.json").read_text()) if (results / "run.json").exists() else {}
     model = summary["model"]
+    provenance = (
+        f"Measured by `posenc extend` ({summary.get('protocol', 'smollm2')} protocol as shipped): {model['label']}; "
+        f"text {model['text']['source']} ({model['text']['documents']} document(s), token sha256 "
+        f"{model['text']['sha256'][:12]})."
+    )
     lines = [
         START,
-        f"Measured by `{run.get('command') or 'posenc extend'}` ({run.get('protocol', 'smollm2')} protocol as "
+        provenance
+        if not run
+        else f"Measured by `{run.get('command') or 'posenc extend'}` ({run.get('protocol', 'smollm2')} protocol as "
         f"shipped) on {run.get('device', 'cpu')}, {run.get('finished', '')}: {model['label']}; text "
         f"{model['text']['source']} ({model['text']['documents']} document(s), token sha256 "
         f"{model['text']['sha256'][:12]}); {run.get('tflop', '?')} TFLOP, {run.get('cells_done', '?')} cells run and "

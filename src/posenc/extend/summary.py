@@ -156,9 +156,12 @@ def rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         row = [label, *(_ppl(summary["perplexity"][label].get(str(n))) for n in lengths)]
         if inside_at:
             cell = summary["inside"].get(label)
-            row.append(
-                "-" if cell is None else f"{cell['value']:.3f} [{cell['low']:.3f}, {cell['high']:.3f}]"
-            )
+            if cell is None:
+                row.append("-")
+            elif summary["documents"] > 1:
+                row.append(f"{cell['value']:.3f} [{cell['low']:.3f}, {cell['high']:.3f}]")
+            else:
+                row.append(f"{cell['value']:.3f}")
         for n in summary["passkey_lengths"]:
             cell = summary["passkey"][label].get(str(n))
             row.append("-" if cell is None else f"{cell['correct']}/{cell['prompts']}")
