@@ -475,6 +475,7 @@ SLOW_BACKENDS = (  # (module, function): what a valid call of a slow command end
     ("posenc.viz", "render"),
     ("posenc.conform", "export"),
     ("posenc.conform", "check"),
+    ("posenc.extend", "run"),
 )
 
 
@@ -559,6 +560,8 @@ def test_path_options_are_all_classified():
         ("conform check", "directory"): "read directory",
         ("conform export", "directory"): "write directory",
         ("conform export", "--hf-config"): "read file",
+        ("extend", "--config"): "read file",
+        ("extend", "--out"): "write directory",
         ("plot", "--curves"): "read directory",
         ("plot", "-o"): "write file",
         ("report", "-o"): "write directory",
