@@ -43,6 +43,7 @@ import os
 import pickle
 import platform
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -68,6 +69,7 @@ from posenc.records.spec import BENCHMARK_HISTORY, BENCHMARK_VERSION, WEIGHTS_KE
 #: existing records stay readable).
 SCHEMA = "posenc.bench.run/1"
 REQUIRED = ("schema", "run_id", "label", "spec", "versions", "result", "checksum")
+_HELD_LOCKS = threading.local()  # .roots: the directories whose lock this thread holds
 log = logging.getLogger("posenc")
 
 
@@ -314,10 +316,11 @@ class ResultStore:
     def lock(self) -> Iterator[None]:
         """Exclusive lock on this directory's summaries (``.lock``; POSIX ``flock``).
 
-        Held while one ``posenc compare`` writes ``grid.json``, the summaries, figures
-        and report, so that concurrent runs never interleave their files. Records need
-        no lock (one file per run, written atomically). Without ``fcntl`` (Windows) it
-        does nothing.
+        Held while one ``posenc compare`` writes ``grid.json``, the summaries, figures,
+        report, ``config.toml`` and ``run.json``, so that concurrent runs never interleave
+        their files. Records need no lock (one file per run, written atomically). A thread
+        that holds it may take it again (the inner hold is free). Without ``fcntl``
+        (Windows) it does nothing.
         """
         try:
             import fcntl
@@ -325,11 +328,18 @@ class ResultStore:
             yield
             return
         self.root.mkdir(parents=True, exist_ok=True)
+        key = os.path.realpath(self.root)
+        held: set[str] = _HELD_LOCKS.__dict__.setdefault("roots", set())
+        if key in held:  # this thread holds it already: flock on a second descriptor would wait forever
+            yield
+            return
         with open(self.root / ".lock", "a") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            held.add(key)
             try:
                 yield
             finally:
+                held.discard(key)
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def records(
