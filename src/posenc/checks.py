@@ -64,7 +64,9 @@ def check_float(
     try:
         value = float(value)
     except OverflowError:  # an int past the largest float
-        raise PosencError(f"{name} must be a finite number ({valid}), got an integer too large for a float") from None
+        raise PosencError(
+            f"{name} must be a finite number ({valid}), got an integer too large for a float"
+        ) from None
     if not math.isfinite(value):
         raise PosencError(f"{name} must be a finite number ({valid}), got {value}")
     if minimum is not None and (value < minimum or (exclusive_minimum and value == minimum)):

@@ -16,6 +16,7 @@ and fixed tuples (from lists), ``dict[str, X]`` and nested dataclasses (from tab
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -48,8 +49,9 @@ def read_json(package: str, name: str) -> Any:
         raise PosencError(f"{name}: not valid JSON ({exc})") from None
 
 
+@functools.cache
 def hints(cls: type) -> dict[str, Any]:
-    """The field annotations of dataclass ``cls``, evaluated."""
+    """The field annotations of dataclass ``cls``, evaluated (once per class: read, never changed)."""
     return typing.get_type_hints(cls)
 
 

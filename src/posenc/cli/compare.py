@@ -262,7 +262,7 @@ def compare_command(
     rerunning the same command resumes and skips finished runs; corrupt
     records are redone. Then the summary table, OUT/summary.{csv,json},
     OUT/figures/*.png and OUT/report.html are written, and the effective config
-    as OUT/config.toml.
+    as OUT/config.toml (each invocation's own also under OUT/configs/).
 
     \b
     Examples:
@@ -298,9 +298,10 @@ def compare_command(
     cap: such runs show as n.c. and are left out of rankings and claims); each
     encoding's learning rate is chosen by in-distribution validation.
 
-    Every name is checked, every key of a config file and of --set typed and range-checked,
-    the device found and the precision checked against it before any run starts; a
-    problem is one line naming the option or key and exits 2.
+    Every name is checked, every key of a config file, of --set and of the options above
+    typed and range-checked, the device found, the precision checked against it and the
+    model's memory against the device's before any run starts; a problem is one line
+    naming the option or key and exits 2.
     """
     if list_profiles:
         rows = {name: {"description": p.description, "why": p.why} for name, p in PROFILES.items()}

@@ -461,8 +461,8 @@ def _one_rate(table: dict[str, Any]) -> dict[str, Any]:
     """A one-rate ``lr_grid`` is the ``lr`` of each training table that sets none (every run
     trains at that rate; :func:`_check_learning_rates` refuses a table whose ``lr`` differs)."""
     grid = table.get("lr_grid")
-    if not (isinstance(grid, list) and len(grid) == 1 and _is_number(grid[0])):
-        return table
+    if not (isinstance(grid, list) and len(grid) == 1 and _is_rate(grid[0])):
+        return table  # no one rate (or not a valid one: lr_grid's own check names it)
     out = dict(table)
     for part in TRAIN_TABLES:
         train = out.get(part, {})
@@ -471,8 +471,14 @@ def _one_rate(table: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _is_rate(value: Any) -> bool:
+    """A number that can be a learning rate (a finite float > 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return POSITIVE.holds(value) and math.isfinite(float(value))
+    except OverflowError:  # an integer past the largest float
+        return False
 
 
 def _ranges(cls: type, key: str, value: Any, raw: Any, where: Where) -> None:

@@ -71,7 +71,9 @@ def read_config_file(path: str | os.PathLike) -> Any:
         raise PosencError(_too_deep(name)) from None
     except ValueError:  # an integer of more digits than Python converts
         digits = getattr(sys, "get_int_max_str_digits", lambda: 4300)()  # Python >= 3.10.7
-        raise PosencError(f"{name!r} holds a number of more than {digits} digits; not a model config.json") from None
+        raise PosencError(
+            f"{name!r} holds a number of more than {digits} digits; not a model config.json"
+        ) from None
     check_depth(config, name)
     return config
 
