@@ -77,7 +77,7 @@ def test_nan_and_inf_are_refused_in_every_benchmark_float(key, form, bad):
         ("task_train.betas=[1.0, 0.98]", ["task_train.betas", "< 1"]),  # AdamW refuses beta = 1
         ("lm_train.betas=[0.9, 1.5]", ["lm_train.betas", "< 1"]),
         ("eval.lastk_contexts=[0.0]", ["eval.lastk_contexts", "> 0"]),
-        ("task_train.converge_at=0.0", ["task_train.converge_at", "> 0 and <= 1"]),
+        ("task_train.converge_at=-0.5", ["task_train.converge_at", ">= 0 and <= 1"]),
         ("task_train.lr=0.0", ["task_train.lr", "> 0"]),
         ("lr_grid=[0.001, 0.0]", ["lr_grid", "> 0"]),
         ("task_train.clip_norm=0.0", ["task_train.clip_norm", "> 0"]),  # clipping to 0 zeroes every step

@@ -60,13 +60,17 @@ def _split(text: str | None) -> list[str] | None:
     return list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
 
 
+#: An example of each option that takes comma-separated items, for the error about an empty one.
+_ITEM_EXAMPLES = {"--variants": "combine=concat,position_warmup=200", "--schedules": "irope:2,local_global:3"}
+
+
 def _items(option: str, text: str | None) -> list[str] | None:
     """Comma-separated items, none of them empty (``--variants``: '+' joins settings of one)."""
     if not text or not text.strip():
         return None
     items = [item.strip() for item in text.split(",")]
     if not all(items):
-        raise PosencError(f"{option} has an empty item: {text!r} (e.g. combine=concat,position_warmup=200)")
+        raise PosencError(f"{option} has an empty item: {text!r} (e.g. {_ITEM_EXAMPLES[option]})")
     return list(dict.fromkeys(items))
 
 
@@ -82,17 +86,17 @@ def _seeds(text: str | None) -> list[int] | None:
 
 def _options(
     *,
-    encodings,
-    tasks,
-    seeds,
-    workers,
-    variants,
-    schedules,
-    finetune,
-    lm_protocol,
-    sliding_stride,
-    device,
-    precision,
+    encodings: str | None,
+    tasks: str | None,
+    seeds: str | None,
+    workers: int | None,
+    variants: str | None,
+    schedules: str | None,
+    finetune: int | None,
+    lm_protocol: str | None,
+    sliding_stride: int | None,
+    device: str | None,
+    precision: str | None,
 ) -> list[Option]:
     """The options that set a key of the profile, parsed; the profile's loader checks their values
     (and names the option in an error)."""

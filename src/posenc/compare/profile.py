@@ -189,7 +189,7 @@ RANGES: dict[type, dict[str, Bounds]] = {
         "steps": _at_least(1), "batch_size": _at_least(1), "lr": POSITIVE, "weight_decay": _at_least(0),
         "warmup_steps": _at_least(0), "min_lr_ratio": FRACTION, "clip_norm": POSITIVE,
         "min_len": _at_least(1), "max_len": _at_least(1), "position_warmup_steps": _at_least(0),
-        "check_every": _at_least(1), "valid_samples": _at_least(1), "converge_at": Bounds(0, 1, above=True),
+        "check_every": _at_least(1), "valid_samples": _at_least(1), "converge_at": FRACTION,
         "plateau": FRACTION, "plateau_checks": _at_least(1), "plateau_after": _at_least(0),
     },
     EvalSpec: {
@@ -387,15 +387,18 @@ def _apply_options(table: dict[str, Any], options: Sequence[Option]) -> dict[str
         *path, last = option.key.split(".")
         node = table
         for part in path:
-            child = node.get(part)
-            node[part] = child = dict(child) if isinstance(child, dict) else {}
-            node = child
+            child = node.get(part, {})
+            if not isinstance(child, dict):
+                raise Where(option.flag).error(part, child, f"must be a table to hold {option.key}")
+            node[part] = node = dict(child)
         if option.add:
             current = node.get(last, [])
             if not isinstance(current, list):
                 raise Where(option.flag).error(option.key, current, "must be a list to add to")
             added = list(current)
-            added += [value for value in option.value if value not in added]
+            for value in option.value:
+                if value not in added:
+                    added.append(value)
             node[last] = added
         else:
             node[last] = option.value
