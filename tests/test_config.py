@@ -172,7 +172,7 @@ def _config_file(tmp_path: Path, text: str) -> Path:
             ["--encodings", "cannot import module 'no_such_module_xyz'"],
         ),
         (["--encodings", "posenc.rotary:apply_rotary"], ["--encodings", "not an encoding class"]),
-        (["--encodings", "rpoe"], ["--encodings", "'rpoe' is not known", "did you mean 'rope'"]),
+        (["--encodings", "rpoe"], ["--encodings", "'rpoe' is not an encoding", "did you mean 'rope'"]),
         (["--tasks", "no_such_module_xyz:Task"], ["--tasks", "cannot import module"]),
         (["--tasks", "posenc.rotary:RoPE"], ["--tasks", "not a task class"]),
         (["--tasks", "cpy"], ["--tasks", "did you mean 'copy'"]),

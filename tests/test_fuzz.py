@@ -23,6 +23,7 @@ import dataclasses
 import math
 import re
 import sys
+import typing
 from pathlib import Path
 
 import click
@@ -616,6 +617,117 @@ def test_cli_filesystem_faults_are_one_line_exit_2(command, option, fault, tmp_p
 
 
 # ---------------------------------------------------------------------------
+# 4c. Every key of a benchmark profile with random values (posenc compare --set / --config).
+# ---------------------------------------------------------------------------
+#
+# Each example sets one or two keys of the smoke profile to hostile values: nan, inf, huge
+# integers, wrong types, unknown names. Loading must give PosencError (one line) or a profile
+# that the checks before the first run (``check_fits``) and the grid accept or refuse with
+# PosencError; every run spec of an accepted profile has finite numbers. Never a traceback.
+
+
+def _profile_keys() -> list[str]:
+    from posenc.compare.profile import Profile
+
+    keys = []
+    for f in dataclasses.fields(Profile):
+        nested = typing.get_type_hints(Profile)[f.name]
+        if dataclasses.is_dataclass(nested):
+            keys += [f"{f.name}.{g.name}" for g in dataclasses.fields(nested)]
+        else:
+            keys.append(f.name)
+    return keys + [
+        "encoding_config.rope.base",
+        "encoding_config.ropee.base",
+        'encoding_config."posenc.zzz:X".a',
+    ]
+
+
+PROFILE_KEYS = _profile_keys()
+PROFILE_VALUES = [
+    "nan", "inf", "-inf", "-1", "0", "1", "0.5", str(2**63), "1" + "0" * 30, "1e308", "1e400", "true",
+    '"zzz"', '""', '"all"', "[]", '["zzz"]', '["ropee"]', '["rope"]', "[nan]", "[inf, 1.0]", f"[{2**63}]",
+    "[-1]", "[0.0]", "[1.0, 1.0]", "[1, [2]]", "{}", '{zzz = "copy"}', '{copy = "nosuch"}', "{a = {b = 1}}",
+]  # fmt: skip
+
+
+def _finite_numbers(value) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite_numbers(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_finite_numbers(v) for v in value)
+    return True
+
+
+def _sound(prof, items) -> None:
+    """A profile the loader accepted: the checks before the first run accept it or refuse it with
+    one line, and every run spec of its grid has finite numbers."""
+    from posenc.compare.grid import build_grid
+    from posenc.compare.profile import check_fits
+
+    try:
+        check_fits(prof, "cpu", memory=8 << 30)
+        specs = build_grid(prof).specs
+    except posenc.PosencError as exc:
+        assert "\n" not in str(exc), (items, str(exc))
+        return
+    assert specs and all(_finite_numbers(spec.to_dict()) for spec in specs), items
+
+
+PROFILE_SETTINGS = st.lists(
+    st.tuples(st.sampled_from(PROFILE_KEYS), st.sampled_from(PROFILE_VALUES)), min_size=1, max_size=2
+)
+
+
+@given(settings=PROFILE_SETTINGS)
+@settings(max_examples=200, deadline=None)
+def test_profile_keys_random_values(settings):
+    from posenc.compare.profile import load_profile
+
+    items = [f"{key}={value}" for key, value in settings]
+    try:
+        prof = load_profile("smoke", items)
+    except posenc.PosencError as exc:
+        assert "\n" not in str(exc), (items, str(exc))
+        return
+    _sound(prof, items)
+
+
+@given(settings=PROFILE_SETTINGS)
+@settings(max_examples=100, deadline=None)
+def test_cli_profile_keys_random_values_are_one_line_exit_2(settings, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("config")
+    args = ["compare", "--profile", "smoke", "--out", str(tmp / "out")]
+    items = [f"{key}={value}" for key, value in settings]
+    for item in items:
+        args += ["--set", item]
+    started = []
+
+    def start(prof, **kwargs):  # where the runs would start: keep the profile the command built
+        started.append(prof)
+        raise _Reached
+
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(posenc.compare, "compare", start)
+            result = CliRunner().invoke(cli_main, args, catch_exceptions=True)
+    except _Reached:
+        _sound(started[0], items)
+        return
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        args, f"{type(result.exception).__name__}: {result.exception}"
+    )  # fmt: skip
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("posenc: error:"), (
+        args,
+        result.stderr,
+    )
+    assert not (tmp / "out" / "runs").exists()
+
+
+# ---------------------------------------------------------------------------
 # 5. Regression tests, one per bug the fuzzing found (all fixed; see docs/guarantees.md).
 # ---------------------------------------------------------------------------
 
@@ -1072,6 +1184,33 @@ def test_cli_hf_config_errors_name_the_file(tmp_path):
     for path, word in ((bad_json, "not valid JSON"), (bad_utf8, "not UTF-8"), ("/dev/zero", "larger than")):
         line = _one_line_error(_cli("rope", "inspect", "--hf-config", path))
         assert str(path) in line and word in line, line
+
+
+def test_hf_config_nested_or_with_endless_numbers_is_one_line(tmp_path):
+    """Found: a config.json nested thousands deep, or holding a 5000-digit number, was a traceback."""
+    files = {
+        "nested.json": "[" * 100000 + "]" * 100000,
+        "deep.json": '{"a": ' * 40 + "1" + "}" * 40,
+        "digits.json": '{"head_dim": ' + "1" * 5000 + "}",
+        "huge.json": '{"hidden_size": 64, "num_attention_heads": 4, "rope_theta": 1' + "0" * 400 + "}",
+    }
+    for name, text in files.items():
+        path = tmp_path / name
+        path.write_text(text)
+        for args in (
+            ["rope", "inspect", "--hf-config", path],
+            ["conform", "export", "--hf-config", path, tmp_path / "v"],
+        ):
+            line = _one_line_error(_cli(*args, stubbed=False))
+            assert name in line or "rope_theta" in line, line
+
+
+def test_hf_apply_and_remove_refuse_what_is_not_a_model_by_name():
+    """Found: posenc.hf.apply(None) was an AttributeError from inside apply."""
+    for model in (None, "Qwen/Qwen2-0.5B", torch.nn.Linear(2, 2)):
+        for function in (posenc.hf.apply, posenc.hf.remove):
+            with pytest.raises(posenc.PosencTypeError, match="model must be a loaded transformers model"):
+                function(model)
 
 
 def test_cli_show_and_plot_name_their_own_options(tmp_path):

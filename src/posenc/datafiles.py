@@ -113,6 +113,8 @@ def value(hint: Any, raw: Any, where: Where, key: str, *, check=None) -> Any:
     scalar = _scalar(hint, raw)
     if scalar is not MISSING:
         return scalar
+    if hint is float and isinstance(raw, int) and not isinstance(raw, bool):
+        raise where.error(key, raw, "must be a number a float can hold (this integer is too large)")
     if hint in _SCALARS:
         raise where.error(key, raw, _SCALARS[hint])
     if origin is tuple:
@@ -147,7 +149,10 @@ def _scalar(hint: Any, raw: Any) -> Any:
     if hint is int and isinstance(raw, int) and not isinstance(raw, bool):
         return raw
     if hint is float and isinstance(raw, (int, float)) and not isinstance(raw, bool):
-        return float(raw)
+        try:
+            return float(raw)
+        except OverflowError:  # an integer past the largest float
+            return MISSING
     if hint is str and isinstance(raw, str):
         return raw
     return MISSING

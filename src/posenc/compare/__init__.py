@@ -22,8 +22,10 @@ write records through :mod:`posenc.records`. Pieces, each usable alone:
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +37,7 @@ from posenc.compare.contract import check_plugins
 from posenc.compare.device import check_precision, describe, resolve_device
 from posenc.compare.executor import LocalExecutor, make_executor
 from posenc.compare.grid import build_grid, check_installation
-from posenc.compare.profile import PROFILES, Profile, dump_profile, get_profile
+from posenc.compare.profile import PROFILES, Profile, check_fits, dump_profile, get_profile
 from posenc.compare.runner import GridOutcome, check_code, run_grid
 from posenc.errors import PosencError
 from posenc.records.files import atomic_write_text
@@ -114,12 +116,21 @@ def default_threads(workers: int) -> int:
     return max(1, cores // max(1, workers)) if cores > 2 * workers else 1
 
 
-def write_run_info(out: Path, prof: Profile, outcome: GridOutcome, command: str, device: str = "cpu") -> Path:
+def write_run_info(
+    out: Path,
+    prof: Profile,
+    outcome: GridOutcome,
+    command: str,
+    device: str = "cpu",
+    config: Path | None = None,
+) -> Path:
     """``out/run.json``: what this invocation ran and how long it took, end to end (the
-    tables in the docs quote it; a resumed invocation says how many runs it resumed)."""
+    tables in the docs quote it; a resumed invocation says how many runs it resumed), and
+    ``config``, its own config file (:func:`write_config`)."""
     info = {
         "profile": prof.name,
         "config": CONFIG_FILE,
+        "invocation_config": None if config is None else config.relative_to(out).as_posix(),
         "device": describe(device),
         "precision": prof.precision,
         "command": command,
@@ -136,19 +147,32 @@ def write_run_info(out: Path, prof: Profile, outcome: GridOutcome, command: str,
     return out / "run.json"
 
 
-#: The effective config of the last invocation, next to its records (``posenc compare --config``
-#: of it runs the same grid).
+#: The effective config of the grid the directory's summaries describe (``posenc compare --config``
+#: of it runs that grid), written with them under the directory's lock.
 CONFIG_FILE = "config.toml"
+#: Every invocation's own effective config, ``configs/NAME-HASH.toml`` (HASH: of the config), written
+#: before its first run: a second invocation on the same directory never overwrites the first's.
+CONFIG_DIR = "configs"
+
+
+def config_path(out: Path, prof: Profile) -> Path:
+    """``out/configs/NAME-HASH.toml``: where the invocation running ``prof`` keeps its config."""
+    digest = hashlib.sha256(dump_profile(prof).encode()).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", prof.name).strip(".-")[:64] or "profile"
+    return out / CONFIG_DIR / f"{name}-{digest}.toml"
 
 
 def write_config(out: Path, prof: Profile, command: str) -> Path:
-    """``out/config.toml``: the effective config this invocation's runs were made from."""
+    """The effective config this invocation's runs are made from, as its own file under
+    ``out/configs/`` (:func:`config_path`); returns its path. ``posenc compare`` copies it to
+    ``out/config.toml`` together with the summaries (:func:`compare`)."""
+    path = config_path(out, prof)
     header = (
         f"The effective config of: {command or 'posenc.compare.compare(...)'}\n"
-        f"Run it again with: posenc compare --config {out / CONFIG_FILE}"
+        f"Run it again with: posenc compare --config {path}"
     )
-    atomic_write_text(out / CONFIG_FILE, dump_profile(prof, header=header))
-    return out / CONFIG_FILE
+    atomic_write_text(path, dump_profile(prof, header=header))
+    return path
 
 
 def compare(
@@ -179,16 +203,22 @@ def compare(
     tuned now; ``retune`` ignores the shipped ones).
 
     Before any run: the device is resolved (``prof.device``; an absent one raises), the
-    precision checked against it, every encoding and task from outside posenc checked against
-    the contract's fast properties unless ``check`` is False (:mod:`posenc.compare.contract`:
-    a failure raises, after the report goes to ``log``), and records already in ``out`` whose
-    encoding or task class has changed since they were written (:mod:`posenc.records.provenance`)
-    refused unless ``allow_changed``. The effective config is written to ``out/config.toml``.
+    precision checked against it, what cannot fit the device refused
+    (:func:`posenc.compare.profile.check_fits`), every encoding and task from outside posenc
+    checked against the contract's fast properties unless ``check`` is False
+    (:mod:`posenc.compare.contract`: a failure raises, after the report goes to ``log``), and
+    records already in ``out`` whose encoding or task class has changed since they were written
+    (:mod:`posenc.records.provenance`) refused unless ``allow_changed``. The effective config is
+    written to ``out/configs/NAME-HASH.toml`` before the first run and copied to
+    ``out/config.toml`` with the summaries, under the directory's lock, so that ``config.toml``,
+    ``grid.json``, the summaries and ``run.json`` always describe one invocation's grid
+    (docs/guarantees.md).
     """
     start = time.perf_counter()
     prof = get_profile(profile) if isinstance(profile, str) else profile
     device = resolve_device(prof.device, "device")
     check_precision(prof.precision, device, "precision")
+    check_fits(prof, device)
     workers = prof.workers if workers is None else workers
     threads = default_threads(workers) if threads is None else threads
     grid = build_grid(prof, encodings=encodings, tasks=tasks, seeds=seeds, threads=threads, device=device)
@@ -206,7 +236,7 @@ def compare(
     store.check_writable()  # before any run: a directory that cannot take records fails now
     said: set[str] = set()  # each change of code said once (--allow-changed), whichever check finds it
     check_code(grid.specs, store, allow_changed=allow_changed, log=log, said=said)
-    write_config(out, prof, command)
+    own_config = write_config(out, prof, command)
     specs = grid.specs
     tuned = None
     if prof.lr_grid:
@@ -223,15 +253,17 @@ def compare(
         outcome.failed[:0] = [(f"tuning {run}", error) for run, error in tuned.failed]
         outcome.wall_seconds += tuned.wall_seconds
     # This invocation's own grid, never another one's that shares ``out`` (docs/guarantees.md).
+    # The summaries, config.toml and run.json of one grid, under one hold of the lock (it nests).
     run_ids = [spec.run_id for spec in specs]
-    if outputs is not None:
-        summary, files = outputs(out, run_ids=run_ids, profile=prof.name, log=log)
-    else:
-        summary, files = {}, {}
-        with store.lock():
+    with store.lock():
+        if outputs is not None:
+            summary, files = outputs(out, run_ids=run_ids, profile=prof.name, log=log)
+        else:
+            summary, files = {}, {}
             store.write_grid(run_ids, prof.name)
-    outcome.wall_seconds = time.perf_counter() - start  # everything, figures and report included
-    files["run"] = str(write_run_info(out, prof, outcome, command, device))
+        atomic_write_text(out / CONFIG_FILE, own_config.read_text(encoding="utf-8"))
+        outcome.wall_seconds = time.perf_counter() - start  # everything, figures and report included
+        files["run"] = str(write_run_info(out, prof, outcome, command, device, own_config))
     files["config"] = str(out / CONFIG_FILE)
     finished = set(outcome.done) | set(outcome.skipped)
     missing = finished - {r["run_id"] for r in store.records(run_ids=run_ids, warn=log)}

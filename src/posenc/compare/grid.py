@@ -23,37 +23,18 @@ from typing import Any
 from posenc import schedules
 from posenc.checks import check_int
 from posenc.compare.executor import max_threads
-from posenc.compare.profile import MAX_SEED, Profile, parse_variant
+from posenc.compare.profile import MAX_SEED, Profile, eval_length, parse_variant, train_length
 from posenc.errors import PosencError
 from posenc.records import scalings
 from posenc.records.provenance import imports_of
-from posenc.records.spec import EvalSpec, RunSpec, TrainSpec
+from posenc.records.spec import RunSpec
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.registry import encodings, get_encoding_class
 from posenc.tasks import registry as task_registry
-from posenc.tasks.registry import max_sequence_length
 
 #: Ruoss et al. 2023 draw positions from [0, L) with L much larger than any test
 #: length; "paper" uses this L, "scaled" uses the longest evaluation sequence.
 RANDOMIZED_PAPER_MAX_LEN = 2048
-
-
-# ---------------------------------------------------------------------------
-# Lengths a run trains and evaluates at (tokens per sequence).
-# ---------------------------------------------------------------------------
-
-
-def train_length(task: str, train: TrainSpec) -> int:
-    """Tokens in the longest training sequence the model reads."""
-    return train.max_len if task == "lm" else max_sequence_length(task, train.max_len)
-
-
-def eval_length(task: str, train: TrainSpec, ev: EvalSpec) -> int:
-    """Tokens in the longest sequence any evaluation feeds the model."""
-    if task == "lm":
-        longest_context = max(ev.lastk_contexts) * train.max_len
-        return int(max(max(ev.lm_lengths), longest_context, ev.position_multiple * train.max_len))
-    return max(max_sequence_length(task, n) for n in ev.lengths)
 
 
 def encoding_overrides(

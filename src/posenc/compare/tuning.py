@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.compare.executor import Executor
-from posenc.compare.profile import VARIANT_KEYS
+from posenc.compare.profile import ARCHITECTURE, VARIANT_KEYS
 from posenc.compare.runner import GridOutcome, check_code, run_grid
 from posenc.compare.work import tune_execute
 from posenc.records.schema import checks_metric, tune_problem
@@ -44,18 +44,15 @@ TUNE_EVAL = EvalSpec()
 SHIPPED = "tuned_lr.json"
 
 
-#: ``share[ARCHITECTURE] = "default"``: architecture variants (``--variants``) take the choice
-#: of their encoding's default run (an ablation at one learning rate) instead of their own.
-ARCHITECTURE = "architecture variants"
-
-
 def tuning_task(spec: RunSpec, share: dict[str, str]) -> str:
     """The task whose tuning ``spec`` uses (``share`` maps a task to another's choice)."""
     return share.get(spec.task, spec.task)
 
 
 def shares_default(spec: RunSpec, share: dict[str, str] | None) -> bool:
-    """True when ``spec`` is an architecture variant that takes its default run's choice."""
+    """True when ``spec`` is an architecture variant that takes its default run's choice:
+    ``share[ARCHITECTURE] == "default"`` (:data:`posenc.compare.profile.ARCHITECTURE`), an ablation at
+    one learning rate instead of a choice of its own."""
     return bool(spec.architecture_tags()) and (share or {}).get(ARCHITECTURE) == "default"
 
 

@@ -501,8 +501,9 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
         PosencError naming what is wrong: a family posenc has not verified, a model whose rotary
         tables differ from posenc's for its config, additive / relative / contextual encodings
         (they do not act inside a transformers attention layer), an encoding whose dims or
-        layout differ from the model's.
+        layout differ from the model's; PosencTypeError when ``model`` is not a model.
     """
+    _check_model(model)
     previous = model.__dict__.get("_posenc_applied")
     if previous is not None:
         previous.remove()
@@ -589,8 +590,18 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
     return applied
 
 
+def _check_model(model: Any) -> None:
+    """Refuse, by name, what is not a transformers model (before any attribute of it is read)."""
+    if not isinstance(model, nn.Module) or getattr(model, "config", None) is None:
+        raise PosencTypeError(
+            "model must be a loaded transformers model (a torch.nn.Module with a .config, e.g. from "
+            f"AutoModelForCausalLM.from_pretrained), got {type(model).__name__}"
+        )
+
+
 def remove(model: nn.Module) -> None:
     """Undo :func:`apply` on ``model`` (nothing to do if it was not applied)."""
+    _check_model(model)
     applied = model.__dict__.get("_posenc_applied")
     if applied is not None:
         applied.remove()

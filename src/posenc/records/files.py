@@ -57,7 +57,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
     The temp file ``.NAME~HOST~PID~RANDOM.tmp`` names its writer, so that cleaning up
     after a killed writer never removes the file a live one is writing
-    (:func:`stale_temp_file`).
+    (:func:`stale_temp_file`). An OSError names ``path`` (a full disk fails in ``write`` or
+    ``fsync``, whose errors name no file).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{path.name}~{HOST}~{os.getpid()}~"
@@ -70,6 +71,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(path)) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

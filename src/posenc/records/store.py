@@ -46,6 +46,7 @@ import pickle
 import platform
 import re
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -77,6 +78,7 @@ REQUIRED = ("schema", "run_id", "label", "spec", "versions", "result", "checksum
 #: and its size is checked against the file before any byte is read).
 MAX_WEIGHTS_BYTES = 16 << 30
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_HELD_LOCKS = threading.local()  # .roots: the directories whose lock this thread holds
 log = logging.getLogger("posenc")
 
 
@@ -372,10 +374,11 @@ class ResultStore:
     def lock(self) -> Iterator[None]:
         """Exclusive lock on this directory's summaries (``.lock``; POSIX ``flock``).
 
-        Held while one ``posenc compare`` writes ``grid.json``, the summaries, figures
-        and report, so that concurrent runs never interleave their files. Records need
-        no lock (one file per run, written atomically). Without ``fcntl`` (Windows) it
-        does nothing.
+        Held while one ``posenc compare`` writes ``grid.json``, the summaries, figures,
+        report, ``config.toml`` and ``run.json``, so that concurrent runs never interleave
+        their files. Records need no lock (one file per run, written atomically). A thread
+        that holds it may take it again (the inner hold is free). Without ``fcntl``
+        (Windows) it does nothing.
         """
         try:
             import fcntl
@@ -383,11 +386,18 @@ class ResultStore:
             yield
             return
         self.root.mkdir(parents=True, exist_ok=True)
+        key = os.path.realpath(self.root)
+        held: set[str] = _HELD_LOCKS.__dict__.setdefault("roots", set())
+        if key in held:  # this thread holds it already: flock on a second descriptor would wait forever
+            yield
+            return
         with open(self.root / ".lock", "a") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            held.add(key)
             try:
                 yield
             finally:
+                held.discard(key)
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def records(

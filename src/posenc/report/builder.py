@@ -43,6 +43,7 @@ from posenc.analysis import (
 from posenc.analysis.signals import make
 from posenc.analysis.summary import format_value
 from posenc.checks import check_choice
+from posenc.records.files import atomic_write_text
 from posenc.records.store import ResultStore
 from posenc.results import report_section
 from posenc.viz import FIGURE_KINDS, figures
@@ -451,7 +452,7 @@ def build_report(
         body="\n".join(part for part in body if part),
     )
     path = out_dir / "index.html"
-    path.write_text(page, encoding="utf-8")
+    atomic_write_text(path, page)  # a full disk names the page; a reader never sees half of it
     return path
 
 
