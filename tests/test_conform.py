@@ -285,3 +285,67 @@ def test_export_from_a_users_own_config_json_checks_against_its_family(tmp_path)
     assert cases["config-gemma3_text-sliding_attention"]["config"]["scaling"] is None
     rows = conform.check(out, against="hf")
     assert rows and all(r.status == "ok" for r in rows), [r for r in rows if r.status != "ok"]
+
+
+def test_export_of_a_composite_config_reads_its_text_config(tmp_path):
+    """Found: a config with top-level sizes and a text_config (a vision-language model) was exported
+    as plain RoPE at base 10000 with the top-level head size."""
+    from transformers import LlamaConfig, LlavaConfig
+
+    text = LlamaConfig(
+        hidden_size=64, num_attention_heads=4, max_position_embeddings=8192,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 2048},
+    )  # fmt: skip
+    composite = {
+        **LlavaConfig(text_config=text.to_dict()).to_dict(),
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+    }
+    (case,) = conform.config_cases(composite)
+    assert case.kind == "rope" and "text_config" in case.source
+    assert case.config["head_dim"] == 16 and case.config["base"] == 500000.0
+    assert case.config["scaling"]["rope_type"] == "llama3"
+    buried = {"model_type": "mystery_vl", "llm_config": {"hidden_size": 64, "num_attention_heads": 4}}
+    with pytest.raises(posenc.PosencError, match="'llm_config'.*text_config"):
+        conform.config_cases(buried)
+
+
+@pytest.mark.skipif(
+    not family_available("qwen2_vl_text"), reason="Qwen2-VL's seam needs a newer transformers"
+)
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_export_of_a_qwen_vl_config_is_its_m_rope_and_transformers_passes_it(tmp_path, interleaved):
+    """Found: a Qwen2-VL config.json could not be exported at all."""
+    from transformers import Qwen2VLConfig, Qwen3VLConfig
+
+    rope = {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [4, 2, 2]}
+    text = {"hidden_size": 64, "num_attention_heads": 4, "head_dim": 16, "rope_parameters": rope}
+    config = (Qwen3VLConfig if interleaved else Qwen2VLConfig)(text_config=text)
+    path = tmp_path / "config.json"
+    config.to_json_file(path)
+    out = tmp_path / "vectors"
+    exported = CliRunner().invoke(main, ["conform", "export", "--hf-config", str(path), str(out)])
+    assert exported.exit_code == 0, exported.output
+    manifest, _ = conform.load(out)
+    (entry,) = manifest["cases"]
+    assert entry["kind"] == "mrope" and entry["config"]["mrope_section"] == [4, 2, 2]
+    assert entry["config"]["base"] == 1e6 and entry["config"]["mrope_interleaved"] is interleaved
+    for against in ("posenc", "hf"):
+        rows = conform.check(out, against=against)
+        assert rows and all(r.status == "ok" for r in rows), [r for r in rows if r.status != "ok"]
+
+
+def test_a_flat_qwen2_vl_config_and_m_rope_posenc_has_not_verified():
+    flat = {"model_type": "qwen2_vl", "hidden_size": 64, "num_attention_heads": 4, "rope_theta": 1e6,
+            "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}}  # fmt: skip
+    (case,) = conform.config_cases(flat)  # transformers 4.x wrote Qwen2-VL's text sizes at the top
+    assert case.kind == "mrope" and case.config["base"] == 1e6 and case.config["mrope_section"] == [2, 3, 3]
+    with pytest.raises(posenc.PosencError, match="model_type 'glm4v'.*Qwen2-VL"):
+        conform.config_cases({**flat, "model_type": "glm4v"})
+    with pytest.raises(posenc.PosencError, match="rope_theta"):  # no base given: refused, not guessed
+        conform.config_cases({k: v for k, v in flat.items() if k != "rope_theta"})
+    with pytest.raises(posenc.PosencError, match="context-extension"):
+        conform.config_cases(
+            {**flat, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "mrope_section": [2, 3, 3]}}
+        )

@@ -21,6 +21,7 @@ EXTRAS = ("click", "rich", "matplotlib", "scipy", "tomli", "tomlkit")
 # The parts of posenc that use the `cli` extra (everything else is the library).
 USES_EXTRAS = (
     "posenc.compare",
+    "posenc.extend",
     "posenc.results",
     "posenc.cli",
     "posenc.report",

@@ -6,7 +6,8 @@ this one's packages (a ``.pth`` file adds them: nothing is downloaded, and this 
 left as it was). There it shows up in ``posenc list``, passes ``posenc check``, and runs in a
 smoke ``posenc compare --encodings mine,rope,alibi,nope`` in spawned local workers and on Ray,
 its row in the table with intervals; its records name the class and its distribution's
-version, and an edit of its source is refused on resume unless ``--allow-changed``.
+version, and an edit of the class is refused on resume unless ``--allow-changed`` (an edit
+elsewhere in its file is not).
 """
 
 from __future__ import annotations
@@ -129,12 +130,18 @@ def test_compare_locally_and_on_ray_then_refuse_an_edited_class(mine, tmp_path):
     )  # same runs, same numbers
 
     source = mine.parent.parent.parent / "posenc-mine" / "posenc_mine.py"
-    source.write_text(source.read_text() + "\n# an edit after the runs\n")
+    source.write_text(source.read_text() + "\n# an edit after the runs, in no class\n")
+    resumed = _compare(mine, tmp_path / "local")  # the classes did not change: nothing to refuse
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["outcome"]["skipped"] == 12
+    source.write_text(source.read_text().replace("return -self.slopes", "return 0.0 - self.slopes"))
     refused = _compare(mine, tmp_path / "local")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("posenc: error:"), refused.stderr
-    assert "source file changed" in lines[0] and "--allow-changed" in lines[0]
+    assert lines[-1].startswith("posenc: error:") and "Traceback" not in refused.stderr, refused.stderr
+    assert all(line.startswith("contract: ") for line in lines[:-1]), refused.stderr  # checked first
+    assert "encoding 'mine' (posenc_mine:LogBias): its code changed" in lines[-1]
+    assert "(3 run(s)" in lines[-1] and "--allow-changed" in lines[-1]  # mine's runs, not the others'
     kept = _compare(mine, tmp_path / "local", "--allow-changed")
     assert kept.returncode == 0, kept.stderr
     assert json.loads(kept.stdout)["outcome"]["skipped"] == 12

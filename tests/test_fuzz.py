@@ -22,6 +22,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import sys
+import typing
+from pathlib import Path
 
 import click
 import pytest
@@ -32,6 +35,7 @@ from hypothesis import strategies as st
 from tests.faults import FAULTS, fault_path
 
 import posenc
+import posenc.testing
 from posenc import rope_scaling
 from posenc.cli import main as cli_main
 
@@ -472,6 +476,7 @@ SLOW_BACKENDS = (  # (module, function): what a valid call of a slow command end
     ("posenc.viz", "render"),
     ("posenc.conform", "export"),
     ("posenc.conform", "check"),
+    ("posenc.extend", "run"),
 )
 
 
@@ -556,6 +561,8 @@ def test_path_options_are_all_classified():
         ("conform check", "directory"): "read directory",
         ("conform export", "directory"): "write directory",
         ("conform export", "--hf-config"): "read file",
+        ("extend", "--config"): "read file",
+        ("extend", "--out"): "write directory",
         ("plot", "--curves"): "read directory",
         ("plot", "-o"): "write file",
         ("report", "-o"): "write directory",
@@ -607,6 +614,117 @@ def test_cli_filesystem_faults_are_one_line_exit_2(command, option, fault, tmp_p
     assert result.exit_code == 2 and len(lines) == 1, (args, result.exit_code, result.stderr)
     assert lines[0].startswith("posenc: error:"), lines[0]
     assert bad[:60] in lines[0], f"the message does not name the path: {lines[0]}"
+
+
+# ---------------------------------------------------------------------------
+# 4c. Every key of a benchmark profile with random values (posenc compare --set / --config).
+# ---------------------------------------------------------------------------
+#
+# Each example sets one or two keys of the smoke profile to hostile values: nan, inf, huge
+# integers, wrong types, unknown names. Loading must give PosencError (one line) or a profile
+# that the checks before the first run (``check_fits``) and the grid accept or refuse with
+# PosencError; every run spec of an accepted profile has finite numbers. Never a traceback.
+
+
+def _profile_keys() -> list[str]:
+    from posenc.compare.profile import Profile
+
+    keys = []
+    for f in dataclasses.fields(Profile):
+        nested = typing.get_type_hints(Profile)[f.name]
+        if dataclasses.is_dataclass(nested):
+            keys += [f"{f.name}.{g.name}" for g in dataclasses.fields(nested)]
+        else:
+            keys.append(f.name)
+    return keys + [
+        "encoding_config.rope.base",
+        "encoding_config.ropee.base",
+        'encoding_config."posenc.zzz:X".a',
+    ]
+
+
+PROFILE_KEYS = _profile_keys()
+PROFILE_VALUES = [
+    "nan", "inf", "-inf", "-1", "0", "1", "0.5", str(2**63), "1" + "0" * 30, "1e308", "1e400", "true",
+    '"zzz"', '""', '"all"', "[]", '["zzz"]', '["ropee"]', '["rope"]', "[nan]", "[inf, 1.0]", f"[{2**63}]",
+    "[-1]", "[0.0]", "[1.0, 1.0]", "[1, [2]]", "{}", '{zzz = "copy"}', '{copy = "nosuch"}', "{a = {b = 1}}",
+]  # fmt: skip
+
+
+def _finite_numbers(value) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite_numbers(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_finite_numbers(v) for v in value)
+    return True
+
+
+def _sound(prof, items) -> None:
+    """A profile the loader accepted: the checks before the first run accept it or refuse it with
+    one line, and every run spec of its grid has finite numbers."""
+    from posenc.compare.grid import build_grid
+    from posenc.compare.profile import check_fits
+
+    try:
+        check_fits(prof, "cpu", memory=8 << 30)
+        specs = build_grid(prof).specs
+    except posenc.PosencError as exc:
+        assert "\n" not in str(exc), (items, str(exc))
+        return
+    assert specs and all(_finite_numbers(spec.to_dict()) for spec in specs), items
+
+
+PROFILE_SETTINGS = st.lists(
+    st.tuples(st.sampled_from(PROFILE_KEYS), st.sampled_from(PROFILE_VALUES)), min_size=1, max_size=2
+)
+
+
+@given(settings=PROFILE_SETTINGS)
+@settings(max_examples=200, deadline=None)
+def test_profile_keys_random_values(settings):
+    from posenc.compare.profile import load_profile
+
+    items = [f"{key}={value}" for key, value in settings]
+    try:
+        prof = load_profile("smoke", items)
+    except posenc.PosencError as exc:
+        assert "\n" not in str(exc), (items, str(exc))
+        return
+    _sound(prof, items)
+
+
+@given(settings=PROFILE_SETTINGS)
+@settings(max_examples=100, deadline=None)
+def test_cli_profile_keys_random_values_are_one_line_exit_2(settings, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("config")
+    args = ["compare", "--profile", "smoke", "--out", str(tmp / "out")]
+    items = [f"{key}={value}" for key, value in settings]
+    for item in items:
+        args += ["--set", item]
+    started = []
+
+    def start(prof, **kwargs):  # where the runs would start: keep the profile the command built
+        started.append(prof)
+        raise _Reached
+
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(posenc.compare, "compare", start)
+            result = CliRunner().invoke(cli_main, args, catch_exceptions=True)
+    except _Reached:
+        _sound(started[0], items)
+        return
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        args, f"{type(result.exception).__name__}: {result.exception}"
+    )  # fmt: skip
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("posenc: error:"), (
+        args,
+        result.stderr,
+    )
+    assert not (tmp / "out" / "runs").exists()
 
 
 # ---------------------------------------------------------------------------
@@ -731,6 +849,124 @@ def test_rope_ntk_huge_factor_is_a_value_error():
     """Found: ntk with factor=1e300 raised OverflowError (fixed in rope_scaling.compute)."""
     with pytest.raises(ValueError, match="factor"):
         posenc.build("rope", head_dim=8, scaling={"rope_type": "ntk", "factor": 1e300})
+
+
+# ---------------------------------------------------------------------------
+# 5b. Hostile records: random JSON in the fields of a run record that name code or files.
+# ---------------------------------------------------------------------------
+#
+# A genuine record is rewritten (fields replaced by random JSON values, or by names that point at
+# code or outside the directory) and sealed again (run id, checksum: anyone can). Reading the
+# directory never raises, never hangs and never tries to import a module the record names
+# (``posenc_fuzz_*`` modules do not exist; a finder on ``sys.meta_path`` sees every attempt);
+# loading the run is a model or one PosencError, a spec refused as untrusted, not imported.
+
+FUZZ_MODULE = "posenc_fuzz_sentinel"
+NAMING_CODE = [
+    f"{FUZZ_MODULE}:X",
+    f"{FUZZ_MODULE}.sub:Y",
+    "os:system",
+    "this:X",
+    "rope",
+    "copy",
+    "lm",
+    "irope:2",
+]
+NAMING_FILES = ["/dev/zero", "../../../etc/passwd", "..", ".", "", "x.pt", "a/b.pt", "\x00", "$\\x$"]
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+NAMING = st.sampled_from(NAMING_CODE + NAMING_FILES)
+HOSTILE_VALUES = st.one_of(
+    JSON_VALUES,
+    NAMING,
+    st.lists(st.tuples(st.sampled_from(["encoding", "task", "x"]), NAMING, NAMING).map(list), max_size=2),
+    st.dictionaries(
+        NAMING, st.dictionaries(st.sampled_from(["inner", "base"]), NAMING, max_size=1), max_size=2
+    ),
+)
+CODE_AND_FILE_FIELDS = [
+    ("spec", "encoding"), ("spec", "task"), ("spec", "schedule"), ("spec", "imports"), ("spec", "encoding_config"),
+    ("spec", "model", "scale_embeddings"), ("spec", "seed"), ("label",), ("weights",), ("weights", "file"),
+    ("weights", "bytes"), ("weights", "sha256"),
+]  # fmt: skip
+
+
+class _ImportWatch:
+    """A finder that finds nothing and remembers every attempt to import a ``posenc_fuzz_`` module."""
+
+    def __init__(self) -> None:
+        self.attempts: list[str] = []
+
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(FUZZ_MODULE):
+            self.attempts.append(name)
+        return None
+
+
+@pytest.fixture(scope="module")
+def genuine_record(tmp_path_factory):
+    from tests.records import make_payload, make_spec
+
+    from posenc.records.store import ResultStore
+
+    spec = make_spec()
+    return ResultStore(tmp_path_factory.mktemp("genuine")).write(spec, make_payload(spec))
+
+
+@given(
+    changes=st.lists(st.tuples(st.sampled_from(CODE_AND_FILE_FIELDS), HOSTILE_VALUES), min_size=1, max_size=3)
+)
+@settings(max_examples=60)
+def test_hostile_records_are_read_as_data(changes, genuine_record):
+    import json
+
+    from tests.records import no_hang, rewrite
+
+    from posenc.errors import PosencError
+    from posenc.records.files import safe_name
+    from posenc.records.store import ResultStore, load_weights
+    from posenc.results import trained
+
+    def change(data):
+        for path, value in changes:
+            node = data
+            for key in path[:-1]:
+                node = node.setdefault(key, {}) if isinstance(node, dict) else {}
+            if isinstance(node, dict):
+                node[path[-1]] = value
+
+    hostile = genuine_record.with_name("hostile.json")
+    try:
+        rewrite(genuine_record, change, hostile)
+    except ValueError:  # NaN in a value: the checksum cannot be recomputed; written unsealed
+        data = json.loads(genuine_record.read_text())
+        change(data)
+        hostile.write_text(json.dumps(data))
+    watch = _ImportWatch()
+    sys.meta_path.insert(0, watch)
+    try:
+        with no_hang(30):
+            records = ResultStore(genuine_record.parents[2]).records(warn=lambda _: None)
+            for record in records:
+                assert isinstance(record["label"], str) and isinstance(record["spec"]["task"], str)
+                name = safe_name(record["spec"]["task"])
+                assert Path(name).name == name and name not in (".", "..")
+            try:
+                load_weights(hostile)
+            except PosencError as exc:
+                assert "\n" not in str(exc)
+            try:
+                trained.load_run(hostile)
+            except PosencError as exc:  # the untrusted refusal, or why the record or weights are unusable
+                assert "\n" not in str(exc) and "cannot import module" not in str(exc), exc
+    finally:
+        sys.meta_path.remove(watch)
+        hostile.unlink(missing_ok=True)
+        hostile.with_suffix(".pt").unlink(missing_ok=True)
+    assert not watch.attempts, watch.attempts
 
 
 # ---------------------------------------------------------------------------
@@ -950,6 +1186,33 @@ def test_cli_hf_config_errors_name_the_file(tmp_path):
         assert str(path) in line and word in line, line
 
 
+def test_hf_config_nested_or_with_endless_numbers_is_one_line(tmp_path):
+    """Found: a config.json nested thousands deep, or holding a 5000-digit number, was a traceback."""
+    files = {
+        "nested.json": "[" * 100000 + "]" * 100000,
+        "deep.json": '{"a": ' * 40 + "1" + "}" * 40,
+        "digits.json": '{"head_dim": ' + "1" * 5000 + "}",
+        "huge.json": '{"hidden_size": 64, "num_attention_heads": 4, "rope_theta": 1' + "0" * 400 + "}",
+    }
+    for name, text in files.items():
+        path = tmp_path / name
+        path.write_text(text)
+        for args in (
+            ["rope", "inspect", "--hf-config", path],
+            ["conform", "export", "--hf-config", path, tmp_path / "v"],
+        ):
+            line = _one_line_error(_cli(*args, stubbed=False))
+            assert name in line or "rope_theta" in line, line
+
+
+def test_hf_apply_and_remove_refuse_what_is_not_a_model_by_name():
+    """Found: posenc.hf.apply(None) was an AttributeError from inside apply."""
+    for model in (None, "Qwen/Qwen2-0.5B", torch.nn.Linear(2, 2)):
+        for function in (posenc.hf.apply, posenc.hf.remove):
+            with pytest.raises(posenc.PosencTypeError, match="model must be a loaded transformers model"):
+                function(model)
+
+
 def test_cli_show_and_plot_name_their_own_options(tmp_path):
     """Found: `show learned --positions 2000` advised "Raise max_len" (no CLI option does);
     `plot --positions 1` named the library's num_positions."""
@@ -1028,3 +1291,108 @@ def _refuse_rename(src, dst):
     import os
 
     raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(src), None, str(dst))
+
+
+# ---------------------------------------------------------------------------
+# 6. Plug-ins (tests/outoftree, installed nowhere): random configs, random selections of the
+#    contract on broken classes, random values at the command line.
+# ---------------------------------------------------------------------------
+
+OUT_OF_TREE = Path(__file__).parent / "outoftree"
+PLUGINS = ["posenc_demo:LogDecayBias", "posenc_plain:DistanceBias"]
+# each broken class and the property that must catch it (tests/outoftree/posenc_broken)
+BROKEN = {
+    "posenc_broken:DroppedPair": "shapes_and_dtypes",
+    "posenc_broken:IgnoresLayout": "layout",
+    "posenc_broken:NaNOutput": "offsets",
+    "posenc_broken:QueryTerm": "relative_invariance",
+    "posenc_broken:PerHeadTurn": "grouped_kv",
+    "posenc_broken:ClaimsScaling": "capabilities",
+    "posenc_broken:LengthTurn": "kv_cache",
+}
+FAST = [name for name in posenc.testing.FAST_PROPERTIES if name != "gradients"]  # gradcheck: slow
+
+
+@pytest.fixture(scope="module")
+def outoftree():
+    sys.path.insert(0, str(OUT_OF_TREE))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(OUT_OF_TREE))
+
+
+@pytest.mark.parametrize("spec", PLUGINS)
+@given(data=st.data())
+@settings(max_examples=40)
+def test_plugin_build_random_configs(outoftree, spec, data):
+    """A plug-in's Config errors are posenc's (one line at the command line), whatever its
+    validate raises: PosencError / PosencTypeError naming the field. (What a value the plug-in
+    accepts does to its own hook is the plug-in's contract: ``posenc check``.)"""
+    cls = posenc.get_encoding_class(spec)
+    config, mutated = data.draw(mutated_configs(cls))
+    try:
+        cls.Config.from_dict(config, owner=spec)
+    except Exception as exc:  # noqa: BLE001 - the contract is about which exceptions
+        assert isinstance(exc, posenc.PosencError), f"{type(exc).__name__}: {exc}"
+        _assert_names(exc, list(mutated) or ["config"])
+
+
+@given(
+    spec=st.sampled_from(sorted(BROKEN)),
+    chosen=st.lists(st.sampled_from(FAST), min_size=1, max_size=4, unique=True),
+    dims=st.sampled_from([(16, 2), (16, 4), (8, 1), (24, 3), (32, 2)]),
+)
+@settings(max_examples=30)
+def test_the_contract_on_broken_plugins_random_selections(outoftree, spec, chosen, dims):
+    """Any selection of properties, any small model: a report (never an exception from inside),
+    every failure with a reason, NaN named wherever it was compared, and the property that
+    catches each broken class failing whenever it is run and applies."""
+    d_model, num_heads = dims
+    try:
+        report = posenc.testing.check_encoding(spec, properties=chosen, d_model=d_model, num_heads=num_heads)
+    except posenc.PosencError as exc:  # a model the class cannot be built for: said, naming why
+        _assert_names(exc, ["head_dim", "num_heads", "d_model"])
+        return
+    assert [r.name for r in report.results] == chosen
+    for result in report.failures:
+        assert result.detail and "Expected reduction dim" not in result.detail, result.line()
+        if spec.endswith("NaNOutput"):
+            assert "NaN" in result.detail, result.line()
+    catcher = BROKEN[spec]
+    if catcher in chosen and report[catcher].passed is not None:
+        assert report[catcher].passed is False, str(report)
+
+
+@given(
+    value=st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e400", '"x"', "[]", "{}", "null", "true", "2"])
+)
+@settings(max_examples=24)
+def test_cli_check_of_a_plugin_with_random_config_values(outoftree, value):
+    """``posenc check`` of a plug-in whose validate raises plain ValueError / TypeError: exit 0
+    (a value it takes), or one line and exit 2; never a traceback or exit 1."""
+    result = CliRunner().invoke(
+        cli_main,
+        ["check", "posenc_plain:DistanceBias", "--property", "declares", "--config", f"scale={value}"],
+    )
+    assert "Traceback" not in result.output and result.exit_code in (0, 2), (value, result.output)
+    if result.exit_code == 2:
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("posenc: error:") and "scale" in lines[0], (
+            result.stderr
+        )
+
+
+@given(
+    spec=st.sampled_from(["posenc_plain:Echo", "posenc_broken:MarkerTask"]),
+    lengths=st.lists(st.integers(min_value=-2, max_value=40), min_size=0, max_size=5),
+)
+@settings(max_examples=20)
+def test_the_task_contract_on_plugins_random_lengths(outoftree, spec, lengths):
+    try:
+        report = posenc.testing.check_task(spec, lengths=lengths)
+    except posenc.PosencError as exc:
+        _assert_names(exc, ["lengths"])
+        return
+    assert report.passed is spec.endswith("Echo"), str(report)
+    assert all(r.detail for r in report.results)

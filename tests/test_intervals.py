@@ -8,52 +8,59 @@ import numpy as np
 import pytest
 
 from posenc.results import claims, stats
-from posenc.results.stats import Cell, bootstrap_interval
+from posenc.results.stats import Cell
 
 
-def _mean_stat(values: np.ndarray):
-    return lambda s, u: values[s[..., :, None], u[..., None, :]].mean(axis=(-1, -2))
+def test_one_unit_per_seed_is_the_t_interval_of_the_seeds():
+    """Three seeds, one unit each: the t interval of scipy's one-sample t test (2 df, 4.30 x s /
+    sqrt(3)), not the seeds' min-max (a 75% interval)."""
+    from scipy import stats as sp
+
+    values = np.array([0.0, 0.3, 0.9])
+    mean, low, high = stats.interval(values[:, None], rate=False)
+    ci = sp.ttest_1samp(values, 0.0).confidence_interval(0.95)
+    assert (mean, low, high) == pytest.approx((0.4, ci.low, ci.high))
+    assert low < 0.0 and high > 0.9  # wider than the range
+    c = stats.per_seed([1, 2, 3])
+    assert c.low == pytest.approx(2 - 4.302653 / math.sqrt(3)) and c.high == pytest.approx(
+        2 + 4.302653 / math.sqrt(3)
+    )
 
 
-def test_units_only_interval_matches_the_binomial_by_hand():
-    """One seed, 10 examples, five right: a resampled mean is Binomial(10, 1/2) / 10.
+def test_the_variance_of_a_cell_adds_the_shared_examples_spread_to_the_seeds():
+    """The two-way (seeds x examples) mean squares by explicit sums, and the variance of the mean
+    they give: seeds' part ms_seed / (S U) plus the examples' part (ms_unit - ms_resid) / (S U)."""
+    values = np.array(
+        [[1.0, 1.0, 0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0, 1.0, 1.0]]
+    )
+    seeds, count = values.shape
+    grand = sum(map(sum, values)) / (seeds * count)
+    rows = [sum(r) / count for r in values]
+    cols = [sum(values[i][j] for i in range(seeds)) / seeds for j in range(count)]
+    ms_seed = count * sum((r - grand) ** 2 for r in rows) / (seeds - 1)
+    ms_unit = seeds * sum((c - grand) ** 2 for c in cols) / (count - 1)
+    ms_resid = sum(
+        (values[i][j] - rows[i] - cols[j] + grand) ** 2 for i in range(seeds) for j in range(count)
+    ) / ((seeds - 1) * (count - 1))
+    assert ms_unit > ms_resid  # the examples differ more than the noise: their part counts
+    mean, variance, df = stats.mean_variance(values)
+    seed_part, unit_part = ms_seed / (seeds * count), (ms_unit - ms_resid) / (seeds * count)
+    assert mean == pytest.approx(grand)
+    assert variance == pytest.approx(seed_part + unit_part)
+    satterthwaite = (seed_part + unit_part) ** 2 / (seed_part**2 / (seeds - 1) + unit_part**2 / (count - 1))
+    assert df == pytest.approx(min(satterthwaite, seeds - 1) if seed_part >= unit_part else satterthwaite)
+    one = stats.mean_variance(values[:1])
+    assert math.isnan(one[1])  # one seed: the seeds' spread is unknown
 
-    P(X <= 1) = 11/1024 = 1.1% < 2.5% < P(X <= 2) = 56/1024 = 5.5%, so the 2.5% quantile
-    is 0.2; by symmetry the 97.5% quantile is 0.8. The interval is [0.2, 0.8].
-    """
-    values = np.array([[0.0] * 5 + [1.0] * 5])
-    assert bootstrap_interval(_mean_stat(values), values.shape) == (0.2, 0.8)
 
-
-def test_three_seeds_interval_is_their_range():
-    """Three seeds, one unit each: each extreme resample (all three the same seed) has
-    probability 1/27 = 3.7% > 2.5%, so the 95% percentile interval is [min, max]."""
-    values = np.array([[0.0], [0.3], [0.9]])
-    assert bootstrap_interval(_mean_stat(values), values.shape) == (0.0, 0.9)
-
-
-def test_crossed_interval_widens_by_the_seed_spread():
-    """Two seeds whose units differ by a constant 0.5: the statistic is the units' binomial
-    mean plus 0, 0.25 or 0.5 (both resampled seeds the first, one of each, both the second)
-    with probability 1/4, 1/2, 1/4. Exact distribution by enumeration; the bootstrap's
-    quantiles must land on it."""
-    base = np.array([0.0] * 5 + [1.0] * 5)
-    values = np.stack([base, base + 0.5])
-    low, high = bootstrap_interval(_mean_stat(values), values.shape)
-    support: dict[float, float] = {}
-    for k in range(11):
-        p_units = math.comb(10, k) / 1024
-        for shift, p_seed in ((0.0, 0.25), (0.25, 0.5), (0.5, 0.25)):
-            key = round(k / 10 + shift, 10)
-            support[key] = support.get(key, 0.0) + p_units * p_seed
-    cdf, acc = {}, 0.0
-    for x in sorted(support):
-        acc += support[x]
-        cdf[x] = acc
-    lo_exact = min(x for x in cdf if cdf[x] >= 0.025)
-    hi_exact = min(x for x in cdf if cdf[x] >= 0.975)
-    assert (round(low, 10), round(high, 10)) == (lo_exact, hi_exact)
-    assert high - low > 0.6  # wider than the units alone ([0.2, 0.8])
+def test_a_rate_at_zero_or_one_has_a_clopper_pearson_interval_never_zero_width():
+    zeros = np.zeros((3, 256))
+    mean, low, high = stats.interval(zeros, rate=True)
+    edge = 1 - 0.025 ** (1 / 256)  # Clopper-Pearson upper bound of 0 of 256
+    assert (mean, low) == (0.0, 0.0) and high == pytest.approx(edge) and high > 0.01
+    assert stats.interval(np.ones((3, 256)), rate=True)[1] == pytest.approx(1 - edge)
+    inside = stats.interval(np.array([[0.0] * 250 + [1.0] * 6] * 3), rate=True)
+    assert 0 < inside[1] < inside[0] < inside[2] < 1  # the logit interval stays inside [0, 1]
 
 
 def test_a_cell_averages_converged_runs_only_and_counts_the_others():
@@ -88,9 +95,10 @@ def test_lm_ratio_units_pair_each_long_window_with_the_short_ones_it_covers():
                                "default", "ratio_2x")  # fmt: skip
     np.testing.assert_array_equal(longer, [1.0, 3.0])
     np.testing.assert_array_equal(base, [1.0, 2.0])
-    statistic = stats._stat_ratio(np.stack([longer]), np.stack([base]))
-    # exp(mean(1, 3) - mean(1, 2)) = exp(0.5)
-    assert float(statistic(np.arange(1), np.arange(2))) == pytest.approx(math.exp(0.5))
+    linear = stats._as_units((longer, base))  # each block's share of its seed's ratio
+    # their mean is the ratio: exp(mean(1, 3) - mean(1, 2)) = exp(0.5)
+    assert float(linear.mean()) == pytest.approx(math.exp(0.5))
+    assert linear[1] - linear[0] == pytest.approx(math.exp(0.5) * 1.0)  # delta method: r x (d_1 - d_0)
 
 
 @pytest.mark.parametrize(
@@ -190,19 +198,39 @@ def test_a_claim_is_shown_only_when_every_encoding_it_names_ran(monkeypatch):
     assert [r["claim"] for r in claims.claims([record])] == ["alibi holds"]
 
 
-def test_a_column_counts_the_pairs_its_intervals_separate_and_the_difference_it_can_show():
-    cells = [
-        Cell(0.90, 0.85, 0.95, 3, 3, 10),  # apart from the two below
-        Cell(0.50, 0.40, 0.60, 3, 3, 10),  # overlaps the next one
-        Cell(0.45, 0.35, 0.55, 3, 3, 10),
-        Cell(0.00, 0.00, 0.00, 3, 3, 10),  # at the floor: separated from the others, no spread
-        Cell(math.nan, math.nan, math.nan, 0, 3, 0),  # no converged seed: not a pair
-    ]
-    sep = stats.separation(cells)
-    assert (sep.separated, sep.pairs) == (5, 6)  # every pair of the four measured cells but 2-3
-    assert sep.detectable == pytest.approx(0.2)  # median of the widths 0.1, 0.2, 0.2 (the floor has none)
-    floor = stats.separation([Cell(0.0, 0.0, 0.0, 3, 3, 10)] * 3)
-    assert (floor.separated, floor.pairs) == (0, 3) and math.isnan(floor.detectable)
+def test_a_column_counts_pairs_a_corrected_test_tells_apart_and_one_model_once():
+    """Rows apart on every seed differ; rows drawn alike do not; one trained model evaluated two
+    ways is compared within itself (paired), not counted again against the others."""
+    rng = np.random.default_rng(0)
+
+    def runs(label, rate, seeds=3, variant=None, other=None):
+        out = []
+        for seed in range(seeds):
+            hits = [int(x) for x in rng.random(64) < rate]
+            rec = _copy_record(label, seed, 8)
+            rec["result"]["eval"]["default"]["per_example"]["exact_match"] = [hits, hits]
+            rec["result"]["eval"]["default"]["lengths"] = [4, 8]
+            if variant:
+                more = [int(x) for x in rng.random(64) < other]
+                rec["result"]["eval"][variant] = {
+                    "lengths": [4, 8],
+                    "per_example": {"exact_match": [more, more]},
+                }
+            out.append(rec)
+        return out
+
+    records = [*runs("a", 0.9), *runs("b", 0.2), *runs("c", 0.21), *runs("d", 0.5, variant="x", other=0.55)]
+    sep = stats.separation(records, "copy", "em_2x")
+    # a, b, c, d: 6 pairs between models; d vs d[x] within d: 7 tests
+    assert sep.pairs == 7 and sep.untestable == 0
+    assert 4 <= sep.significant <= 6  # a apart from b, c, d; b/c alike; d vs d[x] close
+    assert stats.pair_test(records, "d", "d[x]", task="copy", column="em_2x").test == stats.PAIRED
+    assert stats.pair_test(records, "a", "b", task="copy", column="em_2x").test == stats.WELCH
+    assert sep.detectable == pytest.approx(stats.detectable(sep.seed_sd, 3)) and sep.detectable > 0
+    assert sep.permutation_min_p == pytest.approx(0.1)  # 3 vs 3 seeds: 2 / C(6, 3)
+    floor = [*runs("a", 0.0), *runs("b", 0.0)]
+    tied = stats.separation(floor, "copy", "em_2x")
+    assert (tied.significant, tied.pairs) == (0, 1) and math.isnan(tied.detectable)
 
 
 def _copy_record(label, seed, hits, converged=True, checks=(0.5, 1.0)):
@@ -250,7 +278,8 @@ def test_the_summary_states_each_columns_power_and_why_a_cell_is_not_converged()
     ]
     summary = tables.summarize(records)
     power = summary["columns"]["copy:em_1.25x"]  # n = 5: rows of 12 tokens, 1.2x the trained 10 (n = 4)
-    assert (power["separated"], power["pairs"]) == (2, 3)  # a and c (one seed each at 100%) vs b at 0%
+    # a (3 seeds at 100%) vs b (3 at 0%) differ; c has one converged seed: its pairs are untestable
+    assert (power["significant"], power["pairs"], power["untestable"]) == (1, 1, 2)
     assert summary["reasons"] == {
         "c / copy": "1 of 2 seeds: held-out exact match stayed below 99% at the step cap of 100 "
         "(seed 1: 43%); learning rate 0.002: chosen from 0.001, 0.002 on copy: none converged"
@@ -258,13 +287,17 @@ def test_the_summary_states_each_columns_power_and_why_a_cell_is_not_converged()
     headers = [h for h, _, _ in tables.table_columns(summary)]
     assert headers == ["copy in", "copy 1.25x", "copy tf-tok 1.25x"]  # buckets without lengths are left out
     markdown = tables.markdown_table(summary)
-    assert "| *separated* | 2/3 | 2/3 | 2/3 | |" in markdown and "`c / copy`" in tables.reasons_markdown(
+    assert "| *significant* | 1/1 | 1/1 | 1/1 | |" in markdown and "`c / copy`" in tables.reasons_markdown(
         summary
     )
     same = [*(_copy_record("a", s, 8) for s in range(3)), *(_copy_record("b", s, 8) for s in range(3))]
     tied = tables.summarize(same)
     assert tables.dropped_columns(tied) == ["copy 1.25x", "copy tf-tok 1.25x"]  # both at 100%: no pair apart
-    assert "Columns that separate no pair, left out: copy 1.25x, copy tf-tok 1.25x." in tables.caption(tied)
+    caption = tables.caption(tied)
+    assert "Columns with no significant pair, left out: copy 1.25x, copy tf-tok 1.25x." in caption
+    assert (
+        "Welch t test over seeds" in caption and "Benjamini-Hochberg" in caption and "t interval" in caption
+    )
 
 
 def test_a_ranking_names_the_tasks_it_read():

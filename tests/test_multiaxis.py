@@ -55,6 +55,17 @@ def test_grid_positions_are_row_major_with_prefix_tokens():
     assert axes.grid_shape(coords(3, 4, prefix=1)) == (3, 4)
 
 
+def test_flatten_grid_refuses_positions_outside_the_grid():
+    """Found: flatten_grid(grid_positions((4, 4)), (3, 3)) returned duplicate indices (cell (1, 0)
+    and cell (0, 3) both became 3)."""
+    with pytest.raises(PosencError, match=r"coordinate 3 on axis 1 is outside the grid of sizes \(3, 3\)"):
+        axes.flatten_grid(coords(4, 4), (3, 3))
+    with pytest.raises(PosencError, match="coordinate -1 on axis 0"):  # -1 on some axes only
+        axes.flatten_grid(torch.tensor([[[-1, 2]]]), (3, 3))
+    flat = axes.flatten_grid(coords(3, 3, prefix=2), (3, 3))[0]  # tokens without a position: 0
+    assert flat.tolist() == [0, 0, *range(9)]
+
+
 def test_multimodal_positions_follow_qwen2_vl_rule():
     pos = multimodal_positions([3, (2, 2, 3), 2, (1, 1, 2)])[0]  # text, video, text, image
     assert pos[:3].tolist() == [[0, 0, 0], [1, 1, 1], [2, 2, 2]]

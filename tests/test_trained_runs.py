@@ -152,14 +152,16 @@ def test_cli_plot_and_probe_a_run(runs, tmp_path):
         (lambda p, runs: p.unlink(), "no such file"),
         (lambda p, runs: p.write_text("{not json"), r"not a valid run record \(unreadable JSON"),
         (lambda p, runs: p.with_suffix(".pt").unlink(), "weights file .* unreadable"),
-        (lambda p, runs: p.with_suffix(".pt").write_bytes(b"garbage"), "does not match its checksum"),
+        (lambda p, runs: p.with_suffix(".pt").write_bytes(b"g" * p.with_suffix(".pt").stat().st_size),
+         "does not match its checksum"),
+        (lambda p, runs: p.with_suffix(".pt").write_bytes(b"garbage"), "holds 7 bytes, the record says"),
         (lambda p, runs: _rewrite(p, lambda d: d.pop("weights")), "keeps no weights"),
         # a file whose checksum is right but which is not a state dict / not this model's
         (lambda p, runs: (p.with_suffix(".pt").write_bytes(b"not torch"),
-                          _rewrite(p, lambda d: d["weights"].update(sha256=_sha(p.with_suffix(".pt"))))),
+                          _rewrite(p, lambda d: d["weights"].update(**_seal(p.with_suffix(".pt"))))),
          "is not a saved state dict"),
         (lambda p, runs: (shutil.copy(runs[0]["learned/lm"].with_suffix(".pt"), p.with_suffix(".pt")),
-                          _rewrite(p, lambda d: d["weights"].update(sha256=_sha(p.with_suffix(".pt"))))),
+                          _rewrite(p, lambda d: d["weights"].update(**_seal(p.with_suffix(".pt"))))),
          "does not fit the model the record describes"),
     ],
 )  # fmt: skip
@@ -175,10 +177,11 @@ def test_missing_corrupt_or_mismatched_weights_are_one_line_errors(runs, tmp_pat
         assert result.output.startswith("posenc: error: ") and result.output.count("\n") == 1, result.output
 
 
-def _sha(path):
+def _seal(path):
+    """The ``weights`` entry of a record naming the file at ``path`` (its checksum and size)."""
     import hashlib
 
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "bytes": path.stat().st_size}
 
 
 def test_cli_refuses_what_does_not_apply_to_a_run(runs, tmp_path):

@@ -266,11 +266,24 @@ def grid_shape(positions: torch.Tensor) -> tuple[int, ...]:
 
 def flatten_grid(positions: torch.Tensor, sizes: Sequence[int]) -> torch.Tensor:
     """Row-major index of each cell: ``(..., a) -> (...)`` (``r * w + c`` for ``(h, w)``), the
-    sequence position a 1-D encoding gives a flattened grid. Tokens without a position get 0."""
+    sequence position a 1-D encoding gives a flattened grid. Tokens without a position
+    (:data:`NO_POSITION` on every axis) get 0; a coordinate outside ``[0, size)`` on its axis is
+    refused (two cells would share an index)."""
     sizes = _sizes("sizes", sizes)
     if positions.shape[-1] != len(sizes):
         raise PosencError(
             f"positions have {positions.shape[-1]} axes but sizes has {len(sizes)} entries: {sizes}"
+        )
+    limits = torch.tensor(sizes, dtype=positions.dtype, device=positions.device)
+    none = (positions == NO_POSITION).all(-1, keepdim=True)  # (..., 1) tokens without a position
+    outside = ((positions < 0) | (positions >= limits)) & ~none  # (..., a)
+    if bool(outside.any()):
+        where = outside.nonzero()[0].tolist()
+        token, axis = tuple(where[:-1]), where[-1]
+        raise PosencError(
+            f"positions{list(token)} = {positions[token].tolist()}: coordinate {int(positions[token][axis])} on axis "
+            f"{axis} is outside the grid of sizes {tuple(sizes)} (each coordinate in [0, size), or {NO_POSITION} "
+            "on every axis for a token without a position)"
         )
     index = torch.zeros(positions.shape[:-1], dtype=torch.long, device=positions.device)
     for axis, size in enumerate(sizes):

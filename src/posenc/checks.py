@@ -58,10 +58,15 @@ def check_float(
     """Return ``value`` as a finite float or raise naming ``name`` and the range."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise PosencTypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-    value = float(value)
     low = "" if minimum is None else (f"> {minimum}" if exclusive_minimum else f">= {minimum}")
     high = "" if maximum is None else f"<= {maximum}"
     valid = " and ".join(t for t in (low, high) if t) or "finite"
+    try:
+        value = float(value)
+    except OverflowError:  # an int past the largest float
+        raise PosencError(
+            f"{name} must be a finite number ({valid}), got an integer too large for a float"
+        ) from None
     if not math.isfinite(value):
         raise PosencError(f"{name} must be a finite number ({valid}), got {value}")
     if minimum is not None and (value < minimum or (exclusive_minimum and value == minimum)):

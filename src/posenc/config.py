@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from posenc.checks import check_choice, did_you_mean, is_integer_dtype
-from posenc.errors import PosencError
+from posenc.errors import PosencError, PosencTypeError
 
 MAX_CONFIG_INT = 2**53  # no size or count past this can be allocated (nor is a float64 integer)
 
@@ -51,7 +51,9 @@ class EncodingConfig:
     """Mixin for every encoding's ``@dataclass(frozen=True)`` config.
 
     Subclasses override :meth:`validate` and raise ValueError/TypeError naming the
-    field. ``from_dict`` rejects unknown keys, suggesting the closest field.
+    field (a plain one comes out as :class:`~posenc.errors.PosencError` /
+    :class:`~posenc.errors.PosencTypeError` naming the Config class too, so that the command
+    line says it in one line). ``from_dict`` rejects unknown keys, suggesting the closest field.
     """
 
     def __post_init__(self) -> None:
@@ -63,7 +65,13 @@ class EncodingConfig:
                 elif abs(value) > MAX_CONFIG_INT:  # sizes past 2**53 only overflow inside torch
                     raise PosencError(f"{f.name} must be an integer with |{f.name}| <= 2**53, got {value}")
             object.__setattr__(self, f.name, value)
-        self.validate()
+        try:
+            self.validate()
+        except PosencError:
+            raise
+        except (ValueError, TypeError) as exc:  # a plug-in's validate, as this class's docstring says
+            error = PosencTypeError if isinstance(exc, TypeError) else PosencError
+            raise error(f"{type(self).__qualname__}: {exc}") from exc
 
     def validate(self) -> None:  # pragma: no cover - overridden
         """Check every field; raise ValueError/TypeError naming the field."""

@@ -206,15 +206,100 @@ def cases() -> list[Case]:
     return out
 
 
-def config_cases(config: Any) -> list[Case]:
-    """The RoPE cases of a Hugging Face ``config.json`` (a path, dict or config object): one per
-    layer type with its own rope dict, read as :func:`posenc.hf.apply` reads it and checked
-    against the config's own family where posenc has verified it."""
-    cfg = hf.config_dict(config)
+#: transformers model types whose M-RoPE posenc computes (Qwen2-VL / Qwen2.5-VL; Qwen3-VL interleaves
+#: the sections), with their text models' own types.
+MROPE_MODEL_TYPES = {
+    "qwen2_vl": False, "qwen2_vl_text": False, "qwen2_5_vl": False, "qwen2_5_vl_text": False,
+    "qwen3_vl": True, "qwen3_vl_text": True, "qwen3_vl_moe": True, "qwen3_vl_moe_text": True,
+}  # fmt: skip
+_SIZE_KEYS = ("head_dim", "hidden_size", "n_embd")
+
+
+def text_part(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """``(the text model's config, where it was)`` of a ``config.json`` dict: its ``text_config``
+    when it has one (a composite config: vision-language models), as transformers'
+    ``get_text_config`` reads it and :func:`posenc.hf.apply` does, else the config itself. A
+    composite config whose text model sits under another key is refused, naming the key."""
+    text = cfg.get("text_config")
+    if text is not None:
+        if not isinstance(text, dict):
+            raise PosencError(f"config.json: text_config must be an object, got {type(text).__name__}")
+        return {"model_type": cfg.get("model_type"), **text}, "text_config"
+    if not any(cfg.get(key) is not None for key in _SIZE_KEYS):
+        parts = [k for k, v in cfg.items() if isinstance(v, dict) and any(s in v for s in _SIZE_KEYS)]
+        if parts:
+            raise PosencError(
+                f"config.json (model_type {cfg.get('model_type')!r}) keeps its models' sizes under "
+                f"{', '.join(map(repr, parts))}, not under text_config nor at the top level; posenc reads the "
+                "text model from text_config only: export with that part of the file as the config"
+            )
+    return cfg, ""
+
+
+def _mrope_case(cfg: dict[str, Any], rope: dict[str, Any], where: str) -> Case:
+    """The M-RoPE case of a Qwen-VL text config (its rope dict holds ``mrope_section``)."""
     model_type = cfg.get("model_type")
-    family = FAMILIES.get(model_type) if isinstance(model_type, str) else None
+    if model_type not in MROPE_MODEL_TYPES:
+        verified = ", ".join(MROPE_MODEL_TYPES)
+        raise PosencError(
+            f"config.json (model_type {model_type!r}) has an M-RoPE (mrope_section); posenc computes the "
+            f"M-RoPE of Qwen2-VL, Qwen2.5-VL and Qwen3-VL only (model_type one of {verified})"
+        )
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type not in ("default", "mrope"):
+        raise PosencError(
+            f"config.json: posenc's M-RoPE has no context-extension scaling, got rope_type {rope_type!r}"
+        )
+    theta = rope.get("rope_theta", cfg.get("rope_theta"))
+    section = rope.get("mrope_section")
+    for key, value in (("rope_theta", theta), ("mrope_section", section)):
+        if value is None:
+            raise PosencError(f"config.json: an M-RoPE config needs {key}, which it does not give")
+    heads = cfg.get("num_attention_heads")
+    head_dim = cfg.get("head_dim") or (
+        cfg["hidden_size"] // heads
+        if isinstance(cfg.get("hidden_size"), int) and isinstance(heads, int) and heads
+        else None
+    )
+    if head_dim is None:
+        raise PosencError(
+            "config.json: an M-RoPE config needs head_dim, or hidden_size and num_attention_heads"
+        )
+    interleaved = bool(rope.get("mrope_interleaved", MROPE_MODEL_TYPES[model_type]))
+    enc = build("mrope", head_dim=head_dim, base=theta, mrope_section=section, mrope_interleaved=interleaved)
+    config = {"head_dim": enc.config.head_dim, "base": enc.config.base, "mrope_section": enc.config.resolved_section(),
+              "mrope_interleaved": interleaved, "layout": "half"}  # fmt: skip
+    label = "interleaved M-RoPE" if interleaved else "M-RoPE"
+    source = (
+        f"config.json{where} (model_type {model_type!r}, {label}, mrope_section {config['mrope_section']})"
+    )
+    return Case(f"config-{model_type}", "mrope", source, config, conform_mrope.calls())
+
+
+def config_cases(config: Any) -> list[Case]:
+    """The RoPE cases of a Hugging Face ``config.json`` (a path, dict or config object): its text
+    model's (:func:`text_part`), one per layer type with its own rope dict, read as
+    :func:`posenc.hf.apply` reads it and checked against the config's own family where posenc has
+    verified it; a Qwen-VL config's M-RoPE as one M-RoPE case."""
+    top = hf.config_dict(config)
+    cfg, part = text_part(top)
+    if part:
+        cfg = hf.config_dict(cfg)  # the aliases of the text model's own keys
+    where_part = f" {part}" if part else ""
+    model_type = cfg.get("model_type")
     rope_dicts = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
-    nested = [key for key, value in rope_dicts.items() if isinstance(value, dict)]
+    if isinstance(rope_dicts, dict) and ("mrope_section" in rope_dicts or rope_dicts.get("type") == "mrope"):
+        return [_mrope_case(cfg, rope_dicts, where_part)]
+    family = FAMILIES.get(model_type) if isinstance(model_type, str) else None
+    if family is not None and family.encoding != "rope":
+        raise PosencError(
+            f"config.json (model_type {model_type!r}) has no rope dict with mrope_section to export"
+        )
+    nested = (
+        [key for key, value in rope_dicts.items() if isinstance(value, dict)]
+        if isinstance(rope_dicts, dict)
+        else []
+    )
     out = []
     for layer_type in nested or [None]:
         rope = (
@@ -223,7 +308,9 @@ def config_cases(config: Any) -> list[Case]:
             else hf.from_hf(cfg, layer_type=layer_type)
         )
         label = f"config-{model_type or 'model'}" + (f"-{layer_type}" if layer_type else "")
-        where = f"config.json (model_type {model_type!r}" + (f", {layer_type} layers)" if layer_type else ")")
+        where = f"config.json{where_part} (model_type {model_type!r}" + (
+            f", {layer_type} layers)" if layer_type else ")"
+        )
         out.append(rope_case(label, where, rope, model_type if family is not None else None))
     return out
 

@@ -16,6 +16,7 @@ and fixed tuples (from lists), ``dict[str, X]`` and nested dataclasses (from tab
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -48,8 +49,10 @@ def read_json(package: str, name: str) -> Any:
         raise PosencError(f"{name}: not valid JSON ({exc})") from None
 
 
+@functools.cache
 def hints(cls: type) -> dict[str, Any]:
-    """The field annotations of dataclass ``cls``, evaluated."""
+    """The field annotations of dataclass ``cls``, evaluated (once per class: every run record read
+    is typed with them)."""
     return typing.get_type_hints(cls)
 
 
@@ -110,6 +113,8 @@ def value(hint: Any, raw: Any, where: Where, key: str, *, check=None) -> Any:
     scalar = _scalar(hint, raw)
     if scalar is not MISSING:
         return scalar
+    if hint is float and isinstance(raw, int) and not isinstance(raw, bool):
+        raise where.error(key, raw, "must be a number a float can hold (this integer is too large)")
     if hint in _SCALARS:
         raise where.error(key, raw, _SCALARS[hint])
     if origin is tuple:
@@ -144,7 +149,10 @@ def _scalar(hint: Any, raw: Any) -> Any:
     if hint is int and isinstance(raw, int) and not isinstance(raw, bool):
         return raw
     if hint is float and isinstance(raw, (int, float)) and not isinstance(raw, bool):
-        return float(raw)
+        try:
+            return float(raw)
+        except OverflowError:  # an integer past the largest float
+            return MISSING
     if hint is str and isinstance(raw, str):
         return raw
     return MISSING

@@ -110,7 +110,8 @@ class PositionalEncoding(nn.Module):
         Same arguments as the hook, as arrays: additive ``(x (b,n,d), positions (b,n)) -> (b,n,d)``;
         rotary ``(q, k, q_positions, k_positions) -> (q, k)``; bias ``(q_positions, k_positions)
         -> (b|1,h,i,j)``; relative ``(q, k, q_positions, k_positions) -> (b,h,i,j)``. When a class
-        defines it, :func:`posenc.testing.check_encoding` checks the hook against it.
+        defines it, :func:`posenc.testing.check_encoding` checks the hook against it; a subclass
+        sets ``numpy_reference = None`` to drop an inherited one.
         """
         raise NotImplementedError(f"{type(self).__name__} defines no numpy_reference")
 

@@ -11,8 +11,8 @@ group ``posenc.encodings``) and the benchmark's tasks (:mod:`posenc.tasks.regist
    when every entry is listed.
 
 :func:`origin` says where a class comes from (its import spec, the distribution that installs
-it and that distribution's version, a hash of its module's source); the benchmark keeps it
-in every record, so that records of a changed class are not mixed with new ones.
+it and that distribution's version, a hash of the code its behaviour depends on); the benchmark
+keeps it in every record, so that records of a changed class are not mixed with new ones.
 """
 
 from __future__ import annotations
@@ -23,10 +23,13 @@ import importlib
 import importlib.metadata
 import inspect
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
+from posenc import trust
 from posenc.checks import did_you_mean
+from posenc.code_hash import code_sha256
 from posenc.errors import PosencError, PosencTypeError
 
 T = TypeVar("T")
@@ -52,21 +55,29 @@ def is_spec(text: Any) -> bool:
 
 def import_object(spec: str, noun: str) -> Any:
     """The object an import spec ``"package.module:Name"`` (or ``:Outer.Inner``) names; a module
-    that does not import or a missing attribute raises PosencError naming the spec."""
+    that does not import or a missing attribute raises PosencError naming the spec. While posenc
+    reads data without the user's consent to its code, a spec is refused (:mod:`posenc.trust`)."""
     module_name, _, qualname = spec.partition(":")
     if not module_name or not qualname or ":" in qualname:
         raise PosencError(f"import spec must look like 'package.module:Class', got {spec!r}")
+    trust.check_import(spec, noun)
     try:
         obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # ModuleNotFoundError, or the module's own import failing
-        raise PosencError(
-            f"{noun} {spec!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from exc
+    except BaseException as exc:  # noqa: BLE001  (SystemExit or KeyboardInterrupt raised by the module too)
+        raise PosencError(f"{noun} {spec!r}: cannot import module {module_name!r}: {_raised(exc)}") from exc
     for part in qualname.split("."):
         if not hasattr(obj, part):
             raise PosencError(f"{noun} {spec!r}: {obj.__name__!r} has no attribute {part!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def _raised(exc: BaseException) -> str:
+    """``Type: message`` of what an import raised; a module that exits the interpreter on import
+    (``sys.exit``, ``SystemExit``, ``KeyboardInterrupt``) is named as doing so."""
+    if isinstance(exc, Exception):
+        return f"{type(exc).__name__}: {exc}"
+    return f"it raised {type(exc).__name__}({exc!s}) on import (a module must not exit the interpreter)"
 
 
 class PluginGroup(Generic[T]):
@@ -163,12 +174,16 @@ class PluginGroup(Generic[T]):
 
     def clashes(self) -> list[str]:
         """Entry points that take a built-in's name (each one a broken installation), as messages."""
-        return [
-            f"{self.describe_point(name, point)} uses the name of a built-in {self.noun}; rename it in "
-            "that distribution"
+        return list(self.clashes_by_name().values())
+
+    def clashes_by_name(self) -> dict[str, str]:
+        """:meth:`clashes` by the name the entry point takes."""
+        return {
+            name: f"{self.describe_point(name, point)} uses the name of a built-in {self.noun}, which that "
+            "name always means (the entry point is left out); rename it in that distribution"
             for name, point in self.discover().items()
             if name in self.builtins or name in self.extra_names
-        ]
+        }
 
     def load(self, name: str, point: importlib.metadata.EntryPoint) -> T:
         cls = self.loaded.get(name)
@@ -181,8 +196,8 @@ class PluginGroup(Generic[T]):
             )
         try:
             obj = point.load()
-        except Exception as exc:  # any import error of a third-party package: name the entry point
-            raise PosencError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}") from exc
+        except BaseException as exc:  # noqa: BLE001  (any failure of a third-party import, sys.exit too)
+            raise PosencError(f"{where} cannot be loaded: {_raised(exc)}") from exc
         cls = self.loaded[name] = self.check(obj, where)
         return cls
 
@@ -250,16 +265,34 @@ class PluginGroup(Generic[T]):
         point = self.discover().get(name)
         return None if point is None else self.load(name, point)
 
-    def all(self, *, builtin_only: bool = False) -> dict[str, T]:
-        """Every entry by name, in order: built-ins, registered, entry points (loaded now; a broken
-        one raises PosencError naming it)."""
+    def all(
+        self, *, builtin_only: bool = False, on_error: Callable[[str], None] | None = None
+    ) -> dict[str, T]:
+        """Every entry by name, in order: built-ins, registered, entry points (loaded now).
+
+        An entry point under a built-in's name is left out, alone (the built-in is what the name
+        means everywhere), and said through ``on_error`` (else a warning). An entry point that
+        cannot be loaded raises PosencError naming it, or with ``on_error`` is said there and
+        left out, so that one broken package does not hide the others.
+        """
         out = dict(self.builtins)
         if builtin_only:
             return out
         out.update(self.registered)
+        for message in self.clashes():
+            if on_error is not None:
+                on_error(message)
+            else:
+                warnings.warn(message, stacklevel=3)
         for name, point in self.discover().items():
-            if name in self.builtins or name not in out:  # a built-in's name taken by an entry point raises
+            if name in out or name in self.extra_names:  # built-ins and registrations come first
+                continue
+            try:
                 out[name] = self.load(name, point)
+            except PosencError as exc:
+                if on_error is None:
+                    raise
+                on_error(str(exc))
         return out
 
 
@@ -289,28 +322,35 @@ def _source_sha256(module: Any) -> str | None:
 
 def origin(cls: Any, distribution: str | None = None) -> dict[str, Any]:
     """Where ``cls`` comes from: ``{"class": "module:qualname", "distribution": name | None,
-    "version": version | None, "source_sha256": sha256 of its module's source file | None}``.
+    "version": version | None, "source_sha256": sha256 of its module's source file | None,
+    "code_sha256": sha256 of what its behaviour depends on | None}``.
 
     The distribution is ``distribution`` when given (an entry point's), else the installed one
-    that provides the class's top-level module (None for a module found on ``sys.path`` only);
-    the hash changes with any edit of that file, so an edited class in an editable install is
-    told from the one a record was made with.
+    that provides the class's top-level module (None for a module found on ``sys.path`` only).
+    ``code_sha256`` (:func:`posenc.code_hash.code_sha256`) changes with an edit of the class, of
+    the definitions of its module it uses, of its bases outside posenc or of a module of its own
+    package it imports, and not with an edit elsewhere in its file; so an edited class in an
+    editable install is told from the one a record was made with. ``source_sha256`` is the whole
+    file's (what records kept before ``code_sha256``).
     """
     module_name = cls.__module__
     if distribution is None:
         dists = _distributions().get(module_name.split(".")[0]) or []
         distribution = dists[0] if dists else None
     version = None
+    own: frozenset[str] = frozenset()
     if distribution is not None:
         try:
             version = importlib.metadata.version(distribution)
         except importlib.metadata.PackageNotFoundError:
             version = None
+        own = frozenset(top for top, dists in _distributions().items() if distribution in dists)
     return {
         "class": f"{module_name}:{cls.__qualname__}",
         "distribution": distribution,
         "version": version,
         "source_sha256": _source_sha256(sys.modules.get(module_name)),
+        "code_sha256": code_sha256(cls, own),
     }
 
 

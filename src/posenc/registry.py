@@ -193,12 +193,15 @@ def get_encoding_class(name: str) -> type[PositionalEncoding]:
     return GROUP.get(name)
 
 
-def encodings(*, builtin_only: bool = False) -> dict[str, type[PositionalEncoding]]:
+def encodings(
+    *, builtin_only: bool = False, on_error: Callable[[str], None] | None = None
+) -> dict[str, type[PositionalEncoding]]:
     """Every encoding by name, in order: built-ins, then registered, then entry points (loaded
-    now; a broken one raises PosencError naming it). ``builtin_only``: the built-ins alone (the
-    README's table). The one list that listings, the contract tests, the report and the
-    benchmark iterate."""
-    return GROUP.all(builtin_only=builtin_only)
+    now; a broken one raises PosencError naming it, or with ``on_error`` is said there and left
+    out; one under a built-in's name is left out, said there or in a warning). ``builtin_only``:
+    the built-ins alone (the README's table). The one list that listings, the contract tests,
+    the report and the benchmark iterate."""
+    return GROUP.all(builtin_only=builtin_only, on_error=on_error)
 
 
 class EncodingsView(Mapping[str, type[PositionalEncoding]]):
@@ -279,8 +282,11 @@ def build_for_model(
     return cls(cls.Config.from_dict(merged, owner=name))
 
 
-def list_encodings(*, builtin_only: bool = False) -> list[dict[str, Any]]:
-    """Name, kind, parameters (with defaults) and paper reference of every encoding."""
+def list_encodings(
+    *, builtin_only: bool = False, on_error: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
+    """Name, kind, parameters (with defaults) and paper reference of every encoding
+    (``on_error``: as :func:`encodings`)."""
     return [
         {
             "name": name,
@@ -289,7 +295,7 @@ def list_encodings(*, builtin_only: bool = False) -> list[dict[str, Any]]:
             "paper": cls.paper,
             "summary": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else "",
         }
-        for name, cls in encodings(builtin_only=builtin_only).items()
+        for name, cls in encodings(builtin_only=builtin_only, on_error=on_error).items()
     ]
 
 

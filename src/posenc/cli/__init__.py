@@ -19,7 +19,7 @@ except ImportError as exc:  # the bare library install has no command-line depen
         f"posenc: the command line needs the 'cli' extra ({exc.name} is missing): pip install 'posenc[cli]'"
     ) from None
 
-from posenc.cli import catalog, check, compare, conform, notes, plot, presets, probe, report, rope
+from posenc.cli import catalog, check, compare, conform, extend, notes, plot, presets, probe, report, rope
 from posenc.cli.paths import os_error_message
 from posenc.errors import PosencError
 
@@ -75,6 +75,6 @@ def main() -> None:
 
 
 # One module per command group, each with its click commands in COMMANDS (one line each here).
-for _module in (catalog, check, compare, rope, conform, plot, probe, report, presets, notes):
+for _module in (catalog, check, compare, extend, rope, conform, plot, probe, report, presets, notes):
     for _command in _module.COMMANDS:
         main.add_command(_command)

@@ -44,7 +44,7 @@ def list_command(fmt: str, show_presets: bool, show_tasks: bool) -> None:
     if show_tasks:
         print_tasks(fmt)
         return
-    rows = posenc.list_encodings()
+    rows = posenc.list_encodings(on_error=_left_out)
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2, default=str))
         return
@@ -57,9 +57,14 @@ def list_command(fmt: str, show_presets: bool, show_tasks: bool) -> None:
     Console(width=200).print(table)
 
 
+def _left_out(message: str) -> None:
+    """An installed entry point that cannot be listed: said on stderr, the others listed."""
+    click.echo(f"posenc: note: left out: {message}", err=True)
+
+
 def print_tasks(fmt: str) -> None:
     """The tasks of ``posenc compare`` (posenc's own, registered, installed ``posenc.tasks`` entry points)."""
-    rows = task_registry.describe()
+    rows = task_registry.describe(on_error=_left_out)
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return

@@ -72,9 +72,11 @@ def check_command(
     num_heads: int,
     fmt: str,
 ) -> None:
-    """Check an encoding against posenc's contract: shapes and dtypes, positions (offsets,
-    padding, packing), KV-cache decoding, relative-position invariance where declared,
-    gradients, its NumPy reference if it has one, and torch.compile(fullgraph=True).
+    """Check an encoding against posenc's contract: every output's shape and dtype against its
+    input's (a rotary's in both tensor layouts), positions (offsets, padding, packing),
+    KV-cache decoding, grouped-query attention, relative-position invariance and every other
+    capability it declares, gradients, its NumPy reference if it has one, and
+    torch.compile(fullgraph=True).
     Or a task of posenc compare against the task protocol: what it declares, its examples
     (token ids, lengths), determinism from the generator, rows growing with n, batches and
     scoring.

@@ -12,19 +12,19 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from posenc import compare, presets, report, results
+from posenc import compare, presets, report, results, trust
 from posenc.attention import check_kv_heads
-from posenc.checks import check_int, did_you_mean
+from posenc.checks import check_int
 from posenc.cli.paths import output_dir
-from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_device_text, check_precision, resolve_device
+from posenc.cli.trust import TRUST_OPTION
+from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_precision, resolve_device
 from posenc.compare.executor import max_threads
-from posenc.compare.grid import check_installation, resolve_encodings, without_variants
-from posenc.compare.profile import MAX_SEED, PROFILES, Profile, dump_profile, load_profile, parse_variants
+from posenc.compare.grid import resolve_encodings, without_variants
+from posenc.compare.profile import PROFILES, Option, Profile, dump_profile, load_profile
 from posenc.compare.ray_executor import RayNotInstalled, require_ray
 from posenc.errors import PosencError
-from posenc.plugins import is_spec
 from posenc.registry import GROUP as ENCODING_GROUP
-from posenc.tasks.registry import task_names, validate_task
+from posenc.tasks.registry import task_names
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -54,21 +54,67 @@ def _encodings_help() -> str:
         "(posenc list; default: the profile's)"  # fmt: skip
 
 
-def _split(text: str | None) -> tuple[str, ...] | None:
+def _split(text: str | None) -> list[str] | None:
+    """Comma-separated names, each once, in order (None: the option was not given)."""
     if not text:
         return None
-    return tuple(part.strip() for part in text.split(",") if part.strip())
+    return list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
 
 
-def _seeds(text: str | None) -> tuple[int, ...] | None:
+#: An example of each option that takes comma-separated items, for the error about an empty one.
+_ITEM_EXAMPLES = {"--variants": "combine=concat,position_warmup=200", "--schedules": "irope:2,local_global:3"}
+
+
+def _items(option: str, text: str | None) -> list[str] | None:
+    """Comma-separated items, none of them empty (``--variants``: '+' joins settings of one)."""
+    if not text or not text.strip():
+        return None
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise PosencError(f"{option} has an empty item: {text!r} (e.g. {_ITEM_EXAMPLES[option]})")
+    return list(dict.fromkeys(items))
+
+
+def _seeds(text: str | None) -> list[int] | None:
     parts = _split(text)
     if parts is None:
         return None
     try:
-        seeds = tuple(int(p) for p in parts)
+        return [int(p) for p in parts]
     except ValueError:
         raise PosencError(f"--seeds must be comma-separated integers, got {text!r}") from None
-    return tuple(check_int("--seeds", seed, minimum=0, maximum=MAX_SEED) for seed in seeds)
+
+
+def _options(
+    *,
+    encodings: str | None,
+    tasks: str | None,
+    seeds: str | None,
+    workers: int | None,
+    variants: str | None,
+    schedules: str | None,
+    finetune: int | None,
+    lm_protocol: str | None,
+    sliding_stride: int | None,
+    device: str | None,
+    precision: str | None,
+) -> list[Option]:
+    """The options that set a key of the profile, parsed; the profile's loader checks their values
+    (and names the option in an error)."""
+    given = [
+        ("--encodings", "encodings", _split(encodings), False),
+        ("--tasks", "tasks", _split(tasks), False),
+        ("--seeds", "seeds", _seeds(seeds), False),
+        ("--workers", "workers", workers, False),
+        ("--variants", "variants", _items("--variants", variants), True),
+        ("--schedules", "schedules", _items("--schedules", schedules), True),
+        ("--finetune", "finetune", finetune, False),
+        ("--lm-protocol", "eval.lm_protocol", lm_protocol, False),
+        ("--sliding-stride", "eval.sliding_stride", sliding_stride, False),
+        ("--device", "device", device, False),
+        ("--precision", "precision", precision, False),
+    ]  # fmt: skip
+    return [Option(flag, key, value, add) for flag, key, value, add in given if value is not None]
 
 
 @click.command("compare")
@@ -184,9 +230,16 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     "--allow-changed",
     is_flag=True,
     help="resume records made with an encoding or task class that has changed since (another version, "
-    "an edited source file) next to new runs, instead of refusing",
+    "an edit of the class or of a module of its package it imports) next to new runs, instead of refusing",
+)
+@click.option(
+    "--no-check",
+    is_flag=True,
+    help="train encodings and tasks from outside posenc without checking them against posenc's contract "
+    "first (posenc check NAME runs it alone)",
 )
 @click.option("--list-profiles", is_flag=True, help="print the profiles and exit")
+@TRUST_OPTION
 @FORMAT
 def compare_command(
     profile,
@@ -212,7 +265,9 @@ def compare_command(
     device,
     precision,
     allow_changed,
+    no_check,
     list_profiles,
+    trust_remote_code,
     fmt,
 ):
     """Train tiny Transformers short, test them long, for each encoding.
@@ -221,7 +276,7 @@ def compare_command(
     rerunning the same command resumes and skips finished runs; corrupt
     records are redone. Then the summary table, OUT/summary.{csv,json},
     OUT/figures/*.png and OUT/report.html are written, and the effective config
-    as OUT/config.toml.
+    as OUT/config.toml (each invocation's own also under OUT/configs/).
 
     \b
     Examples:
@@ -252,17 +307,19 @@ def compare_command(
     --kv-heads gives every model fewer key/value heads than query heads; labels get
     [kv:N] and the run ids change (a different model), other runs keep theirs.
 
-    Every cell is a mean over seeds with a 95% interval (bootstrap over seeds and
-    evaluation examples); training stops at in-distribution convergence (or the step
-    cap: such runs show as n.c. and are left out of rankings and claims); each
-    encoding's learning rate is chosen by in-distribution validation.
+    Every cell is a mean over seeds with a 95% t interval over seeds (the evaluation
+    examples' spread added); training stops at in-distribution convergence (or the step
+    cap: such runs show as n.c., a failure in the claims of papers that train for fixed
+    steps); each encoding's learning rate is chosen by in-distribution validation.
 
-    Every name is checked, every key of a config file and of --set typed and range-checked,
-    the device found and the precision checked against it before any run starts; a
-    problem is one line naming the option or key and exits 2.
+    Every name is checked, every key of a config file, of --set and of the options above
+    typed and range-checked, the device found, the precision checked against it and the
+    model's memory against the device's before any run starts; a problem is one line
+    naming the option or key and exits 2. Encodings and tasks from outside posenc must
+    pass posenc's contract first (posenc check; --no-check skips it).
     """
     if list_profiles:
-        rows = {name: {"description": p.description, "why": p.why} for name, p in PROFILES.items()}
+        rows = {name: _profile_row(name) for name in PROFILES}
         if fmt == "json":
             click.echo(json.dumps(rows, indent=2))
         else:
@@ -273,19 +330,26 @@ def compare_command(
     ctx = click.get_current_context()
     if config is not None and ctx.get_parameter_source("profile") is not click.core.ParameterSource.DEFAULT:
         raise click.UsageError("give --profile NAME or --config FILE, not both")
-    prof = load_profile(config if config is not None else profile, settings)
-    prof = _with_names(prof, _split(encodings), _split(tasks), _seeds(seeds), workers)
-    prof = _with_variants(prof, variants)
-    if schedules:
-        prof = dataclasses.replace(
-            prof, schedules=tuple(dict.fromkeys(prof.schedules + (_split(schedules) or ())))
+    if print_config and config is not None:  # printed, not run: a spec only the file names is not imported
+        typed = trust.specs_in([encodings, tasks, *settings])  # what the user typed is theirs
+        ctx.with_resource(
+            trust.reading(
+                f"--config {config}, printed and not run,", trust_remote_code=trust_remote_code, allowed=typed
+            )
         )
+    options = _options(
+        encodings=encodings, tasks=tasks, seeds=seeds, workers=workers, variants=variants, schedules=schedules,
+        finetune=finetune, lm_protocol=lm_protocol, sliding_stride=sliding_stride, device=device,
+        precision=precision,
+    )  # fmt: skip
+    prof = load_profile(config if config is not None else profile, settings, options)
+    if sliding_stride is not None and prof.eval.lm_protocol != "sliding":
+        raise click.UsageError("--sliding-stride needs --lm-protocol sliding")
     if kv_heads is not None:
         prof = dataclasses.replace(
             prof, model=dataclasses.replace(prof.model, num_kv_heads=_kv_heads(kv_heads, prof))
         )
-    prof = _with_options(prof, finetune, lm_protocol, sliding_stride)
-    prof = _with_hardware(prof, device, precision)
+    _note_variants(prof)
     if print_config:
         source = f"--config {config}" if config is not None else f"--profile {prof.name}"
         header = (
@@ -316,6 +380,7 @@ def compare_command(
         retune=retune,
         command=" ".join(["posenc", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("posenc") else "",
         allow_changed=allow_changed,
+        check=not no_check,
     )
     if fmt == "json":
         payload = {**result.to_dict(), "summary": json.loads(results.to_json(result.summary))}
@@ -332,81 +397,31 @@ def compare_command(
         raise SystemExit(1)
 
 
-def _with_options(prof, finetune: int | None, protocol: str | None, stride: int | None):
-    """The profile with --finetune, --lm-protocol and --sliding-stride applied (checked first)."""
-    if finetune is not None:
-        prof = dataclasses.replace(
-            prof, finetune=check_int("--finetune", finetune, minimum=0, maximum=100_000)
+def _profile_row(name: str) -> dict[str, str]:
+    """A shipped profile's description (one that cannot be read here, e.g. naming a broken task
+    plug-in, says why instead)."""
+    try:
+        prof = PROFILES[name]
+    except PosencError as exc:
+        return {"description": f"(cannot be read here: {exc})", "why": ""}
+    return {"description": prof.description, "why": prof.why}
+
+
+def _note_variants(prof: Profile) -> None:
+    """Say which encodings of the grid the profile's architecture variants are not run for."""
+    if not prof.variants:
+        return
+    skipped = without_variants(prof, resolve_encodings(prof))
+    if skipped:
+        scope = (
+            "additive encodings only"
+            if prof.variant_encodings is None
+            else (f"{', '.join(prof.variant_encodings)} only")
         )
-    if stride is not None:
-        if (protocol or prof.eval.lm_protocol) != "sliding":
-            raise click.UsageError("--sliding-stride needs --lm-protocol sliding")
-        check_int("--sliding-stride", stride, minimum=1, maximum=min(prof.eval.lm_lengths))
-        prof = dataclasses.replace(prof, eval=dataclasses.replace(prof.eval, sliding_stride=stride))
-    if protocol is not None:
-        prof = dataclasses.replace(prof, eval=dataclasses.replace(prof.eval, lm_protocol=protocol))
-    return prof
-
-
-def _with_variants(prof: Profile, text: str | None) -> Profile:
-    """The profile with ``--variants`` added (bad syntax: PosencError, one line, exit 2)."""
-    extra = parse_variants(text)
-    if extra:
-        prof = dataclasses.replace(prof, variants=tuple(dict.fromkeys(prof.variants + extra)))
-    if prof.variants:
-        skipped = without_variants(prof, resolve_encodings(prof))
-        if skipped:
-            scope = (
-                "additive encodings only"
-                if prof.variant_encodings is None
-                else (f"{', '.join(prof.variant_encodings)} only")
-            )
-            click.echo(
-                f"note: variants {', '.join(prof.variants)} apply to {scope}; not run for: {', '.join(skipped)}",
-                err=True,
-            )
-    return prof
-
-
-def _check_names(option: str, names: tuple[str, ...], resolve, valid) -> None:
-    """Each of ``names`` (registry names or import specs) resolves, else one error naming ``option``."""
-    for name in names:
-        try:
-            resolve(name)
-        except PosencError as exc:
-            if is_spec(name) or name in valid():  # an import spec, or a broken entry point: its own words
-                raise PosencError(f"{option} {name}: {exc}") from None
-            raise PosencError(
-                f"{option}: {name!r} is not known{did_you_mean(name, valid())}; valid: {', '.join(valid())} "
-                "(or an import spec package.module:Class)"
-            ) from None
-
-
-def _with_names(prof: Profile, encodings, tasks, seeds, workers) -> Profile:
-    """``--encodings``, ``--tasks``, ``--seeds`` and ``--workers`` as the profile's own keys
-    (checked here, so an unknown name is one line naming the option)."""
-    check_installation()  # an entry point under a built-in's name: refused before anything
-    if encodings:
-        _check_names("--encodings", encodings, ENCODING_GROUP.get, ENCODING_GROUP.names)
-        prof = dataclasses.replace(prof, encodings=tuple(dict.fromkeys(encodings)))
-    if tasks:
-        _check_names("--tasks", tasks, validate_task, task_names)
-        prof = dataclasses.replace(prof, tasks=tuple(dict.fromkeys(tasks)))
-    if seeds is not None:
-        prof = dataclasses.replace(prof, seeds=seeds)
-    if workers is not None:
-        prof = dataclasses.replace(prof, workers=check_int("--workers", workers, minimum=1))
-    return prof
-
-
-def _with_hardware(prof: Profile, device: str | None, precision: str | None) -> Profile:
-    """``--device`` and ``--precision`` as the profile's keys (written as a device: checked here;
-    present: :func:`_check_hardware`)."""
-    if device is not None:
-        prof = dataclasses.replace(prof, device=check_device_text(device, "--device"))
-    if precision is not None:
-        prof = dataclasses.replace(prof, precision=precision)
-    return prof
+        click.echo(
+            f"note: variants {', '.join(prof.variants)} apply to {scope}; not run for: {', '.join(skipped)}",
+            err=True,
+        )
 
 
 def _check_hardware(prof: Profile, device: str | None, precision: str | None) -> None:
@@ -430,8 +445,9 @@ def _kv_heads(text: str, prof) -> int:
 
 
 def _full_report(out: Path) -> dict[str, str]:
-    """The full report next to the benchmark's own page (``posenc.report.benchmark_report``)."""
-    return {"full_report": str(report.benchmark_report(out))}
+    """The full report next to the benchmark's own page (``posenc.report.benchmark_report``), of the
+    grid this command has just run (so its encodings are the user's own choice)."""
+    return {"full_report": str(report.benchmark_report(out, trust_remote_code=True))}
 
 
 def _use_ray(address: str | None) -> None:

@@ -7,6 +7,7 @@ import click
 from posenc import viz
 from posenc.checks import check_int
 from posenc.cli.paths import input_dir, output_file
+from posenc.cli.trust import TRUST_OPTION
 from posenc.errors import PosencError
 from posenc.records.store import ResultStore
 from posenc.results import trained
@@ -51,6 +52,7 @@ from posenc.viz.figures import attention_grid
     help="a results directory of posenc compare (its --out): draw the learning curves of its runs "
     "(training loss and held-out metric against step, per task, one colour per encoding)",
 )
+@TRUST_OPTION
 @click.pass_context
 def plot_command(
     ctx: click.Context,
@@ -63,6 +65,7 @@ def plot_command(
     dpi: int,
     run: str | None,
     curves: str | None,
+    trust_remote_code: bool,
 ) -> None:
     """Draw figure KIND of encoding NAME, of the trained model of a run (--run), or the
     learning curves of a results directory (--curves OUT).
@@ -96,7 +99,10 @@ def plot_command(
 
     With --run, the attention is the trained model's on the run's own input: a task
     example [BOS] x [SEP] y with n content tokens (default: the training n) or, for the
-    language model, a window of validation text (default: L_train bytes).
+    language model, a window of validation text (default: L_train bytes). A run whose
+    record names its encoding or task by import spec (package.module:Class) is drawn
+    only with --trust-remote-code: a record is data, and posenc imports the code it
+    names only when you trust whoever wrote it.
     """
     if curves is not None:
         _plot_curves(ctx, name, kind, output, dpi, curves, run)
@@ -104,7 +110,7 @@ def plot_command(
     if kind is None:
         raise click.UsageError("missing --kind (which figure), or --curves OUT")
     if run is not None:
-        _plot_run(ctx, name, kind, output, positions, dpi, run)
+        _plot_run(ctx, name, kind, output, positions, dpi, run, trust_remote_code)
         return
     if name is None:
         raise click.UsageError("missing NAME (an encoding, see posenc list) or --run RUN")
@@ -134,7 +140,14 @@ COMMANDS = [plot_command]
 
 
 def _plot_run(
-    ctx: click.Context, name: str | None, kind: str, output: str, positions: int | None, dpi: int, run: str
+    ctx: click.Context,
+    name: str | None,
+    kind: str,
+    output: str,
+    positions: int | None,
+    dpi: int,
+    run: str,
+    trust_remote_code: bool,
 ) -> None:
     """``posenc plot --run RUN --kind attention``: the trained model's attention."""
     if kind != "attention":
@@ -146,7 +159,7 @@ def _plot_run(
     if positions is not None:
         check_int("--positions", positions, minimum=1, maximum=4096)
     output_file(output, "-o/--output")
-    maps, spec, example = trained.attention_maps(run, positions)
+    maps, spec, example = trained.attention_maps(run, positions, trust_remote_code=trust_remote_code)
     if name is not None and name not in (spec.encoding, spec.label):
         raise PosencError(f"NAME {name!r} does not match the run, which is {spec.label!r} (leave NAME out)")
     title = f"{spec.label}, trained on {spec.task} (seed {spec.seed})\n{example.description}"

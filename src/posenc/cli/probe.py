@@ -12,6 +12,7 @@ from rich.table import Table
 
 from posenc.analysis.probes import PROBE_ORIGINAL, PROBE_PERMUTED, position_sensitivity
 from posenc.checks import check_choice
+from posenc.cli.trust import TRUST_OPTION
 from posenc.registry import ENCODINGS
 from posenc.results import trained
 
@@ -31,7 +32,10 @@ from posenc.results import trained
     help="attention mask of the untrained models (a run keeps its own: causal)",
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def probe_command(names: str | None, runs: tuple[str, ...], causal: bool, fmt: str) -> None:
+@TRUST_OPTION
+def probe_command(
+    names: str | None, runs: tuple[str, ...], causal: bool, fmt: str, trust_remote_code: bool
+) -> None:
     """How much a model's output changes when the words of a sentence are permuted.
 
     The probe of an interview answer on positional encodings: "The quick brown fox
@@ -60,7 +64,7 @@ def probe_command(names: str | None, runs: tuple[str, ...], causal: bool, fmt: s
         rows.append({"model": f"{name} (untrained, {mask})", "token_change": s.token_change,
                      "pooled_change": s.pooled_change})  # fmt: skip
     for run in runs:
-        p = trained.probe(run)
+        p = trained.probe(run, trust_remote_code=trust_remote_code)
         rows.append({"model": f"{p.label} (trained on {p.task}, seed {p.seed})", "token_change": p.token_change,
                      "pooled_change": p.pooled_change, "run": run, "words": p.words})  # fmt: skip
     if fmt == "json":

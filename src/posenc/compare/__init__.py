@@ -6,6 +6,7 @@ write records through :mod:`posenc.records`. Pieces, each usable alone:
 
 - :mod:`~posenc.compare.profile`: the profiles (budget tiers), TOML files loaded into a typed :class:`Profile`
 - :mod:`~posenc.compare.grid`: a profile expanded into independent :class:`~posenc.records.spec.RunSpec` s
+- :mod:`~posenc.compare.contract`: outside encodings and tasks checked against posenc's contract first
 - :mod:`~posenc.compare.device`: where runs compute (``--device``) and in what precision (``--precision``)
 - :mod:`~posenc.compare.trainer`: training (schedule, optimiser, held-out checks, convergence, fine-tuning)
 - :mod:`~posenc.compare.evaluation`: a trained model scored at every evaluation length
@@ -21,8 +22,10 @@ write records through :mod:`posenc.records`. Pieces, each usable alone:
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,14 +33,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from posenc.compare import tuning
+from posenc.compare.contract import check_plugins
 from posenc.compare.device import check_precision, describe, resolve_device
 from posenc.compare.evaluation import check_lm_data
 from posenc.compare.executor import LocalExecutor, make_executor
 from posenc.compare.grid import build_grid, check_installation
-from posenc.compare.profile import PROFILES, Profile, dump_profile, get_profile
+from posenc.compare.profile import PROFILES, Profile, check_fits, dump_profile, get_profile
 from posenc.compare.runner import GridOutcome, check_code, run_grid
 from posenc.errors import PosencError
 from posenc.records.files import atomic_write_text
+from posenc.records.provenance import encodings_of
 from posenc.records.spec import BENCHMARK_VERSION, EvalSpec, ModelSpec, RunSpec, TrainSpec
 from posenc.records.store import ResultStore, versions
 
@@ -112,12 +117,21 @@ def default_threads(workers: int) -> int:
     return max(1, cores // max(1, workers)) if cores > 2 * workers else 1
 
 
-def write_run_info(out: Path, prof: Profile, outcome: GridOutcome, command: str, device: str = "cpu") -> Path:
+def write_run_info(
+    out: Path,
+    prof: Profile,
+    outcome: GridOutcome,
+    command: str,
+    device: str = "cpu",
+    config: Path | None = None,
+) -> Path:
     """``out/run.json``: what this invocation ran and how long it took, end to end (the
-    tables in the docs quote it; a resumed invocation says how many runs it resumed)."""
+    tables in the docs quote it; a resumed invocation says how many runs it resumed), and
+    ``config``, its own config file (:func:`write_config`)."""
     info = {
         "profile": prof.name,
         "config": CONFIG_FILE,
+        "invocation_config": None if config is None else config.relative_to(out).as_posix(),
         "device": describe(device),
         "precision": prof.precision,
         "command": command,
@@ -134,19 +148,32 @@ def write_run_info(out: Path, prof: Profile, outcome: GridOutcome, command: str,
     return out / "run.json"
 
 
-#: The effective config of the last invocation, next to its records (``posenc compare --config``
-#: of it runs the same grid).
+#: The effective config of the grid the directory's summaries describe (``posenc compare --config``
+#: of it runs that grid), written with them under the directory's lock.
 CONFIG_FILE = "config.toml"
+#: Every invocation's own effective config, ``configs/NAME-HASH.toml`` (HASH: of the config), written
+#: before its first run: a second invocation on the same directory never overwrites the first's.
+CONFIG_DIR = "configs"
+
+
+def config_path(out: Path, prof: Profile) -> Path:
+    """``out/configs/NAME-HASH.toml``: where the invocation running ``prof`` keeps its config."""
+    digest = hashlib.sha256(dump_profile(prof).encode()).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", prof.name).strip(".-")[:64] or "profile"
+    return out / CONFIG_DIR / f"{name}-{digest}.toml"
 
 
 def write_config(out: Path, prof: Profile, command: str) -> Path:
-    """``out/config.toml``: the effective config this invocation's runs were made from."""
+    """The effective config this invocation's runs are made from, as its own file under
+    ``out/configs/`` (:func:`config_path`); returns its path. ``posenc compare`` copies it to
+    ``out/config.toml`` together with the summaries (:func:`compare`)."""
+    path = config_path(out, prof)
     header = (
         f"The effective config of: {command or 'posenc.compare.compare(...)'}\n"
-        f"Run it again with: posenc compare --config {out / CONFIG_FILE}"
+        f"Run it again with: posenc compare --config {path}"
     )
-    atomic_write_text(out / CONFIG_FILE, dump_profile(prof, header=header))
-    return out / CONFIG_FILE
+    atomic_write_text(path, dump_profile(prof, header=header))
+    return path
 
 
 def compare(
@@ -165,6 +192,7 @@ def compare(
     retune: bool = False,
     command: str = "",
     allow_changed: bool = False,
+    check: bool = True,
 ) -> CompareResult:
     """Run (or resume) a profile's grid into ``out`` (one record per run, ``run.json``), then
     write this invocation's own grid as the directory's current one (``grid.json``) through
@@ -176,18 +204,30 @@ def compare(
     tuned now; ``retune`` ignores the shipped ones).
 
     Before any run: the device is resolved (``prof.device``; an absent one raises), the
-    precision checked against it, and records already in ``out`` whose encoding or task class
-    has changed since they were written (:mod:`posenc.records.provenance`) refused unless
-    ``allow_changed``. The effective config is written to ``out/config.toml``.
+    precision checked against it, what cannot fit the device refused
+    (:func:`posenc.compare.profile.check_fits`), every encoding and task from outside posenc
+    checked against the contract's fast properties unless ``check`` is False
+    (:mod:`posenc.compare.contract`: a failure raises, after the report goes to ``log``), and
+    records already in ``out`` whose encoding or task class has changed since they were written
+    (:mod:`posenc.records.provenance`) refused unless ``allow_changed``. The effective config is
+    written to ``out/configs/NAME-HASH.toml`` before the first run and copied to
+    ``out/config.toml`` with the summaries, under the directory's lock, so that ``config.toml``,
+    ``grid.json``, the summaries and ``run.json`` always describe one invocation's grid
+    (docs/guarantees.md).
     """
     start = time.perf_counter()
     prof = get_profile(profile) if isinstance(profile, str) else profile
     device = resolve_device(prof.device, "device")
     check_precision(prof.precision, device, "precision")
-    check_installation()
+    check_fits(prof, device)
     workers = prof.workers if workers is None else workers
     threads = default_threads(workers) if threads is None else threads
     grid = build_grid(prof, encodings=encodings, tasks=tasks, seeds=seeds, threads=threads, device=device)
+    check_installation(
+        [name for spec in grid.specs for name in encodings_of(spec)], [s.task for s in grid.specs], log=log
+    )
+    if check:  # outside encodings and tasks pass the contract's fast properties before any training
+        check_plugins(grid.specs, log=log)
     for note in check_lm_data(grid.specs):  # the test split holds what the LM runs score, or stop now
         log(note)
     out = Path(out)
@@ -197,33 +237,36 @@ def compare(
         raise PosencError(f"{grid.local_only[0]} (or run with --workers 1, in this process)")
     runner = make_executor(executor, workers=pool)
     store.check_writable()  # before any run: a directory that cannot take records fails now
-    check_code(grid.specs, store, allow_changed=allow_changed, log=log)
-    write_config(out, prof, command)
+    said: set[str] = set()  # each change of code said once (--allow-changed), whichever check finds it
+    check_code(grid.specs, store, allow_changed=allow_changed, log=log, said=said)
+    own_config = write_config(out, prof, command)
     specs = grid.specs
     tuned = None
     if prof.lr_grid:
         share = dict(prof.tune_share)
         choices, tuned = tuning.choose(
             specs, prof.lr_grid, tuning.tuning_store(out), runner, share=share, use_shipped=not retune,
-            show_progress=show_progress, log=log, allow_changed=allow_changed,
+            show_progress=show_progress, log=log, allow_changed=allow_changed, said=said,
         )  # fmt: skip
         specs = tuning.apply(specs, choices, prof.lr_grid, share)
     outcome = run_grid(
-        specs, store, runner, show_progress=show_progress, log=log, allow_changed=allow_changed
+        specs, store, runner, show_progress=show_progress, log=log, allow_changed=allow_changed, said=said
     )
     if tuned is not None:
         outcome.failed[:0] = [(f"tuning {run}", error) for run, error in tuned.failed]
         outcome.wall_seconds += tuned.wall_seconds
     # This invocation's own grid, never another one's that shares ``out`` (docs/guarantees.md).
+    # The summaries, config.toml and run.json of one grid, under one hold of the lock (it nests).
     run_ids = [spec.run_id for spec in specs]
-    if outputs is not None:
-        summary, files = outputs(out, run_ids=run_ids, profile=prof.name, log=log)
-    else:
-        summary, files = {}, {}
-        with store.lock():
+    with store.lock():
+        if outputs is not None:
+            summary, files = outputs(out, run_ids=run_ids, profile=prof.name, log=log)
+        else:
+            summary, files = {}, {}
             store.write_grid(run_ids, prof.name)
-    outcome.wall_seconds = time.perf_counter() - start  # everything, figures and report included
-    files["run"] = str(write_run_info(out, prof, outcome, command, device))
+        atomic_write_text(out / CONFIG_FILE, own_config.read_text(encoding="utf-8"))
+        outcome.wall_seconds = time.perf_counter() - start  # everything, figures and report included
+        files["run"] = str(write_run_info(out, prof, outcome, command, device, own_config))
     files["config"] = str(out / CONFIG_FILE)
     finished = set(outcome.done) | set(outcome.skipped)
     missing = finished - {r["run_id"] for r in store.records(run_ids=run_ids, warn=log)}

@@ -16,52 +16,25 @@ overrides (``[encoding_config.NAME]``) apply on top of those lengths.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from posenc import schedules
 from posenc.checks import check_int
 from posenc.compare.executor import max_threads
-from posenc.compare.profile import MAX_SEED, Profile, parse_variant
+from posenc.compare.profile import MAX_SEED, Profile, eval_length, parse_variant, task_eval, train_length
 from posenc.errors import PosencError
 from posenc.records import scalings
 from posenc.records.provenance import imports_of
-from posenc.records.spec import EvalSpec, RunSpec, TrainSpec
+from posenc.records.spec import RunSpec
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.registry import encodings, get_encoding_class
 from posenc.tasks import registry as task_registry
-from posenc.tasks.registry import max_sequence_length
 
 #: Ruoss et al. 2023 draw positions from [0, L) with L much larger than any test
 #: length; "paper" uses this L, "scaled" uses the longest evaluation sequence.
 RANDOMIZED_PAPER_MAX_LEN = 2048
-
-
-# ---------------------------------------------------------------------------
-# Lengths a run trains and evaluates at (tokens per sequence).
-# ---------------------------------------------------------------------------
-
-
-def train_length(task: str, train: TrainSpec) -> int:
-    """Tokens in the longest training sequence the model reads."""
-    return train.max_len if task == "lm" else max_sequence_length(task, train.max_len)
-
-
-def task_eval(task: str, train: TrainSpec, ev: EvalSpec) -> EvalSpec:
-    """The evaluation settings of one task's runs: ``ev`` with ``lengths`` worked out from
-    ``ev.scales`` (:func:`posenc.tasks.registry.lengths_at_scales`) when the profile gives scales (not for the LM,
-    whose lengths are ``lm_lengths`` in bytes)."""
-    if task == "lm" or not ev.scales:
-        return ev
-    return dataclasses.replace(ev, lengths=task_registry.lengths_at_scales(task, train.max_len, ev.scales))
-
-
-def eval_length(task: str, train: TrainSpec, ev: EvalSpec) -> int:
-    """Tokens in the longest sequence any evaluation feeds the model."""
-    if task == "lm":
-        longest_context = max(ev.lastk_contexts) * train.max_len
-        return int(max(max(ev.lm_lengths), longest_context, ev.position_multiple * train.max_len))
-    return max(max_sequence_length(task, n) for n in task_eval(task, train, ev).lengths)
 
 
 def encoding_overrides(
@@ -111,12 +84,19 @@ def has_length_parameters(name: str) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def check_installation() -> None:
-    """Refuse, before any run, an entry point that takes the name of a built-in encoding or task
-    (which one a process would run is then a matter of lookup order)."""
-    problems = ENCODING_GROUP.clashes() + task_registry.GROUP.clashes()
-    if problems:
-        raise PosencError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+def check_installation(
+    encodings: Iterable[str] = (), tasks: Iterable[str] = (), *, log: Callable[[str], None] | None = None
+) -> None:
+    """Refuse, before any run, a grid that names a built-in encoding or task whose name an installed
+    entry point also takes (the built-in is what runs; the user may have meant theirs). Such an
+    entry point is left out alone: a grid without its name runs, with a note through ``log``."""
+    asked = {("encoding", n) for n in encodings} | {("task", n) for n in tasks}
+    for noun, group in (("encoding", ENCODING_GROUP), ("task", task_registry.GROUP)):
+        for name, message in group.clashes_by_name().items():
+            if (noun, name) in asked:
+                raise PosencError(message)
+            if log is not None:
+                log(f"note: {message}")
 
 
 def resolve_encodings(profile: Profile, requested: tuple[str, ...] | None = None) -> list[str]:

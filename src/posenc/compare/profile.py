@@ -20,8 +20,16 @@ every additive one (``variant_encodings``) or every encoding of the grid (``rand
 ``[encoding_config.NAME]`` overrides parameters of encoding ``NAME`` in every run.
 
 Everything is checked here, once, when the file is read: an unknown key, a value of the
-wrong type or out of its range raises :class:`~posenc.errors.PosencError` naming the
-file, the key, the value and what is valid, before any run starts.
+wrong type or out of its range (every float finite; counts and lengths at most
+:data:`MAX_COUNT`), a name that is not an encoding or a task (with the closest one), keys
+that contradict each other (a one-rate ``lr_grid`` and a different ``lr``) raise
+:class:`~posenc.errors.PosencError` naming the file (or the ``--set`` item or option that
+set the key), the key, the value and what is valid, before any run starts. What depends on
+the machine (the model's memory against the device's, the LM's bytes against the corpus)
+is checked by :func:`check_fits` before the first run.
+
+A one-rate ``lr_grid`` trains every run at that rate: it is each training table's ``lr``
+where the table sets none, and a table whose ``lr`` differs is refused.
 
 Architecture variants (*how* position is added, for additive encodings only) are written
 ``key=value`` with ``+`` joining settings of one variant: ``combine=concat``,
@@ -33,14 +41,17 @@ et al. 3.4), ``inject=every_layer+position_warmup=200``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import tomlkit
+import torch
 
 from posenc import schedules
 from posenc.checks import check_choice, did_you_mean
@@ -53,8 +64,15 @@ from posenc.records import scalings
 from posenc.records.spec import LM_PROTOCOLS, EvalSpec, ModelSpec, TrainSpec
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.registry import build_for_model, get_encoding_class
-from posenc.tasks import synthetic
-from posenc.tasks.registry import lengths_at_scales, sequence_task_names, task_names, validate_task
+from posenc.tasks import synthetic, text
+from posenc.tasks.registry import (
+    lengths_at_scales,
+    max_sequence_length,
+    sequence_task_names,
+    task_names,
+    validate_task,
+    vocab_size,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -76,6 +94,11 @@ MAX_SEED = 2**32 - 1  # seeds (plus small offsets) go to torch.Generator.manual_
 ALL = "all"  # in a file: every registered encoding / every additive one / every one of the grid
 MAX_FILE_BYTES = 1 << 20  # a profile is a few KB
 RANDOMIZED_MAX_LEN = ("scaled", "paper")
+#: ``tune_share[ARCHITECTURE] = DEFAULT_RUN``: architecture variants take the learning-rate choice
+#: of their encoding's default run (:mod:`posenc.compare.tuning`).
+ARCHITECTURE = "architecture variants"
+DEFAULT_RUN = "default"
+TRAIN_TABLES = ("task_train", "lm_train")
 
 
 @dataclass(frozen=True)
@@ -120,34 +143,74 @@ class Profile:
 # ---------------------------------------------------------------------------
 
 FILE_KEYS = ("extends",)  # keys of a file that are not Profile fields
-#: Ranges of the numbers a file sets, per table (``(minimum, maximum)``, None: open). Fields
-#: not listed are checked for their type only (and by the checks of :func:`_check`).
-RANGES: dict[type, dict[str, tuple[float | None, float | None]]] = {
-    ModelSpec: {"d_model": (1, None), "num_heads": (1, None), "num_layers": (1, None), "ffn_dim": (1, None)},
+#: The largest count or length a profile may set (steps, sizes, lengths, ...): far past what any
+#: machine trains, and small enough that products of a few of them stay within torch's 64 bits.
+MAX_COUNT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The valid range of a number: ``low`` / ``high`` (None: open), each inclusive unless
+    ``above`` / ``below`` says the bound itself is excluded."""
+
+    low: float | None = None
+    high: float | None = None
+    above: bool = False  # low excluded: > low
+    below: bool = False  # high excluded: < high
+
+    def holds(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or (self.above and value == self.low)):
+            return False
+        return self.high is None or (value < self.high if self.below else value <= self.high)
+
+    def text(self) -> str:
+        low = None if self.low is None else f"{'>' if self.above else '>='} {self.low}"
+        high = None if self.high is None else f"{'<' if self.below else '<='} {self.high}"
+        return " and ".join(t for t in (low, high) if t)
+
+    def capped(self) -> Bounds:
+        """These bounds for an integer: at most :data:`MAX_COUNT` where no ``high`` is given."""
+        return self if self.high is not None else dataclasses.replace(self, high=MAX_COUNT)
+
+
+def _at_least(low: float) -> Bounds:
+    return Bounds(low)
+
+
+POSITIVE = Bounds(0, above=True)  # > 0
+FRACTION = Bounds(0, 1)  # [0, 1]
+
+#: Ranges of the numbers a file sets, per table. An integer not listed (or listed without a
+#: ``high``) is at most :data:`MAX_COUNT`; every float must be finite. Fields not listed are
+#: checked for their type only (and by the checks of :func:`_check`).
+RANGES: dict[type, dict[str, Bounds]] = {
+    ModelSpec: {"d_model": _at_least(1), "num_heads": _at_least(1), "num_layers": _at_least(1),
+                "ffn_dim": _at_least(1), "num_kv_heads": _at_least(1)},
     TrainSpec: {
-        "steps": (1, None), "batch_size": (1, None), "lr": (0, None), "weight_decay": (0, None),
-        "warmup_steps": (0, None), "min_lr_ratio": (0, 1), "clip_norm": (0, None), "min_len": (1, None),
-        "max_len": (1, None), "position_warmup_steps": (0, None), "check_every": (1, None),
-        "valid_samples": (1, None), "converge_at": (0, 1), "plateau": (0, 1), "plateau_checks": (1, None),
-        "plateau_after": (0, None),
+        "steps": _at_least(1), "batch_size": _at_least(1), "lr": POSITIVE, "weight_decay": _at_least(0),
+        "warmup_steps": _at_least(0), "min_lr_ratio": FRACTION, "clip_norm": POSITIVE,
+        "min_len": _at_least(1), "max_len": _at_least(1), "position_warmup_steps": _at_least(0),
+        "check_every": _at_least(1), "valid_samples": _at_least(1), "converge_at": FRACTION,
+        "plateau": FRACTION, "plateau_checks": _at_least(1), "plateau_after": _at_least(0),
     },
     EvalSpec: {
-        "samples": (1, None), "lm_bytes": (1, None), "lastk_k": (1, None), "lastk_windows": (1, None),
-        "sliding_stride": (1, None), "position_multiple": (1, None), "batch_size": (1, None),
-        "seed": (0, MAX_SEED), "lm_files": (1, None),
+        "samples": _at_least(1), "lm_bytes": _at_least(1), "lastk_k": _at_least(1),
+        "lastk_windows": _at_least(1), "sliding_stride": _at_least(1), "position_multiple": _at_least(1),
+        "batch_size": _at_least(1), "seed": Bounds(0, MAX_SEED), "lm_files": _at_least(1),
     },
-    Profile: {"finetune": (0, None), "workers": (1, None)},
+    Profile: {"finetune": Bounds(0, 100_000), "workers": _at_least(1)},
 }  # fmt: skip
-#: Tuples whose every element must lie in a range.
-ELEMENT_RANGES: dict[type, dict[str, tuple[float | None, float | None]]] = {
-    TrainSpec: {"betas": (0, 1)},
+#: Tuples whose every element must lie in a range: AdamW's betas in [0, 1) (torch refuses 1),
+#: the last-k contexts and evaluation scales (multiples of a trained length) > 0.
+ELEMENT_RANGES: dict[type, dict[str, Bounds]] = {
+    TrainSpec: {"betas": Bounds(0, 1, below=True)},
     EvalSpec: {
-        "lengths": (1, None),
-        "lm_lengths": (1, None),
-        "lastk_contexts": (0, None),
-        "scales": (0, None),
+        "lengths": _at_least(1),
+        "lm_lengths": _at_least(1),
+        "lastk_contexts": POSITIVE,
+        "scales": POSITIVE,
     },
-    Profile: {"seeds": (0, MAX_SEED), "lr_grid": (0, None)},
+    Profile: {"seeds": Bounds(0, MAX_SEED), "lr_grid": POSITIVE},
 }
 
 
@@ -227,37 +290,80 @@ def _table_of(
     return name, label, _merge({k: v for k, v in base.items() if k not in OWN_KEYS}, table)
 
 
-class _SetWhere(Where):
-    """Names ``--set KEY=VALUE`` as the source of an error about a key it set, else the file."""
+# ---------------------------------------------------------------------------
+# What changes a file: ``--set KEY=VALUE`` items, then options (``--seeds``, ...).
+# ---------------------------------------------------------------------------
 
-    def __init__(self, source: str, set_keys: tuple[str, ...]) -> None:
+
+@dataclass(frozen=True)
+class Option:
+    """A command-line option that sets one key of a profile, on top of the file and ``--set``;
+    an error about the key names the option: ``--seeds: seeds = [-1]: every value must be >= 0 ...``."""
+
+    flag: str  # the option as the user wrote it, e.g. "--seeds"
+    key: str  # the dotted key it sets, e.g. "seeds", "eval.sliding_stride"
+    value: Any  # as a file writes it (a list for list keys)
+    add: bool = False  # a list key: the values join the profile's own (once each) instead of replacing them
+
+
+class _Sources(Where):
+    """Names what set a key in an error: the last option or ``--set`` item that set it, else the file."""
+
+    def __init__(self, source: str, setters: Sequence[tuple[str, str]] = ()) -> None:
         super().__init__(source)
-        self.set_keys = set_keys
+        self.setters = tuple(setters)  # (dotted key, label), in the order they were applied
+
+    def set_by(self, key: str) -> str | None:
+        """The option or ``--set`` that set ``key`` (or a table holding it, or a key inside it)."""
+        for given, label in reversed(self.setters):
+            if key == given or key.startswith((f"{given}.", f"{given}[")) or given.startswith(f"{key}."):
+                return label
+        return None
 
     def error(self, key: str, value: Any, problem: str) -> PosencError:
-        for given in self.set_keys:
-            if key == given or key.startswith((f"{given}.", f"{given}[")) or given.startswith(f"{key}."):
-                return Where("--set").error(key, value, problem)
-        return super().error(key, value, problem)
+        label = self.set_by(key)
+        return (Where(label) if label else Where(self.source)).error(key, value, problem)
+
+
+SET_FORM = "--set takes KEY=VALUE with a dotted KEY (e.g. model.d_model=128)"
+
+
+def _set_key(item: str) -> tuple[tuple[str, ...], str]:
+    """``(key parts, value text)`` of one ``--set`` item. The key is read by the TOML parser, so a
+    part may be quoted: ``encoding_config."mypkg.pe:MyEncoding".base=2.0`` has three parts."""
+    for index, char in enumerate(item):
+        if char != "=":
+            continue
+        key_text = item[:index]
+        if not key_text.strip() or "\n" in key_text or "\r" in key_text:
+            break
+        try:
+            node: Any = tomllib.loads(f"{key_text} = 0")
+        except tomllib.TOMLDecodeError:
+            continue  # an "=" inside a quoted part: the key goes on
+        parts: list[str] = []
+        while isinstance(node, dict) and len(node) == 1:
+            ((part, node),) = node.items()
+            parts.append(part)
+        if node == 0 and parts:
+            return tuple(parts), item[index + 1 :]
+    raise PosencError(f"{SET_FORM}, got {item!r}")
 
 
 def parse_set(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
     """``--set KEY=VALUE`` items -> a nested table (``model.d_model=128`` -> ``{"model": {"d_model": 128}}``).
 
-    VALUE is read as a TOML value (``128``, ``1e-3``, ``true``, ``["rope", "alibi"]``,
-    ``"text"``); anything that is not one is a string (``--set eval.lm_protocol=sliding``).
+    KEY is a TOML key (dotted; a part with dots or colons in quotes:
+    ``'encoding_config."mypkg.pe:MyEncoding".base=2.0'``). VALUE is read as a TOML value
+    (``128``, ``1e-3``, ``true``, ``["rope", "alibi"]``, ``"text"``); anything that is not one
+    is a string (``--set eval.lm_protocol=sliding``).
     """
     table: dict[str, Any] = {}
     for item in items:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        parts = key.split(".")
-        if not sep or not key or not all(parts):
-            raise PosencError(
-                f"--set takes KEY=VALUE with a dotted KEY (e.g. model.d_model=128), got {item!r}"
-            )
+        parts, text = _set_key(item)
         try:
-            value = tomllib.loads(f"value = {text}")["value"]
+            parsed = tomllib.loads(f"value = {text}")
+            value = parsed["value"] if set(parsed) == {"value"} else text.strip()
         except tomllib.TOMLDecodeError:
             value = text.strip()
         node = table
@@ -270,19 +376,62 @@ def parse_set(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
     return table
 
 
-def load_profile(source: str | os.PathLike, overrides: tuple[str, ...] | list[str] = ()) -> Profile:
+def dotted(*parts: str) -> str:
+    """A key path as TOML writes it (and errors name it): ``encoding_config."mypkg.pe:Mine".base``."""
+    return tomlkit.key(list(parts)).as_string()
+
+
+def _set_keys(items: Sequence[str]) -> list[str]:
+    """The dotted keys ``--set`` items set, as errors name them."""
+    return [dotted(*_set_key(item)[0]) for item in items]
+
+
+def _apply_options(table: dict[str, Any], options: Sequence[Option]) -> dict[str, Any]:
+    """``table`` with each option's value at its key (added to a list key's, with ``add``)."""
+    table = _merge(table, {})
+    for option in options:
+        *path, last = option.key.split(".")
+        node = table
+        for part in path:
+            child = node.get(part, {})
+            if not isinstance(child, dict):
+                raise Where(option.flag).error(part, child, f"must be a table to hold {option.key}")
+            node[part] = node = dict(child)
+        if option.add:
+            current = node.get(last, [])
+            if not isinstance(current, list):
+                raise Where(option.flag).error(option.key, current, "must be a list to add to")
+            added = list(current)
+            for value in option.value:
+                if value not in added:
+                    added.append(value)
+            node[last] = added
+        else:
+            node[last] = option.value
+    return table
+
+
+def load_profile(
+    source: str | os.PathLike,
+    overrides: tuple[str, ...] | list[str] = (),
+    options: Sequence[Option] = (),
+) -> Profile:
     """The profile in ``source``: a shipped name (``"quick"``) or the path of a TOML file, with
-    ``overrides`` (``--set KEY=VALUE`` items, :func:`parse_set`) on top; an error about a key an
-    override set names the override."""
+    ``overrides`` (``--set KEY=VALUE`` items, :func:`parse_set`) and then ``options`` on top, every
+    value checked (see the module's doc); an error about a key an override or an option set
+    names it."""
     name, label, table = _table_of(source, None, ())
     if overrides:
         changes = parse_set(overrides)
         check_keys(changes, Profile, Where("--set"), extra=())
         table = _merge(table, changes)
-    set_keys = tuple(item.partition("=")[0].strip() for item in overrides)
-    where = _SetWhere(label, set_keys) if set_keys else Where(label)
-    table = {"name": name, "description": "", "why": "", "model": {}, "task_train": {}, "lm_train": {},
-             "eval": {}, **_raw(table, where)}  # fmt: skip
+    setters = [(key, "--set") for key in _set_keys(overrides)]
+    if options:
+        table = _apply_options(table, options)
+        setters += [(option.key, option.flag) for option in options]
+    where = _Sources(label, setters)
+    table = {"name": name, "description": "", "why": "", **_one_rate(table)}
+    table = {"model": {}, "task_train": {}, "lm_train": {}, "eval": {}, **_raw(table, where)}
     profile = typed(
         Profile, table, where, check=lambda cls, key, value, raw: _ranges(cls, key, value, raw, where)
     )
@@ -323,80 +472,204 @@ def _raw(table: dict[str, Any], where: Where) -> dict[str, Any]:
     return out
 
 
+def _one_rate(table: dict[str, Any]) -> dict[str, Any]:
+    """A one-rate ``lr_grid`` is the ``lr`` of each training table that sets none (every run
+    trains at that rate; :func:`_check_learning_rates` refuses a table whose ``lr`` differs)."""
+    grid = table.get("lr_grid")
+    if not (isinstance(grid, list) and len(grid) == 1 and _is_rate(grid[0])):
+        return table  # no one rate (or not a valid one: lr_grid's own check names it)
+    out = dict(table)
+    for part in TRAIN_TABLES:
+        train = out.get(part, {})
+        if isinstance(train, dict) and "lr" not in train:
+            out[part] = {**train, "lr": grid[0]}
+    return out
+
+
+def _is_rate(value: Any) -> bool:
+    """A number that can be a learning rate (a finite float > 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return POSITIVE.holds(value) and math.isfinite(float(value))
+    except OverflowError:  # an integer past the largest float
+        return False
+
+
 def _ranges(cls: type, key: str, value: Any, raw: Any, where: Where) -> None:
     name = key.rsplit(".", 1)[-1]
-    low_high = RANGES.get(cls, {}).get(name)
-    if low_high is not None:
-        _in_range(value, low_high, where, key)
-    low_high = ELEMENT_RANGES.get(cls, {}).get(name)
-    if low_high is not None:
+    bad = _not_finite(value)
+    if bad is not MISSING:
+        path, number = bad
+        raise where.error(f"{key}{path}", number, "must be a finite number (not nan or inf)")
+    bounds = RANGES.get(cls, {}).get(name)
+    if bounds is not None or (isinstance(value, int) and not isinstance(value, bool)):
+        _in_range(value, bounds or Bounds(), where, key)
+    bounds = ELEMENT_RANGES.get(cls, {}).get(name)
+    if bounds is not None:
         for item in value:
-            _in_range(item, low_high, where, key, whole=raw)
+            _in_range(item, bounds, where, key, whole=raw)
 
 
-def _in_range(value: Any, low_high, where: Where, key: str, *, whole: Any = MISSING) -> None:
-    low, high = low_high
-    shown = value if whole is MISSING else whole
-    if (low is not None and value < low) or (high is not None and value > high):
-        bounds = " and ".join(
-            t for t in (low is not None and f">= {low}", high is not None and f"<= {high}") if t
-        )
+def _not_finite(value: Any, path: str = "") -> Any:
+    """``(path inside value, number)`` of the first nan or inf in ``value``, else MISSING."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, tuple) else ()
+    for index, item in items:
+        found = _not_finite(item, f"{path}.{index}" if isinstance(value, dict) else f"{path}[{index}]")
+        if found is not MISSING:
+            return found
+    return MISSING
+
+
+def _in_range(value: Any, bounds: Bounds, where: Where, key: str, *, whole: Any = MISSING) -> None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        bounds = bounds.capped()
+    if not bounds.holds(value):
         what = "must be" if whole is MISSING else "every value must be"
-        raise where.error(key, shown, f"{what} {bounds}")
+        raise where.error(key, value if whole is MISSING else whole, f"{what} {bounds.text()}")
 
 
-def _check(profile: Profile, where: Where) -> None:
-    """What the types cannot say: names, the model's shape, lengths, variants, schedules."""
-
-    def fail(key: str, value: Any, error: Exception) -> PosencError:
-        return where.error(key, value, str(error))
-
-    if not profile.tasks:
-        raise where.error("tasks", [], "must name at least one task")
-    for task in profile.tasks:
-        _check_name(task, "tasks", list(profile.tasks), validate_task, task_names, where)
-    if profile.encodings is not None:
-        if not profile.encodings:
-            raise where.error("encodings", [], 'must name at least one encoding (or "all")')
-        for name in profile.encodings:
-            _check_name(
-                name, "encodings", list(profile.encodings), get_encoding_class, ENCODING_GROUP.names, where
-            )
+def _check(profile: Profile, where: _Sources) -> None:
+    """What the types cannot say: names, the model's shape, lengths, variants, schedules, and
+    keys that must agree with each other."""
+    _check_names(profile, where)
     try:
         check_device_text(profile.device)
     except PosencError:
         raise where.error("device", profile.device, f"must be one of {DEVICE_FORMS}") from None
-    if profile.precision not in PRECISIONS:
-        raise where.error("precision", profile.precision, f"must be one of {', '.join(PRECISIONS)}")
+    _check_choices(profile, where)
     if not profile.seeds:
         raise where.error("seeds", [], "must name at least one seed")
-    for key in ("randomized_max_len",):
-        for item in getattr(profile, key):
-            if item not in RANDOMIZED_MAX_LEN:
-                raise where.error(
-                    key, list(getattr(profile, key)), f"values: {', '.join(RANDOMIZED_MAX_LEN)}"
-                )
     model = profile.model
     try:
         TransformerConfig(
             vocab_size=synthetic.VOCAB_SIZE, encoding="nope", **dataclasses.asdict(model)
         )  # d_model divisible by num_heads, kv heads dividing heads, combine, inject
     except (PosencError, TypeError) as exc:
-        raise fail("model", MISSING, exc) from None
-    for key in ("task_train", "lm_train"):
-        train: TrainSpec = getattr(profile, key)
-        if train.min_len > train.max_len:
-            raise where.error(f"{key}.min_len", train.min_len, f"must be <= max_len ({train.max_len})")
-        if train.warmup_steps > train.steps:
-            raise where.error(f"{key}.warmup_steps", train.warmup_steps, f"must be <= steps ({train.steps})")
+        raise where.error("model", MISSING, str(exc)) from None
+    for key in TRAIN_TABLES:
+        _check_training(key, getattr(profile, key), where)
+    _check_learning_rates(profile, where)
+    _check_eval(profile, where)
+    for key, values, parse in (
+        ("scalings", profile.scalings, scalings.parse),
+        ("variants", profile.variants, parse_variant),
+        ("schedules", profile.schedules, lambda item: schedules.parse(item, model.num_layers)),
+    ):
+        for item in values:
+            try:
+                parse(item)
+            except PosencError as exc:
+                raise where.error(key, item, str(exc)) from None
+    _check_encoding_config(profile, where)
+
+
+def _check_names(profile: Profile, where: Where) -> None:
+    """Every encoding and task a key names resolves (a registry name or an import spec)."""
+    if not profile.tasks:
+        raise where.error("tasks", [], "must name at least one task")
+    for task in profile.tasks:
+        _check_name(task, "tasks", list(profile.tasks), "task", where)
+    if profile.encodings is not None and not profile.encodings:
+        raise where.error("encodings", [], 'must name at least one encoding (or "all")')
+    for name in profile.encodings or ():
+        _check_name(name, "encodings", list(profile.encodings or ()), "encoding", where)
+    for name in profile.randomized:
+        if name != "*":  # "all": every encoding of the grid
+            _check_name(name, "randomized", list(profile.randomized), "encoding", where)
+    for name in profile.variant_encodings or ():
+        _check_name(name, "variant_encodings", list(profile.variant_encodings or ()), "encoding", where)
+        kind = get_encoding_class(name).kind
+        if kind != "additive":
+            raise where.error(
+                "variant_encodings",
+                list(profile.variant_encodings or ()),
+                f"{name!r} is {kind}; architecture variants change how an additive encoding is added to "
+                "the tokens, so they apply to additive encodings only",
+            )
+    for task, tuned_on in profile.tune_share:
+        key = f"tune_share.{task}"
+        if task == ARCHITECTURE or tuned_on == DEFAULT_RUN:
+            if (task, tuned_on) != (ARCHITECTURE, DEFAULT_RUN):
+                raise where.error(
+                    key, tuned_on, f'only "{ARCHITECTURE}" = "{DEFAULT_RUN}" (their default run\'s choice) '
+                    "shares with a run rather than a task"
+                )  # fmt: skip
+            continue
+        _check_name(task, key, tuned_on, "task", where)
+        _check_name(tuned_on, key, tuned_on, "task", where)
+        if tuned_on == task:
+            raise where.error(key, tuned_on, "a task shares another task's choice, not its own")
+        if (task == "lm") != (tuned_on == "lm"):
+            raise where.error(
+                key, tuned_on, "the LM and the sequence tasks train on different data with different "
+                "settings (lm_train, task_train): one cannot take the other's learning rate"
+            )  # fmt: skip
+
+
+def _check_choices(profile: Profile, where: Where) -> None:
+    """Keys that take one of a few words: the word, or the closest one named."""
+    words: list[tuple[str, Any, tuple[str, ...]]] = [
+        ("precision", [profile.precision], tuple(PRECISIONS)),
+        ("randomized_max_len", list(profile.randomized_max_len), RANDOMIZED_MAX_LEN),
+        ("eval.lm_protocol", [profile.eval.lm_protocol], tuple(LM_PROTOCOLS)),
+    ]
+    for key, values, valid in words:
+        for value in values:
+            if value not in valid:
+                shown = values[0] if len(values) == 1 and key != "randomized_max_len" else values
+                raise where.error(
+                    key, shown, f"must be one of {', '.join(valid)}{did_you_mean(value, valid)}"
+                )
+
+
+def _check_training(key: str, train: TrainSpec, where: Where) -> None:
+    """A training table whose steps, lengths and checks agree."""
+    if train.min_len > train.max_len:
+        raise where.error(f"{key}.min_len", train.min_len, f"must be <= max_len ({train.max_len})")
+    for name in ("warmup_steps", "check_every", "plateau_after"):
+        value = getattr(train, name)
+        if value > train.steps:
+            why = {
+                "warmup_steps": "",
+                "check_every": ": no held-out check would run, so no run could converge",
+                "plateau_after": ": the LM's convergence rule could never apply",
+            }[name]
+            raise where.error(f"{key}.{name}", value, f"must be <= steps ({train.steps}){why}")
+
+
+def _check_learning_rates(profile: Profile, where: _Sources) -> None:
+    """A one-rate ``lr_grid`` trains every run at that rate: a training table's ``lr`` may not differ."""
+    if len(profile.lr_grid) != 1:
+        return
+    (rate,) = profile.lr_grid
+    for part in TRAIN_TABLES:
+        lr = getattr(profile, part).lr
+        if lr == rate:
+            continue
+        fixes = (f"set lr_grid = [] to train each table at its own lr, {part}.lr = {rate:g}, or give lr_grid "
+                 "several rates to choose from")  # fmt: skip
+        if where.set_by(f"{part}.lr") or not where.set_by("lr_grid"):  # name what was set last
+            raise where.error(
+                f"{part}.lr",
+                lr,
+                f"differs from lr_grid = [{rate:g}], whose one rate every run trains at; {fixes}",
+            )
+        raise where.error(
+            "lr_grid",
+            list(profile.lr_grid),
+            f"one rate, which every run trains at, but {part}.lr = {lr:g}; {fixes}",
+        )
+
+
+def _check_eval(profile: Profile, where: Where) -> None:
+    """The evaluation's lengths agree with training (the LM's only when the LM is a task)."""
     ev = profile.eval
     for key in ("lengths", "lm_lengths", "lastk_contexts"):
         if not getattr(ev, key):
             raise where.error(f"eval.{key}", [], "must hold at least one value")
-    if ev.lm_protocol not in LM_PROTOCOLS:
-        raise where.error("eval.lm_protocol", ev.lm_protocol, f"one of {', '.join(LM_PROTOCOLS)}")
-    if any(scale <= 0 for scale in ev.scales):
-        raise where.error("eval.scales", list(ev.scales), "every value must be > 0")
     for task in profile.tasks if ev.scales else ():
         if task != "lm":
             try:
@@ -407,24 +680,36 @@ def _check(profile: Profile, where: Where) -> None:
         try:
             ev.test_span(profile.lm_train.max_len)
         except PosencError as exc:
-            raise fail("eval", MISSING, exc) from None
-    for text in profile.scalings:
-        try:
-            scalings.parse(text)
-        except PosencError as exc:
-            raise fail("scalings", text, exc) from None
-    for text in profile.variants:
-        try:
-            parse_variant(text)
-        except PosencError as exc:
-            raise fail("variants", text, exc) from None
-    for text in profile.schedules:
-        try:
-            schedules.parse(text, model.num_layers)
-        except PosencError as exc:
-            raise fail("schedules", text, exc) from None
+            raise where.error("eval", MISSING, str(exc)) from None
+    if "lm" not in profile.tasks:
+        return
+    l_train = profile.lm_train.max_len
+    for context in ev.lastk_contexts:
+        length = context * l_train
+        if length > MAX_COUNT:
+            raise where.error(
+                "eval.lastk_contexts", list(ev.lastk_contexts),
+                f"{context:g} x lm_train.max_len ({l_train}) is longer than {MAX_COUNT} bytes",
+            )  # fmt: skip
+        if round(length) < ev.lastk_k:
+            raise where.error(
+                "eval.lastk_contexts", list(ev.lastk_contexts),
+                f"{context:g} x lm_train.max_len ({l_train}) = {round(length)} bytes holds fewer than the "
+                f"lastk_k ({ev.lastk_k}) bytes each window scores",
+            )  # fmt: skip
+    if ev.lm_protocol == "sliding" and ev.sliding_stride > max(ev.lm_lengths):
+        raise where.error(
+            "eval.sliding_stride", ev.sliding_stride,
+            f"must be <= the longest of lm_lengths ({max(ev.lm_lengths)}): each window advances and scores "
+            "at most its own length",
+        )  # fmt: skip
+
+
+def _check_encoding_config(profile: Profile, where: Where) -> None:
+    """``[encoding_config.NAME]``: a known encoding, fields a profile may set, a model it builds."""
+    model = profile.model
     for name, config in profile.encoding_config.items():
-        key = f"encoding_config.{name}"
+        key = dotted("encoding_config", name)
         try:
             cls = get_encoding_class(name)
         except PosencError as exc:
@@ -443,25 +728,154 @@ def _check(profile: Profile, where: Where) -> None:
                 )
         try:
             build_for_model(name, d_model=model.d_model, num_heads=model.num_heads, causal=True, **config)
-        except (PosencError, TypeError) as exc:
-            raise fail(key, MISSING, exc) from None
+        except (ValueError, TypeError, OverflowError) as exc:  # PosencError is a ValueError
+            raise where.error(key, MISSING, str(exc)) from None
 
 
-def _check_name(name: str, key: str, shown: Any, resolve, names, where: Where) -> None:
-    """``name`` (a registry name or an import spec) resolves, else one error naming ``key``."""
+#: Per kind of name: how it resolves and every valid one (read when needed: entry points stay lazy).
+_RESOLVE = {"task": (validate_task, task_names), "encoding": (get_encoding_class, ENCODING_GROUP.names)}
+
+
+def _check_name(name: str, key: str, shown: Any, kind: str, where: Where) -> None:
+    """``name`` (a registry name or an import spec) resolves, else one error naming ``key`` and
+    the closest valid name."""
+    resolve, names = _RESOLVE[kind]
     try:
         resolve(name)
     except PosencError as exc:
         if is_spec(name) or name in names():  # an import spec, or an entry point that is broken
             raise where.error(key, shown, str(exc)) from None
-        noun = "a task" if key == "tasks" else "an encoding"
         valid = names()
+        article = "an" if kind[0] in "aeiou" else "a"
         raise where.error(
             key,
             shown,
-            f"{name!r} is not {noun}{did_you_mean(name, valid)}; {key}: {', '.join(valid)} "
+            f"{name!r} is not {article} {kind}{did_you_mean(name, valid)}; {kind}s: {', '.join(valid)} "
             "(or an import spec 'package.module:Class')",
         ) from None
+
+
+# ---------------------------------------------------------------------------
+# Before the first run: what depends on the machine.
+# ---------------------------------------------------------------------------
+
+#: Bytes each parameter takes while training: its float32 value, its gradient, AdamW's two moments.
+TRAINING_BYTES_PER_PARAMETER = 16
+FLOAT_BYTES = 4  # activations are float32 (the residual stream stays float32 under bf16 autocast)
+
+
+def train_length(task: str, train: TrainSpec) -> int:
+    """Tokens in the longest training sequence the model reads."""
+    return train.max_len if task == "lm" else max_sequence_length(task, train.max_len)
+
+
+def task_eval(task: str, train: TrainSpec, ev: EvalSpec) -> EvalSpec:
+    """The evaluation settings of one task's runs: ``ev`` with ``lengths`` worked out from
+    ``ev.scales`` (:func:`posenc.tasks.registry.lengths_at_scales`) when the profile gives scales (not for the LM,
+    whose lengths are ``lm_lengths`` in bytes)."""
+    if task == "lm" or not ev.scales:
+        return ev
+    return dataclasses.replace(ev, lengths=lengths_at_scales(task, train.max_len, ev.scales))
+
+
+def eval_length(task: str, train: TrainSpec, ev: EvalSpec) -> int:
+    """Tokens in the longest sequence any evaluation feeds the model."""
+    if task == "lm":
+        longest_context = max(ev.lastk_contexts) * train.max_len
+        return int(max(max(ev.lm_lengths), longest_context, ev.position_multiple * train.max_len))
+    return max(max_sequence_length(task, n) for n in task_eval(task, train, ev).lengths)
+
+
+def parameter_count(model: ModelSpec, vocab: int) -> int:
+    """At least this many parameters has the benchmark's Transformer (:class:`posenc.model.Transformer`):
+    the token embeddings (tied to the output head), every layer's attention projections and MLP;
+    norms, biases and the encoding's own parameters are left out, so this is a lower bound."""
+    d = model.d_model
+    kv_width = d * (model.num_kv_heads or model.num_heads) // model.num_heads
+    per_layer = 2 * d * d + 2 * d * kv_width + 2 * d * model.ffn_dim  # q, o; k, v; the MLP's two
+    return vocab * d + model.num_layers * per_layer
+
+
+def memory_needed(profile: Profile, task: str) -> tuple[int, int]:
+    """``(parameters, bytes)``: at least this much memory one run of ``task`` needs, the larger of
+    training (:data:`TRAINING_BYTES_PER_PARAMETER` per parameter, and each layer's input for one
+    batch) and evaluating one sequence of the longest evaluation length."""
+    model = profile.model
+    train = profile.lm_train if task == "lm" else profile.task_train
+    params = parameter_count(model, vocab_size(task))
+    layer_inputs = model.num_layers * model.d_model * FLOAT_BYTES
+    training = (
+        params * TRAINING_BYTES_PER_PARAMETER + train.batch_size * train_length(task, train) * layer_inputs
+    )
+    evaluating = params * FLOAT_BYTES + eval_length(task, train, profile.eval) * layer_inputs
+    return params, max(training, evaluating)
+
+
+def device_memory(device: str) -> int | None:
+    """Bytes of memory ``device`` (resolved) has: a CUDA device's own, else the machine's RAM
+    (None where the platform does not say)."""
+    where = torch.device(device)
+    if where.type == "cuda":
+        return int(torch.cuda.get_device_properties(where.index or 0).total_memory)
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # not POSIX
+        return None
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.3g} GiB"
+
+
+def check_fits(profile: Profile, device: str, *, memory: int | None = None) -> None:
+    """Before any run: refuse what cannot fit this machine, with one error naming the key.
+
+    * each task's model against ``memory`` (default: :func:`device_memory` of ``device``), by a
+      lower bound (:func:`memory_needed`), so a refused run could never have run;
+    * with the LM among the tasks, the bytes its training, held-out checks and evaluation read
+      against the corpus (Python's standard library).
+    """
+    where = Where(f"profile {profile.name!r}")
+    memory = device_memory(device) if memory is None else memory
+    if memory is not None:
+        for task in profile.tasks:
+            params, needed = memory_needed(profile, task)
+            if needed > memory:
+                raise where.error(
+                    "model", MISSING,
+                    f"a run of {task} needs at least {_gib(needed)} ({params:.3g} parameters: float32 "
+                    f"weights, gradients and AdamW's moments, and one batch's activations) but {device} has "
+                    f"{_gib(memory)}; make model.d_model, num_layers, ffn_dim or the batch size smaller",
+                )  # fmt: skip
+    if "lm" in profile.tasks:
+        _check_corpus(profile, where)
+
+
+def _check_corpus(profile: Profile, where: Where) -> None:
+    """The LM's bytes (at least what :mod:`posenc.compare.trainer` and ``evaluation`` read) fit the corpus."""
+    corpus = text.stdlib_corpus()
+    train_bytes, valid_bytes = int(corpus.train.numel()), int(corpus.valid.numel())
+    tr, ev = profile.lm_train, profile.eval
+    contexts = [round(c * tr.max_len) for c in ev.lastk_contexts]
+    needs = [
+        ("lm_train.max_len", tr.max_len, tr.max_len + 1, train_bytes, "a training window"),
+        ("lm_train.valid_samples", tr.valid_samples, tr.max_len * tr.valid_samples + 1, valid_bytes,
+         "the held-out windows"),
+        ("eval.lm_bytes", ev.lm_bytes, text.scored_bytes(list(ev.lm_lengths), ev.lm_bytes) + 1, valid_bytes,
+         "the scored bytes (lm_bytes rounded up to a multiple of every length in lm_lengths)"),
+        ("eval.lastk_contexts", list(ev.lastk_contexts), max(contexts) + ev.lastk_k * (ev.lastk_windows - 1) + 1,
+         valid_bytes, "the last-k windows"),
+    ]  # fmt: skip
+    position_len = ev.position_multiple * tr.max_len
+    if ev.lm_protocol != "nonoverlapping" or position_len not in ev.lm_lengths:  # windows of its own
+        needs.append(("eval.position_multiple", ev.position_multiple, 4 * position_len + 1, valid_bytes,
+                      "the loss-by-position windows"))  # fmt: skip
+    for key, value, needed, have, what in needs:
+        if needed > have:
+            split = "training" if have == train_bytes else "validation"
+            raise where.error(
+                key, value, f"{what} need {needed} bytes of the LM corpus's {split} split, which has {have}"
+            )
 
 
 # ---------------------------------------------------------------------------
@@ -544,10 +958,30 @@ def _file_table(obj: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+#: Arrays longer than this are built in one call (tomlkit adds items one by one in quadratic time).
+LONG_ARRAY = 64
+
+
+def _long_arrays(value: Any) -> Any:
+    """``value`` with each long flat array as a tomlkit array built in one call, in time linear in
+    its size (its text ends ``..., 99,]``, a trailing comma TOML allows); the rest as it is."""
+    if isinstance(value, dict):
+        return {key: _long_arrays(item) for key, item in value.items()}
+    if (
+        isinstance(value, list)
+        and len(value) > LONG_ARRAY
+        and not any(isinstance(v, (list, dict)) for v in value)
+    ):
+        array = tomlkit.array()
+        array.add_line(*value, indent="", newline=False)
+        return array
+    return value
+
+
 def dump_profile(profile: Profile, header: str = "") -> str:
     """The TOML text of ``profile``: every key, no ``extends``; :func:`load_profile` of it gives the
     same profile (its ``name`` is the file's, so ``name`` is left out). ``header`` (lines) goes
-    first, as comments. Written with tomlkit (compact arrays)."""
+    first, as comments. Written with tomlkit (compact arrays), in time linear in the profile's size."""
     data = _file_table(profile)
     data.pop("name")
     if profile.eval.scales:  # lengths come from scales (a file sets one or the other)
@@ -558,9 +992,9 @@ def dump_profile(profile: Profile, header: str = "") -> str:
     tables = {k: v for k, v in data.items() if isinstance(v, dict)}
     for key, value in data.items():
         if key not in tables:
-            document.add(key, value)
+            document.add(key, _long_arrays(value))
     for key, value in tables.items():
-        document.add(key, value)
+        document.add(key, _long_arrays(value))
     return tomlkit.dumps(document)
 
 
@@ -568,8 +1002,31 @@ def dump_profile(profile: Profile, header: str = "") -> str:
 # The shipped profiles.
 # ---------------------------------------------------------------------------
 
-#: Every shipped profile, by name (read from ``posenc/compare/profiles/*.toml`` at import).
-PROFILES: dict[str, Profile] = {name: load_profile(name) for name in shipped_names()}
+
+class ShippedProfiles(Mapping[str, Profile]):
+    """Every shipped profile by name, each read from ``posenc/compare/profiles/NAME.toml`` when it
+    is first asked for (its names need no reading): starting the command line reads none, so a
+    task plug-in that cannot be imported breaks only the profiles that name it."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, Profile] = {}
+
+    def __getitem__(self, name: str) -> Profile:
+        if name not in self._loaded:
+            if name not in shipped_names():
+                raise KeyError(name)
+            self._loaded[name] = load_profile(name)
+        return self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(shipped_names())
+
+    def __len__(self) -> int:
+        return len(shipped_names())
+
+
+#: Every shipped profile, by name (read from ``posenc/compare/profiles/*.toml`` when first used).
+PROFILES: Mapping[str, Profile] = ShippedProfiles()
 
 
 def get_profile(name: str) -> Profile:

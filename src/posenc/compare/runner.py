@@ -62,13 +62,17 @@ def check_code(
     *,
     allow_changed: bool = False,
     log: Callable[[str], None] = print,
+    said: set[str] | None = None,
 ) -> int:
     """Refuse records in ``store`` of ``specs`` made with other encoding or task classes than this
     installation runs (another class under the name, another version of its distribution, an
-    edited source file): one PosencError naming the first change, before anything runs. With
-    ``allow_changed`` they are kept (resumed next to new runs; said once). Returns how many."""
+    edited class): one PosencError naming each change once with its runs, before anything runs.
+    With ``allow_changed`` they are kept (resumed next to new runs) and said once; ``said``
+    (shared by the checks of one invocation) keeps a change said before from being said again.
+    Returns how many records were made with changed code."""
     current: dict[tuple[tuple[str, ...], str], dict[str, Any]] = {}
-    changed: list[tuple[RunSpec, list[str]]] = []
+    changed: dict[str, list[RunSpec]] = {}  # what changed -> the runs made before the change
+    count = 0
     for spec in specs:
         data, reason = read_record_file(store.path_for(spec))
         if reason is not None or not isinstance(data, dict) or not isinstance(data.get("result"), dict):
@@ -77,18 +81,26 @@ def check_code(
         if key not in current:
             current[key] = code_of(spec)
         found = changes(data["result"].get("code"), current[key])
-        if found:
-            changed.append((spec, found))
-    if changed and not allow_changed:
-        spec, found = changed[0]
+        count += bool(found)
+        for change in found:
+            changed.setdefault(change, []).append(spec)
+    if not changed:
+        return 0
+    listed = "; ".join(
+        f"{change} ({len(runs)} run(s), e.g. {runs[0].label} on {runs[0].task}, seed {runs[0].seed})"
+        for change, runs in changed.items()
+    )
+    if not allow_changed:
         raise PosencError(
-            f"{len(changed)} finished run(s) in {store.root} were made with other code than this installation "
-            f"runs: {found[0]} (e.g. {spec.label} on {spec.task}, seed {spec.seed}); pass --allow-changed to "
-            "keep them next to new runs, or write to another --out"
+            f"{count} finished run(s) in {store.root} were made with other code than this installation "
+            f"runs: {listed}; pass --allow-changed to keep them next to new runs, or write to another --out"
         )
-    if changed:
-        log(f"keeping {len(changed)} run(s) made with a changed class (--allow-changed): {changed[0][1][0]}")
-    return len(changed)
+    said = set() if said is None else said
+    new = {change: runs for change, runs in changed.items() if change not in said}
+    if new:
+        said.update(new)
+        log(f"keeping {count} run(s) made with a changed class (--allow-changed): {'; '.join(new)}")
+    return count
 
 
 def plan(specs: Sequence[RunSpec], store: ResultStore) -> tuple[list[RunSpec], GridOutcome]:
@@ -120,12 +132,13 @@ def run_grid(
     work_fn=execute,
     title: str = "posenc compare",
     allow_changed: bool = False,
+    said: set[str] | None = None,
 ) -> GridOutcome:
     """Execute every spec without a valid record; each finished run is written at once.
-    Records of a changed class: :func:`check_code`."""
+    Records of a changed class: :func:`check_code` (``said``: the changes said already)."""
 
     start = time.perf_counter()
-    check_code(specs, store, allow_changed=allow_changed, log=log)
+    check_code(specs, store, allow_changed=allow_changed, log=log, said=said)
     todo, outcome = plan(specs, store)
     for version, count in sorted(store.other_versions().items()):
         log(

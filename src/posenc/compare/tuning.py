@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.compare.executor import Executor
-from posenc.compare.profile import VARIANT_KEYS
+from posenc.compare.profile import ARCHITECTURE, VARIANT_KEYS
 from posenc.compare.runner import GridOutcome, check_code, run_grid
 from posenc.compare.work import tune_execute
 from posenc.records.schema import checks_metric, tune_problem
@@ -45,18 +45,15 @@ TUNE_EVAL = EvalSpec(free_running=False, lm_files=0)
 SHIPPED = "tuned_lr.json"
 
 
-#: ``share[ARCHITECTURE] = "default"``: architecture variants (``--variants``) take the choice
-#: of their encoding's default run (an ablation at one learning rate) instead of their own.
-ARCHITECTURE = "architecture variants"
-
-
 def tuning_task(spec: RunSpec, share: dict[str, str]) -> str:
     """The task whose tuning ``spec`` uses (``share`` maps a task to another's choice)."""
     return share.get(spec.task, spec.task)
 
 
 def shares_default(spec: RunSpec, share: dict[str, str] | None) -> bool:
-    """True when ``spec`` is an architecture variant that takes its default run's choice."""
+    """True when ``spec`` is an architecture variant that takes its default run's choice:
+    ``share[ARCHITECTURE] == "default"`` (:data:`posenc.compare.profile.ARCHITECTURE`), an ablation at
+    one learning rate instead of a choice of its own."""
     return bool(spec.architecture_tags()) and (share or {}).get(ARCHITECTURE) == "default"
 
 
@@ -157,12 +154,14 @@ def choose(
     show_progress: bool = True,
     log: Callable[[str], None] = print,
     allow_changed: bool = False,
+    said: set[str] | None = None,
 ) -> tuple[dict[str, Choice], GridOutcome | None]:
     """A choice per tuning key of ``specs``: shipped, cached under ``out``, or tuned now.
 
     Candidates still to run are run on ``executor`` (each written to ``out`` as it
     finishes, resumable like any grid). Cached candidates of a class that has changed since
-    are refused unless ``allow_changed`` (:func:`posenc.compare.runner.check_code`).
+    are refused unless ``allow_changed`` (:func:`posenc.compare.runner.check_code`; ``said``: the
+    changes said already).
     """
     share = share or {}
     keys: dict[str, RunSpec] = {}
@@ -181,7 +180,8 @@ def choose(
             )
         else:
             todo += candidates(spec, grid, share)
-    check_code(todo, out, allow_changed=allow_changed, log=log)
+    said = set() if said is None else said
+    check_code(todo, out, allow_changed=allow_changed, log=log, said=said)
     todo = [c for c in todo if out.load(c)[0] is None]
     outcome = None
     if todo:
@@ -190,7 +190,7 @@ def choose(
         )
         outcome = run_grid(
             todo, out, executor, show_progress=show_progress, log=log, work_fn=tune_execute,
-            title="posenc compare: tuning", allow_changed=allow_changed,
+            title="posenc compare: tuning", allow_changed=allow_changed, said=said,
         )  # fmt: skip
     for key, spec in keys.items():
         if key in choices:

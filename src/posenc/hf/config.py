@@ -27,6 +27,7 @@ import copy
 import json
 import math
 import os
+import sys
 from typing import Any
 
 from posenc import rope_scaling
@@ -46,13 +47,14 @@ UNSUPPORTED_ROPE_TYPES = {
 
 
 MAX_CONFIG_BYTES = 16 << 20  # a model's config.json is a few KB; never read an endless file whole
+MAX_CONFIG_DEPTH = 32  # a config.json nests a few levels (a text_config, its rope dict, per-layer dicts)
 
 
 def read_config_file(path: str | os.PathLike) -> Any:
     """The JSON in file ``path``, read at most :data:`MAX_CONFIG_BYTES` (``/dev/zero`` fails fast).
 
     Raises OSError (missing, a directory, unreadable) or PosencError naming the file
-    (too large, not UTF-8, not JSON).
+    (too large, nested deeper than :data:`MAX_CONFIG_DEPTH`, not UTF-8, not JSON).
     """
     with open(path, "rb") as handle:
         raw = handle.read(MAX_CONFIG_BYTES + 1)
@@ -60,11 +62,40 @@ def read_config_file(path: str | os.PathLike) -> Any:
     if len(raw) > MAX_CONFIG_BYTES:
         raise PosencError(f"{name!r} is larger than {MAX_CONFIG_BYTES >> 20} MiB; not a model config.json")
     try:
-        return json.loads(raw.decode("utf-8"))
+        config = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise PosencError(f"{name!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise PosencError(f"{name!r} is not valid JSON: {exc}") from None
+    except RecursionError:  # the parser recurses once per level
+        raise PosencError(_too_deep(name)) from None
+    except ValueError:  # an integer of more digits than Python converts
+        digits = getattr(sys, "get_int_max_str_digits", lambda: 4300)()  # Python >= 3.10.7
+        raise PosencError(
+            f"{name!r} holds a number of more than {digits} digits; not a model config.json"
+        ) from None
+    check_depth(config, name)
+    return config
+
+
+def _too_deep(name: str) -> str:
+    return f"{name!r} nests lists or objects more than {MAX_CONFIG_DEPTH} deep; not a model config.json"
+
+
+def check_depth(config: Any, name: str = "config") -> None:
+    """Refuse ``config`` when its lists and dicts nest deeper than :data:`MAX_CONFIG_DEPTH` (read
+    without recursion, so a hostile file cannot exhaust the stack)."""
+    level: list[Any] = [config]
+    for _ in range(MAX_CONFIG_DEPTH + 1):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node if isinstance(node, list) else ())
+            if isinstance(child, (dict, list))
+        ]
+        if not level:
+            return
+    raise PosencError(_too_deep(name))
 
 
 def _as_dict(config: Any) -> dict[str, Any]:
@@ -77,6 +108,7 @@ def _as_dict(config: Any) -> dict[str, Any]:
         raise PosencTypeError(
             f"config must be a dict, a path to config.json or an HF config, got {type(config).__name__}"
         )
+    check_depth(config)
     return copy.deepcopy(config)
 
 

@@ -414,11 +414,20 @@ def _check_layer(
     if enc.kind == "rotary":
         if not callable(getattr(enc, "cos_sin", None)):
             raise PosencError(
-                f"{name} has no cos_sin(positions, dtype) tables: a transformers model applies one (cos, sin) "
-                "per position to queries and keys alike (xPos scales them differently), so posenc cannot "
-                "run it there"
+                f"{name} has no cos_sin(positions, dtype) method: a transformers model rotates queries and "
+                "keys alike with one (cos, sin) table per position, which it asks the encoding for (xPos "
+                "scales them differently, so it has none). To run a rotary encoding of yours there, add "
+                "cos_sin(positions, dtype) -> (cos, sin), each of shape positions.shape + (rotary_dim // 2,) "
+                "in dtype (one angle per rotated pair, as posenc.rotary.RoPE.cos_sin), and a Config field "
+                "head_dim; docs/your-encoding.md shows one"
             )
-        model_dim, dim = own.config.head_dim, enc.config.head_dim
+        dim = getattr(enc.config, "head_dim", None)
+        if not isinstance(dim, int):
+            raise PosencError(
+                f"{name} has cos_sin but its Config has no head_dim field: add head_dim (the features per "
+                "head it rotates; posenc.config.model_field('head_dim') lets the model fill it in)"
+            )
+        model_dim = own.config.head_dim
         if dim != model_dim:
             raise PosencError(f"encoding has head_dim={dim} but the model rotates head_dim={model_dim}")
         r, model_r = _rotary_dim(enc), _rotary_dim(own)
@@ -492,8 +501,9 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
         PosencError naming what is wrong: a family posenc has not verified, a model whose rotary
         tables differ from posenc's for its config, additive / relative / contextual encodings
         (they do not act inside a transformers attention layer), an encoding whose dims or
-        layout differ from the model's.
+        layout differ from the model's; PosencTypeError when ``model`` is not a model.
     """
+    _check_model(model)
     previous = model.__dict__.get("_posenc_applied")
     if previous is not None:
         previous.remove()
@@ -580,8 +590,18 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
     return applied
 
 
+def _check_model(model: Any) -> None:
+    """Refuse, by name, what is not a transformers model (before any attribute of it is read)."""
+    if not isinstance(model, nn.Module) or getattr(model, "config", None) is None:
+        raise PosencTypeError(
+            "model must be a loaded transformers model (a torch.nn.Module with a .config, e.g. from "
+            f"AutoModelForCausalLM.from_pretrained), got {type(model).__name__}"
+        )
+
+
 def remove(model: nn.Module) -> None:
     """Undo :func:`apply` on ``model`` (nothing to do if it was not applied)."""
+    _check_model(model)
     applied = model.__dict__.get("_posenc_applied")
     if applied is not None:
         applied.remove()

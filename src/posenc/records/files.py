@@ -9,15 +9,18 @@ removed only when its writer is gone (or the file is a day old).
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
 import os
+import re
 import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 MAX_RECORD_BYTES = 64 << 20  # a record is ~10-500 KB; anything this large is not one of ours
 STALE_TEMP_SECONDS = 24 * 3600  # a temp file this old is abandoned, whoever wrote it
@@ -54,7 +57,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
     The temp file ``.NAME~HOST~PID~RANDOM.tmp`` names its writer, so that cleaning up
     after a killed writer never removes the file a live one is writing
-    (:func:`stale_temp_file`).
+    (:func:`stale_temp_file`). An OSError names ``path`` (a full disk fails in ``write`` or
+    ``fsync``, whose errors name no file).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{path.name}~{HOST}~{os.getpid()}~"
@@ -67,6 +71,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(path)) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -112,11 +121,27 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for binary reading if it is a regular file (after symlinks); a FIFO, a device
+    or a directory raises OSError "not a regular file" at once (opened without blocking, never read)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_record_file(path: Path) -> tuple[Any, str | None]:
     """``(parsed JSON, None)`` or ``(None, why it cannot be read)``; never reads more than
-    :data:`MAX_RECORD_BYTES` (a huge or endless file is refused, not loaded)."""
+    :data:`MAX_RECORD_BYTES` (a huge or endless file is refused, not loaded) and reads regular
+    files only (:func:`open_regular`)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             raw = handle.read(MAX_RECORD_BYTES + 1)
     except OSError as exc:
         return None, f"unreadable ({exc.strerror or type(exc).__name__})"
@@ -128,9 +153,38 @@ def read_record_file(path: Path) -> tuple[Any, str | None]:
         return None, f"unreadable JSON ({type(exc).__name__})"
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path, *, size: int) -> str:
+    """SHA-256 of the regular file ``path``, which must hold exactly ``size`` bytes: checked before
+    reading, and never more than ``size`` bytes read (OSError otherwise)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
+    with open_regular(path) as handle:
+        actual = os.fstat(handle.fileno()).st_size
+        if actual != size:
+            raise OSError(errno.EINVAL, f"holds {actual} bytes, the record says {size}", str(path))
+        left = size
+        while left:
+            block = handle.read(min(left, 1 << 20))
+            if not block:
+                break
             digest.update(block)
+            left -= len(block)
+        if left or handle.read(1):
+            raise OSError(errno.EINVAL, "changed while it was read", str(path))
     return digest.hexdigest()
+
+
+_UNSAFE = re.compile(r"[\\/\x00-\x1f\x7f]")
+MAX_NAME_CHARS = 120  # of a file name made from data (most file systems allow 255 bytes)
+
+
+def safe_name(text: str) -> str:
+    """``text`` (a task, an encoding, a label: data) as one file name that stays in its directory:
+    path separators and control characters become ``_``, a leading ``.`` too (no ``..``, no hidden
+    file), an empty name is ``_``, and a long one is cut, with a hash of the whole to keep it unique.
+    posenc's own names come back unchanged."""
+    name = _UNSAFE.sub("_", text)
+    if name.startswith("."):
+        name = "_" + name[1:]
+    if len(name) > MAX_NAME_CHARS:
+        name = name[: MAX_NAME_CHARS - 17] + "-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    return name or "_"

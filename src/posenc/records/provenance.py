@@ -3,13 +3,13 @@
 Every record keeps ``result.code``::
 
     {"encodings": {"mine": {"class": "posenc_mine:LogBias", "distribution": "posenc-mine",
-                            "version": "0.1.0", "source_sha256": "..."}},
+                            "version": "0.1.0", "source_sha256": "...", "code_sha256": "..."}},
      "task": {"class": ..., ...} | None}        # None: the language model
 
 (:func:`posenc.plugins.origin`). A run's identity is its spec, which names an encoding by name;
 the class behind a name can change (a new release of the package, an edit in an editable
-install). Resuming a grid compares the code of each finished record with what this process
-would run (:func:`changes`) and refuses to mix records of a changed class with new ones unless
+install: ``code_sha256`` hashes what the class's behaviour depends on). Resuming a grid
+compares the code of each finished record with what this process would run (:func:`changes`) and refuses to mix records of a changed class with new ones unless
 told to (``posenc compare --allow-changed``). posenc's own classes are not compared: what
 changes their meaning is the benchmark version (:data:`~posenc.records.spec.BENCHMARK_VERSION`).
 """
@@ -96,7 +96,14 @@ def _differs(what: str, old: Any, new: Any) -> str | None:
     if old.get("version") != new.get("version"):
         dist = new.get("distribution") or old.get("distribution")
         return f"{what} ({new.get('class')}): {dist} was version {old.get('version')}, is now {new.get('version')}"
-    if old.get("source_sha256") != new.get("source_sha256"):
+    if old.get("code_sha256") is not None and new.get("code_sha256") is not None:
+        if old["code_sha256"] != new["code_sha256"]:
+            return (
+                f"{what} ({new.get('class')}): its code changed since the record was written (the class, "
+                "what it uses of its module, its bases or a module of its package it imports)"
+            )
+        return None  # the same code: an edit elsewhere in its file does not count
+    if old.get("source_sha256") != new.get("source_sha256"):  # a record from before code_sha256
         return f"{what} ({new.get('class')}): its source file changed since the record was written"
     return None
 

@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from posenc.checks import did_you_mean
 from posenc.errors import PosencError
 from posenc.rope_scaling import ORIGINAL, ROPE_SCALINGS
 
@@ -63,16 +64,17 @@ def parse(text: str) -> Scaling:
         return Scaling(text, "yarn", None)
     rope_type, sep, factor = text.partition(":")
     if rope_type not in ROPE_SCALINGS or rope_type == "default" or not sep:
+        types = [n for n in ROPE_SCALINGS if n != "default"]
         raise PosencError(
-            f"scaling {text!r}: expected TYPE:FACTOR with TYPE one of "
-            f"{', '.join(n for n in ROPE_SCALINGS if n != 'default')}, or {DYNAMIC_YARN!r}"
+            f"scaling {text!r}: expected TYPE:FACTOR with TYPE one of {', '.join(types)}, or "
+            f"{DYNAMIC_YARN!r}{did_you_mean(rope_type if sep else text, [*types, DYNAMIC_YARN])}"
         )
     try:
         value = float(factor)
     except ValueError:
         value = 0.0
-    if not value > 1:
-        raise PosencError(f"scaling {text!r}: the factor must be a number > 1")
+    if not (value > 1 and math.isfinite(value)):
+        raise PosencError(f"scaling {text!r}: the factor must be a number > 1 and finite")
     return Scaling(text, rope_type, value)
 
 

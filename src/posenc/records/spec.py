@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posenc import schedules
+from posenc.datafiles import MISSING, Where, typed
 from posenc.encoding import PaperSetting
 from posenc.errors import PosencError
 from posenc.model import paper_setting as model_setting
@@ -254,9 +255,27 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        """The spec of a record (``to_dict``'s output). A record is data, whoever wrote it: every field
+        is type-checked first (a PosencError names the key) and nothing is imported, not even the
+        encoding's class (the record holds ``model.scale_embeddings`` resolved, never None)."""
+        if not isinstance(data, dict):
+            raise PosencError(f"spec must be a JSON object, got {type(data).__name__}")
         data = dict(data)
+        where = Where("spec")
+        for part in ("model", "train", "eval"):
+            if not isinstance(data.get(part), dict):
+                raise where.error(part, data.get(part, MISSING), "must be a JSON object")
         # records from before the field existed trained unscaled token embeddings
-        model = ModelSpec(**{"scale_embeddings": False, **data.pop("model")})
+        model_data = data["model"] = {"scale_embeddings": False, **data["model"]}
+        if model_data["scale_embeddings"] is None:  # resolving it would import the encoding's class
+            raise where.error("model.scale_embeddings", None, "must be true or false in a run's spec")
+        data.setdefault("benchmark", 1)  # records from before the field existed
+        typed(cls, data, where)  # types only: the values below stay as written (they make the run id)
+        for entry in data.get("imports", ()):
+            if entry[0] not in ("encoding", "task"):
+                raise where.error("imports", entry, "each entry must be [registry, name, import spec] with "
+                                  'registry "encoding" or "task"')  # fmt: skip
+        model = ModelSpec(**data.pop("model"))
         train = TrainSpec(**_train(data))
         # records from before test splits and free-running decoding: neither (see EvalSpec)
         eval_fields: dict[str, Any] = {"free_running": False, "lm_files": 0} | {
@@ -265,7 +284,6 @@ class RunSpec:
         ev = EvalSpec(**eval_fields)
         data["scalings"] = tuple(data.get("scalings", ()))
         data["imports"] = tuple(tuple(item) for item in data.get("imports", ()))
-        data.setdefault("benchmark", 1)  # records from before the field existed
         return cls(model=model, train=train, eval=ev, **data)
 
     def work_units(self) -> int:

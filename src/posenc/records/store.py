@@ -35,14 +35,18 @@ file is a day old); summaries are written under an exclusive lock
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import io
 import json
 import logging
 import math
 import os
 import pickle
 import platform
+import re
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -58,7 +62,9 @@ from posenc.records.files import (
     atomic_write_bytes,
     atomic_write_text,
     file_sha256,
+    open_regular,
     read_record_file,
+    safe_name,
     stale_temp_file,
 )
 from posenc.records.schema import ResultCheck, result_problem
@@ -68,6 +74,11 @@ from posenc.records.spec import BENCHMARK_HISTORY, BENCHMARK_VERSION, WEIGHTS_KE
 #: existing records stay readable).
 SCHEMA = "posenc.bench.run/1"
 REQUIRED = ("schema", "run_id", "label", "spec", "versions", "result", "checksum")
+#: Largest weights file a record may name (the benchmark's models take a few MB; a record is data,
+#: and its size is checked against the file before any byte is read).
+MAX_WEIGHTS_BYTES = 16 << 30
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HELD_LOCKS = threading.local()  # .roots: the directories whose lock this thread holds
 log = logging.getLogger("posenc")
 
 
@@ -159,8 +170,11 @@ def validate_record(
         return f"missing keys {missing}"
     if data["schema"] != SCHEMA:
         return f"schema {data['schema']!r} != {SCHEMA!r}"
-    if checksum(data) != data["checksum"]:
-        return "checksum mismatch"
+    try:
+        if checksum(data) != data["checksum"]:
+            return "checksum mismatch"
+    except (TypeError, ValueError):  # NaN, Infinity: JSON that posenc never writes
+        return "holds values that are not JSON (NaN or Infinity)"
     try:
         spec = RunSpec.from_dict(data["spec"])
     except (TypeError, ValueError, KeyError) as exc:
@@ -171,32 +185,61 @@ def validate_record(
         return f"run_id {data['run_id']} != expected {expected_run_id}"
     if not isinstance(data["label"], str):
         return "label is not a string"
-    weights = data.get("weights")
-    if weights is not None and not (
-        isinstance(weights, dict)
-        and isinstance(weights.get("file"), str)
-        and isinstance(weights.get("sha256"), str)
-    ):
-        return "weights entry is malformed"
+    stamp = data["versions"]
+    if not isinstance(stamp, dict) or not all(isinstance(v, str) for v in stamp.values()):
+        return "versions is not a JSON object of strings"
+    if "weights" in data:
+        reason = weights_entry_problem(data["weights"])
+        if reason:
+            return reason
     return problem(data["result"], spec)
 
 
+def weights_entry_problem(entry: Any) -> str | None:
+    """None if a record's ``weights`` entry is ``{"file": a bare file name, "sha256": 64 hex digits,
+    "bytes": 0 .. MAX_WEIGHTS_BYTES}`` (the file is then looked for next to the record only)."""
+    if not isinstance(entry, dict):
+        return "weights entry is malformed"
+    name, sha, size = entry.get("file"), entry.get("sha256"), entry.get("bytes")
+    if not isinstance(name, str) or not isinstance(sha, str) or not _HEX64.fullmatch(sha):
+        return "weights entry is malformed"
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        return f"weights file {name!r} is not a file name next to the record (a path is never followed)"
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_WEIGHTS_BYTES:
+        return f"weights entry's size {size!r} is not a number of bytes in [0, {MAX_WEIGHTS_BYTES}]"
+    return None
+
+
+def weights_file(record_path: Path, entry: dict[str, Any]) -> Path:
+    """The weights file a (valid) record names: next to the record, after symlinks too; anything
+    else raises OSError naming why (a symlink that leads out of the record's directory)."""
+    path = record_path.parent / entry["file"]
+    if Path(os.path.realpath(path)).parent != Path(os.path.realpath(record_path.parent)):
+        raise OSError(errno.EXDEV, "a link that leads out of the record's directory", str(path))
+    return path
+
+
 def weights_problem(record_path: Path, record: dict[str, Any]) -> str | None:
-    """None if the weights file a record names is there and matches its checksum."""
+    """None if the weights file a record names is there, next to it, and matches its size and checksum
+    (read no further than the size the record gives; a valid record is assumed: :func:`validate_record`)."""
     entry = record.get("weights")
     if entry is None:
         return None
-    path = record_path.parent / entry["file"]
     try:
-        actual = file_sha256(path)
+        actual = file_sha256(weights_file(record_path, entry), size=entry["bytes"])
     except OSError as exc:
-        return f"weights file {path.name} unreadable ({exc.strerror or type(exc).__name__})"
-    return None if actual == entry["sha256"] else f"weights file {path.name} does not match its checksum"
+        return f"weights file {entry['file']} unreadable ({exc.strerror or type(exc).__name__})"
+    return None if actual == entry["sha256"] else f"weights file {entry['file']} does not match its checksum"
 
 
 def load_weights(record_path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """The trained weights (state dict) kept next to a record, after checking the record, its
     checksum and that the file holds a state dict; each failure one PosencError naming the file."""
+    return load_record_and_weights(record_path)[1]
+
+
+def load_record_and_weights(record_path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """``(record, state dict)``, from one read of the record: as :func:`load_weights`."""
     path = Path(record_path)
     data, reason = read_record_file(path)
     reason = reason or validate_record(data)
@@ -205,20 +248,36 @@ def load_weights(record_path: str | os.PathLike) -> dict[str, torch.Tensor]:
     elif "weights" not in data:
         reason = "the record keeps no weights (written before posenc kept them: rerun posenc compare)"
     else:
-        reason = weights_problem(path, data)
+        blob, reason = _read_weights(path, data["weights"])
         reason = reason and f"{reason}; rerun posenc compare to redo the run"
     if reason is not None:
         raise PosencError(f"cannot load the weights of {path}: {reason}")
-    weights = path.parent / data["weights"]["file"]
-    try:
-        state = torch.load(weights, map_location="cpu", weights_only=True)
+    name = data["weights"]["file"]
+    try:  # the bytes just checked, as data only: tensors, never pickled objects (weights_only)
+        state = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, zipfile.BadZipFile) as exc:
         raise PosencError(
-            f"cannot load the weights of {path}: {weights.name} is not a saved state dict ({type(exc).__name__})"
+            f"cannot load the weights of {path}: {name} is not a saved state dict ({type(exc).__name__})"
         ) from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise PosencError(f"cannot load the weights of {path}: {weights.name} is not a state dict of tensors")
-    return state
+        raise PosencError(f"cannot load the weights of {path}: {name} is not a state dict of tensors")
+    return data, state
+
+
+def _read_weights(record_path: Path, entry: dict[str, Any]) -> tuple[bytes, str | None]:
+    """``(the weights file's bytes, None)``, or ``(b"", why not)``: as :func:`weights_problem`, reading
+    the file once, into memory (its size checked first), so what is loaded is what was hashed."""
+    try:
+        with open_regular(weights_file(record_path, entry)) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            blob = handle.read(entry["bytes"] + 1) if size == entry["bytes"] else b""
+    except OSError as exc:
+        return b"", f"weights file {entry['file']} unreadable ({exc.strerror or type(exc).__name__})"
+    if size != entry["bytes"] or len(blob) != size:
+        return b"", f"weights file {entry['file']} holds {size} bytes, the record says {entry['bytes']}"
+    if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
+        return b"", f"weights file {entry['file']} does not match its checksum"
+    return blob, None
 
 
 class ResultStore:
@@ -230,8 +289,9 @@ class ResultStore:
         self.problem = problem
 
     def path_for(self, spec: RunSpec) -> Path:
-        safe = spec.label.replace("/", "_").replace("@", "-at-")
-        return self.runs / spec.task / f"{safe}__seed{spec.seed}__{spec.run_id}.json"
+        """``runs/TASK/LABEL__seedS__ID.json``: task and label made file names (:func:`safe_name`)."""
+        label = safe_name(spec.label.replace("@", "-at-"))
+        return self.runs / safe_name(spec.task) / f"{label}__seed{spec.seed}__{spec.run_id}.json"
 
     def load(self, spec: RunSpec) -> tuple[dict[str, Any] | None, str | None]:
         """``(record, None)`` if a valid one exists; ``(None, reason)`` if corrupt; ``(None, None)`` if absent."""
@@ -314,10 +374,11 @@ class ResultStore:
     def lock(self) -> Iterator[None]:
         """Exclusive lock on this directory's summaries (``.lock``; POSIX ``flock``).
 
-        Held while one ``posenc compare`` writes ``grid.json``, the summaries, figures
-        and report, so that concurrent runs never interleave their files. Records need
-        no lock (one file per run, written atomically). Without ``fcntl`` (Windows) it
-        does nothing.
+        Held while one ``posenc compare`` writes ``grid.json``, the summaries, figures,
+        report, ``config.toml`` and ``run.json``, so that concurrent runs never interleave
+        their files. Records need no lock (one file per run, written atomically). A thread
+        that holds it may take it again (the inner hold is free). Without ``fcntl``
+        (Windows) it does nothing.
         """
         try:
             import fcntl
@@ -325,11 +386,18 @@ class ResultStore:
             yield
             return
         self.root.mkdir(parents=True, exist_ok=True)
+        key = os.path.realpath(self.root)
+        held: set[str] = _HELD_LOCKS.__dict__.setdefault("roots", set())
+        if key in held:  # this thread holds it already: flock on a second descriptor would wait forever
+            yield
+            return
         with open(self.root / ".lock", "a") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            held.add(key)
             try:
                 yield
             finally:
+                held.discard(key)
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def records(

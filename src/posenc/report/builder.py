@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import posenc
-from posenc import viz
+from posenc import trust, viz
 from posenc.analysis import (
     PROPERTY_COLUMNS,
     EncodingProperties,
@@ -43,6 +43,7 @@ from posenc.analysis import (
 from posenc.analysis.signals import make
 from posenc.analysis.summary import format_value
 from posenc.checks import check_choice
+from posenc.records.files import atomic_write_text
 from posenc.records.store import ResultStore
 from posenc.results import report_section
 from posenc.viz import FIGURE_KINDS, figures
@@ -451,19 +452,26 @@ def build_report(
         body="\n".join(part for part in body if part),
     )
     path = out_dir / "index.html"
-    path.write_text(page, encoding="utf-8")
+    atomic_write_text(path, page)  # a full disk names the page; a reader never sees half of it
     return path
 
 
-def benchmark_report(results_dir: str | Path) -> Path:
+def benchmark_report(results_dir: str | Path, *, trust_remote_code: bool = False) -> Path:
     """The full report for a ``posenc compare`` output directory: ``results_dir/report/index.html``.
 
     It covers the benchmarked encodings only and skips the model-based probes, to keep
     the ``quick`` profile inside its budget (they took about a minute of CPU for all
-    encodings); ``posenc report --results DIR`` builds everything.
+    encodings); ``posenc report --results DIR`` builds everything. The encodings are the ones
+    the records name: one named by import spec is imported only with ``trust_remote_code=True``
+    (:mod:`posenc.trust`; ``posenc compare`` passes it for the grid it has just run).
     """
     results_dir = Path(results_dir)
     names = sorted({r["spec"]["encoding"] for r in ResultStore(results_dir).records()})
-    return build_report(
-        results_dir / "report", results_dir=results_dir, encodings=names, progress=False, probes_enabled=False
-    )
+    with trust.reading(f"results directory {results_dir}", trust_remote_code=trust_remote_code):
+        return build_report(
+            results_dir / "report",
+            results_dir=results_dir,
+            encodings=names,
+            progress=False,
+            probes_enabled=False,
+        )

@@ -1,7 +1,9 @@
 """What ``posenc compare``'s records show: per-cell intervals, tables, figures, the papers' claims.
 
-Reads records only (through :mod:`posenc.records`), so it works on any results directory,
-whoever wrote it; the harness that writes them is :mod:`posenc.compare`. Pieces:
+Reads records only (through :mod:`posenc.records`), so it works on any results directory and
+runs no code from it, whoever wrote it (tables, figures and the report need no encoding's class;
+loading a trained model imports what a record names only with ``trust_remote_code=True``); the
+harness that writes them is :mod:`posenc.compare`. Pieces:
 
 - :mod:`~posenc.results.stats`: per-cell means and 95% intervals (:func:`cells`: every cell of a
   results directory or of records, with seeds and convergence)
@@ -44,10 +46,14 @@ __all__ = [
 ]
 
 
-def load_model(record_path: str | os.PathLike):
+def load_model(record_path: str | os.PathLike, *, trust_remote_code: bool = False):
     """The trained model of a run, rebuilt from its record and the weights kept next to it
-    (checksums verified), in eval mode: e.g. to draw its attention (see :mod:`posenc.results.trained`)."""
-    return trained.load_run(record_path)[0]
+    (checksums verified), in eval mode: e.g. to draw its attention (see :mod:`posenc.results.trained`).
+
+    The record is data: an encoding or task it names by import spec (``"package.module:Class"``)
+    is imported only with ``trust_remote_code=True``; posenc's own, names registered in this
+    process and installed entry points need no consent. The weights load as tensors only."""
+    return trained.load_run(record_path, trust_remote_code=trust_remote_code)[0]
 
 
 def write_outputs(

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 
 from posenc.errors import PosencError
 from posenc.records.schema import checks_metric
+from posenc.results.figures import plain_text
 from posenc.viz.figures import new_figure
 
 #: How a held-out metric is named on an axis.
@@ -43,6 +44,7 @@ def curve(record: dict[str, Any]) -> dict[str, Any]:
     return {"step": steps, "train_loss": losses, "metric": [float(v) for v in checks[metric]], "name": metric}
 
 
+@plain_text
 def curves_figure(records: list[dict[str, Any]], *, title: str = "") -> Figure:
     """The learning curves of ``records`` (one row per task; see the module docstring)."""
     if not records:

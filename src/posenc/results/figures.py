@@ -3,28 +3,47 @@
 Every function takes a list of records (``ResultStore.records()``) and returns a
 matplotlib ``Figure``; :func:`save_all` writes PNGs. Only runs that converged
 in-distribution are drawn (the others are named in the title: "not converged");
-the line is the mean over seeds and the shaded band its 95% bootstrap interval
-(:mod:`posenc.results.stats`: over seeds and evaluation examples for the task curves,
-over seeds for the LM curves). A dotted vertical line marks the longest training length. Task
-curves are drawn against the length in the unit of the benchmark's buckets: each evaluation
-length's longest row over the longest training row, in tokens (:mod:`posenc.results.lengths`).
+the line is the mean over seeds and the shaded band its 95% interval
+(:mod:`posenc.results.stats`: over seeds with the evaluation examples' spread for the task
+curves, over seeds for the LM curves; none with a single converged seed). A dotted vertical line
+marks the longest training length. Task curves are drawn against the length in the unit of the
+benchmark's buckets: each evaluation length's longest row over the longest training row, in tokens
+(:mod:`posenc.results.lengths`).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 import numpy as np
-from matplotlib import colormaps
+from matplotlib import colormaps, rc_context
 from matplotlib.figure import Figure
 
+from posenc.records.files import safe_name
 from posenc.results import stats
 from posenc.results.lengths import ratios as length_ratios
 from posenc.viz.figures import new_figure
+
+P = ParamSpec("P")
+
+
+def plain_text(draw: Callable[P, Figure]) -> Callable[P, Figure]:
+    """Draw with every text taken as written: labels and task names come from records (data), and
+    matplotlib would otherwise parse a ``$...$`` in them as mathtext (an unknown command in one
+    record failed the whole set of figures)."""
+
+    @functools.wraps(draw)
+    def drawn(*args: P.args, **kwargs: P.kwargs) -> Figure:
+        with rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return drawn
 
 
 def _num(x: Any) -> float:
@@ -69,9 +88,8 @@ def _band(per_seed: list) -> tuple[list[float], list[float], list[float]]:
             c = stats.per_seed([_num(v) for v in point])
         else:
             values = np.stack([np.asarray(v, dtype=float) for v in point])
-            statistic = lambda s, u, v=values: v[s[..., :, None], u[..., None, :]].mean(axis=(-1, -2))  # noqa: E731
-            lo, hi = stats.bootstrap_interval(statistic, values.shape)
-            c = stats.Cell(float(values.mean()), lo, hi, len(values), len(values), values.shape[1])
+            m, lo, hi = stats.interval(values, rate=True)  # task curves: rates per example
+            c = stats.Cell(m, lo, hi, len(values), len(values), values.shape[1])
         mean.append(c.mean)
         low.append(c.low)
         high.append(c.high)
@@ -122,6 +140,7 @@ TASK_METRICS: dict[str, tuple[str, Any]] = {
 }  # fmt: skip
 
 
+@plain_text
 def task_accuracy_figure(records: list[dict[str, Any]], task: str, *, metric: str = "exact_match") -> Figure:
     """One score of a synthetic task (:data:`TASK_METRICS`) against the evaluation length as a
     multiple of the trained sequence length in tokens (one line per encoding variant)."""
@@ -142,6 +161,7 @@ def task_accuracy_figure(records: list[dict[str, Any]], task: str, *, metric: st
     return _finish(fig, ax, 1.0, train_label=" trained length")
 
 
+@plain_text
 def lm_ratio_figure(records: list[dict[str, Any]]) -> Figure:
     """Perplexity(L_valid) / perplexity(L_train) vs L_valid / L_train (non-overlapping windows)."""
 
@@ -164,6 +184,7 @@ def lm_ratio_figure(records: list[dict[str, Any]]) -> Figure:
     return _finish(fig, ax, 1.0, train_label=" L_train")
 
 
+@plain_text
 def lastk_figure(records: list[dict[str, Any]]) -> Figure:
     """Loss on the same last k bytes as the context grows (the NoPE paper's protocol)."""
 
@@ -184,6 +205,7 @@ def lastk_figure(records: list[dict[str, Any]]) -> Figure:
     return _finish(fig, ax, 1.0, train_label=" L_train")
 
 
+@plain_text
 def loss_by_position_figure(records: list[dict[str, Any]], *, smooth: int = 16) -> Figure:
     """Mean loss at each position of long windows (learned absolute should break at L_train)."""
 
@@ -210,12 +232,13 @@ def figures(records: list[dict[str, Any]]) -> dict[str, Figure]:
     out: dict[str, Figure] = {}
     tasks = sorted({r["spec"]["task"] for r in records})
     for task in tasks:
-        if task != "lm":
-            out[f"{task}_exact_match"] = task_accuracy_figure(records, task)
+        if task != "lm":  # the stem is a file name: a task is data (posenc.records.files.safe_name)
+            stem = safe_name(task)
+            out[f"{stem}_exact_match"] = task_accuracy_figure(records, task)
             if any("free_prefix" in r["result"]["eval"]["default"]["per_example"]
                    for r in records if r["spec"]["task"] == task):  # fmt: skip
-                out[f"{task}_free_prefix"] = task_accuracy_figure(records, task, metric="free_prefix")
-            out[f"{task}_token_accuracy"] = task_accuracy_figure(records, task, metric="token_accuracy")
+                out[f"{stem}_free_prefix"] = task_accuracy_figure(records, task, metric="free_prefix")
+            out[f"{stem}_token_accuracy"] = task_accuracy_figure(records, task, metric="token_accuracy")
     if "lm" in tasks:
         out["lm_ratio"] = lm_ratio_figure(records)
         out["lm_lastk"] = lastk_figure(records)
@@ -234,7 +257,8 @@ def figure_base64(fig: Figure, *, dpi: int = 110) -> str:
 
 
 def save_all(records: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
-    """Write every figure as PNG under ``out_dir``; returns the paths."""
+    """Write every figure as PNG under ``out_dir``; returns the paths (every file name made from a
+    record's task is a plain file name inside ``out_dir``: :func:`~posenc.records.files.safe_name`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []

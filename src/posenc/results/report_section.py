@@ -21,6 +21,7 @@ from posenc.results.claims import claims
 from posenc.results.figures import figure_base64, figures
 from posenc.results.stats import BUCKETS
 from posenc.results.tables import (
+    POWER_ROWS,
     _fmt,
     caption,
     format_cell,
@@ -48,8 +49,7 @@ def _summary_html(summary: dict[str, Any]) -> str:
         + [_fmt(entry.get(speed, float("nan")), False)]
         for label, entry in summary["rows"].items()
     ]
-    pairs, detectable = power_cells(summary, cols)
-    rows += [["<i>separated</i>", *pairs, ""], ["<i>detectable</i>", *detectable, ""]]
+    rows += [[f"<i>{name}</i>", *row, ""] for name, row in zip(POWER_ROWS, power_cells(summary, cols))]
     table = _table(["encoding"] + [c[0] for c in cols] + ["steps/s"], rows, "posenc-summary")
     reasons = "".join(
         f"<li><code>{html.escape(key)}</code>: {html.escape(text)}</li>"
@@ -63,6 +63,9 @@ _VERDICT_COLOUR = {
     "agrees": "#1a7f37",
     "inconclusive": "#9a6700",
     "mixed": "#9a6700",
+    "undecided": "#9a6700",
+    "uninformative": "#57606a",
+    "not reproduced at this scale": "#57606a",
     "disagrees": "#cf222e",
     "not measured": "#57606a",
 }
@@ -75,12 +78,13 @@ def _claims_html(rows: list[dict[str, str]]) -> str:
             html.escape(r["claim"]),
             html.escape(r["paper"]),
             html.escape(r["ours"]),
-            f'<b style="color:{_VERDICT_COLOUR[r["verdict"]]}">{html.escape(r["verdict"])}</b>',
+            f'<b style="color:{_VERDICT_COLOUR.get(r["verdict"], "#57606a")}">{html.escape(r["verdict"])}</b>',
+            f"<small>{html.escape(r.get('scale', ''))}</small>",
             f"<small>{html.escape(r['rule'])}</small>",
         ]
         for r in rows
     ]
-    return _table(["source", "claim", "paper", "ours", "verdict", "rule"], cells, "posenc-claims")
+    return _table(["source", "claim", "paper", "ours", "verdict", "scale", "rule"], cells, "posenc-claims")
 
 
 _CAPTIONS = {
@@ -135,7 +139,7 @@ def render(results_dir: str | Path) -> str:
     not_converged = sorted({f"{r['label']} ({r['spec']['task']}, seed {r['spec']['seed']})"
                             for r in records if not r["result"]["train"]["converged"]})  # fmt: skip
     parts.append(
-        f"<p>{len(records)} runs; profile(s) {html.escape(', '.join(profiles))}; seeds {seeds}; "
+        f"<p>{len(records)} runs; profile(s) {html.escape(', '.join(profiles))}; seeds {html.escape(str(seeds))}; "
         f"python {html.escape(v['python'])}, torch {html.escape(v['torch'])}, posenc {html.escape(v['posenc'])}. "
         f"Buckets: {', '.join(b for b, _, _ in BUCKETS)} = rows of (0, 1], (1, 1.25], (1.25, 1.5], (1.5, 2], "
         "(2, 4] x the tokens of the longest training row ([BOS] x [SEP] y). "
@@ -145,7 +149,7 @@ def render(results_dir: str | Path) -> str:
     )
     if not_converged:
         parts.append(
-            "<p><b>Not converged in-distribution</b> (shown as n.c., left out of rankings, claims and curves): "
+            "<p><b>Not converged in-distribution</b> (shown as n.c. and left out of curves; a failure in the claims of papers that train for fixed steps, left out of the others): "
             + html.escape("; ".join(not_converged))
             + "</p>"
         )
@@ -159,8 +163,11 @@ def render(results_dir: str | Path) -> str:
         )
     parts.append("<h3>Published claims next to our measurements</h3>")
     parts.append(
-        "<p>A tiny CPU model trained for minutes may disagree with papers that trained large models for days; "
-        "the verdicts compare directions and orderings only, and only where the 95% interval decides.</p>"
+        "<p>A tiny CPU model trained for minutes is not the papers' large models trained for days: each claim "
+        "names both scales, and where the paper's is beyond the run's a disagreement reads \"not reproduced at "
+        'this scale", never "disagrees". The verdicts compare directions and orderings only, and only where '
+        "a test over seeds decides (fewer than 2 converged seeds on a side: undecided; both sides at the same "
+        "floor or ceiling: uninformative).</p>"
     )
     parts.append(_claims_html(claims(records)))
     parts.append("<h3>Curves</h3>")
@@ -168,7 +175,7 @@ def render(results_dir: str | Path) -> str:
         text = next((c for k, c in _CAPTIONS.items() if stem.endswith(k) or stem == k), stem)
         parts.append(
             f'<figure><img alt="{html.escape(stem)}" src="data:image/png;base64,{figure_base64(fig)}">'
-            f"<figcaption>{html.escape(text)} Band: 95% bootstrap interval.</figcaption></figure>"
+            f"<figcaption>{html.escape(text)} Band: 95% interval over seeds.</figcaption></figure>"
         )
     parts.append("</section>")
     return "\n".join(parts)

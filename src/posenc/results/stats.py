@@ -1,18 +1,42 @@
-"""Per-cell statistics of benchmark records: mean, 95% interval, runs, convergence.
+"""Per-cell statistics of benchmark records: means, 95% intervals, tests between rows, power.
 
-A *cell* is one encoding variant (label) x task x column (e.g. ``copy`` / ``em_2x``,
-exact match in the 2x length bucket). Its runs are the label's seeds; only runs that
-converged in-distribution count (a run that did not is reported, never averaged in).
-Each converged run contributes the same *units*: the evaluation examples of the
-bucket's lengths (tasks; one value per example) or the LM's scored windows.
+A *cell* is one encoding variant (label) x task x column (e.g. ``copy`` / ``em_2x``, exact match
+in the 2x length bucket). Its runs are the label's seeds; only runs that converged in-distribution
+count (a run that did not is reported, never averaged in). Each converged run contributes the same
+*units*: the evaluation examples of the bucket's lengths (tasks; one value per example) or the LM's
+scored windows, so a cell's data is a seeds x units array, and the units are shared (every seed and
+every encoding scores the same examples or bytes).
 
-Interval: a crossed (two-way) bootstrap over seeds and evaluation units, both
-resampled with replacement (``scipy.stats.bootstrap`` with the seed indices and the
-unit indices as two samples, percentile method, 95%, 2000 resamples, fixed generator
-so that summaries are reproducible). It covers both sources of spread: training
-randomness (which seed) and the finite test set (which examples). With 3 seeds the
-seed part can only be as wide as the runs are apart; the percentile bootstrap is
-known to be somewhat narrow with so few seeds, so read "inconclusive" generously.
+**The seed is the unit.** A training run is one draw; the examples it is scored on are another
+source of spread, shared by all seeds. Every interval and test here reads the two-way crossed
+random-effects decomposition of the array of seeds x units (method of moments, as in a two-way ANOVA
+without replication): the variance of the cell mean is the spread of the seed means
+plus the spread of the shared examples' means
+(what a fresh set of examples would move), with Satterthwaite's degrees of freedom, so with 3
+seeds the t quantile has about 2 degrees of freedom (4.3, not 1.96).
+
+- **Interval of a cell** (:data:`METHOD`): a t interval of the mean with that variance; for rates
+  (exact match, token accuracy: values in [0, 1]) on the logit scale (the quasi-binomial interval,
+  so that it stays inside [0, 1] and stretches away from a floor or ceiling), and at exactly 0% or
+  100% (every seed and example) the Clopper-Pearson bound for the examples
+  (``scipy.stats.binomtest``), never zero width. With one converged seed there is no interval.
+- **Test between two rows** (:data:`TEST`): Welch's t test over seeds with the examples' variance
+  of the difference added (it is ``scipy.stats.ttest_ind(equal_var=False)`` on the seed means when
+  that part is zero); two rows that are one set of trained runs evaluated two ways
+  (``rope`` and ``rope[dynamic:4]``) are compared by a paired t test over seeds on the per-seed
+  differences. A row at 0% or 100% on every seed and example has the variance of its Clopper-Pearson
+  bound, so a difference from a floor is never "infinitely" significant.
+- **Multiplicity** (:data:`CORRECTION`): the tests of a column (or of one claim) are corrected
+  together by Benjamini-Hochberg (``scipy.stats.false_discovery_control``).
+- **Power**: the smallest difference a column detects with 80% power at its seeds, from the
+  observed seed variance (the Welch test's power: Monte Carlo up to 10 seeds, the noncentral t
+  past them), and how many seeds a target difference needs.
+
+How well this holds is measured, not assumed: ``tests/test_stat_coverage.py`` simulates known
+populations (binary examples with seed and example effects on the logit scale, continuous
+per-example values) at 3, 5 and 10 seeds and checks the coverage of the 95% intervals and the
+error rate of the corrected tests; docs/benchmark.md gives the table, including the designs it
+cannot reach (seed outcomes so spread that they are nearly all-or-nothing).
 
 Columns:
 
@@ -24,16 +48,20 @@ Columns:
 | ``bpb_train`` | one scored window at L_train | mean bits per byte |
 | ``ratio_2x`` / ``ratio_4x`` | m x L_train bytes (one window at m L, m at L) | mean over seeds of exp(mean loss at mL - mean loss at L) |
 
+For a ratio, the unit values are the linearised (delta-method) contributions of each block to the
+ratio of its run, so the same seeds x units code serves it.
+
 :func:`cells` is the public entry point: every cell of a results directory (or of a list
-of records) with its mean, interval, seeds and convergence; :func:`cell` computes one.
+of records) with its mean, interval, seeds and convergence; :func:`cell` computes one,
+:func:`pair_test` compares two, :func:`separation` summarises a column.
 """
 
 from __future__ import annotations
 
-import itertools
+import functools
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -45,11 +73,21 @@ from posenc.records.store import ResultStore
 from posenc.results.lengths import in_range as lengths_in_range
 
 CONFIDENCE = 0.95
-RESAMPLES = 2000
+ALPHA = 1 - CONFIDENCE
+#: The power a column's minimum detectable difference is computed for.
+POWER = 0.8
 METHOD = (
-    "95% percentile bootstrap over seeds and evaluation examples (crossed, 2000 resamples, "
-    "scipy.stats.bootstrap); converged runs only"
+    "95% t interval over seeds (seeds x examples variance: the seed means' spread plus the shared "
+    "examples', Satterthwaite df; rates on the logit scale, Clopper-Pearson at 0% / 100%); "
+    "converged runs only"
 )
+TEST = (
+    "Welch t test over seeds (examples' variance added; paired t over seeds for one model evaluated two ways)"
+)
+CORRECTION = "Benjamini-Hochberg over the column's pairs"
+#: The difference the summary asks "how many seeds would detect it?" for: 10 points for rates,
+#: 0.05 for the LM's bits/byte and perplexity ratios.
+TARGET = {"rate": 0.10, "lm": 0.05}
 #: Length buckets relative to the trained sequence length in tokens (posenc.results.lengths): (name,
 #: lo, hi] x the longest training row. They do not overlap, so a row shows where an encoding falls
 #: off (a bucket with no evaluation length has no cell).
@@ -62,6 +100,16 @@ UP_TO_2X = ("to2x", 1.0, 2.0)
 RANGES = (*BUCKETS, UNSEEN, UP_TO_2X)
 TASK_COLUMNS = tuple(f"{m}_{b}" for m in ("em", "pre", "tok") for b, _, _ in BUCKETS)
 LM_COLUMNS = ("bpb_train", "ratio_2x", "ratio_4x")
+
+
+def _scipy_stats() -> Any:
+    try:
+        from scipy import stats as scipy_stats  # optional dependency: the cli extra
+    except ImportError:
+        raise PosencError(
+            "the benchmark's statistics need scipy: pip install 'posenc[cli]' (bash scripts/setup.sh does)"
+        ) from None
+    return scipy_stats
 
 
 @dataclass(frozen=True)
@@ -166,70 +214,300 @@ def _lm_units(ev: dict[str, Any], spec: dict[str, Any], column: str) -> Any:
     return longer, base
 
 
-def _stat_mean(values: np.ndarray) -> Callable[..., np.ndarray]:
-    """statistic(seed_idx, unit_idx): mean of values[seeds][:, units], vectorised over resamples."""
-
-    def statistic(seeds: np.ndarray, picks: np.ndarray, axis: int = -1) -> np.ndarray:
-        chosen = values[seeds[..., :, None], picks[..., None, :]]  # (..., S, U)
-        return chosen.mean(axis=(-1, -2))
-
-    return statistic
+def bounded(column: str) -> bool:
+    """True for a rate column (values in [0, 1]: exact match, token accuracy, free-running scores):
+    its interval is on the logit scale and never zero-width at 0% / 100%."""
+    return not (column in LM_COLUMNS or column.startswith(("bpb", "ratio")))
 
 
-def _stat_ratio(longer: np.ndarray, base: np.ndarray) -> Callable[..., np.ndarray]:
-    def statistic(seeds: np.ndarray, picks: np.ndarray, axis: int = -1) -> np.ndarray:
-        a = longer[seeds[..., :, None], picks[..., None, :]].mean(-1)  # (..., S)
-        b = base[seeds[..., :, None], picks[..., None, :]].mean(-1)
-        return np.exp(a - b).mean(-1)
-
-    return statistic
+# ---------------------------------------------------------------------------
+# Seeds x units arrays: variance of a mean, intervals, tests (vectorised over leading axes).
+# ---------------------------------------------------------------------------
 
 
-def bootstrap_interval(statistic: Callable[..., np.ndarray], sizes: Sequence[int]) -> tuple[float, float]:
-    """95% percentile interval of ``statistic(*index arrays)`` over crossed resamples.
+def _mean_squares(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two-way (seeds x units) mean squares: seeds, units, residual (interaction + noise)."""
+    seeds, count = values.shape[-2:]
+    grand = values.mean(axis=(-2, -1))
+    by_seed = values.mean(-1)
+    by_unit = values.mean(-2)
+    ms_seed = count * by_seed.var(-1, ddof=1) if seeds > 1 else np.full(grand.shape, np.nan)
+    ms_unit = seeds * by_unit.var(-1, ddof=1) if count > 1 else np.zeros(grand.shape)
+    if seeds > 1 and count > 1:
+        resid = values - by_seed[..., None] - by_unit[..., None, :] + grand[..., None, None]
+        ms_resid = (resid**2).sum(axis=(-2, -1)) / ((seeds - 1) * (count - 1))
+    else:
+        ms_resid = np.zeros(grand.shape)
+    return ms_seed, ms_unit, ms_resid
 
-    Factor k (e.g. seeds, evaluation units) has ``sizes[k]`` levels; each is resampled
-    with replacement independently of the others (``scipy.stats.bootstrap`` with the
-    index arrays as its samples). A factor with a single level is held fixed; with every
-    factor fixed the interval is the point itself. ``statistic`` receives index arrays
-    with matching leading (resample) dimensions.
+
+def _seed_part(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(variance of the mean from the spread of the seed means, its df = seeds - 1, the residual mean square)."""
+    seeds, count = values.shape[-2:]
+    ms_seed, _, ms_resid = _mean_squares(values)
+    return ms_seed / (seeds * count), np.full(np.shape(ms_seed), seeds - 1.0), ms_resid
+
+
+def _satterthwaite(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sum of variance parts and Satterthwaite's df of the sum."""
+    total = sum(p for p, _ in parts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        denom = sum(np.where(p > 0, p**2 / d, 0.0) for p, d in parts)
+        df = np.where(denom > 0, total**2 / denom, parts[0][1])
+    return np.asarray(total, dtype=float), np.asarray(df, dtype=float)
+
+
+def mean_variance(values: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(mean, variance of the mean, df)`` of a seeds x units array (leading axes vectorised).
+
+    Variance: the part of the seed means (their spread, seeds - 1 df) plus the
+    shared units' part (the spread of the unit means beyond the residual noise, never negative),
+    df by Satterthwaite, but no more than seeds - 1 where the seed part is the larger. One seed: NaN
+    variance. One unit per seed: the t test's variance of a mean, s^2 / seeds, with seeds - 1 df.
     """
-    try:
-        from scipy import stats as scipy_stats  # optional dependency: the cli extra
-    except ImportError:
-        raise PosencError(
-            "the benchmark's intervals need scipy: pip install 'posenc[cli]' (bash scripts/setup.sh does)"
-        ) from None
-    indices = [np.arange(size) for size in sizes]
-    free = [k for k, size in enumerate(sizes) if size >= 2]
-    if not free:
-        value = float(statistic(*indices))
-        return value, value
-
-    def wrapped(*resampled: np.ndarray, axis: int = -1) -> np.ndarray:
-        args = list(indices)
-        for k, idx in zip(free, resampled):
-            args[k] = idx
-        lead = np.broadcast_shapes(*(a.shape[:-1] for a in args))
-        return statistic(*(np.broadcast_to(a, lead + a.shape[-1:]) for a in args))
-
-    result = scipy_stats.bootstrap(
-        tuple(indices[k] for k in free),
-        wrapped,
-        n_resamples=RESAMPLES,
-        confidence_level=CONFIDENCE,
-        method="percentile",
-        vectorized=True,
-        paired=False,
-        batch=200,
-        rng=np.random.default_rng(0),
+    values = np.asarray(values, dtype=float)
+    seeds, count = values.shape[-2:]
+    mean = values.mean(axis=(-2, -1))
+    if seeds < 2:
+        nan = np.full(mean.shape, np.nan)
+        return mean, nan, nan
+    seed_part, seed_df, ms_resid = _seed_part(values)
+    _, ms_unit, _ = _mean_squares(values)
+    unit_part = np.maximum(ms_unit - ms_resid, 0.0) / (seeds * count)
+    variance, df = _satterthwaite(
+        [(seed_part, seed_df), (unit_part, np.full(mean.shape, max(count - 1, 1.0)))]
     )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    # Satterthwaite's df runs high at very few df: where the seed part is the larger one, the
+    # interval keeps its df (seeds - 1).
+    df = np.where(seed_part >= unit_part, np.minimum(df, seed_df), df)
+    return mean, variance, df
 
 
-def _collect(records: Sequence[dict[str, Any]], label: str, task: str, column: str) -> tuple[list[Any], int]:
-    """(unit data of the converged runs, number of runs) of one cell."""
-    data, runs = [], 0
+@functools.lru_cache(maxsize=256)
+def _clopper_pearson_edge(count: int, confidence: float) -> float:
+    """How far from 0% the Clopper-Pearson interval of 0 successes in ``count`` examples reaches
+    (the same from 100% for ``count`` of ``count``)."""
+    ci = _scipy_stats().binomtest(0, count).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.high)
+
+
+def interval(values: Any, *, rate: bool, confidence: float = CONFIDENCE) -> tuple[Any, Any, Any]:
+    """``(mean, low, high)`` of a seeds x units array (leading axes vectorised): the t interval of
+    :func:`mean_variance`; ``rate``: values in [0, 1], the interval on the logit scale, and at
+    exactly 0 or 1 the Clopper-Pearson bound for the units. NaN bounds with fewer than 2 seeds."""
+    sp = _scipy_stats()
+    from scipy.special import expit, logit
+
+    values = np.asarray(values, dtype=float)
+    mean, variance, df = mean_variance(values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = sp.t.ppf(1 - (1 - confidence) / 2, df)
+        half = q * np.sqrt(variance)
+        if rate:
+            inside = (mean > 0) & (mean < 1)
+            m = np.where(inside, mean, 0.5)
+            centre, spread = logit(m), half / (m * (1 - m))
+            low = np.where(inside, expit(centre - spread), mean)
+            high = np.where(inside, expit(centre + spread), mean)
+            edge = _clopper_pearson_edge(values.shape[-1], confidence)
+            low = np.where(mean >= 1, 1 - edge, low)
+            high = np.where(mean <= 0, edge, high)
+        else:
+            low, high = mean - half, mean + half
+    unknown = np.isnan(variance)
+    low, high = np.where(unknown, np.nan, low), np.where(unknown, np.nan, high)
+    if np.ndim(mean) == 0:
+        return float(mean), float(low), float(high)
+    return mean, low, high
+
+
+def _arm_part(values: np.ndarray, rate: bool, confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(seed part of an arm's variance, its df, its residual mean square); an arm of rates at 0 or 1
+    on every seed and unit gets the variance of its Clopper-Pearson bound instead of none."""
+    part, df, ms_resid = _seed_part(values)
+    if rate and np.any(part == 0):
+        seeds, count = values.shape[-2:]
+        mean = values.mean(axis=(-2, -1))
+        edge = _clopper_pearson_edge(count, confidence)
+        q = _scipy_stats().t.ppf(1 - (1 - confidence) / 2, seeds - 1)
+        at_edge = (part == 0) & ((mean <= 0) | (mean >= 1))
+        part = np.where(at_edge, (edge / q) ** 2, part)
+        df = np.where(at_edge, seeds - 1.0, df)
+    return part, df, ms_resid
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Row ``a`` minus row ``b`` in one column: the difference, its interval, the test's two-sided
+    p-value (before any multiplicity correction), seeds on each side and the test's name."""
+
+    diff: float
+    low: float
+    high: float
+    p: float
+    n_a: int
+    n_b: int
+    test: str
+    tie: bool = False  # both rows identical on every seed and unit (e.g. both at 0%)
+
+    @property
+    def measured(self) -> bool:
+        return self.n_a > 0 and self.n_b > 0 and not math.isnan(self.diff)
+
+    @property
+    def testable(self) -> bool:
+        """Two converged seeds or more on each side (fewer: the spread over seeds is unknown)."""
+        return self.n_a >= 2 and self.n_b >= 2 and not math.isnan(self.p)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+WELCH = "Welch t over seeds"
+PAIRED = "paired t over seeds"
+
+
+def compare_arrays(
+    a: Any, b: Any, *, rate: bool, paired: bool = False, confidence: float = CONFIDENCE
+) -> tuple[Any, Any, Any, Any]:
+    """``(a - b, low, high, p)`` of two seeds x units arrays on the same units (leading axes
+    vectorised): Welch's t over seeds with the units' part of the difference added, or with
+    ``paired`` (seed i of ``a`` and of ``b`` are one trained run) a paired t over seeds on ``a - b``.
+    p is two-sided; a difference of exactly 0 with no spread (a tie) has p = 1."""
+    sp = _scipy_stats()
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"the two rows were scored on different units ({a.shape[-1]} vs {b.shape[-1]})")
+    if paired:
+        diff, variance, df = mean_variance(a - b)
+    else:
+        sa, sb, count = a.shape[-2], b.shape[-2], a.shape[-1]
+        diff = a.mean(axis=(-2, -1)) - b.mean(axis=(-2, -1))
+        if sa < 2 or sb < 2:
+            nan = np.full(np.shape(diff), np.nan)
+            variance, df = nan, nan
+        else:
+            part_a, df_a, res_a = _arm_part(a, rate, confidence)
+            part_b, df_b, res_b = _arm_part(b, rate, confidence)
+            if count > 1:
+                by_unit = a.mean(-2) - b.mean(-2)
+                unit = np.maximum(by_unit.var(-1, ddof=1) - res_a / sa - res_b / sb, 0.0) / count
+            else:
+                unit = np.zeros(np.shape(diff))
+            variance, df = _satterthwaite(
+                [(part_a, df_a), (part_b, df_b), (unit, np.full(np.shape(diff), max(count - 1, 1.0)))]
+            )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = np.sqrt(variance)
+        half = sp.t.ppf(1 - (1 - confidence) / 2, df) * se
+        stat = np.abs(diff) / se
+        p = np.where(se > 0, 2 * sp.t.sf(stat, df), np.where(diff == 0, 1.0, 0.0))
+    p = np.where(np.isnan(variance), np.nan, p)
+    low, high = diff - half, diff + half
+    if np.ndim(diff) == 0:
+        return float(diff), float(low), float(high), float(p)
+    return diff, low, high, p
+
+
+def adjust(p_values: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (``scipy.stats.false_discovery_control``); NaN entries
+    (untestable pairs) stay NaN and are not counted in the family."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    if ok.any():
+        out[ok] = _scipy_stats().false_discovery_control(p[ok], method="bh")
+    return out.tolist()
+
+
+def min_permutation_p(n_a: int, n_b: int) -> float:
+    """The smallest two-sided p-value an exact permutation test over seeds can give with ``n_a``
+    and ``n_b`` seeds (both arms apart on every seed): 2 / C(n_a + n_b, n_a), at most 1."""
+    return min(1.0, 2 / math.comb(n_a + n_b, n_a))
+
+
+# ---------------------------------------------------------------------------
+# Power: the smallest difference a Welch test over seeds detects, and how many seeds a difference needs.
+# ---------------------------------------------------------------------------
+
+
+#: Replicates of the Monte-Carlo power of the Welch test at few seeds (fixed generator).
+POWER_DRAWS = 20000
+
+
+@functools.lru_cache(maxsize=64)
+def _welch_draws(seeds: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seeds)
+    return rng.standard_normal((POWER_DRAWS, seeds)), rng.standard_normal((POWER_DRAWS, seeds))
+
+
+def power(diff: float, seed_sd: float, seeds: int, *, alpha: float = ALPHA) -> float:
+    """Power of the two-sided Welch t test over seeds (``seeds`` per side, seed means with
+    standard deviation ``seed_sd`` on both sides) to detect ``diff``. Up to 10 seeds by Monte Carlo
+    on ``scipy.stats.ttest_ind(equal_var=False)`` (fixed draws: Welch's df swings with so few
+    seeds, and the noncentral t of Student's test would promise too much: 80% power at 3.07 seed
+    SDs with 3 seeds, where Welch's test has 70%); past 10 seeds the noncentral t (``scipy.stats.nct``,
+    2 seeds - 2 df), which Welch's test then matches."""
+    sp = _scipy_stats()
+    if seeds < 2 or not seed_sd > 0:
+        return math.nan
+    shift = abs(diff) / seed_sd
+    if seeds <= 10:
+        a, b = _welch_draws(seeds)
+        p = sp.ttest_ind(a, b + shift, axis=1, equal_var=False).pvalue
+        return float(np.mean(p < alpha))
+    df = 2 * seeds - 2
+    nc = shift / math.sqrt(2 / seeds)
+    crit = sp.t.ppf(1 - alpha / 2, df)
+    return float(sp.nct.sf(crit, df, nc) + np.nan_to_num(sp.nct.cdf(-crit, df, nc)))
+
+
+@functools.lru_cache(maxsize=256)
+def _detectable_unit(seeds: int, power_level: float, alpha: float) -> float:
+    """:func:`detectable` for a seed SD of 1 (it scales with the SD), by bisection."""
+    lo, hi = 0.0, 1.0
+    while power(hi, 1.0, seeds, alpha=alpha) < power_level:
+        lo, hi = hi, 2 * hi
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if power(mid, 1.0, seeds, alpha=alpha) < power_level else (lo, mid)
+    return hi
+
+
+def detectable(seed_sd: float, seeds: int, *, power_level: float = POWER, alpha: float = ALPHA) -> float:
+    """The smallest difference :func:`power` detects with ``power_level`` at ``seeds`` per side
+    (NaN without a spread or with fewer than 2 seeds)."""
+    if seeds < 2 or not seed_sd > 0 or not math.isfinite(seed_sd):
+        return math.nan
+    return seed_sd * _detectable_unit(seeds, power_level, alpha)
+
+
+def seeds_needed(
+    diff: float, seed_sd: float, *, power_level: float = POWER, alpha: float = ALPHA, most: int = 1000
+) -> int | None:
+    """The fewest seeds per side at which :func:`power` reaches ``power_level`` for ``diff`` (None
+    if more than ``most``; 2 if the spread is 0)."""
+    if not seed_sd > 0:
+        return 2
+
+    def enough(seeds: int) -> bool:  # the detectable difference falls as seeds grow
+        return detectable(seed_sd, seeds, power_level=power_level, alpha=alpha) <= abs(diff)
+
+    if not enough(most):
+        return None
+    lo, hi = 1, most  # not enough at lo (or lo < 2), enough at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if mid >= 2 and enough(mid) else (mid, hi)
+    return hi
+
+
+def _collect(
+    records: Sequence[dict[str, Any]], label: str, task: str, column: str
+) -> tuple[dict[int, Any], int]:
+    """({seed: unit data} of the converged runs, number of runs) of one cell."""
+    data: dict[int, Any] = {}
+    runs = 0
     for record in records:
         if record["spec"]["task"] != task:
             continue
@@ -241,100 +519,170 @@ def _collect(records: Sequence[dict[str, Any]], label: str, task: str, column: s
                 continue
             runs += 1
             if converged(record):
-                data.append(got)
+                data[int(record["spec"]["seed"])] = got
     return data, runs
 
 
-def _statistic(data: list[Any]) -> tuple[Callable[..., np.ndarray], int, int]:
-    """(statistic(seed_idx, unit_idx), seeds, units) of a cell's converged unit data."""
-    if isinstance(data[0], tuple):
-        longer = np.stack([d[0] for d in data])
-        base = np.stack([d[1] for d in data])
-        return _stat_ratio(longer, base), len(data), longer.shape[1]
-    values = np.stack(data)
-    return _stat_mean(values), len(data), values.shape[1]
+def _as_units(got: Any) -> np.ndarray:
+    """A run's unit values; for a ratio the linearised contributions of each block,
+    r * (1 + d_j - mean(d)) with d_j = loss at m L - loss at L of block j (their mean is r)."""
+    if isinstance(got, tuple):
+        d = np.asarray(got[0], dtype=float) - np.asarray(got[1], dtype=float)
+        r = math.exp(float(d.mean()))
+        return r * (1 + d - d.mean())
+    return np.asarray(got, dtype=float)
+
+
+def _matrix(data: dict[int, Any], seeds: Sequence[int] | None = None) -> np.ndarray:
+    """Seeds x units array of a cell's data (``seeds``: in that order)."""
+    order = sorted(data) if seeds is None else seeds
+    return np.stack([_as_units(data[s]) for s in order])
 
 
 def cell(records: Sequence[dict[str, Any]], *, label: str, task: str, column: str) -> Cell:
     """Mean, 95% interval (:data:`METHOD`), converged runs and runs of one cell.
 
     ``label`` names the encoding variant as the tables do (``rope``, ``rope+rand``,
-    ``rope[dynamic:4]`` for a scaling evaluated on the ``rope`` runs).
+    ``rope[dynamic:4]`` for a scaling evaluated on the ``rope`` runs). With one converged seed the
+    interval is NaN (unknown: the spread over seeds cannot be seen).
     """
     data, runs = _collect(records, label, task, column)
     if not data:
         return Cell(math.nan, math.nan, math.nan, 0, runs, 0)
-    statistic, seeds, count = _statistic(data)
-    mean = float(statistic(np.arange(seeds), np.arange(count)))
-    low, high = bootstrap_interval(statistic, (seeds, count))
-    return Cell(mean, min(low, mean), max(high, mean), seeds, runs, count)
+    values = _matrix(data)
+    mean, low, high = interval(values, rate=bounded(column))
+    return Cell(mean, low, high, values.shape[0], runs, values.shape[1])
+
+
+def group(records: Sequence[dict[str, Any]], label: str, task: str) -> str | None:
+    """The trained runs behind a row: the record label of its runs (``rope`` for ``rope``,
+    ``rope[dynamic:4]`` and ``rope[linear:4]``: one set of trained models, evaluated or
+    fine-tuned several ways). None when no run has that row."""
+    for record in records:
+        if record["spec"]["task"] == task and any(
+            run_label(record, v) == label for v in record["result"]["eval"]
+        ):
+            return str(record["label"])
+    return None
+
+
+def pair_test(records: Sequence[dict[str, Any]], a: str, b: str, *, task: str, column: str) -> Comparison:
+    """Row ``a`` against row ``b`` in one column: the difference of their means, its 95% interval
+    and the test's p-value (:data:`TEST`; before any multiplicity correction). Rows of one set of
+    trained runs (:func:`group`) are paired by seed; others are independent samples of seeds."""
+    left, runs_a = _collect(records, a, task, column)
+    right, runs_b = _collect(records, b, task, column)
+    same = group(records, a, task) == group(records, b, task) and a != b
+    if same:
+        shared = sorted(set(left) & set(right))
+        left = {s: left[s] for s in shared}
+        right = {s: right[s] for s in shared}
+    name = PAIRED if same else WELCH
+    if not left or not right:
+        return Comparison(math.nan, math.nan, math.nan, math.nan, len(left), len(right), name)
+    xa, xb = _matrix(left), _matrix(right)
+    diff, low, high, p = compare_arrays(xa, xb, rate=bounded(column), paired=same)
+    tie = bool(xa.shape == xb.shape and np.ptp(xa) == 0 and np.ptp(xb) == 0 and xa.flat[0] == xb.flat[0])
+    return Comparison(diff, low, high, 1.0 if tie else p, xa.shape[0], xb.shape[0], name, tie)
 
 
 def difference(records: Sequence[dict[str, Any]], a: str, b: str, *, task: str, column: str) -> Cell:
-    """Mean and interval of cell ``a`` minus cell ``b`` (same task and column).
-
-    Seeds are resampled for each side separately, evaluation units jointly (both sides
-    score the same examples or bytes), so a shared hard example does not widen the
-    interval. ``n``: the fewer converged seeds of the two sides.
-    """
-    left, runs_a = _collect(records, a, task, column)
-    right, runs_b = _collect(records, b, task, column)
-    if not left or not right:
-        return Cell(math.nan, math.nan, math.nan, 0, max(runs_a, runs_b), 0)
-    stat_a, seeds_a, count = _statistic(left)
-    stat_b, seeds_b, count_b = _statistic(right)
-    if count != count_b:
-        raise ValueError(f"{a} and {b} were scored on different evaluation units ({count} vs {count_b})")
-
-    def statistic(sa: np.ndarray, sb: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return stat_a(sa, u) - stat_b(sb, u)
-
-    sizes = (seeds_a, seeds_b, count)
-    point = float(statistic(*(np.arange(k) for k in sizes)))
-    low, high = bootstrap_interval(statistic, sizes)
-    return Cell(point, min(low, point), max(high, point), min(seeds_a, seeds_b), max(runs_a, runs_b), count)
+    """Mean and 95% interval of cell ``a`` minus cell ``b`` (same task and column) as a
+    :class:`Cell` (``n``: the fewer converged seeds of the two sides); :func:`pair_test` has the
+    p-value too."""
+    c = pair_test(records, a, b, task=task, column=column)
+    _, runs_a = _collect(records, a, task, column)
+    _, runs_b = _collect(records, b, task, column)
+    units_ = next((len(_as_units(v)) for v in _collect(records, a, task, column)[0].values()), 0)
+    return Cell(c.diff, c.low, c.high, min(c.n_a, c.n_b), max(runs_a, runs_b), units_)
 
 
 def per_seed(values: Sequence[float]) -> Cell:
-    """Mean and interval of one number per seed (bootstrap over seeds), e.g. steps/s ratios."""
+    """Mean and 95% t interval of one number per seed (e.g. steps/s ratios); NaN values are
+    left out; NaN bounds with fewer than 2 numbers."""
     array = np.asarray([float(v) for v in values if not math.isnan(float(v))])
     if not len(array):
         return Cell(math.nan, math.nan, math.nan, 0, len(values), 0)
-
-    def statistic(seeds: np.ndarray) -> np.ndarray:
-        return array[seeds].mean(-1)
-
-    mean = float(array.mean())
-    low, high = bootstrap_interval(statistic, (len(array),))
-    return Cell(mean, min(low, mean), max(high, mean), len(array), len(values), 1)
+    mean, low, high = interval(array[:, None], rate=False)
+    return Cell(mean, low, high, len(array), len(values), 1)
 
 
 @dataclass(frozen=True)
 class Separation:
-    """What one column can tell apart, from its cells (one per row of the table).
+    """What one column can tell apart, from the runs of its rows.
 
-    ``separated`` of ``pairs`` pairs of measured cells have 95% intervals that do not overlap.
-    ``detectable`` is the median interval width of the column's cells that have a spread: two
-    cells that wide separate only if their means differ by more than it, so it is the smallest
-    difference the column can show with the number of seeds run (NaN when no cell has a spread: every
-    one at a floor or a ceiling, where the column tells nothing apart).
+    ``significant`` of ``pairs`` tested pairs of rows differ by :data:`TEST` after the
+    :data:`CORRECTION` of the column (5%). Rows that are one set of trained runs evaluated several
+    ways (:func:`group`) are compared within their group (paired) and stand for their group by
+    their base row against other groups, so one model is not counted as several encodings.
+    ``untestable``: pairs with fewer than 2 converged seeds on a side. ``detectable``: the smallest
+    difference a Welch test over ``seeds`` seeds per side detects with 80% power at 5% (before the
+    correction), from the column's median seed standard deviation ``seed_sd``; ``seeds_for_target``:
+    how many seeds per side ``target`` needs (None: more than 1000; NaN/None without a spread: every
+    cell at a floor or a ceiling, where the column tells nothing apart). ``reachable``: False when
+    no test of the column could reach 5% with its seeds by an exact permutation test either
+    (:func:`min_permutation_p`), i.e. significance rests on the t test's normality.
     """
 
-    separated: int
+    significant: int
     pairs: int
+    untestable: int
     detectable: float
+    seeds: int
+    seed_sd: float
+    target: float
+    seeds_for_target: int | None
+    permutation_min_p: float
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def separation(column: Sequence[Cell]) -> Separation:
-    """:class:`Separation` of one column's cells (cells without a converged seed are skipped)."""
-    measured = [c for c in column if c.measured]
-    separated = sum(1 for a, b in itertools.combinations(measured, 2) if a.high < b.low or b.high < a.low)
-    widths = [c.high - c.low for c in measured if c.high > c.low]
-    detectable = float(np.median(widths)) if widths else math.nan
-    return Separation(separated, len(measured) * (len(measured) - 1) // 2, detectable)
+def _seed_sd(values: np.ndarray) -> float:
+    """Standard deviation of a single run's mean (its seed part of the variance x seeds)."""
+    if values.shape[0] < 2:
+        return math.nan
+    part, _, _ = _seed_part(values)
+    return float(math.sqrt(float(part) * values.shape[0]))
+
+
+def separation(
+    records: Sequence[dict[str, Any]], task: str, column: str, labels: Iterable[str] | None = None
+) -> Separation:
+    """:class:`Separation` of one column over the rows ``labels`` (default: every row of ``task``)."""
+    rows = [lab for lab, t in labels_and_tasks(records) if t == task] if labels is None else list(labels)
+    data = {lab: _collect(records, lab, task, column)[0] for lab in rows}
+    rows = [lab for lab in rows if data[lab]]
+    groups = {lab: group(records, lab, task) for lab in rows}
+    pairs: list[tuple[str, str]] = []
+    for i, a in enumerate(rows):
+        for b in rows[i + 1 :]:
+            if groups[a] == groups[b]:
+                pairs.append((a, b))  # one model, two evaluations: paired, within the group
+            elif a == groups[a] and b == groups[b]:
+                pairs.append((a, b))  # two trained models, by their base rows
+    tests = [pair_test(records, a, b, task=task, column=column) for a, b in pairs]
+    p = [t.p if t.testable else math.nan for t in tests]
+    adjusted = adjust(p)
+    significant = sum(1 for q in adjusted if not math.isnan(q) and q < ALPHA)
+    sds = [_seed_sd(_matrix(data[lab])) for lab in rows if groups[lab] == lab]
+    sds = [s for s in sds if not math.isnan(s)]
+    spread = [s for s in sds if s > 0]
+    seed_sd = float(np.median(spread)) if spread else math.nan
+    counts = [len(data[lab]) for lab in rows]
+    seeds = int(np.median(counts)) if counts else 0
+    target = TARGET["rate"] if bounded(column) else TARGET["lm"]
+    return Separation(
+        significant=significant,
+        pairs=sum(1 for q in p if not math.isnan(q)),
+        untestable=sum(1 for q in p if math.isnan(q)),
+        detectable=detectable(seed_sd, seeds),
+        seeds=seeds,
+        seed_sd=seed_sd,
+        target=target,
+        seeds_for_target=seeds_needed(target, seed_sd) if spread else None,
+        permutation_min_p=min_permutation_p(seeds, seeds) if seeds else math.nan,
+    )
 
 
 def labels_and_tasks(records: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -399,9 +747,12 @@ def cells(
 def verdict_vs(c: Cell, threshold: float, side: str) -> str:  # noqa: D401
     """``"agrees"`` if the whole interval is on ``side`` (``">="`` or ``"<="``) of
     ``threshold``, ``"disagrees"`` if the whole interval is on the other side,
-    ``"inconclusive"`` if it straddles, ``"not measured"`` without converged runs."""
+    ``"inconclusive"`` if it straddles, ``"undecided"`` with one converged seed (no interval),
+    ``"not measured"`` without converged runs."""
     if not c.measured:
         return "not measured"
+    if c.n < 2:
+        return "undecided"
     if side == ">=":
         return "agrees" if c.low >= threshold else ("disagrees" if c.high < threshold else "inconclusive")
     if side == "<=":

@@ -25,11 +25,14 @@ language model, ``ratio 2x`` / ``ratio 4x`` are perplexity(L_valid) / perplexity
 at L_valid = 2 and 4 L_train (the protocol each record names: non-overlapping windows as in
 the ALiBi paper, or sliding windows); below 1 means longer windows help.
 
-Power: for every column the summary says how many pairs of rows its 95% intervals separate
-and the smallest difference it can show (:func:`posenc.results.stats.separation`). The
-tables show the in-distribution exact match, the LM columns and every bucket column that
-separates at least one pair; the others (every encoding at the same floor or ceiling, or
-intervals too wide) are named under the table and kept in ``summary.csv``.
+Tests and power: for every column the summary says how many pairs of rows a seed-level test
+tells apart after a multiplicity correction over the column (Welch t over seeds, paired for one
+model evaluated several ways; Benjamini-Hochberg), the smallest difference it detects with 80%
+power at its seeds, and how many seeds per encoding a 10-point (LM: 0.05) difference needs
+(:func:`posenc.results.stats.separation`). The tables show the in-distribution exact match, the
+LM columns and every bucket column with at least one significant pair; the others (every
+encoding at the same floor or ceiling, or too few seeds for the spread) are named under the
+table and kept in ``summary.csv``.
 """
 
 from __future__ import annotations
@@ -158,12 +161,12 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     power = {}
     for task in tasks:
         for column in stats.columns(task):
-            key = f"{task}:{column}"
-            cells = [_as_cell(entry[key]) for entry in table.values() if key in entry]
-            power[key] = stats.separation(cells).to_dict()
+            power[f"{task}:{column}"] = stats.separation(records, task, column).to_dict()
     return {
         "tasks": tasks,
         "method": METHOD,
+        "test": stats.TEST,
+        "correction": stats.CORRECTION,
         "not_converged": not_converged,
         "reasons": not_converged_reasons(records),
         "lm_data": lm_data(records),
@@ -205,10 +208,6 @@ def _lm_scored(summary: dict[str, Any]) -> str:
     ]
     where = "the test split" if all(e["files"] for e in entries) else "text"
     return f" on {where} ({'; '.join(parts)})"
-
-
-def _as_cell(c: dict[str, Any]) -> stats.Cell:
-    return stats.Cell(_num(c["mean"]), _num(c["low"]), _num(c["high"]), c["n"], c["runs"], c["units"])
 
 
 def not_converged_reasons(records: list[dict[str, Any]]) -> dict[str, str]:
@@ -267,6 +266,9 @@ def format_cell(c: dict[str, Any] | None, percent: bool, sep: str = " ") -> str:
         return NOT_CONVERGED
     mean, low, high = (_num(c[k]) for k in ("mean", "low", "high"))
     comma = "," if sep == "\n" else ", "
+    if math.isnan(low):  # one converged seed: no interval
+        text = f"{100 * mean:.0f}%" if percent else _fmt(mean, False)
+        return text + f"{sep}[one seed] {c['n']}/{c['runs']}"
     if percent:
         text = f"{100 * mean:.0f}%{sep}[{100 * low:.0f}{comma}{100 * high:.0f}]"
     else:
@@ -302,27 +304,26 @@ def _always_shown(key: str) -> bool:
 
 def _shown(summary: dict[str, Any], key: str) -> bool:
     """In-distribution and LM columns always; a bucket column unless no row has data for it (no
-    evaluation length falls in it) or it had two measured cells or more and separated none."""
+    evaluation length falls in it) or it had a testable pair and no significant one."""
     if _always_shown(key):
         return True
     cells = [entry[key] for entry in summary["rows"].values() if key in entry]
     if not any(c.get("runs") for c in cells):
         return False
     power = summary.get("columns", {}).get(key)
-    return power is None or power["pairs"] == 0 or power["separated"] > 0
+    return power is None or power["pairs"] == 0 or power["significant"] > 0
 
 
 def table_columns(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
     """(header, summary key, is-percent) for the tables: the in-distribution exact match, the LM
     columns, and the bucket columns (exact match, free-running prefix, teacher-forced answer-token
-    accuracy) that could tell rows
-    apart and did for at least one pair at 95% (:func:`dropped_columns` names the others)."""
+    accuracy) with at least one significant pair (:func:`dropped_columns` names the others)."""
     return [col for col in _all_columns(summary) if _shown(summary, col[1])]
 
 
 def dropped_columns(summary: dict[str, Any]) -> list[str]:
-    """Headers of the bucket columns with data left out of the tables: two measured cells or more,
-    and no pair of them separated."""
+    """Headers of the bucket columns with data left out of the tables: a testable pair, and no
+    significant one."""
     power = summary.get("columns", {})
     return [
         header
@@ -331,21 +332,29 @@ def dropped_columns(summary: dict[str, Any]) -> list[str]:
     ]
 
 
-def power_cells(summary: dict[str, Any], cols: list[tuple[str, str, bool]]) -> tuple[list[str], list[str]]:
-    """Per column: ``"k/N"`` pairs of rows separated at 95%, and the smallest difference it can show
-    (percentage points for tasks, the column's unit for the LM; ``-``: no cell has a spread)."""
+#: The rows under a table: what each column can tell apart (:func:`power_cells`).
+POWER_ROWS = ("significant", "detectable", "seeds for 10 pts")
+
+
+def power_cells(summary: dict[str, Any], cols: list[tuple[str, str, bool]]) -> list[list[str]]:
+    """Per column, three rows: ``"k/N"`` pairs of rows a test tells apart (after the column's
+    correction); the difference it detects with 80% power at its seeds (percentage points for
+    rates, the column's unit for the LM; ``-``: no spread to judge by); and how many seeds per
+    encoding the target difference needs (10 points; LM 0.05)."""
     power = summary.get("columns", {})
-    pairs, detectable = [], []
+    rows: list[list[str]] = [[], [], []]
     for _, key, pct in cols:
         p = power.get(key)
         if p is None:
-            pairs.append("-")
-            detectable.append("-")
+            for row in rows:
+                row.append("-")
             continue
-        pairs.append(f"{p['separated']}/{p['pairs']}")
+        rows[0].append(f"{p['significant']}/{p['pairs']}")
         d = _num(p["detectable"])
-        detectable.append("-" if math.isnan(d) else (f"{100 * d:.0f} pts" if pct else f"{d:.2f}"))
-    return pairs, detectable
+        rows[1].append("-" if math.isnan(d) else (f"{100 * d:.0f} pts" if pct else f"{d:.2f}"))
+        need = p.get("seeds_for_target")
+        rows[2].append("-" if need is None or math.isnan(_num(p["seed_sd"])) else str(need))
+    return rows
 
 
 def speed_key(summary: dict[str, Any]) -> str:
@@ -356,6 +365,7 @@ def caption(summary: dict[str, Any], *, per_task: bool = False) -> str:
     """What the table's cells mean; ``per_task``: for :func:`render_tables` (a table per task,
     steps/s of that task)."""
     speed = "steps/s of that table's task" if per_task else "steps/s of the first task"
+    seeds = sorted({p["seeds"] for p in summary.get("columns", {}).values() if p.get("seeds")})
     text = (
         "tasks: per length bucket in the trained sequence length in tokens (in = at most the longest training "
         "row, BOS x SEP y; 1.25x, 1.5x, 2x, 4x = rows of (1, 1.25], (1.25, 1.5], (1.5, 2], (2, 4] times its tokens), "
@@ -364,14 +374,25 @@ def caption(summary: dict[str, Any], *, per_task: bool = False) -> str:
         "token predicted with the gold answer before it fed in, EOS left out); "
         f"LM{_lm_scored(summary)}: bits/byte at L_train, perplexity ratio to L_train at 2x / 4x. "
         "Cells: mean [95% interval], "
-        f"{summary.get('method', METHOD)}. {NOT_CONVERGED} = not converged in-distribution (left out of "
-        f"rankings and claims); k/N = only k of N seeds converged. {speed}. "
-        "separated: pairs of rows whose 95% intervals do not overlap; detectable: the median interval "
-        "width, the smallest difference the column can show with these seeds."
+        f"{summary.get('method', METHOD)}. {NOT_CONVERGED} = not converged in-distribution (a failure in the "
+        "rankings of papers that train for fixed steps, left out of other claims); k/N = only k of N seeds "
+        f"converged; [one seed]: no interval. {speed}. "
+        f"significant: pairs of rows that differ at 5% by a {summary.get('test', stats.TEST)}, "
+        f"{summary.get('correction', stats.CORRECTION)}; one model evaluated several ways (rope, "
+        "rope[dynamic:4], ...) is one encoding against the others and is compared within itself. "
+        "detectable: the difference such a test detects with 80% power at these seeds (from the column's "
+        "seed spread); seeds for 10 pts: seeds per encoding that a 10-point difference (LM columns: 0.05) needs."
     )
+    few = [n for n in seeds if stats.min_permutation_p(n, n) > stats.ALPHA]
+    if few:
+        text += (
+            f" With {few[0]} seeds per encoding an exact permutation test cannot reach 5% "
+            f"(smallest p {stats.min_permutation_p(few[0], few[0]):.2f}): significance rests on the t test's "
+            "normal spread of seeds; 4 seeds (p 0.03) are the fewest a distribution-free test can use."
+        )
     dropped = dropped_columns(summary)
     if dropped:
-        text += f" Columns that separate no pair, left out: {', '.join(dropped)}."
+        text += f" Columns with no significant pair, left out: {', '.join(dropped)}."
     return text
 
 
@@ -392,7 +413,7 @@ def render_table(
     accuracy per bucket, LM perplexity ratios), mean [interval]; ``task``: that task's columns only."""
     table = Table(title=title, caption=caption(summary) if caption_text else None)
     table.add_column("encoding", no_wrap=True)
-    cols = [c for c in table_columns(summary) if task is None or c[1].split(":")[0] == task]
+    cols = [c for c in table_columns(summary) if task is None or c[1].rsplit(":", 1)[0] == task]
     for header, _, _ in cols:  # a task's own table: its name is in the title, not every header
         shown = header if task is None or task == "lm" else header.removeprefix(f"{task} ")
         table.add_column(shown, justify="right", no_wrap=True)
@@ -403,10 +424,9 @@ def render_table(
             continue  # a row without runs of this task (an LM-only scaling on a task's table)
         cells = [format_cell(entry.get(key), pct, sep="\n") for _, key, pct in cols]
         table.add_row(escape(label), *cells, _speed(entry.get(speed, math.nan)))
-    pairs, detectable = power_cells(summary, cols)
     table.add_section()
-    table.add_row("separated", *pairs, "")
-    table.add_row("detectable", *detectable, "")
+    for name, row in zip(POWER_ROWS, power_cells(summary, cols)):
+        table.add_row(name, *row, "")
     return table
 
 
@@ -429,9 +449,8 @@ def markdown_table(summary: dict[str, Any]) -> str:
         lines.append(
             "| " + " | ".join([label, *cells, _speed(entry.get(speed_key(summary), math.nan))]) + " |"
         )
-    pairs, detectable = power_cells(summary, cols)
-    lines.append("| *separated* | " + " | ".join(pairs) + " | |")
-    lines.append("| *detectable* | " + " | ".join(detectable) + " | |")
+    for name, row in zip(POWER_ROWS, power_cells(summary, cols)):
+        lines.append(f"| *{name}* | " + " | ".join(row) + " | |")
     return "\n".join(lines) + "\n"
 
 

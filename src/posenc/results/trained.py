@@ -24,14 +24,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from posenc import trust
 from posenc.analysis.probes import PROBE_ORIGINAL, PROBE_PERMUTED, model_attention_maps, word_order_change
 from posenc.checks import check_int
 from posenc.errors import PosencError
 from posenc.model import Transformer
-from posenc.records.files import read_record_file
+from posenc.plugins import PluginGroup, is_spec
 from posenc.records.models import build_model
+from posenc.records.provenance import encodings_of
 from posenc.records.spec import RunSpec
-from posenc.records.store import load_weights
+from posenc.records.store import load_record_and_weights
+from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.tasks import registry as task_registry
 from posenc.tasks import synthetic, text
 
@@ -52,19 +55,33 @@ def record_path(run: str | os.PathLike) -> Path:
     return path
 
 
-def load_run(run: str | os.PathLike) -> tuple[Transformer, RunSpec]:
+def load_run(run: str | os.PathLike, *, trust_remote_code: bool = False) -> tuple[Transformer, RunSpec]:
     """The trained model of a run (eval mode) and its spec.
 
     Checks, in order: the record parses and is valid, it names a weights file, the file
     is there and matches the record's checksum, it holds a state dict
     (:func:`~posenc.records.store.load_weights`), and the state dict fits the model the
     record describes. Each failure is one :class:`PosencError` naming the file.
+
+    A record is data: the model is built from posenc's own encodings and tasks, names registered
+    in this process and installed entry points only; an import spec in the record (its encoding,
+    task or ``imports``), or an entry point whose module would come from inside the results
+    directory, is refused unless ``trust_remote_code=True`` (:mod:`posenc.trust`).
     """
+    model, spec, _ = _load(run, trust_remote_code)
+    return model, spec
+
+
+def _load(run: str | os.PathLike, trust_remote_code: bool) -> tuple[Transformer, RunSpec, dict[str, Any]]:
+    """:func:`load_run`, with the record it read."""
     path = record_path(run)
-    state = load_weights(path)
-    data, _ = read_record_file(path)
+    data, state = load_record_and_weights(path)
     spec = RunSpec.from_dict(data["spec"])
-    model = build_model(spec)
+    source = f"run record {path}"
+    with trust.reading(source, trust_remote_code=trust_remote_code):
+        if not trust_remote_code:
+            _refuse_planted(spec, source, _results_dir(path))
+        model = build_model(spec)
     try:
         model.load_state_dict(state)
     except RuntimeError as exc:
@@ -74,7 +91,35 @@ def load_run(run: str | os.PathLike) -> tuple[Transformer, RunSpec]:
             f"cannot load the weights of {path}: {data['weights']['file']} does not fit the model "
             f"the record describes ({detail})"
         ) from None
-    return model.eval(), spec
+    return model.eval(), spec, data
+
+
+def _results_dir(record: Path) -> Path:
+    """The results directory a record belongs to (``OUT`` of ``OUT/runs/TASK/x.json``), else its folder."""
+    return (
+        record.parents[2] if len(record.parents) > 2 and record.parents[1].name == "runs" else record.parent
+    )
+
+
+def _refuse_planted(spec: RunSpec, source: str, root: Path) -> None:
+    """Refuse an installed entry point the record names whose module Python would import from
+    inside ``root``: a module planted in the results directory (on ``sys.path`` as the working
+    directory of an interactive session) never runs without consent."""
+    names: list[tuple[str, PluginGroup[Any], str]] = [
+        ("encoding", ENCODING_GROUP, n) for n in encodings_of(spec)
+    ]
+    names.append(("task", task_registry.GROUP, spec.task))
+    names += [(kind, ENCODING_GROUP if kind == "encoding" else task_registry.GROUP, name)
+              for kind, name, _ in spec.imports]  # fmt: skip
+    for noun, group, name in names:
+        if is_spec(name) or name in group.builtins or name in group.registered:
+            continue  # a spec: refused by the trust gate; posenc's own or the user's: trusted
+        point = group.discover().get(name)
+        planted = None if point is None else trust.module_inside(point.module, root)
+        if planted is not None:
+            raise trust.refusal(
+                source, f"{noun} {name!r}, an entry point whose module would be imported from {planted}"
+            )
 
 
 @dataclass(frozen=True)
@@ -111,9 +156,12 @@ def example(spec: RunSpec, length: int | None = None) -> Example:
     )
 
 
-def attention_maps(run: str | os.PathLike, length: int | None = None) -> tuple[np.ndarray, RunSpec, Example]:
-    """``(maps (L, h, i, j), spec, example)``: the trained model's attention on :func:`example`."""
-    model, spec = load_run(run)
+def attention_maps(
+    run: str | os.PathLike, length: int | None = None, *, trust_remote_code: bool = False
+) -> tuple[np.ndarray, RunSpec, Example]:
+    """``(maps (L, h, i, j), spec, example)``: the trained model's attention on :func:`example`
+    (``trust_remote_code``: as :func:`load_run`)."""
+    model, spec = load_run(run, trust_remote_code=trust_remote_code)
     ex = example(spec, length)
     return model_attention_maps(model, ex.tokens), spec, ex
 
@@ -131,14 +179,21 @@ class RunProbe:
         return dict(self.__dict__)
 
 
-def probe(run: str | os.PathLike, original=PROBE_ORIGINAL, permuted=PROBE_PERMUTED) -> RunProbe:
-    """The word-order probe through the trained model of ``run``.
+def probe(
+    run: str | os.PathLike,
+    original=PROBE_ORIGINAL,
+    permuted=PROBE_PERMUTED,
+    *,
+    trust_remote_code: bool = False,
+) -> RunProbe:
+    """The word-order probe through the trained model of ``run`` (``trust_remote_code``: as
+    :func:`load_run`).
 
     Tasks: each distinct word is one symbol of the task's alphabet (in order of first
     appearance), after the BOS token every training sequence starts with. LM: each word
     is its UTF-8 bytes and a space.
     """
-    model, spec = load_run(run)
+    model, spec, data = _load(run, trust_remote_code)
     if spec.task == "lm":
         token, pooled = word_order_change(model, original, permuted, lambda w: list(f"{w} ".encode()))
         how = "each word as its bytes and a space"
@@ -148,5 +203,4 @@ def probe(run: str | os.PathLike, original=PROBE_ORIGINAL, permuted=PROBE_PERMUT
             model, original, permuted, lambda w: [ids[w]], prefix=[synthetic.BOS]
         )
         how = "each word as one symbol of the task, after BOS"
-    data, _ = read_record_file(record_path(run))
     return RunProbe(data["label"], spec.task, spec.seed, token, pooled, how)

@@ -35,6 +35,7 @@ The task protocol (what a run does with a task; ``posenc check`` checks it):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -133,9 +134,10 @@ def sequence_task_names() -> tuple[str, ...]:
     return tuple(n for n in task_names() if n not in BUILTINS or BUILTINS[n].position_axes == 1)
 
 
-def tasks() -> dict[str, type[Task]]:
-    """Every synthetic task class by name (entry points loaded now; a broken one raises)."""
-    return GROUP.all()
+def tasks(*, on_error: Callable[[str], None] | None = None) -> dict[str, type[Task]]:
+    """Every synthetic task class by name (entry points loaded now; a broken one raises, or with
+    ``on_error`` is said there and left out)."""
+    return GROUP.all(on_error=on_error)
 
 
 def task_class(name: str) -> type[Task]:
@@ -185,10 +187,11 @@ def vocab_size(name: str) -> int:
     return text.VOCAB_SIZE if name == LM else get_task(name).vocab_size
 
 
-def describe() -> list[dict[str, Any]]:
-    """Name, kind, description and source of every task (``posenc list --tasks``)."""
+def describe(*, on_error: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Name, kind, description and source of every task (``posenc list --tasks``; ``on_error``: as
+    :func:`tasks`)."""
     rows = []
-    for name, cls in tasks().items():
+    for name, cls in tasks(on_error=on_error).items():
         source = "posenc" if name in BUILTINS else f"{cls.__module__}:{cls.__qualname__}"
         rows.append(
             {"name": name, "kind": "synthetic", "description": cls.description, "chance": cls.chance,

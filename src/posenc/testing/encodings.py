@@ -13,11 +13,12 @@ import torch
 from torch.autograd.gradcheck import GradcheckError
 
 from posenc.attention import MultiHeadAttention
-from posenc.encoding import KINDS, PositionalEncoding
+from posenc.encoding import KINDS, BiasEncoding, PositionalEncoding
 from posenc.errors import PosencError, PosencTypeError
 from posenc.kv_cache import KVCache
-from posenc.positions import from_attention_mask, from_document_ids
+from posenc.positions import Positions, as_positions, from_attention_mask, from_document_ids
 from posenc.registry import check_encoding_class, get_encoding_class, model_values
+from posenc.rotation import apply_rotary
 from posenc.testing.report import CheckReport, PropertyResult
 
 #: Tolerances per dtype (max absolute and relative difference), as posenc's own tests use.
@@ -56,7 +57,7 @@ def apply_hook(
     batch: int,
     seq: int,
     tensors: dict[str, torch.Tensor],
-    positions: torch.Tensor | None,
+    positions: torch.Tensor | Positions | None,
 ) -> torch.Tensor:
     """Call the kind's hook with ``positions`` for queries and keys; one tensor holding every output."""
     if enc.kind == "additive":
@@ -130,15 +131,39 @@ def _diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs()[finite].max()) if finite.any() else 0.0
 
 
+def _nan_in(got: torch.Tensor, want: torch.Tensor | None = None) -> str | None:
+    """Which side has NaN (``"the output"``, ``"the expected output"``, ``"both outputs"``), or None:
+    NaN compares as nothing, so a property never passes, nor reads differences, through it."""
+    bad_got = got.is_floating_point() and bool(torch.isnan(got.detach()).any())
+    bad_want = want is not None and want.is_floating_point() and bool(torch.isnan(want.detach()).any())
+    if bad_got and bad_want:
+        return "both outputs"
+    return "the output" if bad_got else "the expected output" if bad_want else None
+
+
 def _close(name: str, got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what: str) -> PropertyResult:
-    """PASS when ``got`` equals ``want`` on the full tensors within the dtype's tolerance."""
+    """PASS when ``got`` equals ``want`` on the full tensors within the dtype's tolerance; a
+    different shape or a NaN on either side fails, saying so."""
     atol, rtol = TOLERANCES[dtype]
     if got.shape != want.shape:
         return PropertyResult(name, False, f"{what}: shape {tuple(got.shape)} != {tuple(want.shape)}")
-    diff = _diff(got.detach(), want.detach())
-    scale = float(want.detach().abs()[torch.isfinite(want.detach())].max()) if want.numel() else 0.0
+    nan = _nan_in(got, want)
+    if nan is not None:
+        return PropertyResult(name, False, f"{what}: NaN in {nan}")
+    got, want = got.detach(), want.detach()
+    diff = _diff(got, want)
+    finite = want[torch.isfinite(want)]
+    scale = float(finite.abs().max()) if finite.numel() else 0.0
     limit = atol + rtol * scale
     return PropertyResult(name, diff <= limit, what, {"max_abs_diff": diff, "tolerance": limit})
+
+
+def _perturb(enc: PositionalEncoding) -> None:
+    """Stand in for trained parameters (some start at zero): add small seeded noise, in place."""
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(7)
+        for param in enc.parameters():
+            param.add_(0.1 * torch.randn(param.shape, generator=g, dtype=param.dtype))
 
 
 def _declares(s: _Subject) -> PropertyResult:
@@ -155,36 +180,136 @@ def _declares(s: _Subject) -> PropertyResult:
     return PropertyResult("declares", True, f"kind {cls.kind!r}, paper, equation; Config round-trips to JSON")
 
 
+#: What the shape checks feed the hooks: a batch, queries at positions 2..6 and keys at 0..6
+#: (fewer queries than keys, as with a KV cache or cross-attention).
+_B, _I, _J, _Q0 = 3, 5, 7, 2
+
+
+def _expect(got: Any, shape: tuple[int, ...], dtype: torch.dtype | None, what: str) -> str | None:
+    """Why ``got`` is not a tensor of ``shape`` (and ``dtype``), or None."""
+    if not isinstance(got, torch.Tensor):
+        return f"{what} returned {type(got).__name__}, not a tensor of shape {shape}"
+    if tuple(got.shape) != shape:
+        return f"{what} returned shape {tuple(got.shape)}, the input's is {shape}"
+    if dtype is not None and got.dtype != dtype:
+        return f"{what} returned {got.dtype} for {dtype} input"
+    if got.is_floating_point() and bool(torch.isnan(got).any()):
+        return f"{what}: NaN in the output"
+    return None
+
+
+def _hook_problem(enc: Any, dims: tuple[int, int, int], dtype: torch.dtype) -> str | None:
+    """Call the kind's hook on inputs of known shapes; why an output does not match them, or None."""
+    d_model, heads, head_dim = dims
+    g = torch.Generator().manual_seed(2)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+
+    qp = (torch.arange(_Q0, _Q0 + _I) + 4 * torch.arange(_B)[:, None]).long()  # (b, i): row r offset 4r
+    kp = (torch.arange(_J) + 4 * torch.arange(_B)[:, None]).long()  # (b, j)
+    if enc.kind == "additive":
+        x = randn(_B, _J, d_model)
+        return _expect(enc.embed(x, positions=kp), tuple(x.shape), dtype, "embed(x (b, n, d))")
+    if enc.kind == "rotary":
+        q, k = randn(_B, heads, _I, head_dim), randn(_B, heads, _J, head_dim)
+        out = enc.rotate(q, k, q_positions=qp, k_positions=kp)
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            return f"rotate(q, k) returned {type(out).__name__}, not (q, k)"
+        return _expect(out[0], tuple(q.shape), dtype, "rotate: q") or _expect(
+            out[1], tuple(k.shape), dtype, "rotate: k"
+        )
+    if enc.kind == "bias":
+        h = enc.num_heads
+        out = enc.bias(_I, _J, q_positions=qp, k_positions=kp)
+        return _expect(out, (_B, h, _I, _J), None, f"bias({_I} queries, {_J} keys)")
+    if enc.kind == "relative":
+        q, k = randn(_B, heads, _I, head_dim), randn(_B, heads, _J, head_dim)
+        scores = enc.scores(q, k, q_positions=qp, k_positions=kp)
+        problem = _expect(scores, (_B, heads, _I, _J), None, "scores(q (b, h, i, d), k (b, h, j, d))")
+        if problem or not getattr(enc, "has_values", False):
+            return problem
+        probs = torch.softmax(randn(_B, heads, _I, _J), dim=-1)
+        values = enc.values(probs, q_positions=qp, k_positions=kp)
+        if values is None:
+            return "declares has_values = True, but values(probs) returned None"
+        return _expect(values, (_B, heads, _I, head_dim), None, "values(probs (b, h, i, j))")
+    if enc.kind == "contextual":
+        q, k = randn(_B, heads, _J, head_dim), randn(_B, heads, _J, head_dim)
+        logits = (q @ k.transpose(-1, -2)) / head_dim**0.5
+        logits = logits.masked_fill(~torch.ones(_J, _J, dtype=torch.bool).tril(), float("-inf"))
+        return _expect(
+            enc.scores(q, k, logits), tuple(logits.shape), None, "scores(q, k, logits (b, h, i, j))"
+        )
+    return None
+
+
 def _shapes_and_dtypes(s: _Subject) -> PropertyResult:
-    b, n = 3, 7
     for dtype in (torch.float32, torch.float64):
-        enc = s.make().to(dtype)
-        tensors = hook_inputs(enc, b, n, dims=s.dims, dtype=dtype)
-        out = apply_hook(enc, b, n, tensors, None)
-        if out.shape[0] != b:
-            return PropertyResult("shapes_and_dtypes", False, f"{dtype}: batch {out.shape[0]} != {b}")
-        if enc.kind in ("additive", "rotary") and out.dtype != dtype:
-            return PropertyResult("shapes_and_dtypes", False, f"{dtype} input gave {out.dtype}")
-        if enc.kind == "additive" and out.shape != tensors["x"].shape:
-            return PropertyResult("shapes_and_dtypes", False, f"embed shape {tuple(out.shape)} != input's")
-        if enc.kind in ("bias", "relative", "contextual") and out.shape[-2] != n:
-            return PropertyResult(
-                "shapes_and_dtypes", False, f"score shape {tuple(out.shape)} has no query axis {n}"
-            )
-        if torch.isnan(out).any():
-            return PropertyResult("shapes_and_dtypes", False, f"{dtype}: NaN in the output")
+        problem = _hook_problem(s.make().to(dtype), s.dims, dtype)
+        if problem is not None:
+            return PropertyResult("shapes_and_dtypes", False, f"{dtype}: {problem}")
     return PropertyResult(
-        "shapes_and_dtypes", True, "float32 and float64 kept, shapes as the kind's hook says, no NaN"
-    )
+        "shapes_and_dtypes", True,
+        f"float32 and float64 kept; {_I} queries and {_J} keys in, every output shape exactly as the input's; no NaN",
+    )  # fmt: skip
+
+
+def _layout(s: _Subject) -> PropertyResult:
+    enc: Any = s.make().double()
+    if enc.kind != "rotary":
+        return PropertyResult("layout", None, f"only rotary hooks take a layout (kind {enc.kind!r})")
+    _, heads, head_dim = s.dims
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(2, heads, _I, head_dim, generator=g, dtype=torch.float64)
+    k = torch.randn(2, heads, _J, head_dim, generator=g, dtype=torch.float64)
+    qp, kp = torch.arange(_Q0, _Q0 + _I)[None], torch.arange(_J)[None]
+    want = enc.rotate(q, k, q_positions=qp, k_positions=kp)
+    try:
+        got = enc.rotate(q.transpose(1, 2), k.transpose(1, 2), q_positions=qp, k_positions=kp, layout="bshd")
+    except Exception as exc:  # noqa: BLE001  (an encoding that reads every tensor as (b, h, n, d))
+        return PropertyResult(
+            "layout", False, f"rotate(q, k, layout='bshd') raised {type(exc).__name__}: {exc}; "
+            "rotate must honour layout ('bshd': q (b, i, h, d), k (b, j, h, d))",
+        )  # fmt: skip
+    for name, out, ref in (("q", got[0], want[0]), ("k", got[1], want[1])):
+        result = _close(
+            "layout", out, ref.transpose(1, 2), torch.float64,
+            f"rotate(layout='bshd') vs rotate(layout='bhsd'), {name} transposed",
+        )  # fmt: skip
+        if not result.passed:
+            return dataclasses.replace(result, detail=result.detail + ": rotate must honour layout")
+    return PropertyResult(
+        "layout", True, "rotate(layout='bshd') on (b, n, h, d) == rotate(layout='bhsd') transposed",
+        {"max_abs_diff": result.numbers["max_abs_diff"]},
+    )  # fmt: skip
 
 
 def _default_positions(s: _Subject) -> PropertyResult:
     b, n = 3, 7
     enc = s.make()
     tensors = hook_inputs(enc, b, n, dims=s.dims)
-    got = apply_hook(enc, b, n, tensors, None)
     want = apply_hook(enc, b, n, tensors, torch.arange(n).expand(b, n))
-    return _close("default_positions", got, want, torch.float32, "positions=None vs arange")
+    result = _close(
+        "default_positions",
+        apply_hook(enc, b, n, tensors, None),
+        want,
+        torch.float32,
+        "positions=None vs arange",
+    )
+    if not result.passed or enc.kind in ("contextual", "none"):
+        return result
+    try:
+        given = apply_hook(enc, b, n, tensors, as_positions(torch.arange(n).expand(b, n), n))
+    except Exception as exc:  # noqa: BLE001
+        return PropertyResult(
+            "default_positions", False, f"positions as a posenc.positions.Positions (what attention passes) "
+            f"raised {type(exc).__name__}: {exc}",
+        )  # fmt: skip
+    again = _close("default_positions", given, want, torch.float32, "a Positions vs the tensor it holds")
+    if not again.passed:
+        return again
+    return dataclasses.replace(result, detail="positions=None, a tensor arange and a Positions agree")
 
 
 def _offsets(s: _Subject) -> PropertyResult:
@@ -193,6 +318,8 @@ def _offsets(s: _Subject) -> PropertyResult:
     tensors = hook_inputs(enc, b, n, dims=s.dims)
     positions = torch.stack([torch.arange(n) + 5 * r for r in range(b)])  # row r starts at 5r
     full = apply_hook(enc, b, n, tensors, positions)
+    if _nan_in(full) is not None:
+        return PropertyResult("offsets", False, "rows at offsets 0, 5, 10: NaN in the output")
     again = apply_hook(enc, b, n, tensors, positions)
     if not torch.equal(full, again):
         return PropertyResult("offsets", False, "two identical calls differ (not deterministic)")
@@ -240,10 +367,7 @@ class _Layer(torch.nn.Module):
 def _layer(s: _Subject) -> _Layer:
     enc = s.make()
     layer = _Layer(enc, s.d_model, s.num_heads).double().eval()
-    with torch.no_grad():  # stand in for trained parameters (some start at zero)
-        g = torch.Generator().manual_seed(7)
-        for param in enc.parameters():
-            param.add_(0.1 * torch.randn(param.shape, generator=g, dtype=param.dtype))
+    _perturb(enc)
     return layer
 
 
@@ -287,26 +411,231 @@ def _kv_cache(s: _Subject) -> PropertyResult:
         # each step against a full recompute of the prefix it ends (a length-dependent encoding,
         # e.g. dynamic NTK, sees a different length in each)
         want = [layer(x[:, :prefill])] + [layer(x[:, : t + 1])[:, -1:] for t in range(prefill, n)]
-    return _close(
+    result = _close(
         "kv_cache",
         torch.cat(steps, dim=1),
         torch.cat(want, dim=1),
         torch.float64,
         f"prefill {prefill}, then {n - prefill} single-token steps vs recomputing each prefix",
     )
+    if result.passed:
+        return result
+    declared = "declares supports_kv_cache = True"
+    if enc.kind == "rotary" and not getattr(enc, "cache_unrotated_keys", False):
+        declared += " and cache_unrotated_keys = False"
+    return dataclasses.replace(result, detail=f"{declared}, but {result.detail}")
+
+
+def _hook_scores(enc: Any, dims: tuple[int, int, int], positions: torch.Tensor):
+    """What the hook makes of ``positions`` that attention scores see (None: its hook takes none):
+    a bias, rotated q.k, a relative encoding's score terms (and its values term)."""
+    _, heads, head_dim = dims
+    b, n = positions.shape
+    g = torch.Generator().manual_seed(6)
+    q = torch.randn(b, heads, n, head_dim, generator=g, dtype=torch.float64)
+    k = torch.randn(b, heads, n, head_dim, generator=g, dtype=torch.float64)
+    if enc.kind == "bias":
+        return enc.bias(n, n, q_positions=positions, k_positions=positions).double()
+    if enc.kind == "rotary":
+        rq, rk = enc.rotate(q, k, q_positions=positions, k_positions=positions)
+        return rq @ rk.transpose(-1, -2)
+    if enc.kind == "relative":
+        scores = enc.scores(q, k, q_positions=positions, k_positions=positions)
+        if not getattr(enc, "has_values", False):
+            return scores
+        probs = torch.softmax(torch.randn(b, heads, n, n, generator=g, dtype=torch.float64), dim=-1)
+        values = enc.values(probs, q_positions=positions, k_positions=positions)
+        return torch.cat([scores, values], dim=-1)
+    return None
 
 
 def _relative_invariance(s: _Subject) -> PropertyResult:
-    enc = s.make()
+    enc = s.make().double()
     if not enc.translation_invariant:
         return PropertyResult("relative_invariance", None, "not declared (translation_invariant is False)")
-    layer, n, shift = _layer(s), 7, 11
-    x = _tokens(s, 2, n)
-    positions = torch.arange(n).expand(2, n)
+    n, shift = 7, 11
+    positions = torch.stack([torch.arange(n), torch.arange(n) + 3])  # rows at offsets 0 and 3
+    _perturb(enc)
     with torch.no_grad():
-        got = layer(x, positions=positions + shift)
-        want = layer(x, positions=positions)
-    return _close("relative_invariance", got, want, torch.float64, f"every position shifted by {shift}")
+        checks = []  # (what, shifted, as given)
+        want = _hook_scores(enc, s.dims, positions)
+        if want is not None:
+            what = {"bias": "the bias", "rotary": "rotated q.k", "relative": "the score terms"}[enc.kind]
+            checks.append((what, _hook_scores(enc, s.dims, positions + shift), want))
+        layer, x = _layer(s), _tokens(s, 2, n)
+        checks.append(("attention", layer(x, positions=positions + shift), layer(x, positions=positions)))
+    for what, got, given in checks:
+        result = _close("relative_invariance", got, given, torch.float64, what)
+        if not result.passed:
+            why = (
+                result.detail.removeprefix(what).lstrip(": ")
+                or f"changes when every position shifts by {shift}"
+            )
+            return dataclasses.replace(
+                result, detail=f"declares translation_invariant = True, but {what}: {why}"
+            )
+    where = " and ".join(what for what, _, _ in checks)
+    return dataclasses.replace(
+        result,
+        detail=f"declared translation_invariant: {where} unchanged when every position shifts by {shift}",
+    )
+
+
+def _grouped_kv(s: _Subject) -> PropertyResult:
+    enc = s.make()
+    if enc.kind in ("additive", "none"):
+        return PropertyResult("grouped_kv", None, f"kind {enc.kind!r} does not act inside attention")
+    if not enc.supports_grouped_kv:
+        return PropertyResult("grouped_kv", None, "declares supports_grouped_kv = False")
+    if s.num_heads < 2:
+        return PropertyResult("grouped_kv", None, "one head: nothing to group")
+    heads = s.num_heads
+    grouped = MultiHeadAttention(s.d_model, heads, num_kv_heads=1, encoding=enc, causal=True).double().eval()
+    full = MultiHeadAttention(s.d_model, heads, encoding=enc, causal=True).double().eval()
+    _perturb(enc)
+    with torch.no_grad():  # every query head reads the one key/value head: its copy per head
+        full.q_proj.weight.copy_(grouped.q_proj.weight)
+        full.out_proj.weight.copy_(grouped.out_proj.weight)
+        for name in ("k_proj", "v_proj"):
+            weight = getattr(grouped, name).weight  # (head_dim, d_model)
+            getattr(full, name).weight.copy_(weight.repeat(heads, 1))
+        x, positions = _tokens(s, 2, 7), torch.stack([torch.arange(7), torch.arange(7) + 3])
+        got, want = grouped(x, positions=positions), full(x, positions=positions)
+    result = _close(
+        "grouped_kv", got, want, torch.float64,
+        f"1 key/value head for {heads} query heads vs each query head with its own copy",
+    )  # fmt: skip
+    if result.passed:
+        return result
+    return dataclasses.replace(result, detail=f"declares supports_grouped_kv = True, but {result.detail}")
+
+
+def _capabilities(s: _Subject) -> PropertyResult:  # noqa: C901  (one branch per declaration)
+    """The declarations no other property checks: a rotary's ``supports_scaling`` and
+    ``cos_sin()`` (what transformers' models use), a bias's ``constant_beyond()`` and
+    ``factored_mlp()``, ``position_axes`` > 1."""
+    enc = s.make().double()
+    checked: list[str] = []
+    if enc.kind == "rotary" and getattr(enc, "supports_scaling", False):
+        problem = _scaling_problem(enc, s.dims)
+        if problem:
+            return PropertyResult("capabilities", False, f"declares supports_scaling = True, but {problem}")
+        checked.append("supports_scaling")
+    if enc.kind == "rotary" and callable(getattr(enc, "cos_sin", None)):
+        problem = _cos_sin_problem(enc, s.dims)
+        if problem:
+            return PropertyResult("capabilities", False, f"cos_sin(positions, dtype) {problem}")
+        checked.append("cos_sin()")
+    if isinstance(enc, BiasEncoding):
+        width = enc.constant_beyond()
+        if width is not None:
+            _perturb(enc)
+            problem = _constant_beyond_problem(enc, width)
+            if problem:
+                return PropertyResult("capabilities", False, f"constant_beyond() = {width}, but {problem}")
+            checked.append("constant_beyond()")
+        problem = _factored_mlp_problem(enc)
+        if problem == "":
+            checked.append("factored_mlp()")
+        elif problem is not None:
+            return PropertyResult("capabilities", False, f"factored_mlp() {problem}")
+    if enc.position_axes > 1 and enc.kind != "none":
+        b, n = 2, 6
+        tensors = hook_inputs(enc, b, n, dims=s.dims, dtype=torch.float64)
+        seq = torch.stack([torch.arange(n), torch.arange(n) + 3])
+        diagonal = seq[..., None].expand(b, n, enc.position_axes)
+        result = _close(
+            "capabilities", apply_hook(enc, b, n, tensors, diagonal), apply_hook(enc, b, n, tensors, seq),
+            torch.float64, "",
+        )  # fmt: skip
+        if not result.passed:
+            return dataclasses.replace(
+                result, detail=f"position_axes = {enc.position_axes}, but coordinates (p, ..., p) differ from "
+                f"the sequence position p {result.detail}".rstrip(),
+            )  # fmt: skip
+        checked.append(f"position_axes = {enc.position_axes}")
+    if not checked:
+        return PropertyResult("capabilities", None, "declares nothing beyond what the other properties check")
+    return PropertyResult("capabilities", True, "declared and found: " + ", ".join(checked))
+
+
+def _cos_sin_problem(enc: Any, dims: tuple[int, int, int]) -> str | None:
+    """What a transformers model does with ``cos_sin`` (turn each pair of q by one table per
+    position, pairs as ``config.layout`` says) against ``rotate``; why they differ, or None."""
+    _, heads, head_dim = dims
+    rotary_dim = int(getattr(enc, "rotary_dim", None) or head_dim)
+    layout = getattr(enc.config, "layout", "half")
+    positions = torch.stack([torch.arange(6), torch.arange(6) + 4])  # (b, n)
+    q = torch.randn(2, heads, 6, head_dim, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    tables = enc.cos_sin(positions, torch.float64)
+    if not (isinstance(tables, (tuple, list)) and len(tables) == 2):
+        return f"returned {type(tables).__name__}, not (cos, sin)"
+    shape = (*positions.shape, rotary_dim // 2)
+    per_head = (positions.shape[0], heads, positions.shape[1], rotary_dim // 2)  # a table per head
+    for name, table in zip(("cos", "sin"), tables):
+        if not isinstance(table, torch.Tensor) or tuple(table.shape) not in (shape, per_head):
+            found = tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__
+            return f"returned {name} of shape {found}; a transformers model needs positions.shape + (r/2,) = {shape}"
+    cos, sin = (t.unsqueeze(1) if t.ndim == 3 else t for t in tables)  # (b, 1|h, n, r/2)
+    got = apply_rotary(q, cos, sin, layout=layout, rotary_dim=rotary_dim)
+    want = enc.rotate(q, q, q_positions=positions, k_positions=positions)[0]
+    result = _close("capabilities", got, want, torch.float64, "")
+    if result.passed:
+        return None
+    return (
+        f"tables applied to q as a transformers model does ({layout!r} pairs) differ from rotate by "
+        f"{result.numbers.get('max_abs_diff', math.nan):.3g}{result.detail}"
+    )
+
+
+def _scaling_problem(enc: Any, dims: tuple[int, int, int]) -> str | None:
+    _, heads, head_dim = dims
+    g = torch.Generator().manual_seed(8)
+    q = torch.randn(1, heads, 9, head_dim, generator=g, dtype=torch.float64)
+    positions = torch.arange(3, 12)[None]
+    rotate = enc.rotate
+    plain = rotate(q, q, q_positions=positions, k_positions=positions)[0]
+    scaling = {"rope_type": "linear", "factor": 2.0}
+    try:
+        enc.set_scaling(scaling)
+        scaled = rotate(q, q, q_positions=positions, k_positions=positions)[0]
+        enc.set_scaling(None)
+    except Exception as exc:  # noqa: BLE001
+        return f"set_scaling raised {type(exc).__name__}: {exc}"
+    if torch.allclose(scaled, plain):
+        return f"set_scaling({scaling}) left rotate's output as it was"
+    back = rotate(q, q, q_positions=positions, k_positions=positions)[0]
+    result = _close("capabilities", back, plain, torch.float64, "")
+    return None if result.passed else "set_scaling(None) did not give back the unscaled rotation"
+
+
+def _constant_beyond_problem(enc: Any, width: int) -> str | None:
+    heads = torch.arange(enc.num_heads)[:, None]
+    distances = torch.tensor([0, 1, 2, 7, width, 3 * width + 5]) + width  # every one >= width
+    bias = enc.evaluate((distances + 4)[None, :], torch.full((1, 1), 4), heads).detach().double()
+    spread = float((bias - bias[:, :1]).abs().max())
+    if spread > TOLERANCES[torch.float64][0] + 1e-6 * float(bias.abs().max()):
+        return f"the bias at distances {distances.tolist()} differs by {spread:.3g} within a head"
+    return None
+
+
+def _factored_mlp_problem(enc: Any) -> str | None:
+    """None when the bias has no factored form; "" when it agrees with the dense bias (float32)."""
+    q0, k0, i, j = 6, 2, 5, 8
+    terms = enc.factored_mlp(q0, k0, i, j)
+    if terms is None:
+        return None
+    a, s_, w1, b1, w2, b2 = (t.double() for t in terms)
+    t = torch.arange(i)[:, None] - torch.arange(j)[None, :] + (j - 1)  # (i, j): the distance's entry
+    x = a[t] * s_[:, None]  # (i, j)
+    mlp = torch.relu(x[..., None] * w1 + b1) @ w2.T + b2  # (i, j, H_out)
+    got = mlp[..., : enc.num_heads].permute(2, 0, 1)
+    qp, kp = torch.arange(q0, q0 + i)[None], torch.arange(k0, k0 + j)[None]
+    want = enc.bias(i, j, q_positions=qp, k_positions=kp)[0].double()
+    causal = (qp[0][:, None] >= kp[0][None, :]).expand_as(want)
+    diff = float((got - want)[causal].abs().max())
+    limit = 1e-5 + 1e-5 * float(want[causal].abs().max())
+    return "" if diff <= limit else f"differs from the dense bias by {diff:.3g} (tolerance {limit:.3g})"
 
 
 def _gradients(s: _Subject) -> PropertyResult:
@@ -325,6 +654,9 @@ def _gradients(s: _Subject) -> PropertyResult:
         return out.masked_fill(torch.isinf(out), 0.0)
 
     args = [tensors[k].requires_grad_(True) for k in keys] + [params[k] for k in pkeys]
+    with torch.no_grad():
+        if _nan_in(fn(*args)) is not None:
+            return PropertyResult("gradients", False, "NaN in the output: no gradient to check")
     try:
         torch.autograd.gradcheck(fn, args, eps=1e-6, atol=1e-5, fast_mode=True)
     except GradcheckError as exc:
@@ -336,6 +668,8 @@ def _gradients(s: _Subject) -> PropertyResult:
 
 def _numpy_reference_agrees(s: _Subject) -> PropertyResult:
     enc = s.make().double()
+    if getattr(enc, "numpy_reference", None) is None:
+        return PropertyResult("numpy_reference", None, "numpy_reference = None: the class has none")
     if type(enc).numpy_reference is PositionalEncoding.numpy_reference:
         return PropertyResult("numpy_reference", None, "the class defines no numpy_reference")
     b, n = 2, 6
@@ -396,16 +730,23 @@ def _compile(s: _Subject) -> PropertyResult:
 PROPERTIES: dict[str, Callable[[_Subject], PropertyResult]] = {
     "declares": _declares,
     "shapes_and_dtypes": _shapes_and_dtypes,
+    "layout": _layout,
     "default_positions": _default_positions,
     "offsets": _offsets,
     "padding": _padding,
     "packing": _packing,
     "kv_cache": _kv_cache,
+    "grouped_kv": _grouped_kv,
     "relative_invariance": _relative_invariance,
+    "capabilities": _capabilities,
     "gradients": _gradients,
     "numpy_reference": _numpy_reference_agrees,
     "compile": _compile,
 }
+
+#: The properties ``posenc compare`` checks an outside encoding against before training it
+#: (every one but ``compile``, which takes seconds per encoding).
+FAST_PROPERTIES: tuple[str, ...] = tuple(name for name in PROPERTIES if name != "compile")
 
 
 # ---------------------------------------------------------------------------
@@ -468,7 +809,9 @@ def check_encoding(
     for name in names:
         try:
             results.append(PROPERTIES[name](subject))
-        except Exception as exc:  # a user's class may fail in any way: report it as this property's failure
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001  (a user's class may fail in any way, sys.exit too)
             results.append(PropertyResult(name, False, f"raised {type(exc).__name__}: {exc}"))
     return CheckReport(label, cls.kind, tuple(results))
 
@@ -482,4 +825,12 @@ def assert_encoding(
     return report
 
 
-__all__ = ["PROPERTIES", "TOLERANCES", "apply_hook", "assert_encoding", "check_encoding", "hook_inputs"]
+__all__ = [
+    "FAST_PROPERTIES",
+    "PROPERTIES",
+    "TOLERANCES",
+    "apply_hook",
+    "assert_encoding",
+    "check_encoding",
+    "hook_inputs",
+]

@@ -29,7 +29,14 @@ class _Subject:
     def __init__(self, name: str, cls: type[Task], lengths: tuple[int, ...]) -> None:
         usable = tuple(n for n in lengths if n >= cls.min_length)
         self.name, self.cls, self.lengths = name, cls, usable if len(usable) >= 2 else lengths
-        self.task = cls()
+        try:
+            self.task = cls()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001  (a user's class may fail in any way, sys.exit too)
+            raise PosencError(
+                f"task {name!r}: {cls.__qualname__}() raised {type(exc).__name__}: {exc}"
+            ) from exc
         self.batches: str | Task = (
             name if name in task_registry.BUILTINS else self.task
         )  # what batching takes
@@ -248,7 +255,9 @@ def check_task(
     for name in names:
         try:
             results.append(TASK_PROPERTIES[name](subject))
-        except Exception as exc:  # a user's class may fail in any way: report it as this property's failure
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001  (a user's class may fail in any way, sys.exit too)
             results.append(PropertyResult(name, False, f"raised {type(exc).__name__}: {exc}"))
     return CheckReport(subject.name, "task", tuple(results))
 

@@ -30,10 +30,23 @@ class FigureKind:
     needs_name: bool = False  # builds its own model from the registry name
     applies: Callable[[PositionalEncoding], bool] | None = None  # extra check on the built encoding
     size_option: str | None = "num_positions"  # the builder's length argument (CLI --positions)
+    needs: str = ""  # what it needs, in words, when ``applies`` says more than the kinds
+
+    def requirement(self) -> str:
+        """What an encoding needs for this figure, as a refusal says it."""
+        if self.needs:
+            return self.needs
+        kinds = list(self.kinds)
+        return "kind " + (kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " or " + kinds[-1])
 
 
 def _has_base(enc: PositionalEncoding) -> bool:
     return isinstance(getattr(enc.config, "base", None), (int, float))
+
+
+def _scalings_apply(enc: PositionalEncoding) -> bool:
+    """RoPE's frequencies from a base, and RoPE's scalings (``supports_scaling``)."""
+    return _has_base(enc) and bool(getattr(enc, "supports_scaling", False))
 
 
 def _grid_applies(enc: PositionalEncoding) -> bool:
@@ -56,8 +69,10 @@ FIGURES: dict[str, FigureKind] = {
         figures.spectrum,
         ("rotary",),
         "wavelengths under every RoPE scaling",
-        applies=_has_base,
+        applies=_scalings_apply,
         size_option=None,
+        needs="a rotary encoding with RoPE's frequencies (a base) that takes RoPE's scalings "
+        "(supports_scaling = True)",
     ),
     "bias": FigureKind(figures.bias, ("bias",), "the bias every head adds to attention logits"),
     "decay": FigureKind(
@@ -80,6 +95,8 @@ FIGURES: dict[str, FigureKind] = {
         "size and twice it",
         applies=_grid_applies,
         size_option="grid",
+        needs="an additive or rotary encoding, or a bias encoding whose positions have axes "
+        "(position_axes > 1)",
     ),
 }
 FIGURE_KINDS = tuple(FIGURES)
@@ -111,7 +128,7 @@ def figure(name: str, kind: str, *, d_model: int = 64, num_heads: int = 4, **opt
         spec = FIGURES[kind]
         raise NotApplicableError(
             f"figure kind {kind!r} does not apply to encoding {name!r} (kind {enc.kind!r}); "
-            f"{kind!r} needs kind {' or '.join(spec.kinds)}. Kinds that apply: {', '.join(kinds)}"
+            f"{kind!r} needs {spec.requirement()}. Kinds that apply: {', '.join(kinds)}"
         )
     spec = FIGURES[kind]
     if spec.needs_name:

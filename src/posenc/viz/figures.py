@@ -295,6 +295,10 @@ def spectrum(enc: PositionalEncoding) -> Figure:
         raise PosencError(
             f"spectrum figures need a rotary encoding with a 'base' (RoPE frequencies), got kind {enc.kind!r}"
         )
+    if not getattr(enc, "supports_scaling", False):
+        raise PosencError(
+            f"spectrum figures draw RoPE's scalings; {_label(enc)} takes none (supports_scaling = False)"
+        )
     d = int(getattr(enc.config, "rotary_dim", None) or feature_dim_of(enc, 0))
     spectra = scaling_spectra(d, float(base))
     fig = new_figure(7.0, 4.2)

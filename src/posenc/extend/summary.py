@@ -1,0 +1,281 @@
+"""What the records of a grid show: perplexity by length, the cost inside the context, passkey
+retrieval, loss by position; as ``summary.json``, a Markdown table and figures.
+
+Perplexity at length ``L`` of one document is ``exp`` of the mean loss of its first ``L`` tokens
+(each given all tokens before it: the YaRN paper's sliding-window perplexity of a document
+truncated to the window, whose one window scores every token). Over documents: ``exp`` of the
+mean of the per-document mean losses, with a 95% percentile bootstrap interval over documents
+(:func:`posenc.results.stats.per_seed`). With few documents that interval is as narrow as the
+documents are alike: read it as their spread, not as the population's.
+
+The cost inside the trained context is the ratio of a scaling's perplexity to plain RoPE's at
+the longest length within the context, paired by document (``exp`` of the mean per-document
+difference of mean losses, same interval). Passkey accuracy is the share of prompts answered
+exactly, per length (all depths and trials) and per length x depth.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from posenc.extend.plan import Plan
+from posenc.extend.scalings import Entry, tables_key
+from posenc.results.stats import per_seed
+
+BINS = 64  # loss-by-position curve: bins over the longest length
+
+
+def _interval(values: Sequence[float]) -> dict[str, float]:
+    cell = per_seed(values)
+    return {"value": math.exp(cell.mean), "low": math.exp(cell.low), "high": math.exp(cell.high)}
+
+
+def summarize(
+    plan: Plan,
+    results: dict[str, dict[str, Any]],
+    *,
+    entries: list[Entry],
+    lengths: tuple[int, ...],
+    documents: int,
+    context: int,
+    passkey_lengths: tuple[int, ...],
+    depths: tuple[float, ...],
+    trials: int,
+    longrope: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Every number the table and figures show, from ``results`` (run id -> record result)."""
+
+    def doc_means(entry: Entry, length: int) -> list[float] | None:
+        key = plan.text_tables[(entry.key, length)]
+        means = []
+        for index in range(documents):
+            result = results.get(plan.text_cells[(key, index)])
+            if result is None:
+                return None
+            means.append(float(np.mean(result["nll"][: length - 1])))
+        return means
+
+    perplexity: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        row: dict[str, Any] = {}
+        for length in lengths:
+            means = doc_means(entry, length)
+            if means is not None:
+                row[str(length)] = {**_interval(means), "documents": len(means)}
+        perplexity[entry.label] = row
+
+    inside: dict[str, Any] = {}
+    within = [length for length in lengths if length <= context]
+    base = next((e for e in entries if e.name == "none"), None)
+    if within and base is not None:
+        at = max(within)
+        reference = doc_means(base, at)
+        for entry in entries:
+            mine = doc_means(entry, at)
+            if reference is not None and mine is not None:
+                inside[entry.label] = {"length": at, **_interval([a - b for a, b in zip(mine, reference)])}
+
+    passkey: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        row = {}
+        for length in passkey_lengths:
+            key = tables_key(entry.at(length, context, longrope))
+            by_depth: dict[str, list[bool]] = {}
+            for depth in depths:
+                for trial in range(trials):
+                    where = plan.passkey_forks.get((key, length, depth, trial))
+                    result = results.get(where[0]) if where else None
+                    if result is not None and where is not None:
+                        by_depth.setdefault(repr(depth), []).append(
+                            bool(result["answers"][where[1]]["correct"])
+                        )
+            answered = [x for xs in by_depth.values() for x in xs]
+            if answered:
+                row[str(length)] = {
+                    "accuracy": sum(answered) / len(answered),
+                    "correct": sum(answered),
+                    "prompts": len(answered),
+                    "by_depth": {d: sum(xs) / len(xs) for d, xs in by_depth.items()},
+                }
+        passkey[entry.label] = row
+
+    longest = max(lengths)
+    curves: dict[str, Any] = {}
+    edges = np.linspace(1, longest, BINS + 1).round().astype(int)
+    for entry in entries:
+        key = plan.text_tables[(entry.key, longest)]
+        rows = [results.get(plan.text_cells[(key, i)]) for i in range(documents)]
+        if any(r is None for r in rows):
+            continue
+        nll = np.mean([np.asarray(r["nll"][: longest - 1]) for r in rows if r is not None], axis=0)
+        curves[entry.label] = [
+            [int(a), int(b), float(nll[a - 1 : b - 1].mean())] for a, b in zip(edges[:-1], edges[1:]) if b > a
+        ]
+    return {
+        "context": context,
+        "lengths": list(lengths),
+        "documents": documents,
+        "passkey_lengths": list(passkey_lengths),
+        "depths": list(depths),
+        "trials": trials,
+        "entries": [{"label": e.label, "key": e.key} for e in entries],
+        "perplexity": perplexity,
+        "inside": inside,
+        "passkey": passkey,
+        "loss_by_position": curves,
+    }
+
+
+def _ppl(cell: dict[str, Any] | None, interval: bool = True) -> str:
+    if cell is None:
+        return "-"
+    value, low, high = cell["value"], cell["low"], cell["high"]
+    text = f"{value:.3g}" if value < 1e4 else f"{value:.1e}"
+    if interval and cell.get("documents", 2) > 1:
+        text += f" [{low:.3g}, {high:.3g}]" if high < 1e4 else f" [{low:.1e}, {high:.1e}]"
+    return text
+
+
+def rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The table's header and rows (one per scaling)."""
+    lengths = summary["lengths"]
+    header = ["scaling", *(f"ppl @{n}" for n in lengths)]
+    first: dict[str, Any] = next(iter(summary["inside"].values()), {})
+    inside_at = first.get("length")
+    if inside_at:
+        header.append(f"x ppl of none @{inside_at}")
+    header += [f"passkey @{n}" for n in summary["passkey_lengths"]]
+    out = []
+    for entry in summary["entries"]:
+        label = entry["label"]
+        row = [label, *(_ppl(summary["perplexity"][label].get(str(n))) for n in lengths)]
+        if inside_at:
+            cell = summary["inside"].get(label)
+            if cell is None:
+                row.append("-")
+            elif summary["documents"] > 1:
+                row.append(f"{cell['value']:.3f} [{cell['low']:.3f}, {cell['high']:.3f}]")
+            else:
+                row.append(f"{cell['value']:.3f}")
+        for n in summary["passkey_lengths"]:
+            cell = summary["passkey"][label].get(str(n))
+            row.append("-" if cell is None else f"{cell['correct']}/{cell['prompts']}")
+        out.append(row)
+    return header, out
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    header, body = rows(summary)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines) + "\n"
+
+
+def caption(summary: dict[str, Any]) -> str:
+    n = summary["documents"]
+    parts = [
+        f"Perplexity over {n} document(s) truncated to each length, 95% bootstrap interval over documents"
+        + (" (one document: no interval)" if n == 1 else " (few documents: read it as their spread)"),
+        f"trained context {summary['context']} tokens",
+    ]
+    if summary["inside"]:
+        parts.append(
+            "'x ppl of none': perplexity relative to plain RoPE inside the context, paired by document"
+        )
+    if summary["passkey_lengths"]:
+        depths = ", ".join(f"{d:g}" for d in summary["depths"])
+        parts.append(
+            f"passkey: prompts answered exactly (depths {depths}; {summary['trials']} trial(s) each)"
+        )
+    return "; ".join(parts) + "."
+
+
+def figures(summary: dict[str, Any], out: Path) -> dict[str, str]:
+    """``perplexity.png``, ``loss_by_position.png`` and ``passkey.png`` under ``out``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    context = summary["context"]
+    labels = [e["label"] for e in summary["entries"]]
+    colors = {label: f"C{i % 10}" for i, label in enumerate(labels)}
+
+    fig = Figure(figsize=(7.5, 4.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for label in labels:
+        row = summary["perplexity"][label]
+        xs = [int(n) for n in row]
+        if not xs:
+            continue
+        ys = [row[str(n)]["value"] for n in xs]
+        ax.plot(xs, ys, marker="o", label=label, color=colors[label])
+        ax.fill_between(xs, [row[str(n)]["low"] for n in xs], [row[str(n)]["high"] for n in xs],
+                        alpha=0.15, color=colors[label])  # fmt: skip
+    ax.axvline(context, color="grey", linestyle="--", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_ylabel("perplexity")
+    ax.set_title(f"Perplexity by length (dashed: trained context {context})")
+    if ax.get_lines()[1:]:  # a line besides the context marker
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    files["perplexity"] = str(out / "perplexity.png")
+    fig.savefig(files["perplexity"], dpi=120)
+
+    curves = summary["loss_by_position"]
+    if curves:
+        fig = Figure(figsize=(7.5, 4.5))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        for label, bins in curves.items():
+            ax.plot(
+                [(a + b) / 2 for a, b, _ in bins], [v for _, _, v in bins], label=label, color=colors[label]
+            )
+        ax.axvline(context, color="grey", linestyle="--", linewidth=1)
+        ax.set_yscale("log")
+        ax.set_xlabel("position (tokens)")
+        ax.set_ylabel("mean loss (nats)")
+        ax.set_title(f"Loss by position over {max(summary['lengths'])} tokens")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        files["loss_by_position"] = str(out / "loss_by_position.png")
+        fig.savefig(files["loss_by_position"], dpi=120)
+
+    lengths, depths = summary["passkey_lengths"], summary["depths"]
+    if lengths:
+        cols = min(4, len(labels))
+        nrows = math.ceil(len(labels) / cols)
+        fig = Figure(figsize=(2.6 * cols + 1, 2.3 * nrows + 0.6))
+        FigureCanvasAgg(fig)
+        image = None
+        for i, label in enumerate(labels):
+            ax = fig.add_subplot(nrows, cols, i + 1)
+            grid = np.full((len(depths), len(lengths)), np.nan)
+            for j, n in enumerate(lengths):
+                cell = summary["passkey"][label].get(str(n))
+                for k, d in enumerate(depths):
+                    if cell is not None and repr(d) in cell["by_depth"]:
+                        grid[k, j] = cell["by_depth"][repr(d)]
+            image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", origin="lower", aspect="auto")
+            ax.set_xticks(range(len(lengths)), [f"{n // 1024}k" if n >= 1024 else str(n) for n in lengths])
+            ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
+            ax.set_title(label, fontsize=9)
+            ax.set_xlabel("length", fontsize=8)
+            ax.set_ylabel("depth", fontsize=8)
+        if image is not None:
+            fig.colorbar(image, ax=fig.axes, shrink=0.8, label="passkey accuracy")
+        fig.suptitle(f"Passkey retrieval (trained context {context})", fontsize=10)
+        files["passkey"] = str(out / "passkey.png")
+        fig.savefig(files["passkey"], dpi=120)
+    return files
+
+
+__all__ = ["caption", "figures", "markdown", "rows", "summarize"]

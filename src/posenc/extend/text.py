@@ -1,0 +1,116 @@
+"""The real text perplexity is measured on: documents of token ids, each at least the longest length.
+
+``python-docs`` (the default) is English prose that ships with every Python: the documentation
+topics of the standard library's ``pydoc_data.topics`` (what ``help("if")`` prints; a few
+hundred kilobytes: the language reference and library prose), read in the order of their names
+and cut into consecutive documents. Nothing is downloaded. Another text is a path:
+
+- a directory: each ``.txt`` file (in name order) is one document, and each line of a
+  ``.jsonl`` file with a ``"text"`` field (PG19's test books as ``.txt`` files, Proof-pile as
+  JSON lines);
+- one ``.txt`` file: cut into consecutive documents, as ``python-docs`` is;
+- one ``.jsonl`` file: one document per line.
+
+A document shorter than the longest evaluation length is skipped (the YaRN paper evaluates
+documents of at least the longest length, truncated to each length).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from posenc.errors import PosencError
+
+PYTHON_DOCS = "python-docs"
+MAX_FILE_BYTES = 64 << 20  # a book is ~0.5 MB; a larger file is read up to this much
+CHARS_PER_TOKEN = 8  # more characters than any tokenizer needs for one token of prose
+
+Tokenize = Callable[[str], list[int]]
+
+
+@dataclass(frozen=True)
+class Documents:
+    """Token ids of the documents (each exactly ``length`` tokens) and where they came from."""
+
+    source: str
+    documents: tuple[tuple[int, ...], ...]
+    sha256: str
+
+    def describe(self) -> dict[str, object]:
+        return {"source": self.source, "documents": len(self.documents), "sha256": self.sha256}
+
+
+def python_docs_text() -> str:
+    """The standard library's documentation topics, in the order of their names."""
+    from pydoc_data import topics  # the standard library's own data (no network)
+
+    return "\n\n".join(topics.topics[name] for name in sorted(topics.topics))
+
+
+def _streams(source: str) -> Iterator[tuple[str, bool]]:
+    """(text, whether it is one stream to cut into documents) for ``source``."""
+    if source == PYTHON_DOCS:
+        yield python_docs_text(), True
+        return
+    path = Path(source)
+    if not path.exists():
+        raise PosencError(f"--text {source!r}: no such file or directory (or use {PYTHON_DOCS!r})")
+    files = sorted(p for p in path.iterdir() if p.suffix in (".txt", ".jsonl")) if path.is_dir() else [path]
+    if path.is_dir() and not files:
+        raise PosencError(f"--text {source!r}: the directory has no .txt or .jsonl files")
+    for file in files:
+        if file.suffix not in (".txt", ".jsonl"):
+            raise PosencError(f"--text {source!r}: give a .txt or .jsonl file, or a directory of them")
+        with open(file, "rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES)
+        text = raw.decode("utf-8", errors="replace")
+        if file.suffix == ".txt":
+            yield text, not path.is_dir()
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:
+                raise PosencError(f"--text {os.fspath(file)!r}: line {number} is not JSON") from None
+            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+                raise PosencError(f'--text {os.fspath(file)!r}: line {number} has no "text" string')
+            yield item["text"], False
+
+
+def documents(source: str, tokenize: Tokenize, *, count: int, length: int, prefix: list[int]) -> Documents:
+    """``count`` documents of exactly ``length`` token ids from ``source`` (``prefix``, the
+    tokenizer's start-of-text ids, first in each)."""
+    body = length - len(prefix)
+    out: list[tuple[int, ...]] = []
+    digest = hashlib.sha256()
+    for text, cut in _streams(source):
+        if cut:
+            ids = tokenize(text)
+            for start in range(0, len(ids) - body + 1, body):
+                out.append(tuple(prefix + ids[start : start + body]))
+                if len(out) == count:
+                    break
+        else:
+            ids = tokenize(text[: body * CHARS_PER_TOKEN])
+            if len(ids) >= body:
+                out.append(tuple(prefix + ids[:body]))
+        if len(out) == count:
+            break
+    if len(out) < count:
+        raise PosencError(
+            f"--documents {count}: the text {source!r} has {len(out)} document(s) of at least {length} tokens; "
+            "ask for fewer documents or shorter lengths, or give a longer --text"
+        )
+    for doc in out:
+        digest.update(json.dumps(doc, separators=(",", ":")).encode())
+    return Documents(source, tuple(out), digest.hexdigest())
+
+
+__all__ = ["PYTHON_DOCS", "Documents", "documents", "python_docs_text"]

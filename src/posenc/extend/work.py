@@ -1,0 +1,183 @@
+"""One cell of the grid, run in a worker: :func:`execute` (``Cell -> payload``).
+
+The worker loads the checkpoint once per process (weights only), gives it posenc's RoPE with
+:func:`posenc.hf.apply` and, for each cell, the cell's scaling with
+:meth:`posenc.hf.Applied.set_scaling`, so every rotary table the model uses is posenc's. Long
+sequences go through the model in chunks that extend the KV cache (chunked prefill): the
+same logits as one pass, a fraction of the activation memory, and a cache to fork passkey prompts
+from. Nothing here draws random numbers: generation is greedy.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import posenc.extend.passkey as pk
+from posenc.compare.device import describe
+from posenc.extend.checkpoint import Checkpoint, load
+from posenc.extend.plan import Cell, Shape
+from posenc.hf.model import apply as hf_apply
+from posenc.hf.model import text_config
+
+Advance = Callable[..., None]
+_LOADED: dict[tuple[str, str, str, bool], tuple[Any, Any, Any, Shape]] = {}  # per process
+
+
+def _noop(units: int, status: Any = None) -> None:
+    pass
+
+
+def loaded(cell: Cell) -> tuple[Any, Any, Any, Shape]:
+    """``(model, handle, tokenizer, shape)`` of the cell's checkpoint, loaded once per process."""
+    key = (cell.model, cell.device, cell.precision, cell.trust_remote_code)
+    if key not in _LOADED:
+        _LOADED.clear()  # one checkpoint at a time in a worker
+        checkpoint = Checkpoint(cell.model, cell.model, "", {}, cell.trust_remote_code)
+        model, tokenizer = load(checkpoint, device=cell.device, precision=cell.precision)
+        handle = hf_apply(model)
+        config = text_config(model)
+        shape = Shape.of(config, sum(p.numel() for p in model.parameters()))
+        _LOADED[key] = (model, handle, tokenizer, shape)
+    return _LOADED[key]
+
+
+def new_cache(model: Any) -> Any:
+    import transformers
+
+    try:
+        return transformers.DynamicCache(config=model.config)
+    except TypeError:  # releases whose DynamicCache takes no config
+        return transformers.DynamicCache()
+
+
+def _cache_keyword(model: Any) -> str:
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def crop(cache: Any, length: int) -> bool:
+    """Cut the cache back to its first ``length`` tokens; False when this cache cannot be cut back
+    (sliding-window layers past their window). A negative argument removes that many tokens in
+    every transformers 5 release (the positive one changed meaning)."""
+    extra = cache.get_seq_length() - length
+    if extra <= 0:
+        return True
+    try:
+        cache.crop(-extra)
+    except (RuntimeError, ValueError):
+        return False
+    return cache.get_seq_length() == length
+
+
+class Runner:
+    """Chunked forward passes of one model through one KV cache."""
+
+    def __init__(self, model: Any, shape: Shape, chunk: int, advance: Advance) -> None:
+        self.model = model
+        self.shape = shape
+        self.chunk = chunk
+        self.advance = advance
+        self.keyword = _cache_keyword(model)
+        self.device = next(model.parameters()).device
+        self.done = 0.0  # FLOPs not reported yet
+
+    def forward(self, cache: Any, ids: list[int] | tuple[int, ...], on_logits=None) -> torch.Tensor:
+        """Feed ``ids`` after what ``cache`` holds; ``on_logits(start, logits)`` per chunk (start:
+        the chunk's first position). Returns the last position's logits (float32)."""
+        last = None
+        for offset in range(0, len(ids), self.chunk):
+            part = torch.tensor([ids[offset : offset + self.chunk]], dtype=torch.long, device=self.device)
+            start = cache.get_seq_length()
+            with torch.inference_mode():
+                out = self.model(input_ids=part, use_cache=True, **{self.keyword: cache})
+            logits = out.logits[0]
+            if on_logits is not None:
+                on_logits(start, logits)
+            last = logits[-1].float()
+            self._report(start, start + part.shape[1])
+        assert last is not None
+        return last
+
+    def _report(self, start: int, stop: int) -> None:
+        self.done += self.shape.flops(start, stop) / 1e9
+        whole = int(self.done)
+        if whole:
+            self.advance(whole)
+            self.done -= whole
+
+
+def text_nll(runner: Runner, model: Any, tokens: tuple[int, ...]) -> list[float]:
+    """Negative log-likelihood (nats) of tokens ``1 .. n-1``, each given all before it."""
+    target = torch.tensor(tokens, dtype=torch.long, device=runner.device)
+    nll = torch.empty(len(tokens) - 1, dtype=torch.float64)
+
+    def take(start: int, logits: torch.Tensor) -> None:
+        stop = min(start + logits.shape[0], len(tokens) - 1)
+        if stop <= start:
+            return
+        scores = torch.nn.functional.cross_entropy(
+            logits[: stop - start].float(), target[start + 1 : stop + 1], reduction="none"
+        )
+        nll[start:stop] = scores.double().cpu()
+
+    runner.forward(new_cache(model), tokens, take)
+    return [round(float(x), 5) for x in nll]
+
+
+def passkey_answers(runner: Runner, model: Any, tokenizer: Any, cell: Cell) -> list[dict[str, Any]]:
+    """Greedy answers to each fork's prompt (the trunk's KV cache shared up to each key)."""
+    cache = new_cache(model)
+    answers = []
+    at = 0
+    for fork in cell.forks:
+        if fork.position > at:
+            runner.forward(cache, cell.tokens[at : fork.position])
+            at = fork.position
+        logits = runner.forward(cache, fork.suffix)
+        generated: list[int] = []
+        for _ in range(pk.DIGITS + 3):
+            token = int(logits.argmax())
+            generated.append(token)
+            logits = runner.forward(cache, [token])
+        text = tokenizer.decode(generated, skip_special_tokens=True)
+        answers.append(
+            {
+                "length": fork.length,
+                "depth": fork.depth,
+                "placed": round(fork.placed, 4),
+                "answer": fork.answer,
+                "generated": text,
+                "correct": pk.score(fork.answer, text),
+            }
+        )
+        if not crop(cache, at):  # a cache that cannot be cut back: the next fork starts a new trunk
+            cache, at = new_cache(model), 0
+    return answers
+
+
+def execute(cell: Cell, advance: Advance = _noop) -> dict[str, Any]:
+    """Run one cell; the payload of its record."""
+    torch.set_num_threads(max(1, cell.threads))
+    start = time.perf_counter()
+    model, handle, tokenizer, shape = loaded(cell)
+    handle.set_scaling(json.loads(cell.scaling))
+    runner = Runner(model, shape, cell.chunk, advance)
+    payload: dict[str, Any] = {}
+    if cell.kind == "text":
+        payload["nll"] = text_nll(runner, model, cell.tokens)
+    else:
+        payload["answers"] = passkey_answers(runner, model, tokenizer, cell)
+    payload["timing"] = {
+        "wall_seconds": round(time.perf_counter() - start, 2),
+        "threads": torch.get_num_threads(),
+        "device": describe(cell.device),
+    }
+    return payload
+
+
+__all__ = ["Runner", "crop", "execute", "loaded", "new_cache", "passkey_answers", "text_nll"]
