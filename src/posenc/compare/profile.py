@@ -676,11 +676,6 @@ def _check_eval(profile: Profile, where: Where) -> None:
                 lengths_at_scales(task, profile.task_train.max_len, ev.scales)
             except PosencError as exc:
                 raise where.error("eval.scales", list(ev.scales), str(exc)) from None
-    if "lm" in profile.tasks:
-        try:
-            ev.test_span(profile.lm_train.max_len)
-        except PosencError as exc:
-            raise where.error("eval", MISSING, str(exc)) from None
     if "lm" not in profile.tasks:
         return
     l_train = profile.lm_train.max_len
@@ -703,6 +698,11 @@ def _check_eval(profile: Profile, where: Where) -> None:
             f"must be <= the longest of lm_lengths ({max(ev.lm_lengths)}): each window advances and scores "
             "at most its own length",
         )  # fmt: skip
+    try:  # the test files' spans hold every window the evaluation reads
+        ev.test_span(l_train)
+    except PosencError as exc:
+        why = f"{exc} (the last-k contexts are multiples of lm_train.max_len = {l_train})"
+        raise where.error("eval", MISSING, why) from None
 
 
 def _check_encoding_config(profile: Profile, where: Where) -> None:
