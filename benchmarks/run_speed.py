@@ -25,10 +25,10 @@ import speed  # benchmarks/, next to this file
 import speed_compare
 from rich.console import Console
 
-from posenc.checks import check_int
 from posenc.cli.paths import os_error_message, output_dir
 from posenc.compare.executor import max_threads
-from posenc.errors import PosencError
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SECTION_CHOICES = speed.SECTIONS

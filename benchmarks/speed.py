@@ -11,7 +11,7 @@ Four sections (contenders in :mod:`speed_cases`):
   ``x * 1`` through autograd for forward+backward), and how many times faster posenc is
   than each peer.
 - ``decode``: one token: through the rotary hook (vs Hugging Face's per-step cos/sin +
-  rotation), through :class:`~posenc.attention.MultiHeadAttention` with a KV cache, and
+  rotation), through :class:`~posenc.nn.attention.MultiHeadAttention` with a KV cache, and
   with length-dependent RoPE scalings (dynamic NTK, LongRoPE) whose keys are cached
   unrotated, at 4096 cached tokens, against static RoPE. Times in microseconds.
 - ``bias``: causal attention with each bias encoding, forward or forward+backward: median
@@ -59,9 +59,9 @@ import speed_cases as cases_mod  # benchmarks/, next to this file
 import torch
 from rich.table import Table
 
-from posenc.checks import check_int
 from posenc.compare.executor import max_threads
-from posenc.errors import PosencError
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
 from posenc.registry import ENCODINGS
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}

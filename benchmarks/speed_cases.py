@@ -31,16 +31,16 @@ import torch
 import torch.nn.functional as F
 
 import posenc
-from posenc.attention import KVCache, MultiHeadAttention
-from posenc.checks import compute_dtype
-from posenc.encoding import BiasEncoding
-from posenc.kernels import rope as rope_kernel
+from posenc.core.checks import compute_dtype
+from posenc.core.positions import Positions
+from posenc.encoding.base import BiasEncoding
+from posenc.encoding.rotary.rope import RoPE, apply_rotary
+from posenc.kernels import fused_rope as rope_kernel
 from posenc.kernels.bias_attention import bias_attention
-from posenc.kernels.rope import apply_rotary_fused
-from posenc.model import Transformer, TransformerConfig
-from posenc.positions import Positions
+from posenc.kernels.fused_rope import apply_rotary_fused
+from posenc.nn.attention import KVCache, MultiHeadAttention
+from posenc.nn.transformer import Transformer, TransformerConfig
 from posenc.records.spec import ModelSpec
-from posenc.rotary import RoPE, apply_rotary
 
 Case = Callable[[], object] | str
 POSENC_EAGER = "posenc rotate"

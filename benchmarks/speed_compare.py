@@ -13,7 +13,7 @@ from typing import Any
 
 from speed import POSENC_BIAS, POSENC_ROPE, ROOFLINE, rows  # benchmarks/, next to this file
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.records.files import read_record_file
 
 THRESHOLD = 0.10

@@ -1,7 +1,7 @@
 """Measure posenc's precision in float32, bfloat16 and float16; write docs/precision.md.
 
 Registry-driven: every entry of ``posenc.ENCODINGS`` and, for RoPE, every scaling
-of ``posenc.rope_scaling.ROPE_SCALINGS``. Three measurements:
+of ``posenc.encoding.rotary.scaling.ROPE_SCALINGS``. Three measurements:
 
 1. **Error against float64.** The module in ``dtype`` (``.to(dtype)``, inputs cast
    to ``dtype``) against the same module in float64 on the *same* (cast) inputs,
@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 import posenc
-from posenc import rope_scaling
+from posenc.encoding.rotary import scaling as rope_scaling
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}

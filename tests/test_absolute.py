@@ -14,7 +14,7 @@ from tests.tolerances import tol
 
 import posenc
 from posenc import reference
-from posenc.absolute import Sinusoidal
+from posenc.encoding.absolute.sequence import Sinusoidal
 
 B, N, D = 3, 11, 16
 ADDITIVE = [name for name, cls in posenc.ENCODINGS.items() if cls.kind == "additive"]

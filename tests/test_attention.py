@@ -11,17 +11,17 @@ from hypothesis import strategies as st
 from tests.tolerances import tol
 
 import posenc
-from posenc.attention import (
+from posenc.core.checks import check_int
+from posenc.core.fields import EncodingConfig
+from posenc.core.positions import document_ids_from_lengths, document_ids_from_positions
+from posenc.core.positions import from_attention_mask as positions_from_padding_mask
+from posenc.core.positions import from_document_ids as positions_from_document_ids
+from posenc.encoding.base import BiasEncoding
+from posenc.nn.attention import (
     SDPA_KINDS,
     MultiHeadAttention,
     choose_path,
 )
-from posenc.checks import check_int
-from posenc.config import EncodingConfig
-from posenc.encoding import BiasEncoding
-from posenc.positions import document_ids_from_lengths, document_ids_from_positions
-from posenc.positions import from_attention_mask as positions_from_padding_mask
-from posenc.positions import from_document_ids as positions_from_document_ids
 
 D_MODEL, NUM_HEADS = 16, 2
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.tolerances import tol
 
 import posenc
-from posenc import bias as B
+from posenc.encoding import bias as B
 from posenc.reference import bias as R
 
 NAMES = ["alibi", "t5", "kerple_log", "kerple_power", "fire", "sandwich"]

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import posenc
-from posenc.rope_scaling import ROPE_SCALINGS
+from posenc.encoding.rotary.scaling import ROPE_SCALINGS
 
 ROTARY = [n for n, c in posenc.ENCODINGS.items() if c.kind == "rotary"]
 RELATIVE = [n for n, c in posenc.ENCODINGS.items() if c.kind == "relative"]

@@ -98,8 +98,8 @@ def test_a_claim_naming_an_unknown_scale_is_refused_by_name():
 
     import pytest
 
-    from posenc.datafiles import read_json
-    from posenc.errors import PosencError
+    from posenc.core.datafiles import read_json
+    from posenc.core.errors import PosencError
 
     data = copy.deepcopy(read_json("posenc.results", claims.CLAIMS_FILE))
     data["papers"][0]["scale"] = "alibi-wikitext"

@@ -103,7 +103,7 @@ def test_bad_options_exit_2_naming_the_option(args, word):
 
 
 def test_cli_reports_posenc_errors_in_one_line_and_keeps_tracebacks_of_bugs(monkeypatch):
-    from posenc.errors import PosencError, PosencTypeError
+    from posenc.core.errors import PosencError, PosencTypeError
 
     assert issubclass(PosencError, ValueError) and issubclass(PosencTypeError, TypeError)
     assert issubclass(PosencTypeError, PosencError)

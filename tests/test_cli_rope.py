@@ -9,8 +9,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from posenc import hf, rope_scaling
+from posenc import hf
 from posenc.cli import main
+from posenc.encoding.rotary import scaling as rope_scaling
 
 YARN = [
     "--scaling",

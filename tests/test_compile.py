@@ -16,9 +16,9 @@ from tests import hooks
 from tests.tolerances import tol
 
 import posenc
-from posenc.attention import MultiHeadAttention
-from posenc.kernels import rope
-from posenc.model import Transformer, TransformerConfig
+from posenc.kernels import fused_rope as rope
+from posenc.nn.attention import MultiHeadAttention
+from posenc.nn.transformer import Transformer, TransformerConfig
 
 NAMES = list(posenc.ENCODINGS)
 TRACE = "aot_eager"

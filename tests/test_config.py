@@ -16,7 +16,7 @@ from posenc import registry
 from posenc.cli import main
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import PROFILES, load_profile, parse_set
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.tasks import registry as task_registry
 
 # Fields that depend on when and where a run executed, not on what it computed.
@@ -171,10 +171,13 @@ def _config_file(tmp_path: Path, text: str) -> Path:
             ["--encodings", "no_such_module_xyz:Enc,rope"],
             ["--encodings", "cannot import module 'no_such_module_xyz'"],
         ),
-        (["--encodings", "posenc.rotary:apply_rotary"], ["--encodings", "not an encoding class"]),
+        (
+            ["--encodings", "posenc.encoding.rotary.rope:apply_rotary"],
+            ["--encodings", "not an encoding class"],
+        ),
         (["--encodings", "rpoe"], ["--encodings", "'rpoe' is not an encoding", "did you mean 'rope'"]),
         (["--tasks", "no_such_module_xyz:Task"], ["--tasks", "cannot import module"]),
-        (["--tasks", "posenc.rotary:RoPE"], ["--tasks", "not a task class"]),
+        (["--tasks", "posenc.encoding.rotary.rope:RoPE"], ["--tasks", "not a task class"]),
         (["--tasks", "cpy"], ["--tasks", "did you mean 'copy'"]),
         (["--device", "cuda:0"], ["--device cuda:0", "no CUDA device here"]),
         (["--device", "mps"], ["--device mps", "no Apple GPU here"]),

@@ -15,7 +15,6 @@ import pytest
 import tomlkit
 from click.testing import CliRunner
 
-from posenc import model as posenc_model
 from posenc.cli import main
 from posenc.compare import CONFIG_DIR, CONFIG_FILE, compare
 from posenc.compare.grid import build_grid
@@ -30,7 +29,8 @@ from posenc.compare.profile import (
     parameter_count,
     parse_set,
 )
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
+from posenc.nn import transformer as posenc_model
 from posenc.records import files
 from posenc.results import write_outputs
 
@@ -205,7 +205,7 @@ def test_every_valid_name_spelling_still_loads():
 
 def test_set_addresses_an_import_spec_in_quotes():
     """Found: --set 'encoding_config."pkg.mod:Class".base=...' was split on every dot."""
-    spec = "posenc.rotary:RoPE"
+    spec = "posenc.encoding.rotary.rope:RoPE"
     assert parse_set([f'encoding_config."{spec}".base=500.0', 'a."b=c".d=1']) == {
         "encoding_config": {spec: {"base": 500.0}},
         "a": {"b=c": {"d": 1}},

@@ -11,8 +11,9 @@ import torch
 from click.testing import CliRunner
 
 import posenc
-from posenc import conform, rope_scaling
 from posenc.cli import main
+from posenc.conform import vectors as conform
+from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.hf.families import family_available
 
 

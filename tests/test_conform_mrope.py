@@ -8,7 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from posenc import conform, conform_mrope, reference
+from posenc import reference
+from posenc.conform import mrope_vectors as conform_mrope
+from posenc.conform import vectors as conform
 from posenc.hf.families import family_available
 
 

@@ -1,6 +1,6 @@
 """Tables kept as data files next to a typed loader: the benchmark's claims, the notes' claims
 and the model presets. Each loads into its frozen dataclasses, and a bad entry is one error
-naming the file, the entry and the key (posenc.datafiles)."""
+naming the file, the entry and the key (posenc.core.datafiles)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import pytest
 import posenc
 from posenc import presets
 from posenc.analysis import notes
-from posenc.datafiles import Where, read_json, typed
-from posenc.errors import PosencError
+from posenc.core.datafiles import Where, read_json, typed
+from posenc.core.errors import PosencError
 from posenc.results import claims
 
 # ---------------------------------------------------------------------------
-# posenc.datafiles
+# posenc.core.datafiles
 # ---------------------------------------------------------------------------
 
 

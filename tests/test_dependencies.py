@@ -78,7 +78,9 @@ def test_the_readme_setup_command_installs_the_cli_extra_by_default():
 
 def test_the_library_imports_and_runs_without_click_rich_matplotlib():
     library = [n for n in module_names() if not n.startswith(USES_EXTRAS)]
-    assert {"posenc", "posenc.model", "posenc.attention", "posenc.hf", "posenc.schedules"} <= set(library)
+    assert {"posenc", "posenc.nn.transformer", "posenc.nn.attention", "posenc.hf", "posenc.schedules"} <= set(
+        library
+    )
     code = BLOCKER + textwrap.dedent(
         f"""
         import importlib
@@ -86,7 +88,7 @@ def test_the_library_imports_and_runs_without_click_rich_matplotlib():
             importlib.import_module(name)
         import torch, posenc
         from posenc import schedules
-        from posenc.model import Transformer, TransformerConfig
+        from posenc.nn.transformer import Transformer, TransformerConfig
         for name in posenc.ENCODINGS:
             posenc.build_for_model(name, d_model=16, num_heads=2)
         for encoding in ("rope", "alibi", schedules.irope(2, nope_every=2)):

@@ -16,7 +16,7 @@ from posenc.compare import device
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
 from posenc.compare.work import execute
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.records.models import build_model
 from posenc.tasks import registry as task_registry
 

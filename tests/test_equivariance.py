@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc.analysis import permutation_equivariance_gap
-from posenc.model import Transformer, TransformerConfig
+from posenc.nn.transformer import Transformer, TransformerConfig
 
 NO_POSITION = [n for n, c in posenc.ENCODINGS.items() if c.kind == "none"]
 WITH_POSITION = [n for n, c in posenc.ENCODINGS.items() if c.kind != "none"]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from posenc import rope_scaling
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
+from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.extend import passkey as pk
 from posenc.extend import protocol as protocols
 from posenc.extend import scalings as sc

@@ -12,7 +12,7 @@ import torch
 from posenc.compare.evaluation import evaluate_task, feeds_back, free_running
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
-from posenc.model import Transformer, TransformerConfig
+from posenc.nn.transformer import Transformer, TransformerConfig
 from posenc.records.schema import result_problem
 from posenc.tasks import registry as task_registry
 from posenc.tasks import synthetic

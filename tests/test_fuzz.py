@@ -36,8 +36,8 @@ from tests.faults import FAULTS, fault_path
 
 import posenc
 import posenc.testing
-from posenc import rope_scaling
 from posenc.cli import main as cli_main
+from posenc.encoding.rotary import scaling as rope_scaling
 
 NAMES = list(posenc.ENCODINGS)
 MEMORY_HEADROOM = 8 << 30  # bytes of address space the fuzz may add (a runaway fails, not the box)
@@ -355,7 +355,7 @@ VOCAB = 11
 
 
 def _model(name: str):
-    from posenc.model import Transformer, TransformerConfig
+    from posenc.nn.transformer import Transformer, TransformerConfig
 
     torch.manual_seed(0)
     config = TransformerConfig(
@@ -925,7 +925,7 @@ def test_hostile_records_are_read_as_data(changes, genuine_record):
 
     from tests.records import no_hang, rewrite
 
-    from posenc.errors import PosencError
+    from posenc.core.errors import PosencError
     from posenc.records.files import safe_name
     from posenc.records.store import ResultStore, load_weights
     from posenc.results import trained
@@ -989,7 +989,7 @@ def test_numpy_scalars_in_configs_become_python_values():
 
     import numpy as np
 
-    from posenc.model import TransformerConfig
+    from posenc.nn.transformer import TransformerConfig
 
     config = posenc.build("sinusoidal", dim=np.int64(8), base=np.float32(100.0)).config
     assert type(config.dim) is int and type(config.base) is float

@@ -15,11 +15,11 @@ from tests.tolerances import tol
 
 import posenc
 from posenc import presets
-from posenc.attention import SDPA_KINDS, KVCache, MultiHeadAttention
 from posenc.cli import main
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.kernels import bias_attention as bias_kernels
-from posenc.model import Transformer, TransformerConfig
+from posenc.nn.attention import SDPA_KINDS, KVCache, MultiHeadAttention
+from posenc.nn.transformer import Transformer, TransformerConfig
 from posenc.records.models import build_model
 from posenc.records.spec import RunSpec
 

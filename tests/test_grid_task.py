@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc.errors import PosencError
-from posenc.model import Transformer, TransformerConfig
+from posenc.core.errors import PosencError
+from posenc.nn.transformer import Transformer, TransformerConfig
 from posenc.tasks import grid
 from posenc.tasks.synthetic import FIRST_SYMBOL, PAD
 

@@ -528,7 +528,7 @@ def test_qwen2_vl_takes_posencs_mrope_with_t_h_w_position_ids_with_and_without_t
     """Text, a 2 x 3 x 4 video grid and text again, as Qwen2-VL's get_rope_index places them: the
     applied model gives the stock model's hidden states, in one pass and decoding with the KV cache."""
     model = qwen2_vl()
-    positions = posenc.axes.multimodal_positions([5, (2, 3, 4), 7])  # (1, n, 3): t, h, w per token
+    positions = posenc.core.axes.multimodal_positions([5, (2, 3, 4), 7])  # (1, n, 3): t, h, w per token
     position_ids = positions.permute(2, 0, 1).expand(3, 2, -1)  # transformers' (3, batch, n)
     n = position_ids.shape[-1]
     ids = tokens(2, n)

@@ -23,7 +23,8 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply
 from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding
 
 import posenc
-from posenc import hf, rope_scaling
+from posenc import hf
+from posenc.encoding.rotary import scaling as rope_scaling
 
 # the version constraints.txt locks: on it, nothing here may be skipped
 LOCKED_TRANSFORMERS = next(
@@ -486,7 +487,7 @@ def test_posenc_config_survives_hf_and_back(head_dim, partial, base, factor, ori
 def test_every_rope_type_of_transformers_has_parity_or_is_named_unsupported():
     """transformers' rope types (5.24 added 'proportional') each either map to a posenc scaling with
     parity (the tests above) or are listed, with what they are, and refused by name."""
-    from posenc.rope_scaling import ROPE_SCALINGS
+    from posenc.encoding.rotary.scaling import ROPE_SCALINGS
 
     for rope_type in ROPE_INIT_FUNCTIONS:
         assert rope_type in ROPE_SCALINGS or rope_type in posenc.hf.UNSUPPORTED_ROPE_TYPES, rope_type

@@ -11,7 +11,7 @@ from tests.tolerances import tol
 
 import posenc
 from posenc import reference
-from posenc.hierarchical import inner_choices, segment_positions
+from posenc.encoding.absolute.hierarchical import inner_choices, segment_positions
 
 F64 = torch.float64
 

@@ -140,7 +140,7 @@ def test_cells_of_a_results_directory(tmp_path):
 
     from posenc import compare, results
     from posenc.compare.profile import get_profile
-    from posenc.errors import PosencError
+    from posenc.core.errors import PosencError
     from posenc.records.store import ResultStore
 
     smoke = get_profile("smoke")

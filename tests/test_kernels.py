@@ -1,6 +1,6 @@
 """Fast paths against the plain paths they replace: full tensors, forward and gradients.
 
-- fused rotary (C kernel) == ``posenc.rotary.apply_rotary`` for both layouts, partial
+- fused rotary (C kernel) == ``posenc.encoding.rotary.rope.apply_rotary`` for both layouts, partial
   rotary, float64/32/16/bfloat16, strided inputs, broadcast and per-batch tables, out=/in place;
 - graceful degradation: unsupported calls and a failed build take the plain path, one log line;
 - chunked bias attention == dense SDPA (the flex path: tests/test_flex.py) with the encoding's full bias, for every bias
@@ -21,12 +21,13 @@ import torch.nn.functional as F
 from tests.tolerances import tol
 
 import posenc
-from posenc.kernels import _build, blocked, mlp_bias, rope
+from posenc.encoding.rotary.rope import apply_rotary
+from posenc.kernels import _build, blocked, mlp_bias
 from posenc.kernels import bias_attention as bias_attention_module
+from posenc.kernels import fused_rope as rope
 from posenc.kernels.bias_attention import bias_attention
-from posenc.kernels.rope import apply_rotary_fused
+from posenc.kernels.fused_rope import apply_rotary_fused
 from posenc.registry import ENCODINGS
-from posenc.rotary import apply_rotary
 
 LAYOUTS = ("half", "interleaved")
 DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
@@ -208,8 +209,8 @@ def test_failed_build_degrades_to_none_with_one_line(monkeypatch, tmp_path, capl
 USE_KERNEL = """
 import torch
 from posenc.kernels import _build
-from posenc.kernels.rope import apply_rotary_fused
-from posenc.rotary import apply_rotary
+from posenc.kernels.fused_rope import apply_rotary_fused
+from posenc.encoding.rotary.rope import apply_rotary
 
 assert _build.load("_rope") is not None, "no kernel"
 g = torch.Generator().manual_seed(0)

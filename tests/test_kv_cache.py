@@ -7,9 +7,9 @@ import torch
 from tests.tolerances import tol
 
 import posenc
-from posenc.attention import KVCache, MultiHeadAttention
-from posenc.encoding import NoEncoding
-from posenc.model import Transformer, TransformerConfig
+from posenc.encoding.base import NoEncoding
+from posenc.nn.attention import KVCache, MultiHeadAttention
+from posenc.nn.transformer import Transformer, TransformerConfig
 
 NAMES = list(posenc.ENCODINGS)
 CACHEABLE = [n for n, c in posenc.ENCODINGS.items() if c.supports_kv_cache]

@@ -1,10 +1,12 @@
 """The package's layering, as docs/architecture.md draws it, read from the source with ``ast``.
 
-Four rules: no ``posenc`` import inside a function or class (imports are visible at the
+The rules: no ``posenc`` import inside a function or class (imports are visible at the
 top of every module), every import points to the same row of the layer table or a lower
-one, the module graph has no cycle, the fast paths (``posenc.kernels``) import only the
-leaves (the table's rows 0 and 1), never the encoding base classes or a family, and the
-packages the document lists as independent reach neither the other through any chain of imports.
+one, the module graph has no cycle, the leaves (``posenc.core``) import nothing of posenc
+outside ``posenc.core``, the fast paths (``posenc.kernels``) import only ``posenc.core`` (never
+the encoding base classes, a family or the NumPy references), the packages the document lists
+as independent reach neither the other through any chain of imports, and the top level of the
+package holds a handful of modules beside its folders.
 """
 
 from __future__ import annotations
@@ -111,16 +113,21 @@ def test_imports_point_down_the_layer_table(name):
     assert not up, f"{name} (row {row(name)}) imports {[(t, row(t)) for t in up]} from a higher row"
 
 
-LEAF_ROWS = (0, 1)  # errors; checks, config, positions, tables, rotation, reference, kernels._build
+LEAF_ROWS = (0, 1)  # posenc.core (errors in row 0), and beside it the NumPy references, the kernel builder
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def kernel_imports_above_the_leaves(name: str) -> list[str]:
-    """What a ``posenc.kernels`` module imports beyond the leaves and the kernels themselves."""
-    return [
-        t
-        for t in GRAPH[name]
-        if not (t == "posenc.kernels" or t.startswith("posenc.kernels.")) and row(t) not in LEAF_ROWS
-    ]
+    """What a ``posenc.kernels`` module imports beyond ``posenc.core`` and the kernels themselves."""
+    return [t for t in GRAPH[name] if not (_inside(t, "posenc.kernels") or _inside(t, "posenc.core"))]
+
+
+def core_imports_outside_core(name: str) -> list[str]:
+    """What a ``posenc.core`` module imports of posenc outside ``posenc.core``."""
+    return [t for t in GRAPH[name] if not _inside(t, "posenc.core")]
 
 
 @pytest.mark.parametrize(
@@ -129,6 +136,24 @@ def kernel_imports_above_the_leaves(name: str) -> list[str]:
 def test_kernels_import_only_leaves(name):
     above = kernel_imports_above_the_leaves(name)
     assert not above, f"{name} imports {[(t, row(t)) for t in above]}; kernels import only the leaves"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _inside(n, "posenc.core")))
+def test_the_leaves_import_nothing_above_them(name):
+    outside = core_imports_outside_core(name)
+    assert not outside, f"{name} imports {outside}; posenc.core imports only posenc.core"
+    assert row(name) in LEAF_ROWS, f"{name} is in row {row(name)}, above the leaves"
+
+
+#: The package's top level beside its folders: the public face, ``python -m posenc``, the registry,
+#: the presets, the schedules and the tour. More than this many is a folder that is missing.
+TOP_LEVEL_MODULES = 8
+
+
+def test_the_top_level_holds_a_handful_of_modules():
+    top = sorted(p.name for p in (SRC / "posenc").glob("*.py"))
+    assert len(top) <= TOP_LEVEL_MODULES, f"{len(top)} modules at the top of src/posenc: {top}"
+    assert {"__init__.py", "__main__.py", "registry.py"} <= set(top)
 
 
 def test_the_module_graph_has_no_cycle():
@@ -160,10 +185,6 @@ def reachable(start: str, graph: dict[str, list[str]]) -> set[str]:
     return seen
 
 
-def _inside(module: str, package: str) -> bool:
-    return module == package or module.startswith(package + ".")
-
-
 def test_independent_packages_never_reach_each_other():
     pairs = independent_pairs()
     assert pairs, "docs/architecture.md lists no independent packages"
@@ -178,18 +199,37 @@ def test_independent_packages_never_reach_each_other():
 
 def test_the_rules_catch_what_they_forbid(tmp_path):
     """The checks can fail: a late import, an upward import and a cycle are each found."""
-    source = "import posenc.checks\n\ndef f():\n    from posenc.cli import main\n"
+    source = "import posenc.core.checks\n\ndef f():\n    from posenc.cli import main\n"
     path = tmp_path / "m.py"
     path.write_text(source)
     found = imports(path)
-    assert ("posenc.checks", 1, False) in found and ("posenc.cli", 4, True) in found
-    assert row("posenc.cli") > row("posenc.checks")
+    assert ("posenc.core.checks", 1, False) in found and ("posenc.cli", 4, True) in found
+    assert row("posenc.cli") > row("posenc.core.checks")
     # a kernel importing the base classes or a family is caught
-    GRAPH["posenc.kernels.rope"] = [*GRAPH["posenc.kernels.rope"], "posenc.encoding", "posenc.rotary"]
+    GRAPH["posenc.kernels.fused_rope"] = [
+        *GRAPH["posenc.kernels.fused_rope"],
+        "posenc.encoding.base",
+        "posenc.encoding.rotary.rope",
+    ]
     try:
-        assert kernel_imports_above_the_leaves("posenc.kernels.rope") == ["posenc.encoding", "posenc.rotary"]
+        assert kernel_imports_above_the_leaves("posenc.kernels.fused_rope") == [
+            "posenc.encoding.base",
+            "posenc.encoding.rotary.rope",
+        ]
     finally:
-        GRAPH["posenc.kernels.rope"] = GRAPH["posenc.kernels.rope"][:-2]
-    assert row("posenc.positions") in LEAF_ROWS and row("posenc.encoding") not in LEAF_ROWS
+        GRAPH["posenc.kernels.fused_rope"] = GRAPH["posenc.kernels.fused_rope"][:-2]
+    # so is a kernel reading the NumPy references (a leaf, but not posenc.core)
+    GRAPH["posenc.kernels.rotation"] = [*GRAPH["posenc.kernels.rotation"], "posenc.reference.rotary"]
+    try:
+        assert kernel_imports_above_the_leaves("posenc.kernels.rotation") == ["posenc.reference.rotary"]
+    finally:
+        GRAPH["posenc.kernels.rotation"] = GRAPH["posenc.kernels.rotation"][:-1]
+    # and a leaf importing anything outside posenc.core
+    GRAPH["posenc.core.sincos"] = [*GRAPH["posenc.core.sincos"], "posenc.kernels.rotation"]
+    try:
+        assert core_imports_outside_core("posenc.core.sincos") == ["posenc.kernels.rotation"]
+    finally:
+        GRAPH["posenc.core.sincos"] = GRAPH["posenc.core.sincos"][:-1]
+    assert row("posenc.core.positions") in LEAF_ROWS and row("posenc.encoding.base") not in LEAF_ROWS
     graph = {"posenc.compare.x": ["posenc.records.y"], "posenc.records.y": ["posenc.results.z"]}
     assert "posenc.results.z" in reachable("posenc.compare.x", graph)  # a chain through records counts

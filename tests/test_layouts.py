@@ -11,9 +11,9 @@ import torch
 from tests.tolerances import tol
 
 import posenc
-from posenc.errors import PosencError
-from posenc.kernels import rope as rope_kernel
-from posenc.rope_scaling import ORIGINAL, ROPE_SCALINGS
+from posenc.core.errors import PosencError
+from posenc.encoding.rotary.scaling import ORIGINAL, ROPE_SCALINGS
+from posenc.kernels import fused_rope as rope_kernel
 
 HEAD_DIM, ROTARY_DIM = 8, 4
 
@@ -200,7 +200,7 @@ def test_cos_sin_and_xpos_scale_shape_for_a_layout(encodings):
     for layout, x in (("bshd", q), ("bhsd", q.transpose(1, 2))):
         cos, sin = enc.cos_sin(Q_POS, torch.float32, layout=layout)
         assert cos.shape == ((2, 5, 1, ROTARY_DIM // 2) if layout == "bshd" else (2, 1, 5, ROTARY_DIM // 2))
-        got = posenc.rotary.apply_rotary_fast(x, cos, sin, layout="half", rotary_dim=ROTARY_DIM)
+        got = posenc.encoding.rotary.rope.apply_rotary_fast(x, cos, sin, layout="half", rotary_dim=ROTARY_DIM)
         ref, _ = enc.rotate(x, x, q_positions=Q_POS, k_positions=Q_POS, layout=layout)
         torch.testing.assert_close(got, ref, rtol=0, atol=0)
     flat_cos, _ = enc.cos_sin(Q_POS, torch.float32)

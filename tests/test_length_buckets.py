@@ -10,7 +10,7 @@ import pytest
 
 from posenc.compare.grid import build_grid, task_eval
 from posenc.compare.profile import PROFILES, load_profile
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.records.spec import RunSpec
 from posenc.results import lengths, stats, tables
 from posenc.tasks.registry import lengths_at_scales, max_sequence_length

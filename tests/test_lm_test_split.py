@@ -14,7 +14,7 @@ import torch
 from posenc.compare import evaluation, trainer
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.records.schema import result_problem
 from posenc.tasks import text
 

@@ -9,7 +9,7 @@ import torch
 from tests.tolerances import tol
 
 import posenc
-from posenc.model import Transformer, TransformerConfig
+from posenc.nn.transformer import Transformer, TransformerConfig
 
 NAMES = list(posenc.ENCODINGS)
 ADDITIVE = [n for n, c in posenc.ENCODINGS.items() if c.kind == "additive"]

@@ -12,10 +12,11 @@ import torch
 from tests.tolerances import tol
 
 import posenc
-from posenc import axes, reference
-from posenc.axes import NO_POSITION, grid_positions, multimodal_positions
-from posenc.errors import PosencError, PosencTypeError
-from posenc.model import Transformer, TransformerConfig
+from posenc import reference
+from posenc.core import axes
+from posenc.core.axes import NO_POSITION, grid_positions, multimodal_positions
+from posenc.core.errors import PosencError, PosencTypeError
+from posenc.nn.transformer import Transformer, TransformerConfig
 
 MULTI = [
     name
@@ -411,7 +412,7 @@ def test_alibi_2d_equals_reference_and_diagonal_is_alibi_times_sqrt2():
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("name", ["alibi_2d", "rope_mixed", "sincos_axial"])
 def test_attention_paths_agree_with_coordinates(name, causal):
-    from posenc.attention import MultiHeadAttention
+    from posenc.nn.attention import MultiHeadAttention
 
     torch.manual_seed(0)
     enc = posenc.build_for_model(name, d_model=16, num_heads=2)

@@ -25,7 +25,7 @@ import torch
 
 import posenc
 from posenc import reference
-from posenc.axes import grid_positions, multimodal_positions, with_time
+from posenc.core.axes import grid_positions, multimodal_positions, with_time
 from posenc.hf.families import family_available
 
 pytestmark = pytest.mark.peers

@@ -10,13 +10,13 @@ import torch
 import posenc
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
-from posenc.encoding import PaperSetting
-from posenc.errors import PosencError
-from posenc.model import Transformer, TransformerConfig, paper_setting
+from posenc.core.errors import PosencError
+from posenc.encoding.base import PaperSetting
+from posenc.encoding.rotary.rope import RoPE
+from posenc.nn.transformer import Transformer, TransformerConfig, paper_setting
 from posenc.records.models import build_model
 from posenc.records.spec import ModelSpec, RunSpec
 from posenc.registry import unregister_encoding
-from posenc.rotary import RoPE
 from posenc.schedules import LayerEncoding, Schedule
 
 SMALL = dict(vocab_size=11, d_model=16, num_heads=2, num_layers=2, ffn_dim=32)

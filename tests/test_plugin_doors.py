@@ -20,11 +20,11 @@ from click.testing import CliRunner
 import posenc
 from posenc import registry, viz
 from posenc.cli import main
-from posenc.code_hash import code_sha256
 from posenc.compare.contract import check_plugins
 from posenc.compare.grid import build_grid, check_installation
 from posenc.compare.profile import PROFILES
 from posenc.compare.runner import check_code
+from posenc.core.code_hash import code_sha256
 from posenc.records.provenance import changes, code_of
 from posenc.records.store import ResultStore
 from posenc.tasks import registry as task_registry

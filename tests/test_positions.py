@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from tests.tolerances import tol
 
 import posenc
-from posenc.positions import (
+from posenc.core.positions import (
     Positions,
     as_positions,
     from_attention_mask,
@@ -17,7 +17,7 @@ from posenc.positions import (
     randomized,
     with_offset,
 )
-from posenc.tables import SinCosCache, inverse_frequencies
+from posenc.core.sincos import SinCosCache, inverse_frequencies
 
 # ---------------------------------------------------------------------------
 # from_attention_mask

@@ -20,8 +20,8 @@ import pytest
 import torch
 
 import posenc
-from posenc.absolute import Sinusoidal
-from posenc.positions import Positions
+from posenc.core.positions import Positions
+from posenc.encoding.absolute.sequence import Sinusoidal
 
 _SPEC = importlib.util.spec_from_file_location(
     "precision_table", Path(__file__).resolve().parents[1] / "scripts" / "precision_table.py"

@@ -24,8 +24,9 @@ from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbeddin
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 import posenc
-from posenc import hf, presets, rope_scaling
+from posenc import hf, presets
 from posenc.cli import main
+from posenc.encoding.rotary import scaling as rope_scaling
 
 RTOL = 1e-6  # transformers computes inv_freq in float32, posenc in float64
 # Gemma 3's head_dim 256 is not d_model / heads; DeepSeek-V3 rotates 64 of each 192-dim head.

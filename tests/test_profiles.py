@@ -14,7 +14,7 @@ import pytest
 import posenc
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import PROFILES, load_profile
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.registry import ENCODINGS
 from posenc.tasks import ALL_TASKS
 

@@ -15,7 +15,7 @@ import torch
 import posenc
 import posenc.testing
 from posenc import registry
-from posenc.model import Transformer, TransformerConfig
+from posenc.nn.transformer import Transformer, TransformerConfig
 
 OUT_OF_TREE = Path(__file__).parent / "outoftree"
 SPEC = "posenc_demo:LogDecayBias"
@@ -139,9 +139,9 @@ def test_register_refuses_builtin_names_clashes_and_non_encodings(out_of_tree):
     ("spec", "message"),
     [
         ("no_such_module_xyz:Enc", "cannot import module 'no_such_module_xyz'"),
-        ("posenc.rotary:NoSuchClass", "has no attribute 'NoSuchClass'"),
-        ("posenc.rotary:apply_rotary", "not an encoding class"),
-        ("posenc.encoding:RotaryEncoding", "needs a Config"),
+        ("posenc.encoding.rotary.rope:NoSuchClass", "has no attribute 'NoSuchClass'"),
+        ("posenc.encoding.rotary.rope:apply_rotary", "not an encoding class"),
+        ("posenc.encoding.base:RotaryEncoding", "needs a Config"),
         (":RoPE", "must look like 'package.module:Class'"),
     ],
 )

@@ -14,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import posenc
-from posenc import reference, rope_scaling
-from posenc.rope_scaling import ROPE_SCALINGS, compute
+from posenc import reference
+from posenc.encoding.rotary import scaling as rope_scaling
+from posenc.encoding.rotary.scaling import ROPE_SCALINGS, compute
 from tolerances import tol
 
 F64 = tol(torch.float64)
@@ -426,7 +427,7 @@ def test_apply_to_model_sets_every_rotary_encoding():
 
 def decode_vs_recompute(encoding, steps: int = 10) -> float:
     """Largest |decode step t - last row of a full forward over the prefix 0..t|."""
-    from posenc.attention import KVCache, MultiHeadAttention
+    from posenc.nn.attention import KVCache, MultiHeadAttention
 
     torch.manual_seed(0)
     attn = MultiHeadAttention(16, 2, encoding=encoding, causal=True).double()
@@ -475,7 +476,7 @@ def test_longrope_decode_equals_full_recompute_across_the_switch():
 
 @pytest.mark.parametrize("share", [False, True])
 def test_apply_to_model_on_a_transformer_changes_then_restores_its_output(share):
-    from posenc.model import Transformer, TransformerConfig
+    from posenc.nn.transformer import Transformer, TransformerConfig
 
     torch.manual_seed(0)
     config = TransformerConfig(vocab_size=13, d_model=16, num_heads=2, num_layers=3, share_encoding=share)

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from tests.tolerances import tol
 
 import posenc
-from posenc import rope_scaling
+from posenc.encoding.rotary import scaling as rope_scaling
+from posenc.encoding.rotary.rope import apply_rotary, layout_permutation, permute_qk_weight
 from posenc.reference import rotary as ref
-from posenc.rotary import apply_rotary, layout_permutation, permute_qk_weight
 
 LAYOUTS = ("half", "interleaved")
 # (config overrides, rotated block size for head_dim 8)

@@ -13,12 +13,13 @@ from tests.test_kv_cache import decode, tokens
 from tests.tolerances import tol
 
 import posenc
-from posenc import reference, rope_scaling, schedules
+from posenc import reference, schedules
 from posenc.cli import main
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
 from posenc.compare.work import execute
-from posenc.model import Transformer, TransformerConfig
+from posenc.encoding.rotary import scaling as rope_scaling
+from posenc.nn.transformer import Transformer, TransformerConfig
 from posenc.records.models import build_model
 from posenc.records.spec import RunSpec
 from posenc.schedules import LayerEncoding, Schedule

@@ -19,7 +19,7 @@ from posenc.compare import compare
 from posenc.compare.grid import build_grid, eval_length, train_length
 from posenc.compare.profile import get_profile
 from posenc.compare.work import execute
-from posenc.errors import PosencError, PosencTypeError
+from posenc.core.errors import PosencError, PosencTypeError
 from posenc.tasks import FIRST_SYMBOL, Task, synthetic
 from posenc.tasks import registry as task_registry
 

@@ -8,7 +8,7 @@ import torch
 
 import posenc
 import posenc.testing
-from posenc.encoding import AdditiveEncoding
+from posenc.encoding.base import AdditiveEncoding
 from posenc.registry import BUILTINS
 
 Sinusoidal = BUILTINS["sinusoidal"]

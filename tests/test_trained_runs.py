@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from posenc import compare, results
 from posenc.analysis import probes
 from posenc.cli import main
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.records.store import checksum
 from posenc.results import trained
 from posenc.tasks import synthetic

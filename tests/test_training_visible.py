@@ -18,7 +18,7 @@ from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
 from posenc.compare.runner import RunRows, check_code, run_grid, status_text
 from posenc.compare.work import execute
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.records.provenance import changes, code_of
 from posenc.records.store import ResultStore
 from posenc.results.curves import curve, curves_figure
@@ -168,7 +168,12 @@ def test_changes_name_what_differs():
     moved = changes({"encodings": {"mine": {**new, "distribution": "other"}}}, current)
     assert moved == ["encoding 'mine' (mypkg:Enc) came from other, now from mypkg"]
     assert changes(None, current) == []  # a record from before records kept their code
-    own = {"class": "posenc.bias:ALiBi", "distribution": "posenc", "version": "0.1.0", "source_sha256": "x"}
+    own = {
+        "class": "posenc.encoding.bias:ALiBi",
+        "distribution": "posenc",
+        "version": "0.1.0",
+        "source_sha256": "x",
+    }
     assert (
         changes(
             {"encodings": {"alibi": {**own, "source_sha256": "y"}}},
@@ -193,7 +198,7 @@ def test_a_resumed_grid_refuses_records_of_a_changed_class(results):
     try:
         with pytest.raises(
             PosencError,
-            match=r"1 finished run\(s\) .*was mypkg:Sinusoidal, is now posenc.absolute.*--allow-changed",
+            match=r"1 finished run\(s\) .*was mypkg:Sinusoidal, is now posenc.encoding.absolute.sequence.*--allow-changed",
         ):
             run_grid(specs, store, LocalExecutor(1), show_progress=False, log=quiet)
         logged = []

@@ -24,9 +24,10 @@ import torch
 from click.testing import CliRunner
 from tests.records import make_payload, make_spec, no_hang, rewrite
 
-from posenc import compare, results, trust
+from posenc import compare, results
 from posenc.cli import main
-from posenc.errors import PosencError
+from posenc.core import trust
+from posenc.core.errors import PosencError
 from posenc.records import files
 from posenc.records.models import build_model
 from posenc.records.store import ResultStore, checksum, load_weights, validate_record
@@ -42,7 +43,7 @@ OPT_IN = ("--trust-remote-code", "trust_remote_code=True")
 PLANTED = """\
 import pathlib
 pathlib.Path({ran!r}).write_text("ran")
-from posenc.rotary import RoPE
+from posenc.encoding.rotary.rope import RoPE
 from posenc.tasks.registry import BUILTINS
 
 

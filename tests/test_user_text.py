@@ -18,9 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 import posenc
-from posenc import presets, rope_scaling
+from posenc import presets
 from posenc.cli import main
 from posenc.compare.profile import PROFILES
+from posenc.encoding.rotary import scaling as rope_scaling
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = [

@@ -10,11 +10,17 @@ Your own encoding: ``posenc.register("mine", MyEncoding)``, an import spec
 ``posenc.build("mypkg.pe:MyEncoding", ...)`` wherever a name is taken, or an entry point in
 the group ``posenc.encodings``; ``posenc.testing.check_encoding`` checks it against the
 contract every built-in passes.
+
+Module paths of the previous release (``posenc.rotary``, ``posenc.model``, ...) still import, with
+a DeprecationWarning naming the new one: :data:`MOVED` is the table.
 """
 
+from types import ModuleType
+
 from posenc import hf, presets, schedules
-from posenc.encoding import KINDS, PositionalEncoding
-from posenc.errors import PosencError, PosencTypeError
+from posenc.core import moved as _moved
+from posenc.core.errors import PosencError, PosencTypeError
+from posenc.encoding.base import KINDS, PositionalEncoding
 from posenc.registry import (
     ENCODINGS,
     build,
@@ -29,11 +35,64 @@ from posenc.registry import (
 
 register = register_encoding
 
+#: Module paths of the previous release -> the module that holds their contents now. ``import
+#: posenc.rotary``, ``from posenc.rotary import RoPE`` and ``posenc.rotary`` still work until the
+#: next release, with a DeprecationWarning (:mod:`posenc.core.moved`); so do their submodules.
+MOVED: dict[str, str] = {
+    # the leaves: posenc.core
+    "posenc.errors": "posenc.core.errors",
+    "posenc.checks": "posenc.core.checks",
+    "posenc.config": "posenc.core.fields",
+    "posenc.positions": "posenc.core.positions",
+    "posenc.axes": "posenc.core.axes",
+    "posenc.tables": "posenc.core.sincos",
+    "posenc.plugins": "posenc.core.plugins",
+    "posenc.datafiles": "posenc.core.datafiles",
+    "posenc.trust": "posenc.core.trust",
+    "posenc.code_hash": "posenc.core.code_hash",
+    # the fast paths: posenc.kernels
+    "posenc.rotation": "posenc.kernels.rotation",
+    "posenc.kernels.rope": "posenc.kernels.fused_rope",
+    # the encodings, a package per kind: posenc.encoding
+    "posenc.absolute": "posenc.encoding.absolute.sequence",
+    "posenc.hierarchical": "posenc.encoding.absolute.hierarchical",
+    "posenc.multiaxis": "posenc.encoding.absolute.axial",
+    "posenc.rotary": "posenc.encoding.rotary",
+    "posenc.multiaxis_rotary": "posenc.encoding.rotary.rope_axial",
+    "posenc.rope_scaling": "posenc.encoding.rotary.scaling",
+    "posenc.rope_formulas": "posenc.encoding.rotary.formulas",
+    "posenc.bias": "posenc.encoding.bias",
+    "posenc.multiaxis_bias": "posenc.encoding.bias.alibi_2d",
+    "posenc.relative": "posenc.encoding.relative",
+    "posenc.contextual": "posenc.encoding.contextual",
+    # the model: posenc.nn
+    "posenc.attention": "posenc.nn.attention",
+    "posenc.kv_cache": "posenc.nn.kv_cache",
+    "posenc.model": "posenc.nn.transformer",
+    # the golden vectors: posenc.conform
+    "posenc.conform_hf": "posenc.conform.hf_families",
+    "posenc.conform_mrope": "posenc.conform.mrope_vectors",
+}
+
+#: Names that left their module or were renamed: ``old.module.Name`` -> ``new.module.Name``,
+#: read through the old module path (with a DeprecationWarning).
+MOVED_NAMES: dict[str, str] = {}
+
+_moved.install(MOVED, MOVED_NAMES)
+
+
+def __getattr__(name: str) -> ModuleType:
+    """``posenc.rotary`` and the other old module paths of :data:`MOVED`, read as attributes."""
+    return _moved.resolve(__name__, name, MOVED)
+
+
 __version__ = "0.1.0"
 
 __all__ = [
     "ENCODINGS",
     "KINDS",
+    "MOVED",
+    "MOVED_NAMES",
     "PosencError",
     "PosencTypeError",
     "PositionalEncoding",

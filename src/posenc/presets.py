@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from posenc.checks import check_int, did_you_mean
-from posenc.datafiles import Where, read_json, typed
-from posenc.encoding import PositionalEncoding
-from posenc.errors import PosencError, PosencTypeError
+from posenc.core.checks import check_int, did_you_mean
+from posenc.core.datafiles import Where, read_json, typed
+from posenc.core.errors import PosencError, PosencTypeError
+from posenc.encoding.base import PositionalEncoding
 from posenc.hf.families import FAMILIES
 from posenc.registry import ENCODINGS, build_for_model
 from posenc.schedules import SCHEDULES, Schedule, uniform
@@ -156,7 +156,7 @@ def schedule(name: str, num_layers: int | None = None) -> Schedule:
     interleaved pairs). With :func:`posenc.hf.apply` it therefore replaces a model's own RoPE
     base and scaling, and a model whose pairs are laid out otherwise refuses it; for the
     pattern alone, keeping the model's RoPE, use the builder (``schedules.irope(n)``). Use it
-    in a :class:`~posenc.model.TransformerConfig` or with :func:`posenc.hf.apply`.
+    in a :class:`~posenc.nn.transformer.TransformerConfig` or with :func:`posenc.hf.apply`.
     """
     preset = get(name)
     if num_layers is None:

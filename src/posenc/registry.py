@@ -25,21 +25,17 @@ import importlib.metadata  # noqa: F401  (tests patch registry.importlib.metadat
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, overload
 
-from posenc import (
-    absolute,
-    bias,
-    contextual,
-    hierarchical,
-    multiaxis,
-    multiaxis_bias,
-    multiaxis_rotary,
-    relative,
-    rotary,
-)
-from posenc.config import EncodingConfig
-from posenc.encoding import KINDS, PositionalEncoding
-from posenc.errors import PosencTypeError
-from posenc.plugins import PluginGroup, check_name, is_spec  # noqa: F401  (is_spec: public here)
+from posenc.core.errors import PosencTypeError
+from posenc.core.fields import EncodingConfig
+from posenc.core.plugins import PluginGroup, check_name, is_spec  # noqa: F401  (is_spec: public here)
+from posenc.encoding import bias, contextual, relative
+from posenc.encoding.absolute import axial as multiaxis
+from posenc.encoding.absolute import hierarchical
+from posenc.encoding.absolute import sequence as absolute
+from posenc.encoding.base import KINDS, PositionalEncoding
+from posenc.encoding.bias import alibi_2d as multiaxis_bias
+from posenc.encoding.rotary import rope as rotary
+from posenc.encoding.rotary import rope_axial as multiaxis_rotary
 
 #: The entry-point group an installed package declares its encodings in.
 ENTRY_POINT_GROUP = "posenc.encodings"
@@ -83,9 +79,9 @@ E = TypeVar("E", bound=type[PositionalEncoding])
 def check_encoding_class(cls: Any, *, source: str) -> type[PositionalEncoding]:
     """Return ``cls`` if it is a concrete encoding class, else raise naming ``source``.
 
-    Concrete: a subclass of :class:`~posenc.encoding.PositionalEncoding` with a ``kind`` in
-    :data:`~posenc.encoding.KINDS` and a ``Config`` that is a dataclass inheriting
-    :class:`~posenc.config.EncodingConfig`.
+    Concrete: a subclass of :class:`~posenc.encoding.base.PositionalEncoding` with a ``kind`` in
+    :data:`~posenc.encoding.base.KINDS` and a ``Config`` that is a dataclass inheriting
+    :class:`~posenc.core.fields.EncodingConfig`.
     """
     if not (isinstance(cls, type) and issubclass(cls, PositionalEncoding)):
         raise PosencTypeError(
@@ -95,7 +91,7 @@ def check_encoding_class(cls: Any, *, source: str) -> type[PositionalEncoding]:
     if kind not in KINDS:
         raise PosencTypeError(
             f"{source} ({cls.__qualname__}) has kind {kind!r}; subclass one of the kind base classes "
-            f"(posenc.encoding: AdditiveEncoding, RotaryEncoding, ...) so its kind is one of {list(KINDS)}"
+            f"(posenc.encoding.base: AdditiveEncoding, RotaryEncoding, ...) so its kind is one of {list(KINDS)}"
         )
     config = getattr(cls, "Config", None)
     if not (
@@ -103,12 +99,12 @@ def check_encoding_class(cls: Any, *, source: str) -> type[PositionalEncoding]:
     ):
         raise PosencTypeError(
             f"{source} ({cls.__qualname__}) needs a Config: a @dataclass(frozen=True) that inherits "
-            f"posenc.config.EncodingConfig, got {config!r}"
+            f"posenc.core.fields.EncodingConfig, got {config!r}"
         )
     return cls
 
 
-#: The three ways in, one lookup (posenc.plugins): built-ins, registered, entry points, specs.
+#: The three ways in, one lookup (posenc.core.plugins): built-ins, registered, entry points, specs.
 GROUP: PluginGroup[type[PositionalEncoding]] = PluginGroup(
     ENTRY_POINT_GROUP, "encoding", BUILTINS, lambda cls, source: check_encoding_class(cls, source=source)
 )

@@ -32,9 +32,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from posenc.checks import check_int, did_you_mean
-from posenc.encoding import PositionalEncoding
-from posenc.errors import PosencError, PosencTypeError
+from posenc.core.checks import check_int, did_you_mean
+from posenc.core.errors import PosencError, PosencTypeError
+from posenc.encoding.base import PositionalEncoding
 from posenc.registry import build_for_model, get_encoding_class
 
 

@@ -34,7 +34,7 @@ import posenc
 from posenc import viz
 from posenc.analysis import demonstrations, make, notes, permutation_equivariance_gap, uniqueness, worked
 from posenc.analysis.summary import PROPERTY_COLUMNS, encoding_properties
-from posenc.encoding import KINDS
+from posenc.encoding.base import KINDS
 
 # Per kind, the figures that show it best (the first that applies is drawn; any applicable one
 # otherwise). Contextual CoPE starts with a zero table, so its decay curve is flat at init:

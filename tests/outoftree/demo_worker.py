@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 import posenc
-from posenc.model import Transformer, TransformerConfig
+from posenc.nn.transformer import Transformer, TransformerConfig
 
 
 def train(encoding: str, steps: int = 12) -> dict:

@@ -32,9 +32,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from posenc.analysis.demonstrations import DEMONSTRATIONS, Demonstration, run
-from posenc.checks import did_you_mean
-from posenc.datafiles import Where, read_json, typed
-from posenc.errors import PosencError
+from posenc.core.checks import did_you_mean
+from posenc.core.datafiles import Where, read_json, typed
+from posenc.core.errors import PosencError
 
 HOLDS, CORRECTED, PENDING, NOT_CHECKED = "holds", "corrected", "pending", "not checked"
 # Verdicts of measured claims (with_measurements): decided only where a 95% interval excludes the other side.

@@ -19,11 +19,11 @@ from typing import cast
 import numpy as np
 import torch
 
-from posenc.attention import MultiHeadAttention
-from posenc.checks import check_float, check_int, check_tensor
-from posenc.encoding import AdditiveEncoding, PositionalEncoding
-from posenc.errors import PosencError
-from posenc.model import Transformer, TransformerConfig
+from posenc.core.checks import check_float, check_int, check_tensor
+from posenc.core.errors import PosencError
+from posenc.encoding.base import AdditiveEncoding, PositionalEncoding
+from posenc.nn.attention import MultiHeadAttention
+from posenc.nn.transformer import Transformer, TransformerConfig
 from posenc.registry import build_for_model
 
 # The probing task's sentences: "The quick brown fox jumps" and a permutation of it.
@@ -42,7 +42,7 @@ def small_model(
     seed: int = 0,
     **encoding_config,
 ):
-    """An untrained ``posenc.model.Transformer`` with encoding ``name``, in float64, eval mode."""
+    """An untrained ``posenc.nn.transformer.Transformer`` with encoding ``name``, in float64, eval mode."""
     config = TransformerConfig(
         vocab_size=vocab_size,
         d_model=d_model,

@@ -29,9 +29,9 @@ from posenc.analysis.signals import (
     position_signal,
     signature_rows,
 )
-from posenc.checks import check_int
-from posenc.encoding import PositionalEncoding
-from posenc.errors import PosencError
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
+from posenc.encoding.base import PositionalEncoding
 from posenc.reference.rotary import rope_inv_freq
 from posenc.registry import build
 

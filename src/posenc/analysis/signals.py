@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 import posenc
-from posenc.encoding import (
+from posenc.core.errors import PosencError
+from posenc.encoding.base import (
     AdditiveEncoding,
     BiasEncoding,
     ContextualEncoding,
@@ -32,7 +33,6 @@ from posenc.encoding import (
     RelativeEncoding,
     RotaryEncoding,
 )
-from posenc.errors import PosencError
 
 # Kinds whose position signal is one vector per position, (n, d).
 VECTOR_KINDS = ("additive", "rotary")

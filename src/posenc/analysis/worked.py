@@ -14,8 +14,8 @@ from typing import Any, cast
 import torch
 
 from posenc.analysis.signals import make
-from posenc.checks import check_int
-from posenc.encoding import (
+from posenc.core.checks import check_int
+from posenc.encoding.base import (
     AdditiveEncoding,
     BiasEncoding,
     ContextualEncoding,

@@ -1,7 +1,7 @@
 """The ``posenc`` command line: thin wrappers over the library.
 
 Each command group lives in its own module and registers itself on ``main``.
-Invalid input (:class:`posenc.errors.PosencError`, click usage errors) and filesystem
+Invalid input (:class:`posenc.core.errors.PosencError`, click usage errors) and filesystem
 errors (OSError: a path that cannot be read or written, worded by
 :func:`posenc.cli.paths.os_error_message`) print one line and exit 2; any other
 exception is a bug and keeps its traceback.
@@ -21,7 +21,7 @@ except ImportError as exc:  # the bare library install has no command-line depen
 
 from posenc.cli import catalog, check, compare, conform, extend, notes, plot, presets, probe, report, rope
 from posenc.cli.paths import os_error_message
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 
 
 class _OneLineUsageError(click.UsageError):

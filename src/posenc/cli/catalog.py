@@ -10,10 +10,10 @@ from rich.table import Table
 
 import posenc
 from posenc.analysis import demonstrations, notes, worked
-from posenc.checks import check_int
 from posenc.cli.notes import claim_rows, print_demonstration
 from posenc.cli.presets import print_presets
-from posenc.errors import PosencError
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
 from posenc.tasks import registry as task_registry
 
 FORMAT = click.option(

@@ -13,8 +13,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from posenc.errors import PosencError
-from posenc.plugins import import_object, is_spec
+from posenc.core.errors import PosencError
+from posenc.core.plugins import import_object, is_spec
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.tasks.registry import GROUP as TASK_GROUP
 from posenc.tasks.registry import LM, Task

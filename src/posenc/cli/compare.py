@@ -12,9 +12,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from posenc import compare, presets, report, results, trust
-from posenc.attention import check_kv_heads
-from posenc.checks import check_int
+from posenc import compare, presets, report, results
 from posenc.cli.paths import output_dir
 from posenc.cli.trust import TRUST_OPTION
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_precision, resolve_device
@@ -22,7 +20,10 @@ from posenc.compare.executor import max_threads
 from posenc.compare.grid import resolve_encodings, without_variants
 from posenc.compare.profile import PROFILES, Option, Profile, dump_profile, load_profile
 from posenc.compare.ray_executor import RayNotInstalled, require_ray
-from posenc.errors import PosencError
+from posenc.core import trust
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
+from posenc.nn.attention import check_kv_heads
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.tasks.registry import task_names
 

@@ -12,12 +12,12 @@ from rich.table import Table
 
 import posenc.extend as ext
 import posenc.extend.protocol as protocols
-from posenc.checks import check_int
 from posenc.cli.paths import output_dir
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_device_text
 from posenc.compare.executor import max_threads
 from posenc.compare.ray_executor import RayNotInstalled, require_ray
-from posenc.errors import PosencError
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
 from posenc.extend.protocol import shipped_names
 from posenc.extend.summary import rows as table_rows
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from posenc import viz
-from posenc.checks import check_int
 from posenc.cli.paths import input_dir, output_file
 from posenc.cli.trust import TRUST_OPTION
-from posenc.errors import PosencError
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
 from posenc.records.store import ResultStore
 from posenc.results import trained
 from posenc.results.curves import curves_figure

@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from posenc.analysis.probes import PROBE_ORIGINAL, PROBE_PERMUTED, position_sensitivity
-from posenc.checks import check_choice
 from posenc.cli.trust import TRUST_OPTION
+from posenc.core.checks import check_choice
 from posenc.registry import ENCODINGS
 from posenc.results import trained
 

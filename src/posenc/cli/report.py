@@ -7,8 +7,8 @@ import time
 import click
 
 from posenc import report
-from posenc.checks import check_int
 from posenc.cli.paths import input_dir, output_dir
+from posenc.core.checks import check_int
 
 
 @click.command("report")

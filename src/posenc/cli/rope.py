@@ -1,7 +1,7 @@
 """``posenc rope inspect``: what a RoPE context-extension scaling does to each pair.
 
 Thin: parse options into a scaling dict (or read a Hugging Face config), call
-:func:`posenc.rope_scaling.describe`, print a table or JSON, optionally plot.
+:func:`posenc.encoding.rotary.scaling.describe`, print a table or JSON, optionally plot.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from posenc import hf, rope_scaling
-from posenc.checks import check_float, check_int
+from posenc import hf
 from posenc.cli.paths import output_file
-from posenc.errors import PosencError
+from posenc.core.checks import check_float, check_int
+from posenc.core.errors import PosencError
+from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.viz.figures import new_figure
 
 FORMAT = click.option(

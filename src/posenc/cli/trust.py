@@ -1,4 +1,4 @@
-"""The command line's one opt-in to code named by data (:mod:`posenc.trust`).
+"""The command line's one opt-in to code named by data (:mod:`posenc.core.trust`).
 
 ``--trust-remote-code`` on every command that may import code a file names: ``posenc plot --run``,
 ``posenc probe --run`` (a run record naming its encoding or task by import spec) and
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from posenc import trust
+from posenc.core import trust
 
 TRUST_OPTION = click.option(
     trust.OPTION,

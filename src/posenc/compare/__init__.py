@@ -40,7 +40,7 @@ from posenc.compare.executor import LocalExecutor, make_executor
 from posenc.compare.grid import build_grid, check_installation
 from posenc.compare.profile import PROFILES, Profile, check_fits, dump_profile, get_profile
 from posenc.compare.runner import GridOutcome, check_code, run_grid
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.records.files import atomic_write_text
 from posenc.records.provenance import encodings_of
 from posenc.records.spec import BENCHMARK_VERSION, EvalSpec, ModelSpec, RunSpec, TrainSpec

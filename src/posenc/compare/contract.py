@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.records.provenance import encodings_of
 from posenc.records.spec import RunSpec
 from posenc.registry import BUILTINS as BUILTIN_ENCODINGS

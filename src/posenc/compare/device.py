@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.tasks.synthetic import TaskBatch
 
 #: ``--precision`` values -> the autocast dtype (None: no autocast, float32 throughout).

@@ -26,12 +26,12 @@ from posenc.compare.trainer import (
     task_positions,
     window_losses,
 )
-from posenc.encoding import RotaryEncoding
-from posenc.errors import PosencError
-from posenc.model import Transformer
+from posenc.core.errors import PosencError
+from posenc.encoding.base import RotaryEncoding
+from posenc.encoding.rotary.scaling import apply_to_model
+from posenc.nn.transformer import Transformer
 from posenc.records import scalings
 from posenc.records.spec import LM_PROTOCOLS, RunSpec
-from posenc.rope_scaling import apply_to_model
 from posenc.tasks import registry as task_registry
 from posenc.tasks import synthetic, text
 

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
-from posenc.checks import check_choice, check_int
 from posenc.compare.ray_executor import RayExecutor
+from posenc.core.checks import check_choice, check_int
 from posenc.records.spec import RunSpec
 
 WorkFn = Callable[[RunSpec, Callable[..., None]], dict]

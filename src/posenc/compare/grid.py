@@ -8,7 +8,7 @@ under the same name. Parameters whose paper default assumes long
 training run twice in ``full`` (the protocol's fairness rule): the paper default
 and ``@scaled`` to the training length. Which Config fields count as such is
 their own metadata (``length_field("paper_length", ...)`` in the Config, see
-:func:`posenc.config.length_field`), so a new encoding declares it where the field is
+:func:`posenc.core.fields.length_field`), so a new encoding declares it where the field is
 defined and is scaled without being listed anywhere. A profile's own parameter
 overrides (``[encoding_config.NAME]``) apply on top of those lengths.
 """
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posenc import schedules
-from posenc.checks import check_int
 from posenc.compare.executor import max_threads
 from posenc.compare.profile import MAX_SEED, Profile, eval_length, parse_variant, task_eval, train_length
-from posenc.errors import PosencError
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
 from posenc.records import scalings
 from posenc.records.provenance import imports_of
 from posenc.records.spec import RunSpec

@@ -54,12 +54,12 @@ import tomlkit
 import torch
 
 from posenc import schedules
-from posenc.checks import check_choice, did_you_mean
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_device_text
-from posenc.datafiles import MISSING, Where, check_keys, typed
-from posenc.errors import PosencError
-from posenc.model import COMBINES, INJECTS, TransformerConfig
-from posenc.plugins import is_spec
+from posenc.core.checks import check_choice, did_you_mean
+from posenc.core.datafiles import MISSING, Where, check_keys, typed
+from posenc.core.errors import PosencError
+from posenc.core.plugins import is_spec
+from posenc.nn.transformer import COMBINES, INJECTS, TransformerConfig
 from posenc.records import scalings
 from posenc.records.spec import LM_PROTOCOLS, EvalSpec, ModelSpec, TrainSpec
 from posenc.registry import GROUP as ENCODING_GROUP

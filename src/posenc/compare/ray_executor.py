@@ -43,8 +43,8 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from posenc.checks import check_int
-from posenc.errors import PosencError
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
 from posenc.records.spec import RunSpec
 
 WorkFn = Callable[[RunSpec, Callable[..., None]], dict]

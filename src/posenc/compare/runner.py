@@ -31,7 +31,7 @@ from rich.progress import (
 
 from posenc.compare.executor import Executor
 from posenc.compare.work import execute
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.records.files import read_record_file
 from posenc.records.provenance import changes, code_of, encodings_of
 from posenc.records.spec import RunSpec

@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 
 from posenc.compare.device import autocast, to_device
-from posenc.encoding import PositionalEncoding
-from posenc.model import Transformer
-from posenc.positions import randomized as randomized_positions
+from posenc.core.positions import randomized as randomized_positions
+from posenc.encoding.base import PositionalEncoding
+from posenc.nn.transformer import Transformer
 from posenc.records.spec import RunSpec
 from posenc.tasks import registry as task_registry
 from posenc.tasks import synthetic, text

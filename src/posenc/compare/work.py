@@ -20,7 +20,7 @@ import torch
 from posenc.compare.device import describe
 from posenc.compare.evaluation import evaluate
 from posenc.compare.trainer import Progress, no_progress, train
-from posenc.model import Transformer
+from posenc.nn.transformer import Transformer
 from posenc.records.models import build_model
 from posenc.records.provenance import code_of
 from posenc.records.spec import WEIGHTS_KEY, RunSpec

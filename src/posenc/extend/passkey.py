@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 
 INSTRUCTION = (
     "A pass key is hidden somewhere in the long text below. Find it and keep it in mind: "

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.extend.passkey import Fork
 from posenc.extend.scalings import Entry, tables_key
 

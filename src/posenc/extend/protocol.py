@@ -28,11 +28,11 @@ from typing import Any
 
 import tomlkit
 
-from posenc.checks import did_you_mean
 from posenc.compare.device import PRECISIONS, check_device_text
 from posenc.compare.profile import parse_set
-from posenc.datafiles import Where, typed
-from posenc.errors import PosencError
+from posenc.core.checks import did_you_mean
+from posenc.core.datafiles import Where, typed
+from posenc.core.errors import PosencError
 
 if sys.version_info >= (3, 11):
     import tomllib

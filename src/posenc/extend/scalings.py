@@ -38,9 +38,9 @@ from typing import Any
 
 import torch
 
-from posenc import rope_scaling
-from posenc.checks import did_you_mean
-from posenc.errors import PosencError
+from posenc.core.checks import did_you_mean
+from posenc.core.errors import PosencError
+from posenc.encoding.rotary import scaling as rope_scaling
 
 ORIGINAL = rope_scaling.ORIGINAL
 

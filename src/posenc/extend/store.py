@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.extend.plan import EXTEND_VERSION, Cell
 from posenc.records.files import atomic_write_text, read_record_file
 from posenc.records.store import canonical, checksum, versions

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 
 PYTHON_DOCS = "python-docs"
 MAX_FILE_BYTES = 64 << 20  # a book is ~0.5 MB; a larger file is read up to this much

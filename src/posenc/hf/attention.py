@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.kernels.bias_attention import bias_attention, repeat_kv
 
 ATTENTION = "posenc"  # the name posenc registers in transformers' AttentionInterface

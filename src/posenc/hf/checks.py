@@ -30,7 +30,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.hf.families import FAMILIES, family_available, family_of
 from posenc.hf.model import apply, remove, text_config
 

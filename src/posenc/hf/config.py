@@ -12,13 +12,13 @@ generations of transformers use different layouts:
 
 :func:`from_hf` reads any of these into posenc RoPE keyword arguments
 (``head_dim, base, partial_rotary_factor, scaling, max_position_embeddings``,
-the fields of :class:`posenc.rotary.RoPEConfig`); :func:`to_hf` writes them back,
+the fields of :class:`posenc.encoding.rotary.rope.RoPEConfig`); :func:`to_hf` writes them back,
 in the transformers-5 layout by default or in the layout of a given HF config
 (``like=``), so that ``to_hf(from_hf(cfg), like=cfg) == cfg`` for every config
 posenc can represent. The posenc ``scaling`` dict uses Hugging Face's own keys
-(see :mod:`posenc.rope_scaling`), so the mapping is one to one; what HF infers
+(see :mod:`posenc.encoding.rotary.scaling`), so the mapping is one to one; what HF infers
 from ``max_position_embeddings`` is inferred the same way by
-:func:`posenc.rope_scaling.resolve`.
+:func:`posenc.encoding.rotary.scaling.resolve`.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import os
 import sys
 from typing import Any
 
-from posenc import rope_scaling
-from posenc.checks import check_float, check_int
-from posenc.errors import PosencError, PosencTypeError
+from posenc.core.checks import check_float, check_int
+from posenc.core.errors import PosencError, PosencTypeError
+from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.registry import build
 
 ORIGINAL = rope_scaling.ORIGINAL
@@ -165,13 +165,13 @@ def from_hf(config: Any, *, layer_type: str | None = None) -> dict[str, Any]:
         is None for plain RoPE, else ``{"rope_type": ..., **HF rope keys}`` with HF's
         legacy ``"type"`` renamed, a Phi-3 top-level ``original_max_position_embeddings``
         moved in (HF gives it priority), and what HF infers from ``max_position_embeddings``
-        made explicit (:func:`posenc.rope_scaling.resolve`); :func:`to_hf` leaves those
+        made explicit (:func:`posenc.encoding.rotary.scaling.resolve`); :func:`to_hf` leaves those
         out again when the template did.
 
     Raises:
         ValueError/TypeError naming the key: conflicting ``type``/``rope_type``, per-layer
         (nested) rope dicts without a ``layer_type``, no ``head_dim`` nor ``hidden_size``/``num_attention_heads``,
-        any error of :func:`posenc.rope_scaling.validate`.
+        any error of :func:`posenc.encoding.rotary.scaling.validate`.
     """
     cfg = _as_dict(config)
     rope = cfg.get(_rope_key(cfg)) or {}
@@ -373,5 +373,5 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
 
 
 def rope_from_hf(config: Any, *, layer_type: str | None = None):
-    """Build the posenc :class:`~posenc.rotary.RoPE` a Hugging Face config describes."""
+    """Build the posenc :class:`~posenc.encoding.rotary.rope.RoPE` a Hugging Face config describes."""
     return build("rope", **from_hf(config, layer_type=layer_type))

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 
 FORMATS = ("cat", "repeat", "sin_cos", "complex")
 

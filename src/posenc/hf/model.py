@@ -56,9 +56,9 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from posenc import rope_scaling
-from posenc.encoding import PositionalEncoding, RotaryEncoding
-from posenc.errors import PosencError, PosencTypeError
+from posenc.core.errors import PosencError, PosencTypeError
+from posenc.encoding.base import PositionalEncoding, RotaryEncoding
+from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.hf.attention import ATTENTION, register
 from posenc.hf.config import config_dict, from_hf
 from posenc.hf.families import TESTED_TRANSFORMERS, Family, family_of

@@ -1,6 +1,6 @@
 """Fast paths, each with the plain path it must equal as its fallback.
 
-- :mod:`~posenc.kernels.rope`: :func:`apply_rotary_fused`, RoPE/xPos application in one
+- :mod:`~posenc.kernels.fused_rope`: :func:`apply_rotary_fused`, RoPE/xPos application in one
   memory pass (C + OpenMP, built on first use), forward and backward; also a
   ``torch.library`` custom op for ``torch.compile``.
 - :mod:`~posenc.kernels.bias_attention`: attention with a bias encoding without the
@@ -11,7 +11,7 @@
 Set ``POSENC_DISABLE_KERNELS=1`` to force the plain paths.
 """
 
-from posenc.kernels.rope import apply_rotary_fused
-from posenc.kernels.rope import available as rope_available
+from posenc.kernels.fused_rope import apply_rotary_fused
+from posenc.kernels.fused_rope import available as rope_available
 
 __all__ = ["apply_rotary_fused", "rope_available"]

@@ -3,7 +3,7 @@
 Axis legend: b batch, h heads, i query positions, j key positions, d head_dim,
 t index into a per-head table over distances ``delta = q_pos - k_pos``.
 
-The dense path (:func:`posenc.attention.sdpa_attention`) builds the whole bias, casts
+The dense path (:func:`posenc.nn.attention.sdpa_attention`) builds the whole bias, casts
 it, masks it and hands it to SDPA: ``h * i * j`` floats several times over (2 GiB at
 h=32, L=4096 in float32 alone). Two paths here compute the same attention with memory
 that does not grow with ``i * j``:
@@ -52,11 +52,11 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from posenc.checks import check_choice, check_int, compute_dtype
+from posenc.core.checks import check_choice, check_int, compute_dtype
+from posenc.core.positions import Positions, as_positions, resolve_positions
 from posenc.kernels import mlp_bias
 from posenc.kernels._build import warn_once
 from posenc.kernels.blocked import blocked_attention, blocks_for, hankel_block
-from posenc.positions import Positions, as_positions, resolve_positions
 
 PATHS = ("auto", "chunked", "flex")
 CHUNK_BYTES = 32 << 20  # bias bytes per block (translation-invariant encodings)
@@ -127,7 +127,7 @@ def chunked_bias_attention(
         q: ``(b, h, i, d)``; k, v: ``(b, h, j, d)``.
         encoding: a bias encoding (``bias_fn``, ``bias``, ``num_heads``).
         q_positions, k_positions: int ``(b|1, i)``, ``(b|1, j)`` (checked), trusted
-            :class:`~posenc.positions.Positions`, or None = arange.
+            :class:`~posenc.core.positions.Positions`, or None = arange.
         allowed: bool "may attend" ``(b|1, 1|h, i, j)`` or None; every row must allow a key.
         causal: mask keys after the query by index (the ``i`` queries are the last ``i`` keys).
         dropout: dropout probability on the attention weights.

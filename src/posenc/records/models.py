@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from posenc import schedules
-from posenc.model import Transformer, TransformerConfig
+from posenc.nn.transformer import Transformer, TransformerConfig
 from posenc.records.provenance import register_imports
 from posenc.records.spec import RunSpec
 from posenc.tasks import registry as task_registry

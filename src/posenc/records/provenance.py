@@ -6,7 +6,7 @@ Every record keeps ``result.code``::
                             "version": "0.1.0", "source_sha256": "...", "code_sha256": "..."}},
      "task": {"class": ..., ...} | None}        # None: the language model
 
-(:func:`posenc.plugins.origin`). A run's identity is its spec, which names an encoding by name;
+(:func:`posenc.core.plugins.origin`). A run's identity is its spec, which names an encoding by name;
 the class behind a name can change (a new release of the package, an edit in an editable
 install: ``code_sha256`` hashes what the class's behaviour depends on). Resuming a grid
 compares the code of each finished record with what this process would run (:func:`changes`) and refuses to mix records of a changed class with new ones unless
@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from posenc import schedules
-from posenc.errors import PosencError
-from posenc.plugins import origin
+from posenc.core.errors import PosencError
+from posenc.core.plugins import origin
 from posenc.records.spec import RunSpec
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.registry import get_encoding_class

@@ -30,9 +30,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from posenc.checks import did_you_mean
-from posenc.errors import PosencError
-from posenc.rope_scaling import ORIGINAL, ROPE_SCALINGS
+from posenc.core.checks import did_you_mean
+from posenc.core.errors import PosencError
+from posenc.encoding.rotary.scaling import ORIGINAL, ROPE_SCALINGS
 
 #: Scalings whose papers fine-tune at the target length before evaluating.
 NEEDS_FINETUNE = frozenset({"linear", "yarn"})
@@ -46,7 +46,7 @@ class Scaling:
     """One parsed scaling name of a profile."""
 
     text: str  # as written in the profile, e.g. "yarn:4"
-    rope_type: str  # a key of posenc.rope_scaling.ROPE_SCALINGS
+    rope_type: str  # a key of posenc.encoding.rotary.scaling.ROPE_SCALINGS
     factor: float | None  # None: chosen per evaluation length (yarn-dynamic)
 
     @property
@@ -121,7 +121,7 @@ def yarn_regime(*, dim: int, base: float, original: int) -> str | None:
 def scaling_dict(
     scaling: Scaling, *, dim: int, base: float, original: int, seq_len: int | None = None
 ) -> dict:
-    """The Hugging Face style dict for :func:`posenc.rope_scaling.apply_to_model`.
+    """The Hugging Face style dict for :func:`posenc.encoding.rotary.scaling.apply_to_model`.
 
     ``seq_len``: the current length, for ``yarn-dynamic`` (factor max(1, seq_len / L0)).
     """

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posenc import schedules
-from posenc.datafiles import MISSING, Where, typed
-from posenc.encoding import PaperSetting
-from posenc.errors import PosencError
-from posenc.model import paper_setting as model_setting
+from posenc.core.datafiles import MISSING, Where, typed
+from posenc.core.errors import PosencError
+from posenc.encoding.base import PaperSetting
+from posenc.nn.transformer import paper_setting as model_setting
 from posenc.records import scalings
 from posenc.tasks import text
 
@@ -47,7 +47,7 @@ class ModelSpec:
     num_heads: int = 4
     num_layers: int = 3
     ffn_dim: int = 256  # GELU MLP hidden size
-    combine: str = "add"  # additive encodings: "add" | "concat" (posenc.model.TransformerConfig)
+    combine: str = "add"  # additive encodings: "add" | "concat" (posenc.nn.transformer.TransformerConfig)
     inject: str = "input"  # additive encodings: "input" | "every_layer"
     num_kv_heads: int | None = None  # key/value heads (grouped-query attention); None = num_heads
     # token embeddings (N(0, 0.02), GPT-2 style) times sqrt(d_model), as Vaswani et al. 3.4. None:

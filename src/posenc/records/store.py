@@ -56,7 +56,7 @@ import numpy
 import torch
 
 import posenc
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.records.files import (
     HOST,
     atomic_write_bytes,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 
 __all__ = [
     "complex_order",

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 
 __all__ = [
     "alibi",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.reference.absolute import sinusoidal
 
 __all__ = ["hierarchical", "hierarchical_sinusoidal"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.reference.bias import alibi_slopes
 from posenc.reference.rotary import rope_inv_freq, rope_matrix
 

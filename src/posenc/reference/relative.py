@@ -5,7 +5,7 @@ r size of Transformer-XL's sinusoid R, m relative-distance table rows.
 
 Everything here is the *direct* form: each (query, key) pair looks up its own
 relative vector, an O(b*h*i*j*d) computation with no tricks, to be read next to
-the papers. The PyTorch classes in :mod:`posenc.relative` must equal these.
+the papers. The PyTorch classes in :mod:`posenc.encoding.relative` must equal these.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ L current length, L0 original context length, theta_i = b^(-2i/d),
 lambda_i = 2 pi / theta_i the wavelength of pair i in tokens.
 
 Each function returns ``(inv_freq (d/2,), attention_scaling)``, written to be
-read next to the paper; ``posenc.rope_scaling`` is tested against these.
+read next to the paper; ``posenc.encoding.rotary.scaling`` is tested against these.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 
 __all__ = ["rope", "rope_inv_freq", "rope_matrix", "rotary_pairs", "xpos", "xpos_zeta"]
 

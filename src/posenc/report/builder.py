@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import posenc
-from posenc import trust, viz
+from posenc import viz
 from posenc.analysis import (
     PROPERTY_COLUMNS,
     EncodingProperties,
@@ -42,7 +42,8 @@ from posenc.analysis import (
 )
 from posenc.analysis.signals import make
 from posenc.analysis.summary import format_value
-from posenc.checks import check_choice
+from posenc.core import trust
+from posenc.core.checks import check_choice
 from posenc.records.files import atomic_write_text
 from posenc.records.store import ResultStore
 from posenc.results import report_section
@@ -463,7 +464,7 @@ def benchmark_report(results_dir: str | Path, *, trust_remote_code: bool = False
     the ``quick`` profile inside its budget (they took about a minute of CPU for all
     encodings); ``posenc report --results DIR`` builds everything. The encodings are the ones
     the records name: one named by import spec is imported only with ``trust_remote_code=True``
-    (:mod:`posenc.trust`; ``posenc compare`` passes it for the grid it has just run).
+    (:mod:`posenc.core.trust`; ``posenc compare`` passes it for the grid it has just run).
     """
     results_dir = Path(results_dir)
     names = sorted({r["spec"]["encoding"] for r in ResultStore(results_dir).records()})

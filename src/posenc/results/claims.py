@@ -40,8 +40,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from posenc.analysis import notes
-from posenc.checks import did_you_mean
-from posenc.datafiles import MISSING, Where, read_json, typed
+from posenc.core.checks import did_you_mean
+from posenc.core.datafiles import MISSING, Where, read_json, typed
 from posenc.results import stats
 from posenc.results.stats import Cell
 from posenc.tasks import ALL_TASKS

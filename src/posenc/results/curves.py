@@ -16,7 +16,7 @@ from typing import Any
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.records.schema import checks_metric
 from posenc.results.figures import plain_text
 from posenc.viz.figures import new_figure

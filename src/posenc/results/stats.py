@@ -68,7 +68,7 @@ from typing import Any
 
 import numpy as np
 
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 from posenc.records.store import ResultStore
 from posenc.results.lengths import in_range as lengths_in_range
 

@@ -5,7 +5,7 @@
 back as a model, and as what the notes ask of a trained model:
 
 - :func:`load_run`: ``(model, spec)`` from a record (or its ``.pt``), every failure a
-  one-line :class:`~posenc.errors.PosencError` naming the file (missing, corrupt, not
+  one-line :class:`~posenc.core.errors.PosencError` naming the file (missing, corrupt, not
   this run's weights);
 - :func:`example`: the input the run was trained on, at its training length or a
   longer one (a task example ``[BOS] x [SEP] y``; the LM: a window of validation text);
@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from posenc import trust
 from posenc.analysis.probes import PROBE_ORIGINAL, PROBE_PERMUTED, model_attention_maps, word_order_change
-from posenc.checks import check_int
-from posenc.errors import PosencError
-from posenc.model import Transformer
-from posenc.plugins import PluginGroup, is_spec
+from posenc.core import trust
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
+from posenc.core.plugins import PluginGroup, is_spec
+from posenc.nn.transformer import Transformer
 from posenc.records.models import build_model
 from posenc.records.provenance import encodings_of
 from posenc.records.spec import RunSpec
@@ -66,7 +66,7 @@ def load_run(run: str | os.PathLike, *, trust_remote_code: bool = False) -> tupl
     A record is data: the model is built from posenc's own encodings and tasks, names registered
     in this process and installed entry points only; an import spec in the record (its encoding,
     task or ``imports``), or an entry point whose module would come from inside the results
-    directory, is refused unless ``trust_remote_code=True`` (:mod:`posenc.trust`).
+    directory, is refused unless ``trust_remote_code=True`` (:mod:`posenc.core.trust`).
     """
     model, spec, _ = _load(run, trust_remote_code)
     return model, spec

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 
 import torch
 
-from posenc.axes import flatten_grid, grid_positions, with_time
-from posenc.checks import check_int
-from posenc.errors import PosencError
+from posenc.core.axes import flatten_grid, grid_positions, with_time
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
 from posenc.tasks.synthetic import FIRST_SYMBOL, NUM_SYMBOLS, PAD, VOCAB_SIZE, TaskBatch
 from posenc.tasks.task import Task
 

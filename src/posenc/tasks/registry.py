@@ -5,7 +5,7 @@ Axis legend: b batch, t tokens, n the length an example is drawn at.
 Two kinds of task. ``"lm"`` is the byte-level language model on the Python standard library's
 sources (:mod:`posenc.tasks.text`; built in, not extensible here). Every other task is a
 **synthetic task**: a :class:`Task` subclass whose examples are drawn at a length ``n``. Yours
-come in the ways encodings do (:mod:`posenc.plugins`): ``register_task("sort", Sort)`` for a
+come in the ways encodings do (:mod:`posenc.core.plugins`): ``register_task("sort", Sort)`` for a
 notebook, an import spec ``"mypkg.tasks:Sort"`` wherever a task name is taken
 (``posenc compare --tasks mypkg.tasks:Sort``), or an entry point of the group ``posenc.tasks``.
 
@@ -40,9 +40,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from posenc.checks import check_int
-from posenc.errors import PosencError, PosencTypeError
-from posenc.plugins import PluginGroup, origin
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError, PosencTypeError
+from posenc.core.plugins import PluginGroup, origin
 from posenc.tasks import grid, synthetic, text
 from posenc.tasks.task import Task
 
@@ -107,7 +107,7 @@ def check_task_class(cls: Any, source: str) -> type[Task]:
     return cls
 
 
-#: The three ways in, one lookup (:mod:`posenc.plugins`).
+#: The three ways in, one lookup (:mod:`posenc.core.plugins`).
 GROUP: PluginGroup[type[Task]] = PluginGroup(
     ENTRY_POINT_GROUP, "task", BUILTINS, check_task_class, extra_names=(LM,)
 )
@@ -176,7 +176,7 @@ def task_spec(name: str) -> str:
 
 
 def task_origin(name: str) -> dict[str, Any] | None:
-    """Where a task's class comes from (:func:`posenc.plugins.origin`); None for posenc's own."""
+    """Where a task's class comes from (:func:`posenc.core.plugins.origin`); None for posenc's own."""
     if name == LM or name in BUILTINS:
         return None
     return origin(task_class(name))

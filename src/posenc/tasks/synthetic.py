@@ -44,8 +44,8 @@ from dataclasses import dataclass
 
 import torch
 
-from posenc.checks import check_choice, check_int
-from posenc.errors import PosencError
+from posenc.core.checks import check_choice, check_int
+from posenc.core.errors import PosencError
 
 PAD, BOS, SEP, EOS, BLANK = 0, 1, 2, 3, 4
 SPECIAL_TOKENS = ("PAD", "BOS", "SEP", "EOS", "BLANK")

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import torch
 
-from posenc.checks import check_int
-from posenc.errors import PosencError
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
 
 VOCAB_SIZE = 256
 SKIPPED_DIRS = frozenset(

@@ -16,7 +16,7 @@ instance, returning a :class:`CheckReport` with one :class:`PropertyResult` per 
 - ``layout``: a rotary's ``rotate(..., layout="bshd")`` on ``(b, n, h, d)`` equals the
   ``"bhsd"`` result transposed.
 - ``default_positions``: ``positions=None`` equals ``arange``, given as a tensor or as a
-  :class:`~posenc.positions.Positions`.
+  :class:`~posenc.core.positions.Positions`.
 - ``offsets``: rows at different offsets are independent of each other and deterministic.
 - ``padding``: in attention, a left-padded row equals the unpadded sequence.
 - ``packing``: two documents packed in one row (document ids, positions restarting) equal

@@ -12,13 +12,13 @@ import numpy as np
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
-from posenc.attention import MultiHeadAttention
-from posenc.encoding import KINDS, BiasEncoding, PositionalEncoding
-from posenc.errors import PosencError, PosencTypeError
-from posenc.kv_cache import KVCache
-from posenc.positions import Positions, as_positions, from_attention_mask, from_document_ids
+from posenc.core.errors import PosencError, PosencTypeError
+from posenc.core.positions import Positions, as_positions, from_attention_mask, from_document_ids
+from posenc.encoding.base import KINDS, BiasEncoding, PositionalEncoding
+from posenc.kernels.rotation import apply_rotary
+from posenc.nn.attention import MultiHeadAttention
+from posenc.nn.kv_cache import KVCache
 from posenc.registry import check_encoding_class, get_encoding_class, model_values
-from posenc.rotation import apply_rotary
 from posenc.testing.report import CheckReport, PropertyResult
 
 #: Tolerances per dtype (max absolute and relative difference), as posenc's own tests use.
@@ -303,7 +303,7 @@ def _default_positions(s: _Subject) -> PropertyResult:
         given = apply_hook(enc, b, n, tensors, as_positions(torch.arange(n).expand(b, n), n))
     except Exception as exc:  # noqa: BLE001
         return PropertyResult(
-            "default_positions", False, f"positions as a posenc.positions.Positions (what attention passes) "
+            "default_positions", False, f"positions as a posenc.core.positions.Positions (what attention passes) "
             f"raised {type(exc).__name__}: {exc}",
         )  # fmt: skip
     again = _close("default_positions", given, want, torch.float32, "a Positions vs the tensor it holds")

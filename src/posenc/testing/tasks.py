@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from posenc.errors import PosencError, PosencTypeError
+from posenc.core.errors import PosencError, PosencTypeError
 from posenc.tasks import registry as task_registry
 from posenc.tasks import synthetic
 from posenc.tasks.registry import FIRST_TASK_TOKEN, GROUP, Task, check_task_class

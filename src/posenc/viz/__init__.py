@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posenc.analysis.signals import make
-from posenc.checks import check_choice
-from posenc.encoding import PositionalEncoding
-from posenc.errors import PosencError
+from posenc.core.checks import check_choice
+from posenc.core.errors import PosencError
+from posenc.encoding.base import PositionalEncoding
 from posenc.viz import figures, grid
 from posenc.viz.figures import new_figure
 

@@ -19,13 +19,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from posenc import rope_scaling
 from posenc.analysis import properties
 from posenc.analysis.probes import attention_maps
 from posenc.analysis.signals import feature_dim_of, num_heads_of, position_kernel, position_signal
-from posenc.checks import check_int
-from posenc.encoding import PositionalEncoding, RotaryEncoding
-from posenc.errors import PosencError
+from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
+from posenc.encoding.base import PositionalEncoding, RotaryEncoding
+from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.registry import ENCODINGS
 
 DIVERGING = "RdBu_r"

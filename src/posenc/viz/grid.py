@@ -2,7 +2,7 @@
 
 Axis legend: h x w grid of patches, n = h w tokens in row-major order, d feature dim, a axes.
 
-For a multi-axis encoding (:mod:`posenc.multiaxis`, :mod:`posenc.multiaxis_rotary`) the patches
+For a multi-axis encoding (:mod:`posenc.encoding.absolute.axial`, :mod:`posenc.encoding.rotary.rope_axial`) the patches
 get their ``(row, column)`` coordinates (``t = 0`` for ``(t, h, w)`` encodings); a 1-D encoding
 sees the grid flattened row by row (patch ``(r, c)`` at position ``r w + c``), the baseline a
 sequence model offers. The similarity of patch ``p`` to the anchor ``a`` is the cosine of their
@@ -21,9 +21,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from posenc.analysis.signals import position_signal
-from posenc.axes import flatten_grid, grid_positions, with_time
-from posenc.checks import check_int
-from posenc.encoding import AdditiveEncoding, BiasEncoding, PositionalEncoding, RotaryEncoding
+from posenc.core.axes import flatten_grid, grid_positions, with_time
+from posenc.core.checks import check_int
+from posenc.encoding.base import AdditiveEncoding, BiasEncoding, PositionalEncoding, RotaryEncoding
 from posenc.viz.figures import DIVERGING, SEQUENTIAL, _label, new_figure
 
 

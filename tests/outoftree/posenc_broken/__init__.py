@@ -24,9 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from posenc.config import EncodingConfig, model_field
-from posenc.encoding import BiasEncoding, RotaryEncoding
-from posenc.positions import as_positions
+from posenc.core.positions import as_positions
+from posenc.encoding import BiasEncoding, EncodingConfig, RotaryEncoding, model_field
 from posenc.registry import BUILTINS
 from posenc.tasks import FIRST_SYMBOL, Task
 

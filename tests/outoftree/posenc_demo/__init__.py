@@ -14,9 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from posenc.checks import check_float, check_int
-from posenc.config import EncodingConfig, model_field
-from posenc.encoding import BiasEncoding
+from posenc.core.checks import check_float, check_int
+from posenc.encoding import BiasEncoding, EncodingConfig, model_field
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from posenc.config import EncodingConfig, model_field
-from posenc.encoding import BiasEncoding
+from posenc.encoding import BiasEncoding, EncodingConfig, model_field
 from posenc.tasks import FIRST_SYMBOL, Task
 
 

@@ -19,7 +19,7 @@ from posenc.analysis.demonstrations import attention, sinusoidal, tables
 from posenc.analysis.demonstrations.attention import INTERVIEW_T5_SNIPPET
 from posenc.analysis.demonstrations.base import Demonstration
 from posenc.analysis.demonstrations.sinusoidal import TUTORIAL_FINGERPRINTS, TUTORIAL_PE, TUTORIAL_SUMS
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
 
 DEMONSTRATIONS: dict[str, Callable[[], Demonstration]] = {
     "equivariance": attention.equivariance,

@@ -14,8 +14,8 @@ import posenc
 from posenc.analysis import probes, properties
 from posenc.analysis.demonstrations.base import Demonstration, small
 from posenc.analysis.signals import additive_vectors, make
-from posenc.attention import MultiHeadAttention
-from posenc.encoding import BiasEncoding, RelativeEncoding, RotaryEncoding
+from posenc.encoding.base import BiasEncoding, RelativeEncoding, RotaryEncoding
+from posenc.nn.attention import MultiHeadAttention
 from posenc.reference import bias as reference_bias
 from posenc.reference.rotary import rope_inv_freq
 

@@ -12,8 +12,8 @@ from posenc import presets
 from posenc.analysis import properties
 from posenc.analysis.demonstrations.base import Demonstration, small, vector
 from posenc.analysis.signals import additive_vectors, make
-from posenc.encoding import AdditiveEncoding
-from posenc.errors import PosencError
+from posenc.core.errors import PosencError
+from posenc.encoding.base import AdditiveEncoding
 from posenc.reference import tutorial
 
 

@@ -19,7 +19,7 @@ import numbers
 
 import numpy as np
 
-from posenc.errors import PosencError, PosencTypeError
+from posenc.core.errors import PosencError, PosencTypeError
 
 __all__ = ["Embedding", "PositionalEncoding", "try_it_yourself", "usage_example"]
 

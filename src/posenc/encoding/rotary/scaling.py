@@ -1,0 +1,516 @@
+"""RoPE context-extension scalings: a literal registry of pure functions.
+
+Axis legend: ``d`` the rotated dimension (``rotary_dim``), ``p = d/2`` rotation
+pairs, ``L`` the current sequence length, ``L0`` the original (pre-training)
+context length, ``s`` the scaling factor, ``b`` the RoPE base (``rope_theta``).
+
+Every variant is one pure function with one signature, returning the inverse
+frequencies and the attention scaling, so the rotary encoding (and attention)
+never branches on the variant::
+
+    fn(*, dim: int, base: float, seq_len: int | None, params: dict)
+        -> (inv_freq: float64 tensor (dim/2,), attention_scaling: float)
+
+``params`` is the scaling dict without its ``"rope_type"`` key; the keys are the
+Hugging Face ``rope_scaling`` / ``rope_parameters`` keys (``factor``,
+``original_max_position_embeddings``, ``beta_fast``, ...), so a Hugging Face
+config maps onto posenc one to one (see :mod:`posenc.hf`). Each variant is one
+:class:`RopeScaling` entry of the literal registry ``ROPE_SCALINGS``: its function,
+paper, required and optional keys, range checks, whether it depends on the current
+length, its frequency bands and how Hugging Face fills its original context.
+``PAPERS``, ``ROPE_SCALING_KEYS`` and ``ROPE_SCALING_VALIDATORS`` are views of it;
+:func:`compute` validates, then dispatches.
+
+``attention_scaling`` multiplies both cos and sin (as in Hugging Face), so it
+multiplies the rotated q and k and hence the attention logits by its square.
+
+KV caches and length-dependent scalings
+---------------------------------------
+``depends_on_seq_len(scaling)`` is true for ``dynamic`` and ``longrope`` (their
+``length_dependent`` entry): their
+inv_freq is a function of the *current* length ``L = max(position) + 1``. A key
+rotated at step ``t`` with ``inv_freq(L_t)`` would be wrong at step ``t + 1`` once
+``inv_freq(L_{t+1})`` differs. posenc's rule: when ``depends_on_seq_len(scaling)``
+is true, attention caches keys BEFORE rotation and, at every step, rotates the
+whole cached key set (and the queries) with the inv_freq for the current length,
+so incremental decoding equals a full recompute of the same prefix. (Hugging Face
+instead keeps already-rotated keys, so its cached decode differs from a full
+recompute once ``L`` crosses ``L0``.) For every other variant, keys may be
+cached after rotation.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from posenc.core.checks import check_float, check_int, did_you_mean
+from posenc.core.errors import PosencError, PosencTypeError
+from posenc.core.sincos import inverse_frequencies
+from posenc.encoding.base import RotaryEncoding
+from posenc.encoding.rotary.formulas import (
+    ORIGINAL,
+    Params,
+    check_common,
+    default_freqs,
+    dynamic_freqs,
+    linear_freqs,
+    llama3_bands,
+    llama3_freqs,
+    llama3_smooth,
+    longrope_attention_factor,
+    longrope_freqs,
+    ntk_freqs,
+    validate_llama3,
+    validate_longrope,
+    validate_nothing,
+    validate_ntk,
+    validate_yarn,
+    yarn_bands,
+    yarn_correction_range,
+    yarn_freqs,
+    yarn_mscale,
+    yarn_ramp,
+)
+from posenc.reference import rope_scaling as ref
+
+ScalingFn = Callable[..., tuple[torch.Tensor, float]]
+
+__all__ = [  # the formulas' public helpers are part of this module's face
+    "ORIGINAL",
+    "PAPERS",
+    "ROPE_SCALINGS",
+    "ROPE_SCALING_KEYS",
+    "ROPE_SCALING_VALIDATORS",
+    "RopeScaling",
+    "Scaling",
+    "apply_to_model",
+    "compute",
+    "depends_on_seq_len",
+    "describe",
+    "frequency_bands",
+    "llama3_smooth",
+    "longrope_attention_factor",
+    "reference",
+    "resolve",
+    "split",
+    "validate",
+    "yarn_correction_range",
+    "yarn_mscale",
+    "yarn_ramp",
+]
+
+
+def _check_keys(name: str, params: Params) -> None:
+    required, optional = ROPE_SCALINGS[name].required, ROPE_SCALINGS[name].optional
+    valid = list(required) + list(optional)
+    for key in params:
+        if key not in valid:
+            extra = did_you_mean(key, valid)
+            raise PosencError(
+                f"unknown key {key!r} in rope scaling {name!r}; valid keys: {valid or 'none'}{extra}"
+            )
+    for key in required:
+        if params.get(key) is None:
+            hint = " (or pass max_position_embeddings)" if key == ORIGINAL else ""
+            raise PosencError(
+                f"rope scaling {name!r} requires key {key!r}{hint}; required keys: {list(required)}"
+            )
+
+
+# ---------------------------------------------------------------------------
+# The registry: one spec per scaling. Adding a scaling = one entry here (+ its tests).
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """Everything posenc knows about one RoPE scaling, in one place."""
+
+    compute: ScalingFn  # fn(*, dim, base, seq_len, params) -> (inv_freq (d/2,) float64, attention_scaling)
+    paper: str  # where the formula comes from
+    required: tuple[str, ...] = ()  # keys of the scaling dict (Hugging Face's names) that must be given
+    optional: tuple[str, ...] = ()  # keys it may have
+    validate: Callable[..., None] = (
+        validate_nothing  # fn(params, *, dim): range checks beyond the common ones
+    )
+    length_dependent: bool = (
+        False  # inv_freq changes with the current length: attention caches keys unrotated
+    )
+    bands: Callable[..., list[str]] | None = None  # fn(*, dim, base, params) -> a band name per pair
+    # Where Hugging Face reads the original context L0: "rope" (the rope dict, a top-level
+    # original_max_position_embeddings winning, else max_position_embeddings) or
+    # "max_position_embeddings" (that key only); None when the scaling has no L0.
+    hf_original: str | None = None
+    factor_from_context: bool = False  # a missing factor is max_position_embeddings / L0 (as HF)
+    # The NumPy float64 reference (posenc.reference.rope_scaling), fn(dim, base, **params[, seq_len]).
+    reference: Callable[..., tuple[np.ndarray, float]] | None = None
+    # A representative setting for rotated dim d with original context 2048 (conformance vectors).
+    example: Callable[[int], Params] | None = None
+
+    def __call__(
+        self, *, dim: int, base: float, seq_len: int | None, params: Params
+    ) -> tuple[torch.Tensor, float]:
+        return self.compute(dim=dim, base=base, seq_len=seq_len, params=params)
+
+
+ROPE_SCALINGS: dict[str, RopeScaling] = {
+    "default": RopeScaling(
+        default_freqs,
+        "Su et al. 2021, RoFormer, https://arxiv.org/abs/2104.09864",
+        reference=ref.rope_scaling_default,
+        example=lambda dim: {},
+    ),
+    "linear": RopeScaling(
+        linear_freqs,
+        "Chen et al. 2023, Position Interpolation, https://arxiv.org/abs/2306.15595",
+        ("factor",),
+        reference=ref.rope_scaling_linear,
+        example=lambda dim: {"factor": 4.0},
+    ),
+    "ntk": RopeScaling(
+        ntk_freqs,
+        "bloc97 2023, NTK-aware scaled RoPE, https://www.reddit.com/r/LocalLLaMA/comments/14lz7j5/",
+        ("factor",),
+        validate=validate_ntk,
+        reference=ref.rope_scaling_ntk,
+        example=lambda dim: {"factor": 4.0},
+    ),
+    "dynamic": RopeScaling(
+        dynamic_freqs,
+        "emozilla 2023, Dynamically scaled RoPE, https://www.reddit.com/r/LocalLLaMA/comments/14mrgpr/",
+        ("factor", ORIGINAL),
+        validate=validate_ntk,
+        length_dependent=True,
+        hf_original="max_position_embeddings",
+        reference=ref.rope_scaling_dynamic,
+        example=lambda dim: {"factor": 4.0, ORIGINAL: 2048},
+    ),
+    "yarn": RopeScaling(
+        yarn_freqs,
+        "Peng et al. 2023, YaRN, https://arxiv.org/abs/2309.00071",
+        ("factor", ORIGINAL),
+        ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
+        validate=validate_yarn,
+        bands=yarn_bands,
+        hf_original="rope",
+        reference=ref.rope_scaling_yarn,
+        example=lambda dim: {"factor": 4.0, ORIGINAL: 2048},
+    ),
+    "llama3": RopeScaling(
+        llama3_freqs,
+        "Meta 2024, The Llama 3 Herd of Models, https://arxiv.org/abs/2407.21783",
+        ("factor", ORIGINAL, "low_freq_factor", "high_freq_factor"),
+        validate=validate_llama3,
+        bands=llama3_bands,
+        hf_original="rope",
+        reference=ref.rope_scaling_llama3,
+        example=lambda dim: {"factor": 8.0, ORIGINAL: 2048, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+    ),
+    "longrope": RopeScaling(
+        longrope_freqs,
+        "Ding et al. 2024, LongRoPE, https://arxiv.org/abs/2402.13753",
+        ("short_factor", "long_factor", ORIGINAL),
+        ("factor", "attention_factor"),
+        validate=validate_longrope,
+        length_dependent=True,
+        hf_original="rope",
+        factor_from_context=True,
+        reference=ref.rope_scaling_longrope,
+        example=lambda dim: {
+            "short_factor": [1.0 + 0.05 * i for i in range(dim // 2)],
+            "long_factor": [1.0 + 0.5 * i for i in range(dim // 2)],
+            ORIGINAL: 2048,
+        },
+    ),
+}
+
+# Views of the registry, by field.
+PAPERS: dict[str, str] = {name: spec.paper for name, spec in ROPE_SCALINGS.items()}
+ROPE_SCALING_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    name: (spec.required, spec.optional) for name, spec in ROPE_SCALINGS.items()
+}
+ROPE_SCALING_VALIDATORS: dict[str, Callable[..., None]] = {
+    name: spec.validate for name, spec in ROPE_SCALINGS.items()
+}
+
+
+# ---------------------------------------------------------------------------
+# Public entry points.
+# ---------------------------------------------------------------------------
+
+
+def split(scaling: Params | None) -> tuple[str, Params]:
+    """``{"rope_type": name, **params}`` (or None) -> ``(name, params)``; checks the name."""
+    if scaling is None:
+        return "default", {}
+    if not isinstance(scaling, dict):
+        raise PosencTypeError(
+            f"scaling must be a dict with key 'rope_type' or None, got {type(scaling).__name__}"
+        )
+    params = dict(scaling)
+    name = params.pop("rope_type", "default")
+    if name not in ROPE_SCALINGS:
+        raise PosencError(
+            f"rope_type must be one of {list(ROPE_SCALINGS)}, got {name!r}{did_you_mean(name, ROPE_SCALINGS)}"
+        )
+    return name, params
+
+
+def resolve(scaling: Params | None, *, max_position_embeddings: int | None = None) -> Params | None:
+    """Fill what Hugging Face infers from ``max_position_embeddings`` (the model's context).
+
+    As HF: a variant that takes ``original_max_position_embeddings`` defaults it to
+    ``max_position_embeddings`` (for ``dynamic`` that is HF's only source), and
+    ``longrope`` without ``factor`` uses ``max_position_embeddings / L0``.
+    Returns a new dict (or None); keys already present win.
+    """
+    name, params = split(scaling)
+    if max_position_embeddings is None or name == "default":
+        return None if scaling is None else dict(scaling)
+    max_position_embeddings = check_int("max_position_embeddings", max_position_embeddings, minimum=1)
+    spec = ROPE_SCALINGS[name]
+    if ORIGINAL in spec.required + spec.optional and params.get(ORIGINAL) is None:
+        params[ORIGINAL] = max_position_embeddings
+    if spec.factor_from_context and params.get("factor") is None:
+        params["factor"] = max_position_embeddings / params[ORIGINAL]
+    return {"rope_type": name, **params}
+
+
+def validate(scaling: Params | None, *, dim: int) -> Params | None:
+    """Check a scaling dict for rotated dimension ``dim``; returns it unchanged.
+
+    Raises ValueError/TypeError naming the offending key: unknown rope_type or key,
+    missing required key (e.g. the original context length), factor < 1, factor
+    lists of the wrong length, beta_fast < beta_slow, high_freq_factor <=
+    low_freq_factor, odd dim.
+    """
+    check_int("dim (rotary_dim)", dim, minimum=2, even=True)
+    name, params = split(scaling)
+    _check_keys(name, params)
+    check_common(name, params, dim)
+    ROPE_SCALINGS[name].validate(params, dim=dim)
+    return scaling
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """A RoPE scaling parsed once, where it enters, and passed on typed.
+
+    :meth:`parse` fills what Hugging Face infers from the model's context (:func:`resolve`) and
+    checks every key for the rotated dimension ``dim`` (:func:`validate`); nothing that holds a
+    ``Scaling`` checks it again. :meth:`frequencies` runs the variant's formula (a dynamic
+    scaling at every new length) and only checks its result for float overflow.
+    """
+
+    rope_type: str  # a key of ROPE_SCALINGS
+    items: tuple[tuple[str, Any], ...]  # its keys (Hugging Face's names), resolved and checked
+    dim: int  # the rotated dimension (rotary_dim) it was checked for
+
+    @classmethod
+    def parse(
+        cls, scaling: Params | Scaling | None, *, dim: int, max_position_embeddings: int | None = None
+    ) -> Scaling:
+        """A dict (``{"rope_type": ..., **keys}``), None (plain RoPE) or a Scaling, checked for ``dim``."""
+        if isinstance(scaling, Scaling):
+            if scaling.dim == dim:
+                return scaling
+            scaling = scaling.to_dict()
+        resolved = validate(resolve(scaling, max_position_embeddings=max_position_embeddings), dim=dim)
+        name, params = split(resolved)
+        return cls(name, tuple(params.items()), dim)
+
+    @property
+    def params(self) -> Params:
+        """The keys as a new dict (without ``rope_type``)."""
+        return dict(self.items)
+
+    @property
+    def spec(self) -> RopeScaling:
+        return ROPE_SCALINGS[self.rope_type]
+
+    @property
+    def length_dependent(self) -> bool:
+        """inv_freq follows the current length (dynamic NTK, LongRoPE): attention caches raw keys."""
+        return self.spec.length_dependent
+
+    def to_dict(self) -> Params | None:
+        """The Hugging Face style dict (None for plain RoPE without keys)."""
+        if self.rope_type == "default" and not self.items:
+            return None
+        return {"rope_type": self.rope_type, **self.params}
+
+    def frequencies(self, *, base: float, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+        """``(inv_freq float64 (dim/2,), attention_scaling)`` for RoPE base ``base`` (checked by
+        the caller) at length ``seq_len`` (read by length-dependent scalings; None = within the
+        original context). The inputs are not checked again; an overflowing result is refused."""
+        try:
+            inv_freq, attention = self.spec(dim=self.dim, base=base, seq_len=seq_len, params=self.params)
+        except OverflowError:
+            inv_freq, attention = torch.full((self.dim // 2,), math.nan), math.nan
+        # A factor/base so large that float64 overflows would give zero/inf frequencies or an
+        # inf attention scaling (silently inf or unrotated outputs): reject it, naming the keys.
+        inv = torch.as_tensor(inv_freq)
+        if (
+            torch.compiler.is_compiling()
+        ):  # a length-dependent scaling traced in a graph: checked on the device
+            torch._assert_async(
+                torch.isfinite(inv).all() & (inv > 0).all(),
+                f"rope scaling {self.rope_type!r} overflows float64 at this length (frequencies out of range)",
+            )
+            return inv_freq, attention
+        if not (
+            bool(torch.isfinite(inv).all() and (inv > 0).all())
+            and abs(attention) <= torch.finfo(torch.float32).max
+        ):
+            raise PosencError(
+                f"rope scaling {self.rope_type!r} with base={base} and {self.params} overflows float64/float32 "
+                "(frequencies or attention_factor out of range); use a smaller factor, base or attention_factor"
+            )
+        return inv_freq, attention
+
+    def reference(self, *, base: float, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+        """:meth:`frequencies` by the variant's NumPy float64 reference."""
+        fn = self.spec.reference
+        if fn is None:
+            raise PosencError(f"rope scaling {self.rope_type!r} has no NumPy reference")
+        params = self.params
+        if "seq_len" in inspect.signature(fn).parameters:
+            params["seq_len"] = None if seq_len is None else int(seq_len)
+        inv_freq, attention_scaling = fn(self.dim, float(base), **params)
+        return np.asarray(inv_freq, dtype=np.float64), float(attention_scaling)
+
+    def bands(self, *, base: float) -> list[str] | None:
+        """The band of each pair for the variants that have bands (see :func:`frequency_bands`), else None."""
+        bands = self.spec.bands
+        return None if bands is None else bands(dim=self.dim, base=base, params=self.params)
+
+
+def compute(
+    scaling: Params | Scaling | None,
+    *,
+    dim: int,
+    base: float,
+    seq_len: int | None = None,
+    max_position_embeddings: int | None = None,
+):
+    """Parse ``scaling`` (:meth:`Scaling.parse`) and return ``(inv_freq float64 (dim/2,), attention_scaling float)``.
+
+    Args:
+        scaling: HF-style dict with key ``"rope_type"`` (None -> plain RoPE), or a :class:`Scaling`.
+        dim: rotated dimension (``rotary_dim``), even.
+        base: RoPE base (``rope_theta``) > 1.
+        seq_len: current length ``max(position) + 1``; read by ``dynamic`` and
+            ``longrope`` only (None = within the original context).
+        max_position_embeddings: the model's context; fills missing keys as HF
+            does (see :func:`resolve`).
+    """
+    parsed = Scaling.parse(scaling, dim=dim, max_position_embeddings=max_position_embeddings)
+    base = check_float("base (rope_theta)", base, minimum=1.0, exclusive_minimum=True)
+    if seq_len is not None:
+        seq_len = check_int("seq_len", seq_len, minimum=1)
+    return parsed.frequencies(base=base, seq_len=seq_len)
+
+
+def reference(
+    scaling: Params | Scaling | None,
+    *,
+    dim: int,
+    base: float,
+    seq_len: int | None = None,
+    max_position_embeddings: int | None = None,
+) -> tuple[np.ndarray, float]:
+    """:func:`compute` by the NumPy float64 reference of the variant (``ROPE_SCALINGS[name].reference``):
+    ``(inv_freq (dim/2,) float64 ndarray, attention_scaling)``."""
+    parsed = Scaling.parse(scaling, dim=dim, max_position_embeddings=max_position_embeddings)
+    return parsed.reference(base=base, seq_len=seq_len)
+
+
+def depends_on_seq_len(scaling: Params | None) -> bool:
+    """True when inv_freq changes with the current sequence length (dynamic NTK, LongRoPE).
+
+    Then attention must cache keys before rotation (see the module docstring).
+    """
+    name = (scaling or {}).get("rope_type", "default")
+    return name in ROPE_SCALINGS and ROPE_SCALINGS[name].length_dependent
+
+
+def frequency_bands(
+    scaling: Params | Scaling | None, *, dim: int, base: float, max_position_embeddings: int | None = None
+) -> list[str] | None:
+    """Which band each pair falls in, for the variants that have bands, else None.
+
+    YaRN: ``extrapolate`` (ramp 0, unchanged) / ``ramp`` / ``interpolate`` (ramp 1,
+    divided by s). Llama 3: ``high`` (wavelength < L0/high_freq_factor, unchanged) /
+    ``mid`` / ``low`` (wavelength > L0/low_freq_factor, divided by s).
+    """
+    return Scaling.parse(scaling, dim=dim, max_position_embeddings=max_position_embeddings).bands(base=base)
+
+
+def apply_to_model(model: nn.Module, scaling: Params | Scaling | None) -> int:
+    """Set ``scaling`` on every rotary encoding in ``model``; returns how many were changed.
+
+    Lets a model trained with plain RoPE be evaluated with any context-extension
+    scaling without retraining: ``apply_to_model(model, {"rope_type": "yarn", ...})``.
+    An encoding shared by several layers counts once. ``None`` restores plain RoPE.
+    """
+    if not isinstance(model, nn.Module):
+        raise PosencTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(scaling, Scaling):
+        split(scaling)  # fail fast on a bad rope_type, before touching any module
+    count = 0
+    for module in model.modules():
+        if isinstance(module, RotaryEncoding) and module.supports_scaling:
+            module.set_scaling(scaling)
+            count += 1
+    return count
+
+
+def describe(
+    scaling: Params | None,
+    *,
+    dim: int,
+    base: float,
+    seq_len: int | None = None,
+    max_position_embeddings: int | None = None,
+) -> dict[str, Any]:
+    """Per-pair summary of a scaling (what ``posenc rope inspect`` prints).
+
+    Returns ``{"rope_type", "dim", "base", "seq_len", "attention_scaling", "pairs"}``;
+    each pair: ``inv_freq`` theta_i', ``wavelength`` 2 pi / theta_i' in tokens,
+    ``default_wavelength`` 2 pi / theta_i, ``scale`` theta_i / theta_i' (1 = unchanged,
+    s = fully interpolated) and ``band`` (see :func:`frequency_bands`, else None).
+    """
+    scaling = resolve(scaling, max_position_embeddings=max_position_embeddings)
+    parsed = Scaling.parse(scaling, dim=dim)  # checked once; the rest reads it
+    inv_freq, attention = compute(parsed, dim=dim, base=base, seq_len=seq_len)
+    plain = inverse_frequencies(dim, float(base))
+    bands: list[str | None] = [None] * (dim // 2)
+    bands = list(parsed.bands(base=base) or bands)
+    pairs = [
+        {
+            "pair": i,
+            "inv_freq": f,
+            "wavelength": 2 * math.pi / f,
+            "default_wavelength": 2 * math.pi / p,
+            "scale": p / f,
+            "band": band,
+        }
+        for i, (f, p, band) in enumerate(zip(inv_freq.tolist(), plain.tolist(), bands))
+    ]
+    return {
+        "rope_type": parsed.rope_type,
+        "scaling": scaling,
+        "dim": dim,
+        "base": float(base),
+        "seq_len": seq_len,
+        "attention_scaling": attention,
+        "pairs": pairs,
+    }
