@@ -183,7 +183,7 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
             table.add_column(name, overflow="fold")
         for row in body:
             table.add_row(*row)
-        console = Console(width=max(160, Console().width))
+        console = Console(width=max(160, Console().width), markup=False)  # labels hold [...]: data
         console.print(table)
         console.print(result.summary["caption"])
         for line in result.notes():
