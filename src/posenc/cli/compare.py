@@ -386,7 +386,9 @@ def compare_command(
         payload = {**result.to_dict(), "summary": json.loads(results.to_json(result.summary))}
         click.echo(json.dumps(payload, indent=2, default=str))
     else:
-        console = Console(width=max(140, Console().width), markup=False)  # labels hold [...]: data, not markup
+        console = Console(
+            width=max(140, Console().width), markup=False
+        )  # labels hold [...]: data, not markup
         source = f"--config {config}" if config is not None else f"--profile {prof.name}"
         for table in results.render_tables(result.summary, title=f"posenc compare {source}"):
             console.print(table)
