@@ -353,6 +353,26 @@ def test_the_figures_draw_the_interval_bands_and_name_the_method(tmp_path, monke
         assert len(bands) == 2, name  # one per scaling
 
 
+def test_the_page_says_how_long_the_run_took_next_to_its_estimate_and_whether_the_machine_was_idle():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "update_extend_page.py"
+    spec = importlib.util.spec_from_file_location("update_extend_page", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    summary = {"protocol": "smollm2", "model": {"label": "SmolLM2", "text": {"source": "python-docs", "documents": 2,
+               "sha256": "ab" * 32}}}  # fmt: skip
+    run = {"command": "posenc extend", "protocol": "smollm2", "device": "cpu", "finished": "today", "tflop": 61.3,
+           "cells_done": 6, "cells_resumed": 0, "wall_seconds": 701.0, "estimated_seconds": 738, "workers": 2,
+           "threads": 1, "cores": 2}  # fmt: skip
+    idle = script.provenance(summary, run, idle=True)
+    assert "wall-clock 11.7 min on an otherwise idle machine (2 worker(s) x 1 thread(s) of 2 cores)" in idle
+    assert "estimated before the run: 12.3 min" in idle and "2 document(s)" in idle
+    shared = script.provenance(summary, run, idle=False)
+    assert "not a timing result" in shared and "idle" not in shared
+
+
 # --- a run, its records and its resume ------------------------------------------------------------
 
 

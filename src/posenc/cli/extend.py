@@ -70,7 +70,12 @@ class _LazyHelp(click.Option):
               "optionally NAME:FACTOR (default: the protocol's)")  # fmt: skip
 @click.option("--factors", default=None, help="factors of the scalings named without one, e.g. 2,4")
 @click.option("--lengths", default=None, help="evaluation lengths in tokens, e.g. 1024,8192,16384")
-@click.option("--documents", default=None, type=int, help="documents perplexity averages over")
+@click.option(
+    "--documents",
+    default=None,
+    type=int,
+    help="documents perplexity averages over (2 or more: a t interval over them)",
+)
 @click.option("--passkey-lengths", default=None, help="passkey prompt lengths (empty: no passkey test)")
 @click.option("--passkey-depths", default=None, help="key depths in the filler, 0 .. 1, e.g. 0.1,0.5,0.9")
 @click.option(
