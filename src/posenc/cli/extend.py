@@ -9,6 +9,7 @@ import sys
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 import posenc.extend as ext
 import posenc.extend.protocol as protocols
@@ -187,12 +188,12 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
         for name in header:
             table.add_column(name, overflow="fold")
         for row in body:
-            table.add_row(*row)
+            table.add_row(*(Text(cell) for cell in row))  # plain text: '[low, high]' is no markup
         console = Console(width=max(160, Console().width))
         console.print(table)
-        console.print(result.summary["caption"])
+        console.print(result.summary["caption"], markup=False)
         for line in result.notes():
-            console.print(line)
+            console.print(line, markup=False)
     if result.failed:
         raise SystemExit(1)
 

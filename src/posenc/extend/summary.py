@@ -256,19 +256,29 @@ def figures(summary: dict[str, Any], out: Path) -> dict[str, str]:
         fig = Figure(figsize=(7.5, 4.5))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
+        top = 0.0
         for label, bins in curves.items():
             xs = [(row[0] + row[1]) / 2 for row in bins]
-            ax.plot(xs, [row[2] for row in bins], label=label, color=colors[label])
-            ax.fill_between(xs, [row[3] for row in bins], [row[4] for row in bins], alpha=0.15,
-                            color=colors[label])  # fmt: skip
+            means = [row[2] for row in bins]
+            ax.plot(xs, means, label=label, color=colors[label], zorder=3)
+            ax.fill_between(xs, [row[3] for row in bins], [row[4] for row in bins], alpha=0.12, linewidth=0,
+                            color=colors[label], zorder=2)  # fmt: skip
+            top = max(top, *(m for m in means if math.isfinite(m)))
         ax.axvline(context, color="grey", linestyle="--", linewidth=1)
-        ax.set_yscale("log")
-        ax.set_xlabel("position (tokens)")
+        # the frame fits the mean curves; a band wider than it (few documents) is cut at the frame
+        wider = any(
+            math.isfinite(row[3]) and (row[3] < 0 or row[4] > 1.4 * top)
+            for bins in curves.values()
+            for row in bins
+        )
+        if top > 0:
+            ax.set_ylim(0, 1.4 * top)
+        ax.set_xlabel(f"position (tokens; mean loss over bins of {max(summary['lengths']) // BINS})")
         ax.set_ylabel("mean loss (nats)")
         ax.set_title(
-            f"Loss by position over {max(summary['lengths'])} tokens, {summary['documents']} document(s)"
-            f"\nbands: {method} per bin of {max(summary['lengths']) // BINS} positions",
-            fontsize=10,
+            f"Loss by position over {max(summary['lengths'])} tokens (dashed: trained context {context})"
+            f"\nbands: {method}" + (", cut at the frame" if wider else ""),
+            fontsize=9,
         )
         ax.legend(fontsize=8)
         fig.tight_layout()
