@@ -452,6 +452,9 @@ def test_the_command_runs_a_tiny_grid_and_prints_the_table(tiny, tmp_path):
         and "ppl @96" in result.output
         and "cells: 4 done, 0 resumed" in result.output
     )
+    assert (
+        "each length, [low, high]: one document: no interval" in result.output
+    )  # printed as text, not markup
     again = CliRunner().invoke(main, args)
     assert "cells: 0 done, 4 resumed" in again.output
 
