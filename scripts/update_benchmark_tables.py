@@ -1,14 +1,23 @@
-"""Rewrite the benchmark tables in README.md and docs/benchmark.md from a results directory.
+"""Rewrite the benchmark tables in README.md and docs/benchmark.md from the records of a run.
 
 Usage:
-    python scripts/update_benchmark_tables.py --results DIR --block quick|standard|notes|paper-nope-cpu|paper-alibi-cpu|grid [--check]
+    python scripts/update_benchmark_tables.py --block quick|standard|notes|paper-nope-cpu|paper-alibi-cpu|grid [--check]
+    python scripts/update_benchmark_tables.py --results DIR --block BLOCK --ship [--run-info FILE]
+    python scripts/update_benchmark_tables.py --results DIR --block BLOCK [--check]
     python scripts/update_benchmark_tables.py --block tuning [--check]
 
-``DIR`` is what ``posenc compare --out DIR`` wrote (records, ``run.json``). The block
-between ``<!-- compare-BLOCK:start -->`` and ``<!-- compare-BLOCK:end -->`` in each file
-that has it is replaced by: the command and its measured wall time, the summary table
+The block between ``<!-- compare-BLOCK:start -->`` and ``<!-- compare-BLOCK:end -->`` in each
+file that has it is replaced by: the command and its measured wall time, the summary table
 (mean [95% interval] per cell, n.c. where no seed converged), and, in docs/benchmark.md,
-the claims table. ``--block tuning`` renders the learning-rate choices shipped with posenc
+the claims' verdicts counted by label and the claims table. BLOCK is the profile whose run
+the table shows. Without ``--results`` the block is rendered from the records shipped with
+the repository (``benchmarks/records/BLOCK/``: the records of the profile's grid, without
+their weights, and the run's ``run.json``), so anyone can regenerate a published table.
+``--results DIR`` is what ``posenc compare --out DIR`` wrote (records, ``run.json``);
+with ``--ship`` the records of the block's grid are first copied from DIR into
+``benchmarks/records/BLOCK/`` (DIR may hold other profiles' runs too; ``--run-info`` names
+the block's own ``run.json`` when DIR's is another profile's), then the block is rendered
+from them. ``--block tuning`` renders the learning-rate choices shipped with posenc
 (``src/posenc/compare/tuned_lr.json``) with every candidate's held-out result. With
 ``--check`` nothing is written; exit 1 if a block differs.
 
@@ -29,7 +38,8 @@ from posenc.records.store import ResultStore
 from posenc.results import claims, tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docblocks import markers, shown_command, splice  # noqa: E402  (next to this script)
+import shipped_records  # noqa: E402  (next to this script)
+from docblocks import markers, shown_command, splice  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = {
@@ -49,7 +59,13 @@ def render(results: Path, *, with_claims: bool) -> str:
         raise SystemExit(f"{results}: no records")
     info_path = results / "run.json"
     info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.exists() else {}
-    summary = tables.summarize(records)
+    return render_records(records, info, with_claims=with_claims)
+
+
+def render_records(records: list[dict], info: dict, *, with_claims: bool, summary: dict | None = None) -> str:
+    """The Markdown of one block from ``records`` and their run's ``run.json`` (``info``);
+    ``summary``: ``tables.summarize(records)`` when already made (it takes a while)."""
+    summary = tables.summarize(records) if summary is None else summary
     seeds = sorted({r["spec"]["seed"] for r in records})
     versions = records[0]["versions"]
     lines = [
@@ -70,12 +86,24 @@ def render(results: Path, *, with_claims: bool) -> str:
         lines += ["", reasons.rstrip("\n")]
     if with_claims:
         rows = claims.claims(records)
+        lines += ["", verdict_counts(rows)]
         lines += ["", "| source | claim | paper | ours | verdict |", "|---|---|---|---|---|"]
         lines += [
             f"| {r['source']} | {r['claim']} | {r['paper']} | {r['ours']} | **{r['verdict']}** |"
             for r in rows
         ]
     return "\n".join(lines) + "\n"
+
+
+def verdict_counts(rows: list[dict]) -> str:
+    """``"Verdicts of the N claims: agrees a, disagrees b, ..."``: every label that occurs, in
+    :data:`posenc.results.claims.VERDICTS` order (agrees and disagrees always)."""
+    found: dict[str, int] = {}
+    for row in rows:
+        found[row["verdict"]] = found.get(row["verdict"], 0) + 1
+    labels = [v for v in claims.VERDICTS if v in found or v in (claims.AGREES, claims.DISAGREES)]
+    labels += sorted(set(found) - set(labels))
+    return f"Verdicts of the {len(rows)} claims: {', '.join(f'{v} {found.get(v, 0)}' for v in labels)}."
 
 
 def render_tuning() -> str:
@@ -114,12 +142,36 @@ def _wall(info: dict) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, help="a posenc compare --out directory (not for tuning)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="a posenc compare --out directory (default: the records shipped for the block)",
+    )
     parser.add_argument("--block", choices=(*RUN_BLOCKS, "tuning"), required=True)
     parser.add_argument("--check", action="store_true", help="only report (exit 1) when a block differs")
+    parser.add_argument(
+        "--ship",
+        action="store_true",
+        help="copy the block's records from --results into benchmarks/records/BLOCK first (weights left out)",
+    )
+    parser.add_argument(
+        "--run-info",
+        type=Path,
+        help="with --ship: the block's run.json, when the one in --results is another run's",
+    )
     args = parser.parse_args(argv)
-    if args.block != "tuning" and args.results is None:
-        parser.error(f"--results is required for the {', '.join(RUN_BLOCKS)} blocks")
+    if args.block == "tuning" and (args.results or args.ship):
+        parser.error("--block tuning renders the shipped learning rates: no --results, no --ship")
+    if args.ship and (args.results is None or args.check):
+        parser.error("--ship needs --results DIR (the run to ship) and writes: no --check")
+    if args.run_info is not None and not args.ship:
+        parser.error("--run-info goes with --ship")
+    if args.ship:
+        folder = shipped_records.export(args.results, args.block, run_info=args.run_info)
+        print(f"{shipped_records.shown(folder)}: the {args.block} block's records, from {args.results}")
+    source = args.results if args.results is not None and not args.ship else None
+    records: list[dict] | None = None
+    summary: dict | None = None
     stale = 0
     for path, with_claims in FILES.items():
         text = path.read_text(encoding="utf-8")
@@ -127,13 +179,19 @@ def main(argv: list[str]) -> int:
             continue
         if args.block == "tuning":
             body = render_tuning()
+        elif source is not None:
+            body = render(source, with_claims=with_claims)
         else:
-            body = render(args.results, with_claims=with_claims)
+            if records is None:
+                records, info = shipped_records.load(args.block)
+                summary = tables.summarize(records)
+            body = render_records(records, info, with_claims=with_claims, summary=summary)
         new = splice(text, f"compare-{args.block}", body, path)
         if new == text:
             continue
         if args.check:
-            print(f"{path.name}: the {args.block} block differs from {args.results}")
+            where = source or shipped_records.shown(shipped_records.block_dir(args.block))
+            print(f"{path.name}: the {args.block} block differs from {where}")
             stale += 1
         else:
             path.write_text(new, encoding="utf-8")

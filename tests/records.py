@@ -24,7 +24,7 @@ def make_spec(encoding: str = "rope", task: str = "copy", seed: int = 0) -> RunS
         seed=seed,
         model=ModelSpec(d_model=16, num_heads=2, num_layers=1, ffn_dim=32),
         train=TrainSpec(steps=2, max_len=4),
-        eval=EvalSpec(lengths=(4, 8), samples=2),
+        eval=EvalSpec(lengths=(4, 8), samples=2, free_running=False),
     )
 
 

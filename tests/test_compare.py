@@ -490,3 +490,13 @@ def test_a_scaling_evaluated_without_its_fine_tune_is_its_own_labelled_cell(tmp_
     assert (
         "rope[dynamic:2]" in rows and rows["rope[dynamic:2]"]["lm:ratio_2x"]["runs"] == 2
     )  # no fine-tune needed
+
+
+def test_the_printed_table_shows_square_brackets_as_written(tmp_path):
+    """Labels (rope[dynamic:4]) and the caption ([one seed]) hold square brackets: printed as data,
+    never read as console markup (which dropped them)."""
+    result = CliRunner().invoke(main, ["compare", "--profile", "smoke", "--encodings", "nope", "--tasks", "copy",
+                                       "--seeds", "0", "--no-report", "--out", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # the caption wraps at the console's width
+    assert "[one seed]: no interval" in text and "(rope, rope[dynamic:4], ...)" in text

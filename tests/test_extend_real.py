@@ -81,6 +81,16 @@ def test_the_cache_is_a_plain_safetensors_checkpoint_reused_across_calls(smol):
     assert "quantization_config" not in smol.config
 
 
+def test_the_shape_the_default_is_costed_with_is_the_real_checkpoints(model):
+    """tests/test_extend.py estimates the default grid's time with SmolLM2's shape written out; it
+    is the real checkpoint's."""
+    from posenc.extend import plan
+
+    written = plan.Shape(layers=30, heads=9, kv_heads=3, head_dim=64, hidden=576, intermediate=1536, vocab=49152,
+                         parameters=134515008)  # fmt: skip
+    assert plan.Shape.of(model.config, sum(p.numel() for p in model.parameters())) == written
+
+
 def test_apply_gives_the_stock_logits_on_real_text_and_remove_restores_them_exactly(model, stock, text_ids):
     import posenc.hf
 

@@ -471,7 +471,7 @@ def cli_arguments(draw):
 
 
 SLOW_BACKENDS = (  # (module, function): what a valid call of a slow command ends in
-    ("posenc.compare", "compare"),
+    ("posenc.compare", "_execute"),  # compare's runs, after its checks (the device, threads, the grid)
     ("posenc.report", "build_report"),
     ("posenc.viz", "render"),
     ("posenc.conform", "export"),

@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 
-from posenc import compare, presets, report, results
+from posenc import compare, report, results
 from posenc.cli.paths import output_dir
 from posenc.cli.trust import TRUST_OPTION
-from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_precision, resolve_device
-from posenc.compare.executor import max_threads
-from posenc.compare.grid import resolve_encodings, without_variants
-from posenc.compare.profile import PROFILES, Option, Profile, dump_profile, load_profile
-from posenc.compare.ray_executor import RayNotInstalled, require_ray
+from posenc.compare.device import DEVICE_FORMS, PRECISIONS
+from posenc.compare.grid import variants_note
+from posenc.compare.profile import PROFILES, ProfileOptions, dump_profile, load_profile
 from posenc.core import trust
-from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
-from posenc.nn.attention import check_kv_heads
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.tasks.registry import task_names
 
@@ -86,36 +82,23 @@ def _seeds(text: str | None) -> list[int] | None:
         raise PosencError(f"--seeds must be comma-separated integers, got {text!r}") from None
 
 
-def _options(
-    *,
-    encodings: str | None,
-    tasks: str | None,
-    seeds: str | None,
-    workers: int | None,
-    variants: str | None,
-    schedules: str | None,
-    finetune: int | None,
-    lm_protocol: str | None,
-    sliding_stride: int | None,
-    device: str | None,
-    precision: str | None,
-) -> list[Option]:
+def _kv_heads(text: str | None) -> int | str | None:
+    """``--kv-heads``: an integer, else a preset name (the profile's loader checks either)."""
+    if text is None:
+        return None
+    return int(text) if text.strip().isdecimal() else text.strip()
+
+
+def _profile_options(
+    *, encodings: str | None, tasks: str | None, seeds: str | None, variants: str | None,
+    schedules: str | None, kv_heads: str | None, **given: Any,
+) -> ProfileOptions:  # fmt: skip
     """The options that set a key of the profile, parsed; the profile's loader checks their values
     (and names the option in an error)."""
-    given = [
-        ("--encodings", "encodings", _split(encodings), False),
-        ("--tasks", "tasks", _split(tasks), False),
-        ("--seeds", "seeds", _seeds(seeds), False),
-        ("--workers", "workers", workers, False),
-        ("--variants", "variants", _items("--variants", variants), True),
-        ("--schedules", "schedules", _items("--schedules", schedules), True),
-        ("--finetune", "finetune", finetune, False),
-        ("--lm-protocol", "eval.lm_protocol", lm_protocol, False),
-        ("--sliding-stride", "eval.sliding_stride", sliding_stride, False),
-        ("--device", "device", device, False),
-        ("--precision", "precision", precision, False),
-    ]  # fmt: skip
-    return [Option(flag, key, value, add) for flag, key, value, add in given if value is not None]
+    return ProfileOptions(
+        encodings=_split(encodings), tasks=_split(tasks), seeds=_seeds(seeds), kv_heads=_kv_heads(kv_heads),
+        variants=_items("--variants", variants), schedules=_items("--schedules", schedules), **given,
+    )  # fmt: skip
 
 
 @click.command("compare")
@@ -243,34 +226,10 @@ def _options(
 @TRUST_OPTION
 @FORMAT
 def compare_command(
-    profile,
-    config,
-    settings,
-    print_config,
-    encodings,
-    tasks,
-    seeds,
-    out,
-    executor,
-    address,
-    workers,
-    threads,
-    no_report,
-    variants,
-    schedules,
-    kv_heads,
-    finetune,
-    lm_protocol,
-    sliding_stride,
-    retune,
-    device,
-    precision,
-    allow_changed,
-    no_check,
-    list_profiles,
-    trust_remote_code,
-    fmt,
-):
+    profile, config, settings, print_config, encodings, tasks, seeds, out, executor, address, workers, threads,
+    no_report, variants, schedules, kv_heads, finetune, lm_protocol, sliding_stride, retune, device, precision,
+    allow_changed, no_check, list_profiles, trust_remote_code, fmt,
+):  # fmt: skip
     """Train tiny Transformers short, test them long, for each encoding.
 
     Every finished run is written at once to OUT/runs/ (atomic JSON records);
@@ -320,82 +279,80 @@ def compare_command(
     pass posenc's contract first (posenc check; --no-check skips it).
     """
     if list_profiles:
-        rows = {name: _profile_row(name) for name in PROFILES}
-        if fmt == "json":
-            click.echo(json.dumps(rows, indent=2))
-        else:
-            width = max(map(len, rows))
-            for name, row in rows.items():
-                click.echo(f"{name:{width}s}  {row['description']}")
-        return
+        return _list_profiles(fmt)
     ctx = click.get_current_context()
     if config is not None and ctx.get_parameter_source("profile") is not click.core.ParameterSource.DEFAULT:
         raise click.UsageError("give --profile NAME or --config FILE, not both")
     if print_config and config is not None:  # printed, not run: a spec only the file names is not imported
         typed = trust.specs_in([encodings, tasks, *settings])  # what the user typed is theirs
-        ctx.with_resource(
-            trust.reading(
-                f"--config {config}, printed and not run,", trust_remote_code=trust_remote_code, allowed=typed
-            )
-        )
-    options = _options(
+        where = f"--config {config}, printed and not run,"
+        ctx.with_resource(trust.reading(where, trust_remote_code=trust_remote_code, allowed=typed))
+    given = _profile_options(
         encodings=encodings, tasks=tasks, seeds=seeds, workers=workers, variants=variants, schedules=schedules,
-        finetune=finetune, lm_protocol=lm_protocol, sliding_stride=sliding_stride, device=device,
-        precision=precision,
+        kv_heads=kv_heads, finetune=finetune, lm_protocol=lm_protocol, sliding_stride=sliding_stride,
+        device=device, precision=precision,
     )  # fmt: skip
-    prof = load_profile(config if config is not None else profile, settings, options)
-    if sliding_stride is not None and prof.eval.lm_protocol != "sliding":
-        raise click.UsageError("--sliding-stride needs --lm-protocol sliding")
-    if kv_heads is not None:
-        prof = dataclasses.replace(
-            prof, model=dataclasses.replace(prof.model, num_kv_heads=_kv_heads(kv_heads, prof))
-        )
-    _note_variants(prof)
+    prof = load_profile(config if config is not None else profile, settings, given)
+    note = variants_note(prof)
+    if note:
+        click.echo(note, err=True)
+    source = f"--config {config}" if config is not None else f"--profile {prof.name}"
     if print_config:
-        source = f"--config {config}" if config is not None else f"--profile {prof.name}"
-        header = (
-            f"posenc compare {source}: the effective config (every key; options and --set applied).\n"
-            "Run it with: posenc compare --config FILE (the profile's name is the file's)."
-        )
-        click.echo(dump_profile(prof, header=header), nl=False)
-        return
-    _check_hardware(prof, device, precision)
+        return _print_config(prof, source)
     if address and executor != "ray":
         raise click.UsageError("--address needs --executor ray")
-    if threads is not None:
-        check_int("--threads", threads, minimum=1, maximum=max_threads())  # 4 x this machine's cores
-    if executor == "ray":
-        _use_ray(address)
+    if address:  # Ray's own convention: ray.init reads it
+        os.environ["RAY_ADDRESS"] = address
     output_dir(out, "--out")  # before any run: a directory that cannot take records fails now
-    # a Ray head that is not there raises ConnectionError: one line, exit 2 (posenc.cli)
-    # The summaries, figures and pages (and the full report, from the same grid, under one lock).
-    outputs = functools.partial(results.write_outputs, report=not no_report, extra_outputs=_full_report)
     result = compare.compare(
-        prof,
-        out=Path(out),
-        executor=executor,
-        threads=threads,
-        show_progress=fmt == "table",
-        log=(lambda msg: click.echo(msg, err=True)),
-        outputs=outputs,
-        retune=retune,
-        command=" ".join(["posenc", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("posenc") else "",
-        allow_changed=allow_changed,
-        check=not no_check,
+        prof, out=Path(out), executor=executor, threads=threads, show_progress=fmt == "table",
+        log=(lambda msg: click.echo(msg, err=True)), retune=retune, command=_command_line(),
+        allow_changed=allow_changed, check=not no_check, names={**given.flags(), "threads": "--threads"},
+        outputs=functools.partial(results.write_outputs, report=not no_report, extra_outputs=_full_report),
+    )  # fmt: skip
+    _print_result(result, fmt, source)
+    if result.outcome.failed:
+        raise SystemExit(1)
+
+
+def _list_profiles(fmt: str) -> None:
+    """``--list-profiles``: each shipped profile's description (a table, or JSON with its reasons)."""
+    rows = {name: _profile_row(name) for name in PROFILES}
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    width = max(map(len, rows))
+    for name, row in rows.items():
+        click.echo(f"{name:{width}s}  {row['description']}")
+
+
+def _print_config(prof, source: str) -> None:
+    """``--print-config``: the effective config as a TOML file (every key), not run."""
+    header = (
+        f"posenc compare {source}: the effective config (every key; options and --set applied).\n"
+        "Run it with: posenc compare --config FILE (the profile's name is the file's)."
     )
+    click.echo(dump_profile(prof, header=header), nl=False)
+
+
+def _command_line() -> str:
+    """The command as typed, for the records (empty when not run as ``posenc``)."""
+    return " ".join(["posenc", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("posenc") else ""
+
+
+def _print_result(result: compare.CompareResult, fmt: str, source: str) -> None:
+    """The summary: JSON, or one table per task with the caption and the notes."""
     if fmt == "json":
         payload = {**result.to_dict(), "summary": json.loads(results.to_json(result.summary))}
         click.echo(json.dumps(payload, indent=2, default=str))
-    else:
-        console = Console(width=max(140, Console().width))  # a task's 11 columns of mean [interval]
-        source = f"--config {config}" if config is not None else f"--profile {prof.name}"
-        for table in results.render_tables(result.summary, title=f"posenc compare {source}"):
-            console.print(table)
-        console.print(results.tables.caption(result.summary, per_task=True))
-        for line in result.notes():
-            console.print(line)
-    if result.outcome.failed:
-        raise SystemExit(1)
+        return
+    # a task's 11 columns of mean [interval]; labels hold [...]: data, not markup
+    console = Console(width=max(140, Console().width), markup=False)
+    for table in results.render_tables(result.summary, title=f"posenc compare {source}"):
+        console.print(table)
+    console.print(results.tables.caption(result.summary, per_task=True))
+    for line in result.notes():
+        console.print(line)
 
 
 def _profile_row(name: str) -> dict[str, str]:
@@ -408,57 +365,10 @@ def _profile_row(name: str) -> dict[str, str]:
     return {"description": prof.description, "why": prof.why}
 
 
-def _note_variants(prof: Profile) -> None:
-    """Say which encodings of the grid the profile's architecture variants are not run for."""
-    if not prof.variants:
-        return
-    skipped = without_variants(prof, resolve_encodings(prof))
-    if skipped:
-        scope = (
-            "additive encodings only"
-            if prof.variant_encodings is None
-            else (f"{', '.join(prof.variant_encodings)} only")
-        )
-        click.echo(
-            f"note: variants {', '.join(prof.variants)} apply to {scope}; not run for: {', '.join(skipped)}",
-            err=True,
-        )
-
-
-def _check_hardware(prof: Profile, device: str | None, precision: str | None) -> None:
-    """The device is here and computes in the precision (before any run; not for --print-config,
-    which may write a config for another machine)."""
-    found = resolve_device(prof.device, "--device" if device is not None else "device")
-    check_precision(prof.precision, found, "--precision" if precision is not None else "precision")
-
-
-def _kv_heads(text: str, prof) -> int:
-    """``--kv-heads`` (an integer or a preset name) -> key/value heads for the profile's model."""
-    num_heads = prof.model.num_heads
-    try:
-        if text.strip().isdigit():
-            return check_kv_heads(int(text), num_heads)
-        return presets.kv_heads(text.strip(), num_heads)
-    except PosencError as err:
-        raise PosencError(
-            f"--kv-heads {text!r} for the {prof.name!r} profile's {num_heads} heads: {err}"
-        ) from None
-
-
 def _full_report(out: Path) -> dict[str, str]:
     """The full report next to the benchmark's own page (``posenc.report.benchmark_report``), of the
     grid this command has just run (so its encodings are the user's own choice)."""
     return {"full_report": str(report.benchmark_report(out, trust_remote_code=True))}
-
-
-def _use_ray(address: str | None) -> None:
-    """Check Ray is installed (else one line and exit 2); hand ``--address`` to Ray as $RAY_ADDRESS."""
-    try:
-        require_ray()
-    except RayNotInstalled as exc:
-        raise click.UsageError(str(exc)) from None
-    if address:
-        os.environ["RAY_ADDRESS"] = address
 
 
 COMMANDS = [compare_command]

@@ -9,6 +9,7 @@ import sys
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 import posenc.extend as ext
 import posenc.extend.protocol as protocols
@@ -70,7 +71,12 @@ class _LazyHelp(click.Option):
               "optionally NAME:FACTOR (default: the protocol's)")  # fmt: skip
 @click.option("--factors", default=None, help="factors of the scalings named without one, e.g. 2,4")
 @click.option("--lengths", default=None, help="evaluation lengths in tokens, e.g. 1024,8192,16384")
-@click.option("--documents", default=None, type=int, help="documents perplexity averages over")
+@click.option(
+    "--documents",
+    default=None,
+    type=int,
+    help="documents perplexity averages over (2 or more: a t interval over them)",
+)
 @click.option("--passkey-lengths", default=None, help="passkey prompt lengths (empty: no passkey test)")
 @click.option("--passkey-depths", default=None, help="key depths in the filler, 0 .. 1, e.g. 0.1,0.5,0.9")
 @click.option(
@@ -182,12 +188,12 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
         for name in header:
             table.add_column(name, overflow="fold")
         for row in body:
-            table.add_row(*row)
-        console = Console(width=max(160, Console().width))
+            table.add_row(*(Text(cell) for cell in row))  # plain text: '[low, high]' is no markup
+        console = Console(width=max(160, Console().width), markup=False)  # labels hold [...]: data
         console.print(table)
-        console.print(result.summary["caption"])
+        console.print(result.summary["caption"], markup=False)
         for line in result.notes():
-            console.print(line)
+            console.print(line, markup=False)
     if result.failed:
         raise SystemExit(1)
 

@@ -111,54 +111,20 @@ def inspect_command(
       posenc rope inspect --scaling dynamic --factor 2 --param original_max_position_embeddings=2048 --seq-len 8192
       posenc rope inspect --hf-config config.json --format json
     """
-    given = {_FLAGS[k]: v for k, v in flags.items() if v is not None}
-    for key, value in map(parse_param, params):
-        if key in given:  # --factor 4 --param factor=2, or the same --param twice
-            option = f"--{key.replace('_', '-')}" if flags.get(key) is not None else "--param"
-            raise PosencError(
-                f"scaling key {key!r} is given twice ({option} and --param {key}=...); give it once"
-            )
-        given[key] = value
+    given = _scaling_keys(flags, params)
     if plot_path is not None:
         plot_path = str(output_file(_plot_file(plot_path), "--plot"))  # before the work, not after
-    if hf_config is not None:
-        clash = [
-            k
-            for k, v in {
-                "--scaling": name,
-                "--head-dim": head_dim,
-                "--base": base,
-                "--partial-rotary-factor": partial_rotary_factor,
-                "--max-position-embeddings": max_position_embeddings,
-            }.items()
-            if v is not None
-        ]
-        if given or clash:
-            raise PosencError(f"--hf-config gives the whole RoPE config; drop {clash + sorted(given)}")
-        rope = hf.from_hf(hf_config)
-    else:
-        if name is None and given:
-            raise PosencError(f"scaling keys {sorted(given)} given without --scaling")
-        scaling = None if name is None or (name == "default" and not given) else {"rope_type": name, **given}
-        rope = {
-            "head_dim": 128 if head_dim is None else head_dim,
-            "base": 10000.0 if base is None else base,
-            "partial_rotary_factor": 1.0 if partial_rotary_factor is None else partial_rotary_factor,
-            "scaling": scaling,
-            "max_position_embeddings": max_position_embeddings,
-        }
-    rope_scaling.split(rope["scaling"])  # unknown names fail here, with a suggestion
-    check_int("--head-dim", rope["head_dim"], minimum=2, maximum=1 << 16)  # one table row per pair
-    check_float("--partial-rotary-factor", rope["partial_rotary_factor"], minimum=0.0, maximum=1.0)
-    dim = int(rope["head_dim"] * rope["partial_rotary_factor"])
-    if dim < 2 or dim % 2:  # RoPE rotates pairs; --hf-config input was checked by hf.from_hf
-        where = "--head-dim" if dim == rope["head_dim"] else "int(--head-dim x --partial-rotary-factor)"
-        raise PosencError(
-            f"{where} must be an even integer >= 2 (RoPE rotates pairs of dimensions), got {dim}"
-        )
+    options = {
+        "--scaling": name,
+        "--head-dim": head_dim,
+        "--base": base,
+        "--partial-rotary-factor": partial_rotary_factor,
+        "--max-position-embeddings": max_position_embeddings,
+    }
+    rope = _rope_config(options, given, hf_config)
     report = rope_scaling.describe(
         rope["scaling"],
-        dim=dim,
+        dim=_rotated_dims(rope),
         base=rope["base"],
         seq_len=seq_len,
         max_position_embeddings=rope["max_position_embeddings"],
@@ -169,6 +135,56 @@ def inspect_command(
         click.echo(json.dumps(report, indent=2))
         return
     _print_table(report, plot_path)
+
+
+def _scaling_keys(flags: dict[str, Any], params: tuple[str, ...]) -> dict[str, Any]:
+    """The scaling keys given by their own options and by ``--param key=value``, each once."""
+    given = {_FLAGS[k]: v for k, v in flags.items() if v is not None}
+    for key, value in map(parse_param, params):
+        if key in given:  # --factor 4 --param factor=2, or the same --param twice
+            option = f"--{key.replace('_', '-')}" if flags.get(key) is not None else "--param"
+            raise PosencError(
+                f"scaling key {key!r} is given twice ({option} and --param {key}=...); give it once"
+            )
+        given[key] = value
+    return given
+
+
+def _rope_config(options: dict[str, Any], given: dict[str, Any], hf_config: str | None) -> dict[str, Any]:
+    """The RoPE arguments: read from ``--hf-config`` (alone), else from the options (``options``:
+    flag -> value or None) with their defaults and the scaling keys ``given``."""
+    if hf_config is not None:
+        clash = [k for k, v in options.items() if v is not None]
+        if given or clash:
+            raise PosencError(f"--hf-config gives the whole RoPE config; drop {clash + sorted(given)}")
+        return hf.from_hf(hf_config)
+    name = options["--scaling"]
+    if name is None and given:
+        raise PosencError(f"scaling keys {sorted(given)} given without --scaling")
+    head_dim, base, partial = options["--head-dim"], options["--base"], options["--partial-rotary-factor"]
+    return {
+        "head_dim": 128 if head_dim is None else head_dim,
+        "base": 10000.0 if base is None else base,
+        "partial_rotary_factor": 1.0 if partial is None else partial,
+        "scaling": None
+        if name is None or (name == "default" and not given)
+        else {"rope_type": name, **given},
+        "max_position_embeddings": options["--max-position-embeddings"],
+    }
+
+
+def _rotated_dims(rope: dict[str, Any]) -> int:
+    """The features RoPE rotates per head, checked (the scaling's name too)."""
+    rope_scaling.split(rope["scaling"])  # unknown names fail here, with a suggestion
+    check_int("--head-dim", rope["head_dim"], minimum=2, maximum=1 << 16)  # one table row per pair
+    check_float("--partial-rotary-factor", rope["partial_rotary_factor"], minimum=0.0, maximum=1.0)
+    dim = int(rope["head_dim"] * rope["partial_rotary_factor"])
+    if dim < 2 or dim % 2:  # RoPE rotates pairs; --hf-config input was checked by hf.from_hf
+        where = "--head-dim" if dim == rope["head_dim"] else "int(--head-dim x --partial-rotary-factor)"
+        raise PosencError(
+            f"{where} must be an even integer >= 2 (RoPE rotates pairs of dimensions), got {dim}"
+        )
+    return dim
 
 
 PLOT_FORMATS = (".png", ".pdf", ".svg")

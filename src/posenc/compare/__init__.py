@@ -27,7 +27,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,10 +36,11 @@ from posenc.compare import tuning
 from posenc.compare.contract import check_plugins
 from posenc.compare.device import check_precision, describe, resolve_device
 from posenc.compare.evaluation import check_lm_data
-from posenc.compare.executor import LocalExecutor, make_executor
+from posenc.compare.executor import Executor, LocalExecutor, make_executor, max_threads
 from posenc.compare.grid import build_grid, check_installation
 from posenc.compare.profile import PROFILES, Profile, check_fits, dump_profile, get_profile
 from posenc.compare.runner import GridOutcome, check_code, run_grid
+from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
 from posenc.records.files import atomic_write_text
 from posenc.records.provenance import encodings_of
@@ -193,6 +194,7 @@ def compare(
     command: str = "",
     allow_changed: bool = False,
     check: bool = True,
+    names: Mapping[str, str] | None = None,
 ) -> CompareResult:
     """Run (or resume) a profile's grid into ``out`` (one record per run, ``run.json``), then
     write this invocation's own grid as the directory's current one (``grid.json``) through
@@ -205,11 +207,14 @@ def compare(
 
     Before any run: the device is resolved (``prof.device``; an absent one raises), the
     precision checked against it, what cannot fit the device refused
-    (:func:`posenc.compare.profile.check_fits`), every encoding and task from outside posenc
-    checked against the contract's fast properties unless ``check`` is False
+    (:func:`posenc.compare.profile.check_fits`), ``threads`` checked (1 .. 4 x cores), the
+    executor made (``"ray"``: Ray installed, its head reachable), every encoding and task from
+    outside posenc checked against the contract's fast properties unless ``check`` is False
     (:mod:`posenc.compare.contract`: a failure raises, after the report goes to ``log``), and
     records already in ``out`` whose encoding or task class has changed since they were written
-    (:mod:`posenc.records.provenance`) refused unless ``allow_changed``. The effective config is
+    (:mod:`posenc.records.provenance`) refused unless ``allow_changed``. An error names
+    ``device``, ``precision`` or ``threads`` as ``names`` says (``posenc compare`` passes
+    ``{"device": "--device", ...}`` for the options it was given). The effective config is
     written to ``out/configs/NAME-HASH.toml`` before the first run and copied to
     ``out/config.toml`` with the summaries, under the directory's lock, so that ``config.toml``,
     ``grid.json``, the summaries and ``run.json`` always describe one invocation's grid
@@ -217,12 +222,74 @@ def compare(
     """
     start = time.perf_counter()
     prof = get_profile(profile) if isinstance(profile, str) else profile
-    device = resolve_device(prof.device, "device")
-    check_precision(prof.precision, device, "precision")
+    plan = _plan(
+        prof, encodings=encodings, tasks=tasks, seeds=seeds, executor=executor, workers=workers, threads=threads,
+        log=log, check=check, names=names or {},
+    )  # fmt: skip
+    return _execute(
+        prof, plan, Path(out), outputs=outputs, retune=retune, show_progress=show_progress, log=log,
+        command=command, allow_changed=allow_changed, start=start,
+    )  # fmt: skip
+
+
+def _execute(
+    prof: Profile, plan: _Plan, out: Path, *, outputs: Outputs | None, retune: bool, show_progress: bool,
+    log: Callable[[str], None], command: str, allow_changed: bool, start: float,
+) -> CompareResult:  # fmt: skip
+    """A checked grid run into ``out``: its config first, then the learning rates, the runs and the
+    summaries (:func:`compare`; here every check but the directory's and the records' has passed)."""
+    store = ResultStore(out)
+    store.check_writable()  # before any run: a directory that cannot take records fails now
+    said: set[str] = set()  # each change of code said once (--allow-changed), whichever check finds it
+    check_code(plan.specs, store, allow_changed=allow_changed, log=log, said=said)
+    own_config = write_config(out, prof, command)
+    specs, tuned = _tune(prof, plan, out, retune=retune, show_progress=show_progress, log=log,
+                         allow_changed=allow_changed, said=said)  # fmt: skip
+    outcome = run_grid(specs, store, plan.runner, show_progress=show_progress, log=log,
+                       allow_changed=allow_changed, said=said)  # fmt: skip
+    if tuned is not None:
+        outcome.failed[:0] = [(f"tuning {run}", error) for run, error in tuned.failed]
+        outcome.wall_seconds += tuned.wall_seconds
+    run = _Finished(prof, [spec.run_id for spec in specs], outcome, command, plan.device, own_config, start)
+    summary, files = _write_summaries(store, run, outputs, log)
+    return CompareResult(prof, out, outcome, summary, files, tuned)
+
+
+@dataclass
+class _Plan:
+    """What :func:`compare` has checked and built before any run."""
+
+    device: str  # resolved
+    specs: list[RunSpec]
+    runner: Executor
+
+
+def _plan(
+    prof: Profile,
+    *,
+    encodings: tuple[str, ...] | None,
+    tasks: tuple[str, ...] | None,
+    seeds: tuple[int, ...] | None,
+    executor: str,
+    workers: int | None,
+    threads: int | None,
+    log: Callable[[str], None],
+    check: bool,
+    names: Mapping[str, str],
+) -> _Plan:
+    """The machine, the grid and the executor, each checked before any run (see :func:`compare`)."""
+    device = resolve_device(prof.device, names.get("device", "device"))
+    check_precision(prof.precision, device, names.get("precision", "precision"))
     check_fits(prof, device)
     workers = prof.workers if workers is None else workers
-    threads = default_threads(workers) if threads is None else threads
+    if threads is None:
+        threads = default_threads(workers)
+    check_int(names.get("threads", "threads"), threads, minimum=1, maximum=max_threads())
     grid = build_grid(prof, encodings=encodings, tasks=tasks, seeds=seeds, threads=threads, device=device)
+    pool = min(workers, max(1, len(grid.specs)))
+    if grid.local_only and (executor != "local" or pool > 1):
+        raise PosencError(f"{grid.local_only[0]} (or run with --workers 1, in this process)")
+    runner = make_executor(executor, workers=pool)  # Ray installed and reachable before the slower checks
     check_installation(
         [name for spec in grid.specs for name in encodings_of(spec)], [s.task for s in grid.specs], log=log
     )
@@ -230,47 +297,58 @@ def compare(
         check_plugins(grid.specs, log=log)
     for note in check_lm_data(grid.specs):  # the test split holds what the LM runs score, or stop now
         log(note)
-    out = Path(out)
-    store = ResultStore(out)
-    pool = min(workers, max(1, len(grid.specs)))
-    if grid.local_only and (executor != "local" or pool > 1):
-        raise PosencError(f"{grid.local_only[0]} (or run with --workers 1, in this process)")
-    runner = make_executor(executor, workers=pool)
-    store.check_writable()  # before any run: a directory that cannot take records fails now
-    said: set[str] = set()  # each change of code said once (--allow-changed), whichever check finds it
-    check_code(grid.specs, store, allow_changed=allow_changed, log=log, said=said)
-    own_config = write_config(out, prof, command)
-    specs = grid.specs
-    tuned = None
-    if prof.lr_grid:
-        share = dict(prof.tune_share)
-        choices, tuned = tuning.choose(
-            specs, prof.lr_grid, tuning.tuning_store(out), runner, share=share, use_shipped=not retune,
-            show_progress=show_progress, log=log, allow_changed=allow_changed, said=said,
-        )  # fmt: skip
-        specs = tuning.apply(specs, choices, prof.lr_grid, share)
-    outcome = run_grid(
-        specs, store, runner, show_progress=show_progress, log=log, allow_changed=allow_changed, said=said
-    )
-    if tuned is not None:
-        outcome.failed[:0] = [(f"tuning {run}", error) for run, error in tuned.failed]
-        outcome.wall_seconds += tuned.wall_seconds
-    # This invocation's own grid, never another one's that shares ``out`` (docs/guarantees.md).
-    # The summaries, config.toml and run.json of one grid, under one hold of the lock (it nests).
-    run_ids = [spec.run_id for spec in specs]
+    return _Plan(device, grid.specs, runner)
+
+
+def _tune(
+    prof: Profile, plan: _Plan, out: Path, *, retune: bool, show_progress: bool, log: Callable[[str], None],
+    allow_changed: bool, said: set[str],
+) -> tuple[list[RunSpec], GridOutcome | None]:  # fmt: skip
+    """The grid's specs at each encoding's chosen learning rate, and the tuning runs made here
+    (None without a learning-rate grid in the profile)."""
+    if not prof.lr_grid:
+        return plan.specs, None
+    share = dict(prof.tune_share)
+    choices, tuned = tuning.choose(
+        plan.specs, prof.lr_grid, tuning.tuning_store(out), plan.runner, share=share, use_shipped=not retune,
+        show_progress=show_progress, log=log, allow_changed=allow_changed, said=said,
+    )  # fmt: skip
+    return tuning.apply(plan.specs, choices, prof.lr_grid, share), tuned
+
+
+@dataclass
+class _Finished:
+    """A grid that has run, as the files written after it describe it."""
+
+    profile: Profile
+    run_ids: list[str]
+    outcome: GridOutcome
+    command: str
+    device: str
+    own_config: Path  # this invocation's config (:func:`write_config`)
+    start: float  # time.perf_counter() when the invocation began
+
+
+def _write_summaries(
+    store: ResultStore, run: _Finished, outputs: Outputs | None, log: Callable[[str], None]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """This invocation's own grid as the directory's current one, never another one's that shares
+    the directory (docs/guarantees.md): the summaries, ``config.toml`` and ``run.json`` of one
+    grid, under one hold of the lock (it nests). Returns ``(summary, {kind: path})``."""
+    out, prof, outcome = store.root, run.profile, run.outcome
     with store.lock():
         if outputs is not None:
-            summary, files = outputs(out, run_ids=run_ids, profile=prof.name, log=log)
+            summary, files = outputs(out, run_ids=run.run_ids, profile=prof.name, log=log)
         else:
             summary, files = {}, {}
-            store.write_grid(run_ids, prof.name)
-        atomic_write_text(out / CONFIG_FILE, own_config.read_text(encoding="utf-8"))
-        outcome.wall_seconds = time.perf_counter() - start  # everything, figures and report included
-        files["run"] = str(write_run_info(out, prof, outcome, command, device, own_config))
+            store.write_grid(run.run_ids, prof.name)
+        atomic_write_text(out / CONFIG_FILE, run.own_config.read_text(encoding="utf-8"))
+        outcome.wall_seconds = time.perf_counter() - run.start  # everything, figures and report included
+        files["run"] = str(write_run_info(out, prof, outcome, run.command, run.device, run.own_config))
     files["config"] = str(out / CONFIG_FILE)
     finished = set(outcome.done) | set(outcome.skipped)
-    missing = finished - {r["run_id"] for r in store.records(run_ids=run_ids, warn=log)}
+    missing = finished - {r["run_id"] for r in store.records(run_ids=run.run_ids, warn=log)}
     if missing:
         log(f"{len(missing)} run(s) of this grid have no valid record in {out} (removed by another "
             "process?); rerun the same command to redo them")  # fmt: skip
-    return CompareResult(prof, out, outcome, summary, files, tuned)
+    return summary, files

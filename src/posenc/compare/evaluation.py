@@ -166,23 +166,7 @@ def evaluate_task(
     for batch in batches:
         digest.update(batch.inputs.numpy().tobytes())
         batch = to_device(batch, spec.device)
-        scores: dict[str, list[torch.Tensor]] = {key: [] for key in keys + free_keys}
-        for lo in range(0, spec.eval.samples, spec.eval.batch_size):
-            part = batch.rows(slice(lo, lo + spec.eval.batch_size))
-            positions = task_positions(spec, part, axes, pos_gen)
-            at_length(part.inputs.shape[1])
-            with autocast(spec.device, spec.precision):
-                logits = model(part.inputs, positions=positions).float()  # (b, t, V)
-            ex, tok = synthetic.score(logits, part)
-            scores["exact_match"].append(ex)
-            scores["token_accuracy"].append(tok)
-            scores["answer_accuracy"].append(synthetic.answer_accuracy(logits, part))
-            if decode:
-                free = free_running(model, part, positions, at_length, device=spec.device,
-                                    precision=spec.precision)  # fmt: skip
-                scores["free_exact_match"].append(free["exact_match"])
-                scores["free_prefix"].append(free["prefix"])
-                scores["answer_tokens"].append(free["answer_tokens"])
+        scores = _task_scores(model, spec, batch, (axes, pos_gen), at_length, decode)
         for key in keys + (free_keys if decode else []):
             values = torch.cat(scores[key]).cpu()
             if key in ("exact_match", "free_exact_match", "free_prefix", "answer_tokens"):
@@ -204,17 +188,55 @@ def evaluate_task(
         "eval_data_sha256": digest.hexdigest(),
     }
     if spec.eval.free_running:
-        if decode:
-            out["free_running"] = {"decoding": decoding}
-            out["free_exact_match"] = means["free_exact_match"]
-            out["free_prefix_share"] = means["free_prefix_share"]
-            out["per_example"].update({key: per[key] for key in free_keys})
-        else:
-            out["free_running"] = {
-                "decoding": None,
-                "why": f"task {spec.task!r} does not read its answer back (no [BOS] x [SEP] y [EOS] rows)",
-            }
+        out.update(_free_running_result(spec, decode, decoding, means))
+    if spec.eval.free_running and decode:
+        out["per_example"].update({key: per[key] for key in free_keys})
     return out
+
+
+def _task_scores(
+    model: Transformer, spec: RunSpec, batch: synthetic.TaskBatch, positions_from: tuple[int, torch.Generator],
+    at_length: AtLength, decode: bool,
+) -> dict[str, list[torch.Tensor]]:  # fmt: skip
+    """Per-example scores of one evaluation length's examples, batch by batch: the teacher-forced
+    ones, and with ``decode`` the free-running ones (``positions_from``: position axes, generator)."""
+    axes, pos_gen = positions_from
+    scores: dict[str, list[torch.Tensor]] = {}
+    for lo in range(0, spec.eval.samples, spec.eval.batch_size):
+        part = batch.rows(slice(lo, lo + spec.eval.batch_size))
+        positions = task_positions(spec, part, axes, pos_gen)
+        at_length(part.inputs.shape[1])
+        with autocast(spec.device, spec.precision):
+            logits = model(part.inputs, positions=positions).float()  # (b, t, V)
+        ex, tok = synthetic.score(logits, part)
+        found = {
+            "exact_match": ex,
+            "token_accuracy": tok,
+            "answer_accuracy": synthetic.answer_accuracy(logits, part),
+        }
+        if decode:
+            free = free_running(
+                model, part, positions, at_length, device=spec.device, precision=spec.precision
+            )
+            found.update(free_exact_match=free["exact_match"], free_prefix=free["prefix"],
+                         answer_tokens=free["answer_tokens"])  # fmt: skip
+        for key, value in found.items():
+            scores.setdefault(key, []).append(value)
+    return scores
+
+
+def _free_running_result(
+    spec: RunSpec, decode: bool, decoding: str, means: dict[str, list[float]]
+) -> dict[str, Any]:
+    """The free-running keys of a task's result: the scores, or why the task was not decoded."""
+    if not decode:
+        why = f"task {spec.task!r} does not read its answer back (no [BOS] x [SEP] y [EOS] rows)"
+        return {"free_running": {"decoding": None, "why": why}}
+    return {
+        "free_running": {"decoding": decoding},
+        "free_exact_match": means["free_exact_match"],
+        "free_prefix_share": means["free_prefix_share"],
+    }
 
 
 # ---------------------------------------------------------------------------

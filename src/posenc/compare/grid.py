@@ -74,6 +74,22 @@ def without_variants(profile: Profile, names: list[str]) -> list[str]:
     ]
 
 
+def variants_note(profile: Profile) -> str | None:
+    """The note saying which encodings of the grid the profile's architecture variants are not
+    run for (None: every one gets them, or the profile has none)."""
+    if not profile.variants:
+        return None
+    skipped = without_variants(profile, resolve_encodings(profile))
+    if not skipped:
+        return None
+    scope = (
+        "additive encodings only"
+        if profile.variant_encodings is None
+        else f"{', '.join(profile.variant_encodings)} only"
+    )
+    return f"note: variants {', '.join(profile.variants)} apply to {scope}; not run for: {', '.join(skipped)}"
+
+
 def has_length_parameters(name: str) -> bool:
     """True when ``name``'s Config has a ``paper_length`` field (a ``@scaled`` variant differs)."""
     return "paper_length" in get_encoding_class(name).Config.meanings("length").values()
@@ -145,64 +161,76 @@ def build_grid(
     specs: list[RunSpec] = []
     for seed in seeds if seeds is not None else profile.seeds:
         for task in task_list:
-            train = profile.lm_train if task == "lm" else profile.task_train
-            t_len, e_len = train_length(task, train), eval_length(task, train, profile.eval)
-            evaluation = task_eval(task, train, profile.eval)
             for name in names:
-                variants: list[tuple[str, int | None]] = [("default", None)]
-                if profile.scaled_variants and has_length_parameters(name):
-                    variants.append(("scaled", None))
-                if "*" in profile.randomized or name in profile.randomized:
-                    for which in profile.randomized_max_len:
-                        longest = e_len if which == "scaled" else max(RANDOMIZED_PAPER_MAX_LEN, e_len)
-                        variants.append(("default" if which == "scaled" else "paper-L", longest))
-                first = len(specs)  # the default run of (seed, task, name) is specs[first]
-                for variant, l_max in variants:
-                    overrides = encoding_overrides(
-                        name,
-                        train_len=t_len,
-                        eval_len=e_len,
-                        randomized_max_len=l_max,
-                        scaled=variant == "scaled",
-                    ) | profile.encoding_config.get(name, {})
-                    cls = get_encoding_class(name)
-                    rotary = cls.kind == "rotary" and "scaling" in cls.Config.field_names()
-                    scaled_rope = rotary and l_max is None
-                    specs.append(
-                        RunSpec(
-                            task=task,
-                            encoding=name,
-                            seed=seed,
-                            variant=variant,
-                            encoding_config=overrides,
-                            randomized_max_len=l_max,
-                            model=profile.model,
-                            train=train,
-                            eval=evaluation,
-                            scalings=run_scalings(profile, task) if scaled_rope else (),
-                            finetune=run_finetune(profile, task) if scaled_rope else 0,
-                            profile=profile.name,
-                            threads=threads,
-                            precision=profile.precision,
-                            device=device,
-                            imports=imports,
-                        )
-                    )
+                runs = _encoding_runs(
+                    profile, name, task=task, seed=seed, threads=threads, device=device, imports=imports
+                )
                 if name not in skipped:  # architecture variants of the default run
-                    for change in changes:
-                        default = specs[first]
-                        spec = dataclasses.replace(
-                            default,
-                            model=dataclasses.replace(default.model, **change["model"]),
-                            train=dataclasses.replace(default.train, **change["train"]),
-                        )
-                        if spec not in specs[first:]:  # "combine=add" is the default run itself
-                            specs.append(spec)
+                    runs += _architecture_runs(runs[0], changes, runs)
+                specs += runs
             for text in profile.schedules:  # per-layer schedules: one run each, labelled by the schedule
                 specs.append(
                     schedule_spec(text, profile, seed=seed, task=task, threads=threads, device=device)
                 )
     return Grid(specs, skipped, local_only)
+
+
+def _encoding_runs(profile: Profile, name: str, *, task: str, seed: int, **run: Any) -> list[RunSpec]:
+    """The runs of encoding ``name`` for one task and seed: its default run first, then its
+    ``@scaled`` and randomized-position variants (``run``: ``threads``, ``device`` and ``imports``,
+    as :class:`~posenc.records.spec.RunSpec` takes them)."""
+    train = profile.lm_train if task == "lm" else profile.task_train
+    t_len, e_len = train_length(task, train), eval_length(task, train, profile.eval)
+    variants: list[tuple[str, int | None]] = [("default", None)]
+    if profile.scaled_variants and has_length_parameters(name):
+        variants.append(("scaled", None))
+    if "*" in profile.randomized or name in profile.randomized:
+        for which in profile.randomized_max_len:
+            longest = e_len if which == "scaled" else max(RANDOMIZED_PAPER_MAX_LEN, e_len)
+            variants.append(("default" if which == "scaled" else "paper-L", longest))
+    cls = get_encoding_class(name)
+    runs = []
+    for variant, l_max in variants:
+        overrides = encoding_overrides(
+            name, train_len=t_len, eval_len=e_len, randomized_max_len=l_max, scaled=variant == "scaled"
+        ) | profile.encoding_config.get(name, {})
+        scaled_rope = cls.kind == "rotary" and "scaling" in cls.Config.field_names() and l_max is None
+        runs.append(
+            RunSpec(
+                task=task,
+                encoding=name,
+                seed=seed,
+                variant=variant,
+                encoding_config=overrides,
+                randomized_max_len=l_max,
+                model=profile.model,
+                train=train,
+                eval=task_eval(task, train, profile.eval),
+                scalings=run_scalings(profile, task) if scaled_rope else (),
+                finetune=run_finetune(profile, task) if scaled_rope else 0,
+                profile=profile.name,
+                precision=profile.precision,
+                **run,
+            )  # fmt: skip
+        )
+    return runs
+
+
+def _architecture_runs(
+    default: RunSpec, changes: list[dict[str, dict[str, Any]]], runs: list[RunSpec]
+) -> list[RunSpec]:
+    """The architecture variants of a default run (``changes``: :func:`parse_variant` of each),
+    each once and none that is one of ``runs`` already (``combine=add`` is the default run itself)."""
+    out: list[RunSpec] = []
+    for change in changes:
+        spec = dataclasses.replace(
+            default,
+            model=dataclasses.replace(default.model, **change["model"]),
+            train=dataclasses.replace(default.train, **change["train"]),
+        )
+        if spec not in runs and spec not in out:
+            out.append(spec)
+    return out
 
 
 def run_scalings(profile: Profile, task: str) -> tuple[str, ...]:

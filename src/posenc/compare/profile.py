@@ -18,6 +18,12 @@ profile (a shipped name, or a path relative to the file): tables merge key by ke
 other value is replaced. ``"all"`` stands for every registered encoding (``encodings``),
 every additive one (``variant_encodings``) or every encoding of the grid (``randomized``).
 ``[encoding_config.NAME]`` overrides parameters of encoding ``NAME`` in every run.
+``model.num_kv_heads`` takes a divisor of ``model.num_heads`` or the name of a model preset,
+whose grouping it copies (``"llama-3.1"``: 4 query heads per key/value head, so 4 heads -> 1).
+
+The options of ``posenc compare`` that set a key (``--encodings``, ``--seeds``,
+``--kv-heads``, ...) are a :class:`ProfileOptions`, applied on top of the file and ``--set``
+by :func:`load_profile` and checked with them.
 
 Everything is checked here, once, when the file is read: an unknown key, a value of the
 wrong type or out of its range (every float finite; counts and lengths at most
@@ -53,12 +59,13 @@ from typing import Any
 import tomlkit
 import torch
 
-from posenc import schedules
+from posenc import presets, schedules
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_device_text
 from posenc.core.checks import check_choice, did_you_mean
 from posenc.core.datafiles import MISSING, Where, check_keys, typed
 from posenc.core.errors import PosencError
 from posenc.core.plugins import is_spec
+from posenc.nn.attention import check_kv_heads
 from posenc.nn.transformer import COMBINES, INJECTS, TransformerConfig
 from posenc.records import scalings
 from posenc.records.spec import LM_PROTOCOLS, EvalSpec, ModelSpec, TrainSpec
@@ -306,6 +313,62 @@ class Option:
     add: bool = False  # a list key: the values join the profile's own (once each) instead of replacing them
 
 
+#: The options of ``posenc compare`` that set a key of the profile, by :class:`ProfileOptions`
+#: field: ``(flag, dotted key, add)``; ``add``: a list key whose values join the profile's own.
+OPTION_KEYS: dict[str, tuple[str, str, bool]] = {
+    "encodings": ("--encodings", "encodings", False),
+    "tasks": ("--tasks", "tasks", False),
+    "seeds": ("--seeds", "seeds", False),
+    "workers": ("--workers", "workers", False),
+    "variants": ("--variants", "variants", True),
+    "schedules": ("--schedules", "schedules", True),
+    "kv_heads": ("--kv-heads", "model.num_kv_heads", False),
+    "finetune": ("--finetune", "finetune", False),
+    "lm_protocol": ("--lm-protocol", "eval.lm_protocol", False),
+    "sliding_stride": ("--sliding-stride", "eval.sliding_stride", False),
+    "device": ("--device", "device", False),
+    "precision": ("--precision", "precision", False),
+}
+#: Keys an option sets that mean something only with another key's value: ``key -> (key, value)``.
+OPTION_NEEDS: dict[str, tuple[str, Any]] = {"eval.sliding_stride": ("eval.lm_protocol", "sliding")}
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    """The options of ``posenc compare`` that change a profile, parsed (lists split) but not
+    checked: :func:`load_profile` applies them on top of the file and ``--set`` and checks every
+    value once, and an error about a key one of them set names it
+    (``--seeds: seeds = [-1]: every value must be >= 0 and <= ...``). None: not given."""
+
+    encodings: Sequence[str] | None = None
+    tasks: Sequence[str] | None = None
+    seeds: Sequence[int] | None = None
+    workers: int | None = None
+    variants: Sequence[str] | None = None  # added to the profile's own
+    schedules: Sequence[str] | None = None  # added to the profile's own
+    kv_heads: int | str | None = None  # a divisor of model.num_heads, or a preset name (its grouping)
+    finetune: int | None = None
+    lm_protocol: str | None = None
+    sliding_stride: int | None = None  # needs lm_protocol "sliding"
+    device: str | None = None
+    precision: str | None = None
+
+    def options(self) -> list[Option]:
+        """One :class:`Option` per option given, in the order of :data:`OPTION_KEYS`."""
+        out = []
+        for name, (flag, key, add) in OPTION_KEYS.items():
+            value = getattr(self, name)
+            if value is not None:
+                value = list(value) if isinstance(value, (list, tuple)) else value
+                out.append(Option(flag, key, value, add))
+        return out
+
+    def flags(self) -> dict[str, str]:
+        """``{key: flag}`` of the options given, to name them in errors raised after loading
+        (the device's, by :func:`posenc.compare.compare`)."""
+        return {option.key: option.flag for option in self.options()}
+
+
 class _Sources(Where):
     """Names what set a key in an error: the last option or ``--set`` item that set it, else the file."""
 
@@ -414,12 +477,14 @@ def _apply_options(table: dict[str, Any], options: Sequence[Option]) -> dict[str
 def load_profile(
     source: str | os.PathLike,
     overrides: tuple[str, ...] | list[str] = (),
-    options: Sequence[Option] = (),
+    options: Sequence[Option] | ProfileOptions = (),
 ) -> Profile:
     """The profile in ``source``: a shipped name (``"quick"``) or the path of a TOML file, with
-    ``overrides`` (``--set KEY=VALUE`` items, :func:`parse_set`) and then ``options`` on top, every
-    value checked (see the module's doc); an error about a key an override or an option set
-    names it."""
+    ``overrides`` (``--set KEY=VALUE`` items, :func:`parse_set`) and then ``options`` (the command
+    line's, :class:`ProfileOptions`) on top, every value checked (see the module's doc); an error
+    about a key an override or an option set names it."""
+    if isinstance(options, ProfileOptions):
+        options = options.options()
     name, label, table = _table_of(source, None, ())
     if overrides:
         changes = parse_set(overrides)
@@ -430,7 +495,7 @@ def load_profile(
         table = _apply_options(table, options)
         setters += [(option.key, option.flag) for option in options]
     where = _Sources(label, setters)
-    table = {"name": name, "description": "", "why": "", **_one_rate(table)}
+    table = _preset_kv_heads({"name": name, "description": "", "why": "", **_one_rate(table)}, where)
     table = {"model": {}, "task_train": {}, "lm_train": {}, "eval": {}, **_raw(table, where)}
     profile = typed(
         Profile, table, where, check=lambda cls, key, value, raw: _ranges(cls, key, value, raw, where)
@@ -442,7 +507,51 @@ def load_profile(
             "length in tokens), not both; a file extending one that sets scales writes scales = [] to give lengths",
         )  # fmt: skip
     _check(profile, where)
+    _check_needs(profile, options)
     return profile
+
+
+def _check_needs(profile: Profile, options: Sequence[Option]) -> None:
+    """An option whose key means something only with another key's value (:data:`OPTION_NEEDS`)."""
+    flags = {key: flag for flag, key, _ in OPTION_KEYS.values()}
+    for option in options:
+        if option.key not in OPTION_NEEDS:
+            continue
+        key, value = OPTION_NEEDS[option.key]
+        found = _value_at(profile, key)
+        if found != value:
+            how = f"{flags[key]} {value}" if key in flags else f"{key} = {value!r}"
+            raise PosencError(f"{option.flag} needs {how} ({key} is {found!r})")
+
+
+def _value_at(obj: Any, key: str) -> Any:
+    """The value of dotted ``key`` (``eval.lm_protocol``) in a profile."""
+    for part in key.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _preset_kv_heads(table: dict[str, Any], where: Where) -> dict[str, Any]:
+    """``model.num_kv_heads`` given as a preset name -> the key/value heads of the table's
+    ``model.num_heads`` grouped as the preset's (:func:`posenc.presets.kv_heads`)."""
+    model = table.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("num_kv_heads"), str):
+        return table
+    name = model["num_kv_heads"]
+    num_heads = model.get("num_heads", ModelSpec.num_heads)
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
+        return table  # the check of num_heads names it
+    try:
+        heads = presets.kv_heads(name.strip(), num_heads)
+    except PosencError as exc:
+        known = name.strip() in presets.PRESETS  # a preset whose grouping does not fit num_heads
+        why = (
+            str(exc)
+            if known
+            else f"must be an integer (a divisor of model.num_heads) or a preset name: {exc}"
+        )
+        raise where.error("model.num_kv_heads", name, why) from None
+    return {**table, "model": {**model, "num_kv_heads": heads}}
 
 
 # ---------------------------------------------------------------------------
@@ -543,6 +652,12 @@ def _check(profile: Profile, where: _Sources) -> None:
     if not profile.seeds:
         raise where.error("seeds", [], "must name at least one seed")
     model = profile.model
+    try:
+        check_kv_heads(model.num_kv_heads, model.num_heads)
+    except PosencError as exc:
+        raise where.error(
+            "model.num_kv_heads", model.num_kv_heads, f"{exc} (model.num_heads = {model.num_heads})"
+        ) from None
     try:
         TransformerConfig(
             vocab_size=synthetic.VOCAB_SIZE, encoding="nope", **dataclasses.asdict(model)

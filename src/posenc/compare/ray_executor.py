@@ -56,8 +56,8 @@ LOCAL_HOST = "127.0.0.1"  # node address of a private Ray (Ray still listens on 
 OBJECT_STORE_BYTES = 256 * 2**20  # results are small JSON-ready dicts
 
 
-class RayNotInstalled(ImportError):
-    """``--executor ray`` without Ray installed."""
+class RayNotInstalled(PosencError, ImportError):
+    """``--executor ray`` without Ray installed (bad input, as the command line shows it: one line)."""
 
 
 def require_ray() -> Any:

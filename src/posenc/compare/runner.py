@@ -140,26 +140,9 @@ def run_grid(
     start = time.perf_counter()
     check_code(specs, store, allow_changed=allow_changed, log=log, said=said)
     todo, outcome = plan(specs, store)
-    for version, count in sorted(store.other_versions().items()):
-        log(
-            f"{count} record(s) in {store.runs} were {version_problem({'spec': {'benchmark': version}})}: "
-            "they are kept but never resumed or summarised as current results; this grid's runs are done anew"
-        )
-    for run_id, reason in outcome.redone:
-        log(f"record {run_id} is corrupt ({reason}); redoing it")
-    if outcome.skipped:
-        log(f"resuming: {len(outcome.skipped)} of {len(specs)} runs already have valid records")
+    _say_plan(store, outcome, len(specs), log)
     total = sum(s.work_units() for s in todo)
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TaskProgressColumn(),  # of the training steps (work units), not of the runs
-        TextColumn("{task.fields[runs]}"),  # the grid: runs done; a run: its latest check
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, disable=not show_progress, transient=False, console=console) as bar:
+    with Progress(*_columns(), disable=not show_progress, transient=False, console=console) as bar:
         task = bar.add_task(title, total=max(total, 1), runs=f"runs 0/{len(todo)}")
         rows = RunRows(bar)
         given: dict[str, int] = {}
@@ -173,22 +156,53 @@ def run_grid(
                 bar.update(task, advance=units)
                 rows.advance(spec, units)
 
-        finished = 0
-        for spec, result in executor.map(work_fn, todo, advance):
-            finished += 1
+        for finished, (spec, result) in enumerate(executor.map(work_fn, todo, advance), start=1):
             advance(spec, spec.work_units())  # top up the estimate for this run
             rows.finish(spec)
-            if isinstance(result, BaseException):
-                outcome.failed.append(
-                    (f"{spec.label}/{spec.task}/seed{spec.seed}", f"{type(result).__name__}: {result}")
-                )
-                log(f"run {spec.label} on {spec.task} failed: {type(result).__name__}: {result}")
-            else:
-                store.write(spec, result)
-                outcome.done.append(spec.run_id)
+            _keep(spec, result, store, outcome, log)
             bar.update(task, runs=f"runs {finished}/{len(todo)}")
     outcome.wall_seconds = time.perf_counter() - start
     return outcome
+
+
+def _say_plan(store: ResultStore, outcome: GridOutcome, runs: int, log: Callable[[str], None]) -> None:
+    """Log what the directory holds already: other versions' records, corrupt ones, resumed runs."""
+    for version, count in sorted(store.other_versions().items()):
+        log(
+            f"{count} record(s) in {store.runs} were {version_problem({'spec': {'benchmark': version}})}: "
+            "they are kept but never resumed or summarised as current results; this grid's runs are done anew"
+        )
+    for run_id, reason in outcome.redone:
+        log(f"record {run_id} is corrupt ({reason}); redoing it")
+    if outcome.skipped:
+        log(f"resuming: {len(outcome.skipped)} of {runs} runs already have valid records")
+
+
+def _columns() -> tuple[Any, ...]:
+    """The progress display's columns."""
+    return (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),  # of the training steps (work units), not of the runs
+        TextColumn("{task.fields[runs]}"),  # the grid: runs done; a run: its latest check
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+
+
+def _keep(
+    spec: RunSpec, result: Any, store: ResultStore, outcome: GridOutcome, log: Callable[[str], None]
+) -> None:
+    """A finished run: its record written at once, or its failure noted."""
+    if isinstance(result, BaseException):
+        outcome.failed.append(
+            (f"{spec.label}/{spec.task}/seed{spec.seed}", f"{type(result).__name__}: {result}")
+        )
+        log(f"run {spec.label} on {spec.task} failed: {type(result).__name__}: {result}")
+    else:
+        store.write(spec, result)
+        outcome.done.append(spec.run_id)
 
 
 #: How the display names a held-out metric.

@@ -286,29 +286,11 @@ def _loop(
     start = time.perf_counter()
     for step in range(steps):
         drawn = _training_batch(spec, data_gen, corpus, seq_len, batch_size)
-        if isinstance(drawn, synthetic.TaskBatch):
-            inputs, targets, mask = drawn.inputs, drawn.targets, drawn.loss_mask
-            positions = task_positions(spec, drawn, axes, pos_gen)
-        else:  # language-model windows
-            (inputs, targets), mask = drawn, None
-            positions = _positions(spec, inputs.shape[0], inputs.shape[1], pos_gen)
+        inputs, targets, mask, positions = _step_inputs(spec, drawn, axes, pos_gen)
         tic = time.perf_counter()
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step)
-        if spec.train.position_warmup_steps:
-            model.position_scale = position_scale(step, spec)
-        with autocast(spec.device, spec.precision):
-            logits = forward(inputs, positions=positions)  # (b, t, V)
-        loss_all = F.cross_entropy(
-            logits.float().flatten(0, 1), targets.flatten(), reduction="none"
-        )  # (b*t,)
-        # masked mean by weights, not by boolean indexing (which waits for the device on GPUs)
-        loss = loss_all.mean() if mask is None else (loss_all * mask.flatten()).sum() / mask.sum()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), spec.train.clip_norm, foreach=True)
-        optimizer.step()
-        losses[step] = loss.detach()
+        losses[step] = _step(
+            model, forward, optimizer, spec, step, lr_at(step), (inputs, targets, mask, positions)
+        )
         compute += time.perf_counter() - tic
         taken = step + 1
         progress(1)
@@ -334,6 +316,36 @@ def _loop(
         "compute_seconds": compute,
         "steps_per_second": taken / compute if compute > 0 else None,
     }
+
+
+def _step_inputs(spec: RunSpec, drawn: Any, axes: int, pos_gen: torch.Generator) -> tuple[Any, Any, Any, Any]:
+    """``(inputs, targets, loss mask or None, positions)`` of a drawn training batch."""
+    if isinstance(drawn, synthetic.TaskBatch):
+        return drawn.inputs, drawn.targets, drawn.loss_mask, task_positions(spec, drawn, axes, pos_gen)
+    inputs, targets = drawn  # language-model windows
+    return inputs, targets, None, _positions(spec, inputs.shape[0], inputs.shape[1], pos_gen)
+
+
+def _step(
+    model: Transformer, forward: Callable[..., torch.Tensor], optimizer: torch.optim.Optimizer, spec: RunSpec,
+    step: int, lr: float, batch: tuple[Any, Any, Any, Any],
+) -> torch.Tensor:  # fmt: skip
+    """One optimiser step at learning rate ``lr``; returns its loss, still on the device."""
+    inputs, targets, mask, positions = batch
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    if spec.train.position_warmup_steps:
+        model.position_scale = position_scale(step, spec)
+    with autocast(spec.device, spec.precision):
+        logits = forward(inputs, positions=positions)  # (b, t, V)
+    loss_all = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")  # (b*t,)
+    # masked mean by weights, not by boolean indexing (which waits for the device on GPUs)
+    loss = loss_all.mean() if mask is None else (loss_all * mask.flatten()).sum() / mask.sum()
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), spec.train.clip_norm, foreach=True)
+    optimizer.step()
+    return loss.detach()
 
 
 def _check_finite(losses: torch.Tensor, spec: RunSpec) -> None:

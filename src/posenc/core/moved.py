@@ -101,12 +101,16 @@ def _view(old: str, module: types.ModuleType, renamed: dict[str, str]) -> types.
     def __getattr__(name: str) -> Any:
         if name in renamed:
             where, _, attribute = renamed[name].rpartition(".")
-            _warn(f"{old}.{name} is deprecated and will be removed in the next release; use {where}.{attribute}")
+            _warn(
+                f"{old}.{name} is deprecated and will be removed in the next release; use {where}.{attribute}"
+            )
             return getattr(importlib.import_module(where), attribute)
         try:
             return getattr(module, name)
         except AttributeError:
-            raise AttributeError(f"module {old!r} (now {module.__name__}) has no attribute {name!r}") from None
+            raise AttributeError(
+                f"module {old!r} (now {module.__name__}) has no attribute {name!r}"
+            ) from None
 
     def __dir__() -> list[str]:
         return sorted(set(dir(module)) | set(renamed))

@@ -191,6 +191,46 @@ def _tokenizers(checkpoint: checkpoints.Checkpoint) -> tuple[Any, Callable[[str]
     return tokenizer, plain, prefix
 
 
+def passkey_trunks(
+    protocol: Protocol,
+    entries: list[sc.Entry],
+    context: int,
+    longrope: dict[str, Any] | None,
+    tokenize: Callable[[str, bool], list[int]],
+) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[pk.Fork, ...]]]:
+    """The passkey trunks of the grid, one per (tables, trial): every prompt whose scaling has the
+    same tables at its length is a fork of the same trunk (:func:`posenc.extend.passkey.trunk`)."""
+    groups: dict[str, list[tuple[int, float]]] = {}
+    for entry in entries:
+        for length in protocol.passkey.lengths:
+            key = sc.tables_key(entry.at(length, context, longrope))
+            for depth in protocol.passkey.depths:
+                if (length, depth) not in groups.setdefault(key, []):
+                    groups[key].append((length, depth))
+    return {
+        (key, trial): pk.trunk(tokenize, cells, seed=protocol.seed, trial=trial)
+        for key, cells in groups.items()
+        for trial in range(protocol.passkey.trials)
+    }
+
+
+def estimate(cells: list[plans.Cell], *, device: str, workers: int, threads: int) -> tuple[float | None, str]:
+    """``(seconds, line)``: what running ``cells`` is expected to take, said as an estimate (on a
+    CPU only: the rates are a CPU's; None elsewhere)."""
+    if device != "cpu":
+        return None, (
+            f"no time estimate on {device} (posenc's rates are measured on a CPU); the progress bar's ETA times it"
+        )
+    seconds = plans.estimate_seconds(cells, workers=workers)
+    rate = plans.CPU_RATE
+    return seconds, (
+        f"estimate: about {seconds / 60:.1f} minutes for {len(cells)} cell(s) on {workers} worker(s) x {threads} "
+        f"thread(s), if this CPU is as fast as {rate.where} (dense layers {rate.dense:g}, attention "
+        f"{rate.attention:g} GFLOP/s per thread, measured); an estimate, not a measurement: the progress bar's ETA "
+        "times this machine"
+    )
+
+
 def default_threads(workers: int) -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // max(1, workers))
@@ -237,18 +277,7 @@ def run(
     def with_special(text: str, special: bool) -> list[int]:
         return prefix + tokenize(text) if special else tokenize(text)
 
-    groups: dict[str, list[tuple[int, float]]] = {}
-    for entry in entries:
-        for length in protocol.passkey.lengths:
-            key = sc.tables_key(entry.at(length, facts.context, facts.longrope))
-            for depth in protocol.passkey.depths:
-                if (length, depth) not in groups.setdefault(key, []):
-                    groups[key].append((length, depth))
-    trunks = {
-        (key, trial): pk.trunk(with_special, cells, seed=protocol.seed, trial=trial)
-        for key, cells in groups.items()
-        for trial in range(protocol.passkey.trials)
-    }
+    trunks = passkey_trunks(protocol, entries, facts.context, facts.longrope, with_special)
     threads = default_threads(workers) if threads is None else threads
     plan = plans.build(
         entries=entries, lengths=protocol.lengths, context=facts.context, documents=documents.documents,
@@ -268,6 +297,7 @@ def run(
     if plan_only:
         for cell in plan.cells:
             log(f"  {cell.label}: {cell.units} GFLOP")
+        log(estimate(plan.cells, device=device, workers=workers, threads=threads)[1])
         return ExtendResult(protocol, store.root, checkpoint.label, {}, {}, 0, 0, [], time.perf_counter() - start,
                             plan.flops())  # fmt: skip
     results, resumed, todo = {}, 0, []
@@ -288,6 +318,10 @@ def run(
         if todo:
             log(f"{len(todo)} of {len(plan.cells)} cells have no record yet; their numbers show as '-'")
         todo = []
+    estimated: float | None = None
+    if todo:
+        estimated, line = estimate(todo, device=device, workers=workers, threads=threads)
+        log(line)
     failed = _run_cells(todo, store, about, results, executor=executor, address=address, workers=workers,
                         show_progress=show_progress, log=log)  # fmt: skip
     summary = summaries.summarize(
@@ -296,6 +330,7 @@ def run(
         trials=protocol.passkey.trials, longrope=facts.longrope,
     )  # fmt: skip
     summary["model"] = about
+    summary["protocol"] = protocol.name
     summary["caption"] = summaries.caption(summary)
     files = {"summary": str(store.root / "summary.json"), "table": str(store.root / "summary.md")}
     atomic_write_text(store.root / "summary.json", json.dumps(summary, indent=1))
@@ -310,6 +345,7 @@ def run(
         "precision": protocol.precision, "cells_done": len(todo) - len(failed), "cells_resumed": resumed,
         "cells_failed": len(failed), "wall_seconds": round(wall, 1), "cores": os.cpu_count(),
         "threads": threads, "workers": workers, "tflop": round(plan.flops() / 1e12, 1),
+        "estimated_seconds": None if estimated is None else round(estimated),
         "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }  # fmt: skip
     if not summarize_only:

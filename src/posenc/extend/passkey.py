@@ -30,6 +30,7 @@ FILLER = "The river runs to the sea. The hills are quiet. The wind is cool. Here
 KEY = "The pass key is {key}. Remember it. {key} is the pass key. "
 QUESTION = "\nWhat is the pass key? The pass key is"
 DIGITS = 5
+ANSWER = DIGITS + 3  # tokens generated per prompt (the key and a few after it)
 
 
 @dataclass(frozen=True)
@@ -95,4 +96,15 @@ def score(answer: str, generated: str) -> bool:
     return found is not None and found.group(0) == answer
 
 
-__all__ = ["DIGITS", "FILLER", "INSTRUCTION", "KEY", "QUESTION", "Fork", "key_for", "score", "trunk"]
+__all__ = [
+    "ANSWER",
+    "DIGITS",
+    "FILLER",
+    "INSTRUCTION",
+    "KEY",
+    "QUESTION",
+    "Fork",
+    "key_for",
+    "score",
+    "trunk",
+]

@@ -11,6 +11,11 @@ A *cell* is one pass of the model over one token sequence with one set of rotary
 Scalings whose static tables at a length are equal share the cell (:mod:`posenc.extend.scalings`).
 A cell is named by a hash of its tokens, its tables, the checkpoint and the precision, so a
 rerun finds its record and a changed input never reuses one.
+
+A cell's cost is counted in FLOPs, split into the dense layers and attention (:meth:`Shape.split`:
+at 16k tokens attention is two thirds of a pass), and turned into an estimate of the wall-clock
+with rates measured on a CPU (:data:`CPU_RATE`, :func:`estimate_seconds`): an estimate, printed
+as one before a run.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from posenc.core.errors import PosencError
-from posenc.extend.passkey import Fork
+from posenc.extend.passkey import ANSWER, Fork
 from posenc.extend.scalings import Entry, tables_key
 
 EXTEND_VERSION = 1  # changes when a record's meaning does
@@ -57,13 +62,20 @@ class Shape:
             parameters=int(parameters),
         )
 
-    def flops(self, start: int, stop: int) -> float:
-        """Forward FLOPs of tokens ``start .. stop`` with the first ``start`` cached (causal)."""
+    def split(self, start: int, stop: int, *, logits: bool = True) -> tuple[float, float]:
+        """``(dense, attention)`` forward FLOPs of tokens ``start .. stop`` with the first ``start``
+        cached (causal); ``logits=False``: the output layer for the last token only."""
         tokens = stop - start
         dense = 2.0 * self.parameters * tokens
+        if not logits and tokens > 1:
+            dense -= 2.0 * self.hidden * self.vocab * (tokens - 1)
         pairs = (stop * (stop + 1) - start * (start + 1)) / 2  # (query, key) pairs, causal
         attention = 4.0 * self.layers * self.heads * self.head_dim * pairs
-        return dense + attention
+        return dense, attention
+
+    def flops(self, start: int, stop: int, *, logits: bool = True) -> float:
+        """Forward FLOPs of tokens ``start .. stop`` with the first ``start`` cached (causal)."""
+        return sum(self.split(start, stop, logits=logits))
 
     def bytes_needed(self, length: int, chunk: int, dtype_bytes: int) -> dict[str, float]:
         """Peak memory of one worker for a pass of ``length`` tokens in chunks of ``chunk``."""
@@ -95,6 +107,7 @@ class Cell:
     threads: int
     label: str
     units: int  # estimated GFLOP
+    attention: int = 0  # of which attention (query x key products), GFLOP
 
     def work_units(self) -> int:
         return self.units
@@ -178,8 +191,10 @@ def build(
             tokens = document[:length]
             run_id = _run_id(EXTEND_VERSION, "text", key, tokens, fingerprint, precision)
             label = f"{' = '.join(labels[key])}: document {index + 1}, {length} tokens"
-            units = max(1, round(shape.flops(0, length) / 1e9))
-            cells.append(Cell(run_id, "text", key, index, tokens, (), label=label, units=units, **common))  # type: ignore[arg-type]
+            dense, attention = shape.split(0, length)
+            units = max(1, round((dense + attention) / 1e9))
+            cells.append(Cell(run_id, "text", key, index, tokens, (), label=label, units=units,
+                              attention=round(attention / 1e9), **common))  # type: ignore[arg-type]  # fmt: skip
             text_cells[(key, index)] = run_id
     passkey_forks: dict[tuple[str, int, float, int], tuple[str, int]] = {}
     for (key, trial), (tokens, forks) in passkey.items():
@@ -191,12 +206,54 @@ def build(
             if any(tables_key(e.at(f.length, context, longrope)) == key for f in forks)
         ]
         label = f"{' = '.join(dict.fromkeys(names))}: passkey trial {trial + 1}, {len(forks)} prompts"
-        flops = shape.flops(0, len(tokens)) + sum(shape.flops(f.position, f.length) for f in forks)
+        # the trunk, each prompt's rest and its answer (logits of the last position only)
+        parts = [shape.split(0, len(tokens), logits=False)]
+        parts += [shape.split(f.position, f.length + ANSWER, logits=False) for f in forks]
+        dense, attention = (sum(part[i] for part in parts) for i in (0, 1))
         cells.append(Cell(run_id, "passkey", key, trial, tokens, forks, label=label,
-                          units=max(1, round(flops / 1e9)), **common))  # type: ignore[arg-type]  # fmt: skip
+                          units=max(1, round((dense + attention) / 1e9)), attention=round(attention / 1e9),
+                          **common))  # type: ignore[arg-type]  # fmt: skip
         for index, fork in enumerate(forks):
             passkey_forks[(key, fork.length, fork.depth, trial)] = (run_id, index)
     return Plan(cells, text_tables, text_cells, passkey_forks)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Forward-pass throughput of one CPU thread in GFLOP/s, split as :meth:`Shape.split` splits
+    the cost (the dense layers run at matrix-multiply speed, attention over a long KV cache slower)."""
+
+    dense: float
+    attention: float
+    where: str
+
+    def seconds(self, cell: Cell) -> float:
+        """One cell's estimated seconds on ``cell.threads`` threads (threads assumed to add up)."""
+        own = (cell.units - cell.attention) / self.dense + cell.attention / self.attention
+        return own / max(1, cell.threads)
+
+
+#: Measured with posenc extend's own text passes (chunked prefill of 4,096, 8,192 and 16,384 tokens
+#: of python-docs in chunks of 1,024, fp32, one thread) on SmolLM2-135M-Instruct: 40.0, 97.9 and
+#: 319.0 CPU seconds, to which dense and attention rates are fitted by least squares (within 11% of
+#: each pass; a single attention call of that shape alone measures 37-47 GFLOP/s, a single matrix
+#: product of the MLP's shape 50). Other jobs ran on the machine at the time: an idle one may be
+#: somewhat faster, another CPU anything.
+CPU_RATE = Rate(
+    dense=51.0, attention=40.0, where="one thread of a 2-core AMD EPYC (AVX2), SmolLM2-135M, fp32"
+)
+STARTUP_SECONDS = 30.0  # reading and tokenizing the text, starting the workers, loading the weights
+
+
+def estimate_seconds(cells: list[Cell], *, workers: int, rate: Rate = CPU_RATE) -> float:
+    """Estimated wall-clock seconds of ``cells`` on ``workers`` workers of ``cells[i].threads``
+    threads: the cells go, longest first, each to the worker that frees first (what the
+    executors do), plus :data:`STARTUP_SECONDS`."""
+    free = [0.0] * max(1, min(workers, len(cells)))
+    for cell in sorted(cells, key=lambda c: -c.units):
+        soonest = free.index(min(free))
+        free[soonest] += rate.seconds(cell)
+    return (max(free) + STARTUP_SECONDS) if cells else 0.0
 
 
 def available_memory(device: str) -> float | None:
@@ -239,4 +296,16 @@ def check_memory(
     return parts
 
 
-__all__ = ["EXTEND_VERSION", "Cell", "Plan", "Shape", "available_memory", "build", "check_memory"]
+__all__ = [
+    "CPU_RATE",
+    "EXTEND_VERSION",
+    "STARTUP_SECONDS",
+    "Cell",
+    "Plan",
+    "Rate",
+    "Shape",
+    "available_memory",
+    "build",
+    "check_memory",
+    "estimate_seconds",
+]

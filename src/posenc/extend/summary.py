@@ -4,13 +4,16 @@ retrieval, loss by position; as ``summary.json``, a Markdown table and figures.
 Perplexity at length ``L`` of one document is ``exp`` of the mean loss of its first ``L`` tokens
 (each given all tokens before it: the YaRN paper's sliding-window perplexity of a document
 truncated to the window, whose one window scores every token). Over documents: ``exp`` of the
-mean of the per-document mean losses, with a 95% percentile bootstrap interval over documents
-(:func:`posenc.results.stats.per_seed`). With few documents that interval is as narrow as the
-documents are alike: read it as their spread, not as the population's.
+mean of the per-document mean losses, with the 95% Student t interval over documents of those
+means (:func:`posenc.results.stats.per_seed`: ``n - 1`` degrees of freedom for ``n`` documents),
+mapped through ``exp``. With few documents it is wide (the t quantile is 12.7 for two documents,
+4.3 for three), and it speaks for documents like these (the same text source), not for text in
+general; with one document there is none. The loss-by-position curve has the same interval per
+bin of positions.
 
 The cost inside the trained context is the ratio of a scaling's perplexity to plain RoPE's at
 the longest length within the context, paired by document (``exp`` of the mean per-document
-difference of mean losses, same interval). Passkey accuracy is the share of prompts answered
+difference of mean losses, the same t interval). Passkey accuracy is the share of prompts answered
 exactly, per length (all depths and trials) and per length x depth.
 """
 
@@ -112,10 +115,13 @@ def summarize(
         rows = [results.get(plan.text_cells[(key, i)]) for i in range(documents)]
         if any(r is None for r in rows):
             continue
-        nll = np.mean([np.asarray(r["nll"][: longest - 1]) for r in rows if r is not None], axis=0)
-        curves[entry.label] = [
-            [int(a), int(b), float(nll[a - 1 : b - 1].mean())] for a, b in zip(edges[:-1], edges[1:]) if b > a
-        ]
+        nll = np.asarray([r["nll"][: longest - 1] for r in rows if r is not None], dtype=float)
+        curve = []
+        for a, b in zip(edges[:-1], edges[1:]):
+            if b > a:  # [first, last position, mean loss, low, high] over documents
+                cell = per_seed(nll[:, a - 1 : b - 1].mean(axis=1))
+                curve.append([int(a), int(b), cell.mean, cell.low, cell.high])
+        curves[entry.label] = curve
     return {
         "context": context,
         "lengths": list(lengths),
@@ -176,16 +182,30 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def interval_method(documents: int) -> str:
+    """How the intervals over documents are made, in words (captions and figure titles)."""
+    if documents < 2:
+        return "one document: no interval"
+    return f"95% Student t interval over the {documents} documents ({documents - 1} degrees of freedom)"
+
+
 def caption(summary: dict[str, Any]) -> str:
     n = summary["documents"]
     parts = [
-        f"Perplexity over {n} document(s) truncated to each length, 95% bootstrap interval over documents"
-        + (" (one document: no interval)" if n == 1 else " (few documents: read it as their spread)"),
+        f"Perplexity over {n} document(s) truncated to each length, [low, high]: "
+        + interval_method(n)
+        + (
+            ""
+            if n == 1
+            else " of the per-document mean loss, through exp; with few documents it is wide, and it "
+            "speaks for documents of this text, not for text in general"
+        ),
         f"trained context {summary['context']} tokens",
     ]
     if summary["inside"]:
         parts.append(
             "'x ppl of none': perplexity relative to plain RoPE inside the context, paired by document"
+            + (" (the same t interval over documents)" if n > 1 else "")
         )
     if summary["passkey_lengths"]:
         depths = ", ".join(f"{d:g}" for d in summary["depths"])
@@ -223,7 +243,8 @@ def figures(summary: dict[str, Any], out: Path) -> dict[str, str]:
     ax.set_yscale("log")
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel("perplexity")
-    ax.set_title(f"Perplexity by length (dashed: trained context {context})")
+    method = interval_method(summary["documents"])
+    ax.set_title(f"Perplexity by length (dashed: trained context {context})\nbands: {method}", fontsize=10)
     if ax.get_lines()[1:]:  # a line besides the context marker
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -235,15 +256,30 @@ def figures(summary: dict[str, Any], out: Path) -> dict[str, str]:
         fig = Figure(figsize=(7.5, 4.5))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
+        top = 0.0
         for label, bins in curves.items():
-            ax.plot(
-                [(a + b) / 2 for a, b, _ in bins], [v for _, _, v in bins], label=label, color=colors[label]
-            )
+            xs = [(row[0] + row[1]) / 2 for row in bins]
+            means = [row[2] for row in bins]
+            ax.plot(xs, means, label=label, color=colors[label], zorder=3)
+            ax.fill_between(xs, [row[3] for row in bins], [row[4] for row in bins], alpha=0.12, linewidth=0,
+                            color=colors[label], zorder=2)  # fmt: skip
+            top = max(top, *(m for m in means if math.isfinite(m)))
         ax.axvline(context, color="grey", linestyle="--", linewidth=1)
-        ax.set_yscale("log")
-        ax.set_xlabel("position (tokens)")
+        # the frame fits the mean curves; a band wider than it (few documents) is cut at the frame
+        wider = any(
+            math.isfinite(row[3]) and (row[3] < 0 or row[4] > 1.4 * top)
+            for bins in curves.values()
+            for row in bins
+        )
+        if top > 0:
+            ax.set_ylim(0, 1.4 * top)
+        ax.set_xlabel(f"position (tokens; mean loss over bins of {max(summary['lengths']) // BINS})")
         ax.set_ylabel("mean loss (nats)")
-        ax.set_title(f"Loss by position over {max(summary['lengths'])} tokens")
+        ax.set_title(
+            f"Loss by position over {max(summary['lengths'])} tokens (dashed: trained context {context})"
+            f"\nbands: {method}" + (", cut at the frame" if wider else ""),
+            fontsize=9,
+        )
         ax.legend(fontsize=8)
         fig.tight_layout()
         files["loss_by_position"] = str(out / "loss_by_position.png")
@@ -278,4 +314,4 @@ def figures(summary: dict[str, Any], out: Path) -> dict[str, str]:
     return files
 
 
-__all__ = ["caption", "figures", "markdown", "rows", "summarize"]
+__all__ = ["BINS", "caption", "figures", "interval_method", "markdown", "rows", "summarize"]

@@ -83,6 +83,9 @@ class Runner:
         self.chunk = chunk
         self.advance = advance
         self.keyword = _cache_keyword(model)
+        # transformers' documented way to compute the output layer for the last position only
+        # (what its generate does on a prompt): a passkey prompt needs no other logits
+        self.last_only = "logits_to_keep" in inspect.signature(model.forward).parameters
         self.device = next(model.parameters()).device
         self.done = 0.0  # FLOPs not reported yet
 
@@ -90,21 +93,24 @@ class Runner:
         """Feed ``ids`` after what ``cache`` holds; ``on_logits(start, logits)`` per chunk (start:
         the chunk's first position). Returns the last position's logits (float32)."""
         last = None
+        options: dict[str, Any] = {self.keyword: cache}
+        if on_logits is None and self.last_only:
+            options["logits_to_keep"] = 1
         for offset in range(0, len(ids), self.chunk):
             part = torch.tensor([ids[offset : offset + self.chunk]], dtype=torch.long, device=self.device)
             start = cache.get_seq_length()
             with torch.inference_mode():
-                out = self.model(input_ids=part, use_cache=True, **{self.keyword: cache})
+                out = self.model(input_ids=part, use_cache=True, **options)
             logits = out.logits[0]
             if on_logits is not None:
                 on_logits(start, logits)
             last = logits[-1].float()
-            self._report(start, start + part.shape[1])
+            self._report(start, start + part.shape[1], on_logits is not None)
         assert last is not None
         return last
 
-    def _report(self, start: int, stop: int) -> None:
-        self.done += self.shape.flops(start, stop) / 1e9
+    def _report(self, start: int, stop: int, logits: bool) -> None:
+        self.done += self.shape.flops(start, stop, logits=logits or not self.last_only) / 1e9
         whole = int(self.done)
         if whole:
             self.advance(whole)
@@ -140,7 +146,7 @@ def passkey_answers(runner: Runner, model: Any, tokenizer: Any, cell: Cell) -> l
             at = fork.position
         logits = runner.forward(cache, fork.suffix)
         generated: list[int] = []
-        for _ in range(pk.DIGITS + 3):
+        for _ in range(pk.ANSWER):
             token = int(logits.argmax())
             generated.append(token)
             logits = runner.forward(cache, [token])

@@ -3,8 +3,10 @@
 * :func:`from_hf` / :func:`to_hf` / :func:`rope_from_hf` (:mod:`posenc.hf.config`): read a
   ``config.json`` (transformers 4 or 5 layout) into posenc RoPE arguments and back.
 * :func:`apply` / :func:`remove` (:mod:`posenc.hf.model`): give a loaded transformers model
-  posenc's RoPE (fused kernel, any scaling, changeable after loading), a bias encoding
-  through transformers' attention-function interface, or a per-layer schedule::
+  posenc's RoPE (its cos/sin tables, computed from integer positions in float64, which the
+  model's own attention code rotates with: the plain PyTorch path, not posenc's fused CPU
+  kernel; any scaling, changeable after loading), a bias encoding through transformers'
+  attention-function interface (posenc's row-chunked SDPA), or a per-layer schedule::
 
       handle = posenc.hf.apply(model, scaling={"rope_type": "yarn", "factor": 4.0})
       handle.set_scaling(None)          # later, without reloading

@@ -174,61 +174,12 @@ def from_hf(config: Any, *, layer_type: str | None = None) -> dict[str, Any]:
         any error of :func:`posenc.encoding.rotary.scaling.validate`.
     """
     cfg = _as_dict(config)
-    rope = cfg.get(_rope_key(cfg)) or {}
-    if not isinstance(rope, dict):
-        raise PosencTypeError(
-            f"rope_scaling / rope_parameters must be a dict or null, got {type(rope).__name__}"
-        )
-    nested = [key for key, value in rope.items() if isinstance(value, dict)]
-    if nested:
-        if layer_type not in nested:
-            raise PosencError(
-                f"this config has one rope dict per layer type ({', '.join(nested)}); "
-                f"pass layer_type= one of them, got {layer_type!r}"
-            )
-        rope = rope[layer_type]
-    elif layer_type is not None:
-        raise PosencError(f"layer_type={layer_type!r} given but the config has one rope dict for all layers")
-    if "type" in rope and "rope_type" in rope and rope["type"] != rope["rope_type"]:
-        raise PosencError(
-            f"rope dict has type={rope['type']!r} and rope_type={rope['rope_type']!r}; they must agree"
-        )
-    rope_type = rope.get("rope_type", rope.get("type", "default"))
-    if rope_type in UNSUPPORTED_ROPE_TYPES:
-        raise PosencError(
-            f"rope_type {rope_type!r} ({UNSUPPORTED_ROPE_TYPES[rope_type]}) is not implemented by posenc; "
-            f"it implements {list(rope_scaling.ROPE_SCALINGS)}"
-        )
-    hf_original = _hf_original(rope_type)
-
-    head_dim = cfg.get("head_dim")
-    if head_dim is None:
-        if "hidden_size" not in cfg or "num_attention_heads" not in cfg:
-            raise PosencError("config needs head_dim, or hidden_size and num_attention_heads")
-        head_dim = check_int("hidden_size", cfg["hidden_size"], minimum=1) // check_int(
-            "num_attention_heads", cfg["num_attention_heads"], minimum=1
-        )
-    head_dim = check_int("head_dim", head_dim, minimum=2)
-    base = check_float(
-        "rope_theta", rope.get("rope_theta", cfg.get("rope_theta", DEFAULT_THETA)), minimum=1.0
-    )
-    partial = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
-    partial = check_float(
-        "partial_rotary_factor", 1.0 if partial is None else partial, minimum=0.0, maximum=1.0
-    )
+    rope = _layer_rope(cfg, layer_type)
+    rope_type = _rope_type(rope)
+    head_dim, base, partial = _rope_numbers(cfg, rope)
     max_positions = cfg.get("max_position_embeddings")
-    rotary_dim = int(head_dim * partial)  # HF: dim = int(head_dim * partial_rotary_factor)
-    if rotary_dim < 2 or rotary_dim % 2:
-        where = (
-            "head_dim"
-            if partial == 1.0
-            else f"int(head_dim * partial_rotary_factor) = int({head_dim} * {partial})"
-        )
-        raise PosencError(
-            f"{where} must be an even integer >= 2 (RoPE rotates pairs of dimensions), got {rotary_dim}"
-        )
-
     params = {key: value for key, value in rope.items() if key not in _NOT_PARAMS}
+    hf_original = _hf_original(rope_type)
     if hf_original == "max_position_embeddings" and params.get(ORIGINAL) not in (None, max_positions):
         raise PosencError(
             "HF's dynamic scaling ignores rope_scaling['original_max_position_embeddings'] and uses "
@@ -247,6 +198,71 @@ def from_hf(config: Any, *, layer_type: str | None = None) -> dict[str, Any]:
         "scaling": scaling,
         "max_position_embeddings": max_positions,
     }
+
+
+def _layer_rope(cfg: dict[str, Any], layer_type: str | None) -> dict[str, Any]:
+    """The rope dict of ``cfg`` (of ``layer_type``, where the config has one per layer type)."""
+    rope = cfg.get(_rope_key(cfg)) or {}
+    if not isinstance(rope, dict):
+        raise PosencTypeError(
+            f"rope_scaling / rope_parameters must be a dict or null, got {type(rope).__name__}"
+        )
+    nested = [key for key, value in rope.items() if isinstance(value, dict)]
+    if nested:
+        if layer_type not in nested:
+            raise PosencError(
+                f"this config has one rope dict per layer type ({', '.join(nested)}); "
+                f"pass layer_type= one of them, got {layer_type!r}"
+            )
+        return rope[layer_type]
+    if layer_type is not None:
+        raise PosencError(f"layer_type={layer_type!r} given but the config has one rope dict for all layers")
+    return rope
+
+
+def _rope_type(rope: dict[str, Any]) -> str:
+    """The ``rope_type`` of a rope dict (HF's legacy ``type`` read too), one posenc implements."""
+    if "type" in rope and "rope_type" in rope and rope["type"] != rope["rope_type"]:
+        raise PosencError(
+            f"rope dict has type={rope['type']!r} and rope_type={rope['rope_type']!r}; they must agree"
+        )
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type in UNSUPPORTED_ROPE_TYPES:
+        raise PosencError(
+            f"rope_type {rope_type!r} ({UNSUPPORTED_ROPE_TYPES[rope_type]}) is not implemented by posenc; "
+            f"it implements {list(rope_scaling.ROPE_SCALINGS)}"
+        )
+    return rope_type
+
+
+def _rope_numbers(cfg: dict[str, Any], rope: dict[str, Any]) -> tuple[int, float, float]:
+    """``(head_dim, base, partial_rotary_factor)`` of a config and its rope dict, checked."""
+    head_dim = cfg.get("head_dim")
+    if head_dim is None:
+        if "hidden_size" not in cfg or "num_attention_heads" not in cfg:
+            raise PosencError("config needs head_dim, or hidden_size and num_attention_heads")
+        head_dim = check_int("hidden_size", cfg["hidden_size"], minimum=1) // check_int(
+            "num_attention_heads", cfg["num_attention_heads"], minimum=1
+        )
+    head_dim = check_int("head_dim", head_dim, minimum=2)
+    base = check_float(
+        "rope_theta", rope.get("rope_theta", cfg.get("rope_theta", DEFAULT_THETA)), minimum=1.0
+    )
+    partial = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+    partial = check_float(
+        "partial_rotary_factor", 1.0 if partial is None else partial, minimum=0.0, maximum=1.0
+    )
+    rotary_dim = int(head_dim * partial)  # HF: dim = int(head_dim * partial_rotary_factor)
+    if rotary_dim < 2 or rotary_dim % 2:
+        where = (
+            "head_dim"
+            if partial == 1.0
+            else f"int(head_dim * partial_rotary_factor) = int({head_dim} * {partial})"
+        )
+        raise PosencError(
+            f"{where} must be an even integer >= 2 (RoPE rotates pairs of dimensions), got {rotary_dim}"
+        )
+    return head_dim, base, partial
 
 
 def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
@@ -270,22 +286,46 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
         (HF checkpoints use ``"half"``), a ``rotary_dim`` no ``partial_rotary_factor``
         reproduces, a ``dynamic`` original length other than ``max_position_embeddings``.
     """
-    known = (
-        "head_dim",
-        "base",
-        "partial_rotary_factor",
-        "rotary_dim",
-        "scaling",
-        "max_position_embeddings",
-        "layout",
+    head_dim, partial, base, max_positions = _rope_arguments(rope)
+    rope_type, params = rope_scaling.split(rope.get("scaling"))
+    params = copy.deepcopy(params)
+    spec = rope_scaling.ROPE_SCALINGS[rope_type]
+    writer = _HFWriter.like(like)
+    type_keys = [k for k in ("rope_type", "type") if k in writer.old] or ["rope_type"]
+    for type_key in type_keys:
+        writer.new[type_key] = rope_type
+    writer.place("rope_theta", base, DEFAULT_THETA)
+    writer.place("partial_rotary_factor", partial, 1.0)
+    max_positions = writer.originals(spec, params, max_positions)
+    writer.drop_inferred_factor(spec, params, max_positions)
+    writer.new.update(params)
+    return writer.finish(
+        rope_type == "default" and set(writer.new) == set(type_keys), head_dim, max_positions
     )
+
+
+#: The keyword arguments :func:`to_hf` reads.
+_ROPE_KEYS = (
+    "head_dim",
+    "base",
+    "partial_rotary_factor",
+    "rotary_dim",
+    "scaling",
+    "max_position_embeddings",
+    "layout",
+)
+
+
+def _rope_arguments(rope: Any) -> tuple[int, float, float, Any]:
+    """``(head_dim, partial_rotary_factor, base, max_position_embeddings)`` of posenc RoPE
+    keyword arguments, refused where a Hugging Face config cannot hold them."""
     if not isinstance(rope, dict):
         raise PosencTypeError(
             f"rope must be a dict of posenc RoPE keyword arguments, got {type(rope).__name__}"
         )
     for key in rope:
-        if key not in known:
-            raise PosencError(f"unknown RoPE key {key!r}; valid keys: {list(known)}")
+        if key not in _ROPE_KEYS:
+            raise PosencError(f"unknown RoPE key {key!r}; valid keys: {list(_ROPE_KEYS)}")
     if rope.get("layout", "half") != "half":
         raise PosencError("layout must be 'half' for Hugging Face (rotate_half); permute the weights first")
     head_dim = check_int("head_dim", rope.get("head_dim"), minimum=2)
@@ -296,80 +336,96 @@ def to_hf(rope: dict[str, Any], *, like: Any = None) -> dict[str, Any]:
             raise PosencError(
                 f"rotary_dim={rope['rotary_dim']} has no partial_rotary_factor for head_dim={head_dim}"
             )
-    base = float(rope.get("base", DEFAULT_THETA))
-    max_positions = rope.get("max_position_embeddings")
-    rope_type, params = rope_scaling.split(rope.get("scaling"))
-    params = copy.deepcopy(params)
-    spec = rope_scaling.ROPE_SCALINGS[rope_type]
+    return head_dim, partial, float(rope.get("base", DEFAULT_THETA)), rope.get("max_position_embeddings")
 
-    template = _as_dict(like) if like is not None else None
-    out = template if template is not None else {}
-    key = _rope_key(out) if template is not None else "rope_parameters"
-    old: dict[str, Any] = (out.get(key) or {}) if template is not None else {}  # the template's rope dict
 
-    new: dict[str, Any] = {}  # the rope dict being written
+class _HFWriter:
+    """The config :func:`to_hf` writes: ``out`` (a copy of the template ``like``, or a new dict),
+    the key of its rope dict, the template's rope dict ``old`` and the one being written, ``new``."""
 
-    def place(name: str, value: Any, default: Any) -> None:
+    def __init__(self, template: dict[str, Any] | None) -> None:
+        self.template = template
+        self.out: dict[str, Any] = template if template is not None else {}
+        self.key = _rope_key(self.out) if template is not None else "rope_parameters"
+        self.old: dict[str, Any] = (self.out.get(self.key) or {}) if template is not None else {}
+        self.new: dict[str, Any] = {}
+
+    @classmethod
+    def like(cls, like: Any) -> _HFWriter:
+        return cls(_as_dict(like) if like is not None else None)
+
+    def place(self, name: str, value: Any, default: Any) -> None:
         """Put a rope key where the template had it; a template without it gets it only if
         HF could not infer it (value != default): in the rope dict, or at the top level
         for a legacy ``rope_scaling`` template."""
+        template, out, old, new = self.template, self.out, self.old, self.new
         if template is None:
             if name != "partial_rotary_factor" or value != default:
                 new[name] = value
             return
-        if name in template:  # (template is not None here)
+        if name in template:
             out[name] = value
         if name in old:
             new[name] = value
         if name not in template and name not in old and value != default:
-            (out if key == "rope_scaling" else new)[name] = value
+            (out if self.key == "rope_scaling" else new)[name] = value
 
-    type_keys = [k for k in ("rope_type", "type") if k in old] or ["rope_type"]
-    for type_key in type_keys:
-        new[type_key] = rope_type
-    place("rope_theta", base, DEFAULT_THETA)
-    place("partial_rotary_factor", partial, 1.0)
-
-    if spec.hf_original == "max_position_embeddings" and params.get(ORIGINAL) is not None:
-        original = params.pop(ORIGINAL)
-        max_positions = original if max_positions is None else max_positions
-        if original != max_positions:
-            raise PosencError(
-                "HF's dynamic scaling reads the original length from max_position_embeddings; got "
-                f"original_max_position_embeddings={original} != max_position_embeddings={max_positions}"
-            )
-        if ORIGINAL in old:
-            new[ORIGINAL] = original
-    if spec.hf_original == "rope" and ORIGINAL in params:
-        original = params.pop(ORIGINAL)
-        if template is None:  # both places: configs like Phi3Config prefer their top-level attribute
-            new[ORIGINAL] = out[ORIGINAL] = original
-        else:
-            if ORIGINAL in template:
-                out[ORIGINAL] = original
-            if ORIGINAL in old or (ORIGINAL not in template and original != max_positions):
+    def originals(self, spec: Any, params: dict[str, Any], max_positions: Any) -> Any:
+        """Move the original context out of ``params`` to where HF reads it (the scaling's
+        ``hf_original``); returns ``max_position_embeddings`` (dynamic scaling's original)."""
+        template, out, old, new = self.template, self.out, self.old, self.new
+        if spec.hf_original == "max_position_embeddings" and params.get(ORIGINAL) is not None:
+            original = params.pop(ORIGINAL)
+            max_positions = original if max_positions is None else max_positions
+            if original != max_positions:
+                raise PosencError(
+                    "HF's dynamic scaling reads the original length from max_position_embeddings; got "
+                    f"original_max_position_embeddings={original} != max_position_embeddings={max_positions}"
+                )
+            if ORIGINAL in old:
                 new[ORIGINAL] = original
-    if spec.factor_from_context and params.get("factor") is not None and template is not None:
-        original = new.get(ORIGINAL, out.get(ORIGINAL, max_positions))
-        if "factor" not in old and max_positions and math.isclose(params["factor"], max_positions / original):
-            params.pop("factor")
-    new.update(params)
+        if spec.hf_original == "rope" and ORIGINAL in params:
+            original = params.pop(ORIGINAL)
+            if template is None:  # both places: configs like Phi3Config prefer their top-level attribute
+                new[ORIGINAL] = out[ORIGINAL] = original
+            else:
+                if ORIGINAL in template:
+                    out[ORIGINAL] = original
+                if ORIGINAL in old or (ORIGINAL not in template and original != max_positions):
+                    new[ORIGINAL] = original
+        return max_positions
 
-    if (
-        template is not None
-        and template.get(key) is None
-        and rope_type == "default"
-        and set(new) == set(type_keys)
-    ):
-        out[key] = None  # e.g. a transformers-4 config with "rope_scaling": null
-    else:
-        out[key] = new
-    hidden, heads = out.get("hidden_size"), out.get("num_attention_heads")
-    if "head_dim" in out or template is None or not hidden or not heads or hidden // heads != head_dim:
-        out["head_dim"] = head_dim
-    if max_positions is not None:
-        out["max_position_embeddings"] = max_positions
-    return out
+    def drop_inferred_factor(self, spec: Any, params: dict[str, Any], max_positions: Any) -> None:
+        """Leave out a ``factor`` HF infers from the contexts where the template left it out."""
+        if spec.factor_from_context and params.get("factor") is not None and self.template is not None:
+            original = self.new.get(ORIGINAL, self.out.get(ORIGINAL, max_positions))
+            if (
+                "factor" not in self.old
+                and max_positions
+                and math.isclose(params["factor"], max_positions / original)
+            ):
+                params.pop("factor")
+
+    def finish(self, plain: bool, head_dim: int, max_positions: Any) -> dict[str, Any]:
+        """The config: the rope dict in place (null where the template had null and the RoPE is
+        ``plain``, without scaling), ``head_dim`` where HF cannot infer it, the context."""
+        out, key = self.out, self.key
+        if self.template is not None and self.template.get(key) is None and plain:
+            out[key] = None  # e.g. a transformers-4 config with "rope_scaling": null
+        else:
+            out[key] = self.new
+        hidden, heads = out.get("hidden_size"), out.get("num_attention_heads")
+        if (
+            "head_dim" in out
+            or self.template is None
+            or not hidden
+            or not heads
+            or hidden // heads != head_dim
+        ):
+            out["head_dim"] = head_dim
+        if max_positions is not None:
+            out["max_position_embeddings"] = max_positions
+        return out
 
 
 def rope_from_hf(config: Any, *, layer_type: str | None = None):

@@ -412,53 +412,66 @@ def _check_layer(
             f"{name} takes positions with {axes} axes but the {family.label} model gives {family.axes} per token"
         )
     if enc.kind == "rotary":
-        if not callable(getattr(enc, "cos_sin", None)):
-            raise PosencError(
-                f"{name} has no cos_sin(positions, dtype) method: a transformers model rotates queries and "
-                "keys alike with one (cos, sin) table per position, which it asks the encoding for (xPos "
-                "scales them differently, so it has none). To run a rotary encoding of yours there, add "
-                "cos_sin(positions, dtype) -> (cos, sin), each of shape positions.shape + (rotary_dim // 2,) "
-                "in dtype (one angle per rotated pair, as posenc.rotary.RoPE.cos_sin), and a Config field "
-                "head_dim; docs/your-encoding.md shows one"
-            )
-        dim = getattr(enc.config, "head_dim", None)
-        if not isinstance(dim, int):
-            raise PosencError(
-                f"{name} has cos_sin but its Config has no head_dim field: add head_dim (the features per "
-                "head it rotates; posenc.config.model_field('head_dim') lets the model fill it in)"
-            )
-        model_dim = own.config.head_dim
-        if dim != model_dim:
-            raise PosencError(f"encoding has head_dim={dim} but the model rotates head_dim={model_dim}")
-        r, model_r = _rotary_dim(enc), _rotary_dim(own)
-        if r != model_r:
-            raise PosencError(
-                f"encoding rotates rotary_dim={r} features per head but the {family.label} model rotates "
-                f"{model_r} (its partial rotary is the model's)"
-            )
-        layout = getattr(enc.config, "layout", "half")
-        if layout != own.config.layout:
-            raise PosencError(
-                f"encoding has layout={layout!r} but the {family.label} model rotates {own.config.layout!r} "
-                "pairs; its q/k weights were trained for them (posenc.rotary.permute_qk_weight converts "
-                "weights between layouts)"
-            )
-        key = family.rotary_layers_key
-        if key is not None and not cfg.get(key, [1] * (index + 1))[index]:
-            raise PosencError(
-                f"layer {index} of this {family.label} model never rotates ({key}[{index}] = 0); posenc "
-                "cannot give it a rotary encoding"
-            )
+        _check_rotary_layer(index, enc, own, family, cfg)
     if enc.kind == "bias":
-        if enc.config.num_heads != num_heads:
-            raise PosencError(
-                f"encoding has num_heads={enc.config.num_heads} but the model has {num_heads} heads"
-            )
-        if cfg.get("attn_logit_softcapping") is not None:
-            raise PosencError(
-                f"this {family.label} model soft-caps attention logits (attn_logit_softcapping="
-                f"{cfg['attn_logit_softcapping']}), which posenc's bias attention does not implement"
-            )
+        _check_bias_layer(enc, family, cfg, num_heads)
+
+
+def _check_rotary_layer(
+    index: int, enc: PositionalEncoding, own: RotaryEncoding, family: Family, cfg: dict
+) -> None:
+    """A rotary encoding gives the tables the model's attention rotates with, as the model would."""
+    name = type(enc).__name__
+    if not callable(getattr(enc, "cos_sin", None)):
+        raise PosencError(
+            f"{name} has no cos_sin(positions, dtype) method: a transformers model rotates queries and "
+            "keys alike with one (cos, sin) table per position, which it asks the encoding for (xPos "
+            "scales them differently, so it has none). To run a rotary encoding of yours there, add "
+            "cos_sin(positions, dtype) -> (cos, sin), each of shape positions.shape + (rotary_dim // 2,) "
+            "in dtype (one angle per rotated pair, as posenc.rotary.RoPE.cos_sin), and a Config field "
+            "head_dim; docs/your-encoding.md shows one"
+        )
+    dim = getattr(enc.config, "head_dim", None)
+    if not isinstance(dim, int):
+        raise PosencError(
+            f"{name} has cos_sin but its Config has no head_dim field: add head_dim (the features per "
+            "head it rotates; posenc.config.model_field('head_dim') lets the model fill it in)"
+        )
+    model_dim = own.config.head_dim
+    if dim != model_dim:
+        raise PosencError(f"encoding has head_dim={dim} but the model rotates head_dim={model_dim}")
+    r, model_r = _rotary_dim(enc), _rotary_dim(own)
+    if r != model_r:
+        raise PosencError(
+            f"encoding rotates rotary_dim={r} features per head but the {family.label} model rotates "
+            f"{model_r} (its partial rotary is the model's)"
+        )
+    layout = getattr(enc.config, "layout", "half")
+    if layout != own.config.layout:
+        raise PosencError(
+            f"encoding has layout={layout!r} but the {family.label} model rotates {own.config.layout!r} "
+            "pairs; its q/k weights were trained for them (posenc.rotary.permute_qk_weight converts "
+            "weights between layouts)"
+        )
+    key = family.rotary_layers_key
+    if key is not None and not cfg.get(key, [1] * (index + 1))[index]:
+        raise PosencError(
+            f"layer {index} of this {family.label} model never rotates ({key}[{index}] = 0); posenc "
+            "cannot give it a rotary encoding"
+        )
+
+
+def _check_bias_layer(enc: PositionalEncoding, family: Family, cfg: dict, num_heads: int) -> None:
+    """A bias encoding has the model's heads, and the model's attention adds nothing posenc's lacks."""
+    if enc.config.num_heads != num_heads:
+        raise PosencError(
+            f"encoding has num_heads={enc.config.num_heads} but the model has {num_heads} heads"
+        )
+    if cfg.get("attn_logit_softcapping") is not None:
+        raise PosencError(
+            f"this {family.label} model soft-caps attention logits (attn_logit_softcapping="
+            f"{cfg['attn_logit_softcapping']}), which posenc's bias attention does not implement"
+        )
 
 
 def _one_per_layer_type(
@@ -507,6 +520,42 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
     previous = model.__dict__.get("_posenc_applied")
     if previous is not None:
         previous.remove()
+    target = _read_model(model)
+    rescale = encoding in (None, "rope") and "scaling" in config and target.family.encoding == "rope"
+    scaling = config.pop("scaling") if rescale else None  # set on the installed encodings, below
+    encodings = _layer_encodings(target, encoding, config)
+    applied = _install(model, target, encodings)
+    if rescale:
+        try:
+            applied.set_scaling(scaling)
+        except PosencError:
+            applied.remove()
+            raise
+    return applied
+
+
+@dataclass
+class _Target:
+    """What :func:`apply` reads from a transformers model (and checks) before changing it."""
+
+    hf_config: Any  # the text config
+    family: Family
+    cfg: dict[str, Any]  # the config as a dict (posenc.hf.config_dict)
+    rotary: tuple[nn.Module, nn.Module]  # (parent, the model's own rotary embedding)
+    layers: list[nn.Module]  # the attention module of every layer
+    layer_types: list[str | None]  # per layer (None: the family has no layer types)
+    own_config: dict[str | None, dict[str, Any]]  # posenc's RoPE arguments per layer type
+    own: dict[str | None, RotaryEncoding]  # posenc's RoPE per layer type, probed against the model's
+    device: torch.device
+
+    @property
+    def num_heads(self) -> int:
+        return int(self.hf_config.num_attention_heads)
+
+
+def _read_model(model: nn.Module) -> _Target:
+    """The model's family, layers and own RoPE; refuses a model whose rotary tables posenc's
+    would not reproduce (:func:`_probe`)."""
     import transformers  # the optional peer: a model of it is at hand
 
     hf_config = text_config(model)
@@ -522,28 +571,31 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
     own_config = {t: own_rope(family, cfg, t) for t in dict.fromkeys(layer_types)}
     own = {t: cast(RotaryEncoding, build(family.encoding, **rope)) for t, rope in own_config.items()}
     _probe(family, stock, own, cfg, hf_config)
+    device = next(model.parameters()).device
+    return _Target(hf_config, family, cfg, (parent, stock), layers, layer_types, own_config, own, device)
 
-    scaling: Any = None
-    rescale = encoding in (None, "rope") and "scaling" in config and family.encoding == "rope"
-    if rescale:
-        scaling = config.pop("scaling")
-    num_heads = int(hf_config.num_attention_heads)
+
+def _layer_encodings(target: _Target, encoding: Any, config: dict[str, Any]) -> list[PositionalEncoding]:
+    """One built encoding per layer (see :func:`apply`'s ``encoding``), each checked against its
+    layer and moved to the model's device."""
+    family, layer_types, own = target.family, target.layer_types, target.own
 
     def rope_defaults(index: int, layer: LayerEncoding) -> dict[str, Any]:
         if layer.encoding != family.encoding:
             return {}
-        rope = dict(own_config[layer_types[index]])
+        rope = dict(target.own_config[layer_types[index]])
         del rope["head_dim"]  # the model's, filled in by build_for_model
         return rope
 
     key = family.rotary_layers_key
     plan = _layer_schedule(
-        family.encoding if encoding is None else encoding, num_layers, config, cfg.get(key) if key else None
-    )
+        family.encoding if encoding is None else encoding, len(layer_types), config,
+        target.cfg.get(key) if key else None,
+    )  # fmt: skip
     if isinstance(plan, Schedule):
         encodings = plan.build(
-            d_model=int(hf_config.hidden_size), num_heads=num_heads, head_dim=own[layer_types[0]].config.head_dim,
-            causal=True, defaults=rope_defaults,
+            d_model=int(target.hf_config.hidden_size), num_heads=target.num_heads,
+            head_dim=own[layer_types[0]].config.head_dim, causal=True, defaults=rope_defaults,
         )  # fmt: skip
     else:
         encodings = plan
@@ -552,11 +604,16 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
     )  # the caller's own instances are used as given
     if family.layer_types and not given:
         encodings = _one_per_layer_type(encodings, layer_types)
-    device = next(model.parameters()).device
     for index, enc in enumerate(encodings):
-        _check_layer(index, enc, own[layer_types[index]], family, cfg, num_heads)
-        enc.to(device)
+        _check_layer(index, enc, own[layer_types[index]], family, target.cfg, target.num_heads)
+        enc.to(target.device)
+    return list(encodings)
 
+
+def _install(model: nn.Module, target: _Target, encodings: list[PositionalEncoding]) -> Applied:
+    """Put :class:`RotaryTables` in the model's rotary slot, a pick hook on each layer whose type
+    takes several tables, bias encodings on their layers and posenc's attention function."""
+    layer_types, family = target.layer_types, target.family
     sources: list[RotaryEncoding] = []
     for enc in encodings:
         if enc.kind == "rotary" and not any(enc is s for s in sources):
@@ -565,11 +622,14 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
         next(i for i, s in enumerate(sources) if s is enc) if enc.kind == "rotary" else IDENTITY
         for enc in encodings
     ]
-    routes = {t: tuple(dict.fromkeys(r for r, lt in zip(route, layer_types) if lt == t)) for t in own}
-    pairs = {t: _rotary_dim(enc) // 2 for t, enc in own.items()}
-    applied = Applied(model, family, list(encodings), layer_types, layers, (parent, stock))
-    setattr(parent, ROTARY, RotaryTables(family.tables, sources, routes, pairs, family.axes).to(device))
-    for index, attn in enumerate(layers):
+    routes = {t: tuple(dict.fromkeys(r for r, lt in zip(route, layer_types) if lt == t)) for t in target.own}
+    pairs = {t: _rotary_dim(enc) // 2 for t, enc in target.own.items()}
+    parent, _ = target.rotary
+    applied = Applied(model, family, encodings, layer_types, target.layers, target.rotary)
+    setattr(
+        parent, ROTARY, RotaryTables(family.tables, sources, routes, pairs, family.axes).to(target.device)
+    )
+    for index, attn in enumerate(target.layers):
         choices = routes[layer_types[index]]
         if len(choices) > 1:
             pick = _pick(choices.index(route[index]), family.label)
@@ -578,15 +638,9 @@ def apply(model: nn.Module, encoding: Any = None, **config: Any) -> Applied:
             attn.posenc_encoding = encodings[index]  # a submodule: learned biases train with the model
     if any(enc.kind == "bias" for enc in encodings):
         register()
-        applied.attn_implementation = hf_config._attn_implementation or "sdpa"
+        applied.attn_implementation = target.hf_config._attn_implementation or "sdpa"
         cast(Any, model).set_attn_implementation(ATTENTION)
     model.__dict__["_posenc_applied"] = applied
-    if rescale:
-        try:
-            applied.set_scaling(scaling)
-        except PosencError:
-            applied.remove()
-            raise
     return applied
 
 

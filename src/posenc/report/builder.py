@@ -207,11 +207,22 @@ def comparison_section(sections: list[EncodingSection]) -> str:
 
 def claims_section(*, dpi: int = DPI) -> str:
     """Numeric checks of what textbooks and tutorials claim, as tables and figures."""
-    parts = ['<section id="claims"><h2>Checks of textbook and tutorial claims</h2>']
+    return "\n".join(
+        [
+            '<section id="claims"><h2>Checks of textbook and tutorial claims</h2>',
+            *_tutorial_similarity(dpi),
+            *_linear_relative_map(),
+            *_rotary_checks(),
+            *_integer_indices(dpi),
+            "</section>",
+        ]
+    )
 
-    # A widely shared tutorial's printed similarity matrix.
+
+def _tutorial_similarity(dpi: int) -> list[str]:
+    """A widely shared tutorial's printed similarity matrix, recomputed."""
     check = properties.tutorial_similarity_check()
-    parts += [
+    return [
         "<h3>Similarity between positions 0..7 (a widely shared tutorial's table)</h3>",
         "<p>A widely shared tutorial (&ldquo;Positional Encoding: Teaching the Model Word Order&rdquo;) "
         "prints a cosine-similarity table for sinusoidal encodings built with "
@@ -243,57 +254,61 @@ def claims_section(*, dpi: int = DPI) -> str:
         ),
     ]
 
-    # The linear relative map and its closed form.
-    if "sinusoidal" in posenc.ENCODINGS:
-        rows = []
-        for d in (16, 128):
-            enc = posenc.build("sinusoidal", dim=d)
-            for k in (1, 5, 37):
-                fit = properties.linear_relative_map(enc, k)
-                closed = properties.sinusoidal_shift_matrix(d, k)
-                rows.append(
-                    (
-                        d,
-                        k,
-                        fmt(fit.residual),
-                        fmt(np.abs(fit.matrix - closed).max()),
-                        fmt(fit.offblock_fraction),
-                    )
+
+def _linear_relative_map() -> list[str]:
+    """The linear relative map of the sinusoid fitted, against its closed form."""
+    if "sinusoidal" not in posenc.ENCODINGS:
+        return []
+    rows = []
+    for d in (16, 128):
+        enc = posenc.build("sinusoidal", dim=d)
+        for k in (1, 5, 37):
+            fit = properties.linear_relative_map(enc, k)
+            closed = properties.sinusoidal_shift_matrix(d, k)
+            rows.append(
+                (
+                    d,
+                    k,
+                    fmt(fit.residual),
+                    fmt(np.abs(fit.matrix - closed).max()),
+                    fmt(fit.offblock_fraction),
                 )
-        parts += [
-            "<h3>PE(pos + k) = M_k PE(pos) (sinusoidal, float64)</h3>",
-            "<p>M_k fitted by least squares over 4 d positions spread so the slowest sinusoid turns "
-            "at least once, compared with the closed form (one 2x2 rotation per sin/cos pair).</p>",
-            table(
-                ("d_model", "k", "fit residual", "max |M_fit - M_closed|", "mass off the 2x2 blocks"), rows
-            ),
-        ]
-
-    # RoPE-like encodings: offset invariance and the long-range decay bound.
-    rotary = [n for n, c in posenc.ENCODINGS.items() if c.kind == "rotary"]
-    if rotary:
-        shifts = (1, 7, 100, 1000)
-        residual_rows = []
-        for name in rotary:
-            res = properties.translation_residual(
-                make(name, d_model=D_MODEL, num_heads=NUM_HEADS), 16, shifts
             )
-            residual_rows.append([name] + [fmt(v) for v in res.absolute])
-        distances = (0, 10, 50, 100, 250)
-        bound = properties.rope_decay_bound(64, distances)
-        parts += [
-            "<h3>Rotary offset invariance: max |score(m, n) - score(m + t, n + t)|</h3>",
-            table(["encoding"] + [f"t = {t}" for t in shifts], residual_rows),
-            "<h3>RoFormer sec. 3.4.3 long-range decay bound (head_dim 64, base 10000)</h3>",
-            table(
-                ("relative distance", "bound (1/(d/2)) sum_j |S_j|"),
-                ((r, fmt(b)) for r, b in zip(distances, bound)),
-            ),
-        ]
+    return [
+        "<h3>PE(pos + k) = M_k PE(pos) (sinusoidal, float64)</h3>",
+        "<p>M_k fitted by least squares over 4 d positions spread so the slowest sinusoid turns "
+        "at least once, compared with the closed form (one 2x2 rotation per sin/cos pair).</p>",
+        table(("d_model", "k", "fit residual", "max |M_fit - M_closed|", "mass off the 2x2 blocks"), rows),
+    ]
 
-    # Why not integer indices.
+
+def _rotary_checks() -> list[str]:
+    """RoPE-like encodings: offset invariance and the long-range decay bound."""
+    rotary = [n for n, c in posenc.ENCODINGS.items() if c.kind == "rotary"]
+    if not rotary:
+        return []
+    shifts = (1, 7, 100, 1000)
+    residual_rows = []
+    for name in rotary:
+        res = properties.translation_residual(make(name, d_model=D_MODEL, num_heads=NUM_HEADS), 16, shifts)
+        residual_rows.append([name] + [fmt(v) for v in res.absolute])
+    distances = (0, 10, 50, 100, 250)
+    bound = properties.rope_decay_bound(64, distances)
+    return [
+        "<h3>Rotary offset invariance: max |score(m, n) - score(m + t, n + t)|</h3>",
+        table(["encoding"] + [f"t = {t}" for t in shifts], residual_rows),
+        "<h3>RoFormer sec. 3.4.3 long-range decay bound (head_dim 64, base 10000)</h3>",
+        table(
+            ("relative distance", "bound (1/(d/2)) sum_j |S_j|"),
+            ((r, fmt(b)) for r, b in zip(distances, bound)),
+        ),
+    ]
+
+
+def _integer_indices(dpi: int) -> list[str]:
+    """Why not integer indices: their norm against the sinusoid's and a token embedding's."""
     growth = properties.integer_index_growth(512)
-    parts += [
+    return [
         "<h3>Why not integer indices (d_model = 512)</h3>",
         table(
             (
@@ -311,9 +326,7 @@ def claims_section(*, dpi: int = DPI) -> str:
             ),
         ),
         img(figures.integer_index(512), "norm of integer-index vs sinusoidal position vectors", dpi=dpi),
-        "</section>",
     ]
-    return "\n".join(parts)
 
 
 def notes_section(selected: Iterable[notes.Claim] | None = None) -> str:
@@ -411,6 +424,17 @@ def build_report(
     extrapolation = extrapolation_section(results_dir) if results_dir is not None else ""
     start = time.perf_counter()
 
+    sections, checks, notes_html = _sections(names, dpi, progress, probes_enabled, figure_kinds)
+    page = _page(sections, [checks, notes_html, extrapolation], time.perf_counter() - start)
+    path = out_dir / "index.html"
+    atomic_write_text(path, page)  # a full disk names the page; a reader never sees half of it
+    return path
+
+
+def _sections(
+    names: list[str], dpi: int, progress: bool, probes_enabled: bool, figure_kinds: Iterable[str] | None
+) -> tuple[list[EncodingSection], str, str]:
+    """Each encoding's section, the claims checked and the notes, under a progress bar."""
     sections: list[EncodingSection] = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), disable=not progress, transient=False) as bar:
@@ -427,7 +451,13 @@ def build_report(
         bar.update(task, description="report: the notes")
         notes_html = notes_section()
         bar.advance(task)
+    return sections, checks, notes_html
 
+
+def _page(sections: list[EncodingSection], parts: list[str], seconds: float) -> str:
+    """The page: the comparison, ``parts`` (the claims checked, the notes, the benchmark's section
+    or ""), then every encoding's section, with a navigation bar over them."""
+    checks, notes_html, extrapolation = parts
     nav = [
         '<a href="#comparison">comparison</a>',
         '<a href="#claims">claims checked</a>',
@@ -440,21 +470,18 @@ def build_report(
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     subtitle = (
         f"<p>posenc {esc(posenc.__version__)} - {len(sections)} encodings - generated {stamp} "
-        f"in {time.perf_counter() - start:.0f} s. Every figure and number on this page is computed "
+        f"in {seconds:.0f} s. Every figure and number on this page is computed "
         "from the registered encodings through their hooks (the benchmark section from its run records). "
         "Models and learned tables are untrained (seeded initialisation): attention of an untrained model "
         "is close to uniform, so its figures show what the encoding alone does to the scores.</p>"
     )
-    page = string.Template(_read_asset("template.html")).substitute(
+    return string.Template(_read_asset("template.html")).substitute(
         title="posenc: positional encodings, checked and compared",
         subtitle=subtitle,
         css=_read_asset("style.css"),
         nav=" ".join(nav),
         body="\n".join(part for part in body if part),
     )
-    path = out_dir / "index.html"
-    atomic_write_text(path, page)  # a full disk names the page; a reader never sees half of it
-    return path
 
 
 def benchmark_report(results_dir: str | Path, *, trust_remote_code: bool = False) -> Path:
