@@ -30,7 +30,7 @@ def run() -> Path:
     import torch
     import transformers
 
-    from posenc.hf.checks import CHECKS, check_family
+    from posenc.hf.parity import CHECKS, check_family
     from posenc.hf.families import FAMILIES
 
     rows = {}

@@ -117,7 +117,7 @@ def test_plot_has_log_axis_labels_and_legend(monkeypatch):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from posenc.cli import rope as rope_cli
+    from posenc.cli import rope_command as rope_cli
 
     seen = {}
     monkeypatch.setattr(plt.Figure, "savefig", lambda fig, path, **kw: seen.update(fig=fig, path=path))

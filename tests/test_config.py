@@ -17,7 +17,7 @@ from posenc.cli import main
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import PROFILES, load_profile, parse_set
 from posenc.core.errors import PosencError
-from posenc.tasks import registry as task_registry
+from posenc.tasks import task_registry
 
 # Fields that depend on when and where a run executed, not on what it computed.
 TIMING = ("wall_seconds", "compute_seconds", "steps_per_second")

@@ -131,7 +131,7 @@ def test_the_notes_table_loads_as_the_module_shows_it():
     table = notes.load_notes()
     assert table.claims == notes.CLAIMS and table.measures == notes.MEASURES
     assert {k: n.title for k, n in table.notes.items()} == notes.NOTES
-    assert all(isinstance(c, notes.Claim) for c in notes.CLAIMS) and len(notes.CLAIMS) >= 5 * 19
+    assert all(isinstance(c, notes.NoteClaim) for c in notes.CLAIMS) and len(notes.CLAIMS) >= 5 * 19
 
 
 def _notes_data() -> dict:

@@ -18,7 +18,7 @@ from posenc.compare.profile import get_profile
 from posenc.compare.work import execute
 from posenc.core.errors import PosencError
 from posenc.records.models import build_model
-from posenc.tasks import registry as task_registry
+from posenc.tasks import task_registry
 
 SMOKE = get_profile("smoke")
 

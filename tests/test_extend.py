@@ -26,7 +26,7 @@ CONTEXT = 64  # the tiny model's trained context
 
 
 def _tokenizer(root: Path) -> None:
-    from posenc.extend.text import python_docs_text
+    from posenc.extend.documents import python_docs_text
 
     bpe = tokenizers.ByteLevelBPETokenizer()
     bpe.train_from_iterator(
@@ -217,8 +217,8 @@ def test_a_pass_splits_into_dense_and_attention_flops_and_a_prompt_needs_no_logi
     )
 
 
-def _cells(units: list[int], threads: int = 1) -> list[plan.Cell]:
-    return [plan.Cell(f"c{i}", "text", "null", 0, (), (), "m", False, "fp32", 64, "cpu", threads, f"c{i}", u, u // 2)
+def _cells(units: list[int], threads: int = 1) -> list[plan.ExtendCell]:
+    return [plan.ExtendCell(f"c{i}", "text", "null", 0, (), (), "m", False, "fp32", 64, "cpu", threads, f"c{i}", u, u // 2)
             for i, u in enumerate(units)]  # fmt: skip
 
 
@@ -463,7 +463,7 @@ def test_a_prompt_pass_computes_the_last_logits_only_and_they_are_the_full_passe
     """Passkey prompts ask transformers for the last position's logits only (logits_to_keep, as its
     generate does on a prompt): the same logits as the full pass's last row (on SmolLM2 the output
     layer is a fifth of the dense layers' FLOPs at every other position)."""
-    from posenc.extend import work
+    from posenc.extend import cell_work as work
 
     model = transformers.AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32).eval()
     shape = plan.Shape.of(model.config, sum(p.numel() for p in model.parameters()))

@@ -155,7 +155,8 @@ def test_chunked_prefill_through_the_kv_cache_gives_the_stock_loss(model, stock,
     """What ``posenc extend`` measures: the loss of each token from chunked passes through the KV
     cache, with posenc's RoPE, equals the stock model's single pass."""
     import posenc.hf
-    from posenc.extend import plan, work
+    from posenc.extend import cell_work as work
+    from posenc.extend import plan
 
     want = torch.nn.functional.cross_entropy(stock[0, :-1], text_ids[0, 1:], reduction="none")
     handle = posenc.hf.apply(model)

@@ -14,8 +14,7 @@ from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
 from posenc.nn.transformer import Transformer, TransformerConfig
 from posenc.records.schema import result_problem
-from posenc.tasks import registry as task_registry
-from posenc.tasks import synthetic
+from posenc.tasks import synthetic, task_registry
 
 V = synthetic.VOCAB_SIZE
 

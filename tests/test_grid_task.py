@@ -8,7 +8,7 @@ import torch
 
 from posenc.core.errors import PosencError
 from posenc.nn.transformer import Transformer, TransformerConfig
-from posenc.tasks import grid
+from posenc.tasks import grid_task as grid
 from posenc.tasks.synthetic import FIRST_SYMBOL, PAD
 
 
@@ -122,7 +122,7 @@ def test_a_model_runs_on_every_evaluation_grid(name):
 
 def test_the_grid_task_is_registered_and_passes_the_task_contract():
     import posenc.testing
-    from posenc.tasks import registry
+    from posenc.tasks import task_registry as registry
 
     assert registry.task_class("grid") is grid.GridTask and "grid" in registry.task_names()
     report = posenc.testing.check_task("grid")

@@ -1,6 +1,6 @@
 """posenc inside transformers models (posenc.hf.apply): random-weight models built from configs.
 
-Every verified family (posenc.hf.families.FAMILIES) passes every check of posenc.hf.checks
+Every verified family (posenc.hf.families.FAMILIES) passes every check of posenc.hf.parity
 (logits within 1e-5 of the model's own, greedy generation with and without the KV cache, left
 padding, remove bit-exact, torch.compile fullgraph); every other causal LM transformers ships is
 refused at apply. Where transformers has the same scheme, the logits of the posenc-applied
@@ -38,7 +38,7 @@ from transformers import (
 
 import posenc
 from posenc import schedules
-from posenc.hf import checks
+from posenc.hf import parity as checks
 from posenc.hf.families import FAMILIES, family_available
 
 pytestmark = pytest.mark.peers

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from posenc.encoding.base import KINDS
+from posenc.registry import BUILTINS
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 
@@ -233,3 +236,94 @@ def test_the_rules_catch_what_they_forbid(tmp_path):
     assert row("posenc.core.positions") in LEAF_ROWS and row("posenc.encoding.base") not in LEAF_ROWS
     graph = {"posenc.compare.x": ["posenc.records.y"], "posenc.records.y": ["posenc.results.z"]}
     assert "posenc.results.z" in reachable("posenc.compare.x", graph)  # a chain through records counts
+
+
+# ---------------------------------------------------------------------------
+# One name per thing: modules, public classes, the encodings table.
+# ---------------------------------------------------------------------------
+
+#: Basenames any number of modules share: package faces, ``python -m``, and the NumPy references,
+#: which mirror posenc.encoding on purpose (reference/rotary.py is the reference of the rotary kind).
+SHARED_BASENAMES = frozenset({"__init__", "__main__"})
+
+
+def duplicate_basenames(names: list[str]) -> dict[str, list[str]]:
+    by_base: dict[str, list[str]] = {}
+    for name in names:
+        path = MODULES.get(name)
+        base = path.stem if path is not None else name.rpartition(".")[2]
+        if base in SHARED_BASENAMES or _inside(name, "posenc.reference"):
+            continue
+        by_base.setdefault(base, []).append(name)
+    return {base: found for base, found in by_base.items() if len(found) > 1}
+
+
+def test_no_two_modules_share_a_name():
+    assert not duplicate_basenames(list(MODULES)), duplicate_basenames(list(MODULES))
+
+
+def public_classes(names: list[str]) -> dict[str, list[str]]:
+    """``class name -> [module, ...]`` for every public top-level class outside the references."""
+    found: dict[str, list[str]] = {}
+    for name in names:
+        if _inside(name, "posenc.reference"):
+            continue
+        tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                found.setdefault(node.name, []).append(name)
+    return found
+
+
+def test_no_two_public_classes_share_a_name():
+    shared = {cls: where for cls, where in public_classes(list(MODULES)).items() if len(where) > 1}
+    assert not shared, shared
+
+
+def test_one_encodings_table():
+    """``ENCODINGS`` is the registry's view and nothing else's (``posenc.ENCODINGS`` re-exports it)."""
+    defined = []
+    for name, path in MODULES.items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            if any(isinstance(t, ast.Name) and t.id == "ENCODINGS" for t in targets):
+                defined.append(name)
+    assert defined == ["posenc.registry"], defined
+
+
+#: The kinds' homes in posenc.encoding: a package per kind with members, a module per small kind.
+KIND_HOMES = {
+    "additive": "posenc.encoding.absolute",
+    "rotary": "posenc.encoding.rotary",
+    "bias": "posenc.encoding.bias",
+    "relative": "posenc.encoding.relative",
+    "contextual": "posenc.encoding.contextual",
+    "none": "posenc.encoding.none",
+}
+
+
+def test_every_encodings_module_belongs_to_one_kind():
+    assert set(KIND_HOMES) == set(KINDS)
+    shared = {"posenc.encoding", "posenc.encoding.base"}
+    for name in MODULES:
+        if _inside(name, "posenc.encoding") and name not in shared:
+            homes = [kind for kind, home in KIND_HOMES.items() if _inside(name, home)]
+            assert len(homes) == 1, f"{name} belongs to no kind's package"
+
+
+def test_every_builtin_lives_in_its_kinds_home():
+    for name, cls in BUILTINS.items():
+        assert _inside(cls.__module__, KIND_HOMES[cls.kind]), (
+            f"{name} ({cls.__module__}) is not in its kind's home"
+        )
+
+
+def test_the_name_rules_catch_what_they_forbid():
+    assert duplicate_basenames(["posenc.core.checks", "posenc.hf.checks"]) == {
+        "checks": ["posenc.core.checks", "posenc.hf.checks"]
+    }
+    assert not duplicate_basenames(["posenc.encoding.rotary", "posenc.reference.rotary", "posenc.nn"])
+    assert set(public_classes(["posenc.encoding.rotary.scaling", "posenc.records.benchmark_scalings"])) >= {
+        "Scaling",
+        "BenchmarkScaling",
+    }

@@ -13,7 +13,7 @@ from posenc.compare.profile import PROFILES, load_profile
 from posenc.core.errors import PosencError
 from posenc.records.spec import RunSpec
 from posenc.results import lengths, stats, tables
-from posenc.tasks.registry import lengths_at_scales, max_sequence_length
+from posenc.tasks.task_registry import lengths_at_scales, max_sequence_length
 
 SCALES = (0.5, 1.0, 1.25, 1.5, 2.0, 4.0)
 

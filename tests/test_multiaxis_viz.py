@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from posenc import viz
 from posenc.analysis.signals import make
 from posenc.cli import main
-from posenc.viz.grid import grid_similarity, similarity_map
+from posenc.viz.patch_grid import grid_similarity, similarity_map
 
 
 @pytest.mark.parametrize("name", ["rope_axial", "rope_mixed", "mrope", "sincos_axial"])

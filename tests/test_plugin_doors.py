@@ -27,7 +27,7 @@ from posenc.compare.runner import check_code
 from posenc.core.code_hash import code_sha256
 from posenc.records.provenance import changes, code_of
 from posenc.records.store import ResultStore
-from posenc.tasks import registry as task_registry
+from posenc.tasks import task_registry
 
 OUT_OF_TREE = Path(__file__).parent / "outoftree"
 SMOKE = PROFILES["smoke"]

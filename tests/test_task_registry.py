@@ -20,8 +20,7 @@ from posenc.compare.grid import build_grid, eval_length, train_length
 from posenc.compare.profile import get_profile
 from posenc.compare.work import execute
 from posenc.core.errors import PosencError, PosencTypeError
-from posenc.tasks import FIRST_SYMBOL, Task, synthetic
-from posenc.tasks import registry as task_registry
+from posenc.tasks import FIRST_SYMBOL, Task, synthetic, task_registry
 
 SMOKE = get_profile("smoke")
 SPEC = "test_task_registry:Repeat"

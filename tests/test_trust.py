@@ -35,7 +35,7 @@ from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.report.builder import benchmark_report
 from posenc.results import report_section
 from posenc.results.curves import curves_figure
-from posenc.results.figures import save_all
+from posenc.results.result_figures import save_all
 
 OPT_IN = ("--trust-remote-code", "trust_remote_code=True")
 
@@ -44,7 +44,7 @@ PLANTED = """\
 import pathlib
 pathlib.Path({ran!r}).write_text("ran")
 from posenc.encoding.rotary.rope import RoPE
-from posenc.tasks.registry import BUILTINS
+from posenc.tasks.task_registry import BUILTINS
 
 
 class Evil(RoPE):

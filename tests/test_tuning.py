@@ -14,8 +14,7 @@ from posenc.compare.profile import get_profile
 from posenc.compare.runner import run_grid
 from posenc.compare.work import tune_execute
 from posenc.records.store import ResultStore
-from posenc.tasks import registry as task_registry
-from posenc.tasks import synthetic, text
+from posenc.tasks import synthetic, task_registry, text
 
 SMOKE = dataclasses.replace(get_profile("smoke"), lr_grid=(1e-3, 3e-3))
 

@@ -69,6 +69,26 @@ MOVED: dict[str, str] = {
     "posenc.attention": "posenc.nn.attention",
     "posenc.kv_cache": "posenc.nn.kv_cache",
     "posenc.model": "posenc.nn.transformer",
+    # modules renamed so that no two share a name
+    "posenc.analysis.demonstrations.attention": "posenc.analysis.demonstrations.about_attention",
+    "posenc.analysis.demonstrations.tables": "posenc.analysis.demonstrations.about_tables",
+    "posenc.analysis.demonstrations.base": "posenc.analysis.demonstrations.demonstration",
+    "posenc.analysis.summary": "posenc.analysis.property_summary",
+    "posenc.extend.store": "posenc.extend.cell_store",
+    "posenc.extend.text": "posenc.extend.documents",
+    "posenc.extend.work": "posenc.extend.cell_work",
+    "posenc.hf.attention": "posenc.hf.attention_function",
+    "posenc.hf.checks": "posenc.hf.parity",
+    "posenc.records.scalings": "posenc.records.benchmark_scalings",
+    "posenc.results.figures": "posenc.results.result_figures",
+    "posenc.tasks.grid": "posenc.tasks.grid_task",
+    "posenc.tasks.registry": "posenc.tasks.task_registry",
+    "posenc.viz.grid": "posenc.viz.patch_grid",
+    "posenc.testing.report": "posenc.testing.contract_report",
+    "posenc.cli.notes": "posenc.cli.notes_command",
+    "posenc.cli.presets": "posenc.cli.presets_command",
+    "posenc.cli.rope": "posenc.cli.rope_command",
+    "posenc.cli.trust": "posenc.cli.trust_option",
     # the golden vectors: posenc.conform
     "posenc.conform_hf": "posenc.conform.hf_families",
     "posenc.conform_mrope": "posenc.conform.mrope_vectors",
@@ -76,7 +96,15 @@ MOVED: dict[str, str] = {
 
 #: Names that left their module or were renamed: ``old.module.Name`` -> ``new.module.Name``,
 #: read through the old module path (with a DeprecationWarning).
-MOVED_NAMES: dict[str, str] = {}
+MOVED_NAMES: dict[str, str] = {
+    "posenc.absolute.NoPE": "posenc.encoding.none.NoPE",
+    "posenc.absolute.NoPEConfig": "posenc.encoding.none.NoPEConfig",
+    "posenc.absolute.ENCODINGS": "posenc.encoding.absolute.sequence.SEQUENCE_MEMBERS",
+    "posenc.multiaxis.ENCODINGS": "posenc.encoding.absolute.axial.AXIAL_MEMBERS",
+    "posenc.multiaxis_rotary.ENCODINGS": "posenc.encoding.rotary.rope_axial.AXIAL_ROTARY_MEMBERS",
+    "posenc.multiaxis_bias.ENCODINGS": "posenc.encoding.bias.alibi_2d.ALIBI_2D_MEMBERS",
+    "posenc.records.scalings.Scaling": "posenc.records.benchmark_scalings.BenchmarkScaling",
+}
 
 _moved.install(MOVED, MOVED_NAMES)
 

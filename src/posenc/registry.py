@@ -28,24 +28,22 @@ from typing import Any, TypeVar, overload
 from posenc.core.errors import PosencTypeError
 from posenc.core.fields import EncodingConfig
 from posenc.core.plugins import PluginGroup, check_name, is_spec  # noqa: F401  (is_spec: public here)
-from posenc.encoding import bias, contextual, relative
-from posenc.encoding.absolute import axial as multiaxis
-from posenc.encoding.absolute import hierarchical
-from posenc.encoding.absolute import sequence as absolute
+from posenc.encoding import absolute, bias, contextual, none, relative, rotary
+from posenc.encoding.absolute.axial import AXIAL_MEMBERS
+from posenc.encoding.absolute.sequence import SEQUENCE_MEMBERS
 from posenc.encoding.base import KINDS, PositionalEncoding
-from posenc.encoding.bias import alibi_2d as multiaxis_bias
-from posenc.encoding.rotary import rope as rotary
-from posenc.encoding.rotary import rope_axial as multiaxis_rotary
+from posenc.encoding.bias.alibi_2d import ALIBI_2D_MEMBERS
+from posenc.encoding.rotary.rope_axial import AXIAL_ROTARY_MEMBERS
 
 #: The entry-point group an installed package declares its encodings in.
 ENTRY_POINT_GROUP = "posenc.encodings"
 
 BUILTINS: dict[str, type[PositionalEncoding]] = {
     # --- absolute (additive): sinusoidal, scaled_sinusoidal, learned, hybrid, complex_order, integer_index ---
-    **absolute.ENCODINGS,
-    "hierarchical": hierarchical.Hierarchical,
+    **SEQUENCE_MEMBERS,
+    "hierarchical": absolute.Hierarchical,
     # --- none ---
-    "nope": absolute.NoPE,
+    "nope": none.NoPE,
     # --- rotary ---
     "rope": rotary.RoPE,
     "xpos": rotary.XPos,
@@ -61,11 +59,10 @@ BUILTINS: dict[str, type[PositionalEncoding]] = {
     "transformer_xl": relative.TransformerXL,
     # --- contextual ---
     "cope": contextual.CoPE,
-    # --- multi-axis positions (images, video, multimodal): additive sincos_axial, learned_axial;
-    # --- rotary rope_axial, rope_mixed, mrope; bias alibi_2d ---
-    **multiaxis.ENCODINGS,
-    **multiaxis_rotary.ENCODINGS,
-    **multiaxis_bias.ENCODINGS,
+    # --- multi-axis positions (images, video, multimodal), each with its kind ---
+    **AXIAL_MEMBERS,
+    **AXIAL_ROTARY_MEMBERS,
+    **ALIBI_2D_MEMBERS,
 }
 
 E = TypeVar("E", bound=type[PositionalEncoding])

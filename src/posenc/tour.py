@@ -33,7 +33,7 @@ from rich.table import Table
 import posenc
 from posenc import viz
 from posenc.analysis import demonstrations, make, notes, permutation_equivariance_gap, uniqueness, worked
-from posenc.analysis.summary import PROPERTY_COLUMNS, encoding_properties
+from posenc.analysis.property_summary import PROPERTY_COLUMNS, encoding_properties
 from posenc.encoding.base import KINDS
 
 # Per kind, the figures that show it best (the first that applies is drawn; any applicable one
@@ -185,7 +185,7 @@ def saturation(console: Console) -> None:
 # ---------------------------------------------------------------------------
 
 
-def tour_errata() -> list[notes.Claim]:
+def tour_errata() -> list[notes.NoteClaim]:
     """The corrected claim shown for each of :data:`demonstrations.TOUR_ERRATA`, in that order."""
     corrected = notes.claims(verdict=notes.CORRECTED)
     return [next(c for c in corrected if c.check == key) for key in demonstrations.TOUR_ERRATA]

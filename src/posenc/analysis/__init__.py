@@ -33,8 +33,8 @@ from posenc.analysis.properties import (
     uniqueness,
     value_range,
 )
+from posenc.analysis.property_summary import PROPERTY_COLUMNS, EncodingProperties, encoding_properties
 from posenc.analysis.signals import make, position_kernel, position_signal
-from posenc.analysis.summary import PROPERTY_COLUMNS, EncodingProperties, encoding_properties
 
 __all__ = [
     "PROPERTY_COLUMNS",

@@ -3,7 +3,7 @@
 Five notes: lecture notes, a video script, a notebook summary, an interview answer and a
 widely shared tutorial (:data:`NOTES`). :data:`CLAIMS` lists what each says, item by item,
 with a verdict; the table is data, ``notes_claims.json`` next to this module, read by
-:func:`load_notes` into frozen :class:`Claim` entries (a bad entry is one error naming it):
+:func:`load_notes` into frozen :class:`NoteClaim` entries (a bad entry is one error naming it):
 
 * ``holds`` / ``corrected`` -- settled by a demonstration of
   :mod:`posenc.analysis.demonstrations` (``check``), one of whose named findings
@@ -47,7 +47,7 @@ MEASURED_FILE = "notes_measured.json"
 
 
 @dataclass(frozen=True)
-class Claim:
+class NoteClaim:
     id: str  # "L1": note letter + number
     note: str  # key of NOTES
     where: str  # the note's section
@@ -74,7 +74,7 @@ class NotesTable:
     about: str
     notes: dict[str, Note]  # key -> the note
     measures: dict[str, str]  # what `posenc compare` measures to settle each pending claim
-    claims: tuple[Claim, ...]
+    claims: tuple[NoteClaim, ...]
 
 
 #: The claims table, next to this module.
@@ -113,7 +113,7 @@ LABELS: dict[str, str] = {
     key: note.label for key, note in _TABLE.notes.items()
 }  # how running text names each note
 MEASURES: dict[str, str] = _TABLE.measures
-CLAIMS: tuple[Claim, ...] = _TABLE.claims
+CLAIMS: tuple[NoteClaim, ...] = _TABLE.claims
 
 
 def claims(
@@ -122,7 +122,7 @@ def claims(
     verdict: str | None = None,
     encoding: str | None = None,
     measured: bool = False,
-) -> tuple[Claim, ...]:
+) -> tuple[NoteClaim, ...]:
     """:data:`CLAIMS` (``measured``: with the shipped measurements, :func:`measured_claims`),
     optionally only one note's, one verdict's or one encoding's."""
     if note is not None and note not in NOTES:
@@ -138,7 +138,7 @@ def claims(
     )
 
 
-def checks_of(selected: Iterable[Claim]) -> list[str]:
+def checks_of(selected: Iterable[NoteClaim]) -> list[str]:
     """Demonstrations the claims need: their ``check`` and every ``{key.number}`` their text quotes."""
     keys: list[str] = []
     for c in selected:
@@ -161,7 +161,7 @@ class _Number(float):
         return format(float(self), spec)
 
 
-def render_truth(claim: Claim, demos: Mapping[str, Demonstration]) -> str:
+def render_truth(claim: NoteClaim, demos: Mapping[str, Demonstration]) -> str:
     """``claim.truth`` with its ``{key.number:format}`` fields filled from ``demos``."""
     spaces = {
         key: SimpleNamespace(**{k: _Number(v) for k, v in demo.numbers.items()})
@@ -170,13 +170,16 @@ def render_truth(claim: Claim, demos: Mapping[str, Demonstration]) -> str:
     return claim.truth.format(**spaces)
 
 
-def verdict_text(claim: Claim) -> str:
+def verdict_text(claim: NoteClaim) -> str:
     return PENDING_TEXT if claim.verdict == PENDING else claim.verdict
 
 
 def with_measurements(
-    measured: Mapping[str, tuple[str, str]], selected: Iterable[Claim] = CLAIMS, *, command: str | None = None
-) -> tuple[Claim, ...]:
+    measured: Mapping[str, tuple[str, str]],
+    selected: Iterable[NoteClaim] = CLAIMS,
+    *,
+    command: str | None = None,
+) -> tuple[NoteClaim, ...]:
     """The claims with pending rows settled: ``measured[measure] = (verdict, truth)``.
 
     The verdict is one of :data:`MEASURED_VERDICTS` (``holds``, ``contradicted``,
@@ -210,14 +213,14 @@ def shipped_measurements() -> tuple[str, dict[str, tuple[str, str]]]:
     return data["command"], {k: (v[0], v[1]) for k, v in data["measurements"].items()}
 
 
-def measured_claims(selected: Iterable[Claim] = CLAIMS) -> tuple[Claim, ...]:
+def measured_claims(selected: Iterable[NoteClaim] = CLAIMS) -> tuple[NoteClaim, ...]:
     """The claims with the shipped measurements filled in (what the page, ``posenc notes``,
     the report and the tour show)."""
     command, measured = shipped_measurements()
     return with_measurements(measured, selected, command=command or None)
 
 
-def counts(selected: Iterable[Claim] = CLAIMS) -> dict[str, int]:
+def counts(selected: Iterable[NoteClaim] = CLAIMS) -> dict[str, int]:
     """How many claims have each verdict."""
     found = {v: 0 for v in VERDICTS}
     for c in selected:
@@ -229,7 +232,7 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def summary_line(selected: Iterable[Claim]) -> str:
+def summary_line(selected: Iterable[NoteClaim]) -> str:
     """``"N claims: a hold, b corrected, ..."`` (measured verdicts only when there are any)."""
     selected = tuple(selected)
     total = counts(selected)
@@ -241,7 +244,7 @@ def summary_line(selected: Iterable[Claim]) -> str:
 
 def markdown(
     demos: Mapping[str, Demonstration] | None = None,
-    selected: Iterable[Claim] | None = None,
+    selected: Iterable[NoteClaim] | None = None,
     measured_by: str | None = None,
 ) -> str:
     """docs/notes.md: every claim, note by note, with verdict, what holds and the command to see it.
@@ -321,7 +324,7 @@ __all__ = [
     "CLAIMS",
     "CONTRADICTED",
     "CORRECTED",
-    "Claim",
+    "NoteClaim",
     "DEMONSTRATIONS",
     "HOLDS",
     "INCONCLUSIVE",

@@ -19,7 +19,10 @@ except ImportError as exc:  # the bare library install has no command-line depen
         f"posenc: the command line needs the 'cli' extra ({exc.name} is missing): pip install 'posenc[cli]'"
     ) from None
 
-from posenc.cli import catalog, check, compare, conform, extend, notes, plot, presets, probe, report, rope
+from posenc.cli import catalog, check, compare, conform, extend, plot, probe, report
+from posenc.cli import notes_command as notes
+from posenc.cli import presets_command as presets
+from posenc.cli import rope_command as rope
 from posenc.cli.paths import os_error_message
 from posenc.core.errors import PosencError
 

@@ -16,8 +16,8 @@ from rich.table import Table
 from posenc.core.errors import PosencError
 from posenc.core.plugins import import_object, is_spec
 from posenc.registry import GROUP as ENCODING_GROUP
-from posenc.tasks.registry import GROUP as TASK_GROUP
-from posenc.tasks.registry import LM, Task
+from posenc.tasks.task_registry import GROUP as TASK_GROUP
+from posenc.tasks.task_registry import LM, Task
 from posenc.testing import PROPERTIES, TASK_PROPERTIES, check_encoding, check_task
 
 

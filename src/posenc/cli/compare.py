@@ -14,14 +14,14 @@ from rich.console import Console
 
 from posenc import compare, report, results
 from posenc.cli.paths import output_dir
-from posenc.cli.trust import TRUST_OPTION
+from posenc.cli.trust_option import TRUST_OPTION
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS
 from posenc.compare.grid import variants_note
 from posenc.compare.profile import PROFILES, ProfileOptions, dump_profile, load_profile
 from posenc.core import trust
 from posenc.core.errors import PosencError
 from posenc.registry import GROUP as ENCODING_GROUP
-from posenc.tasks.registry import task_names
+from posenc.tasks.task_registry import task_names
 
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True

@@ -6,7 +6,7 @@ import click
 
 from posenc import viz
 from posenc.cli.paths import input_dir, output_file
-from posenc.cli.trust import TRUST_OPTION
+from posenc.cli.trust_option import TRUST_OPTION
 from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
 from posenc.records.store import ResultStore

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from posenc.analysis.probes import PROBE_ORIGINAL, PROBE_PERMUTED, position_sensitivity
-from posenc.cli.trust import TRUST_OPTION
+from posenc.cli.trust_option import TRUST_OPTION
 from posenc.core.checks import check_choice
 from posenc.registry import ENCODINGS
 from posenc.results import trained

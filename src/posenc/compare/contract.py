@@ -19,7 +19,7 @@ from posenc.core.errors import PosencError
 from posenc.records.provenance import encodings_of
 from posenc.records.spec import RunSpec
 from posenc.registry import BUILTINS as BUILTIN_ENCODINGS
-from posenc.tasks import registry as task_registry
+from posenc.tasks import task_registry
 from posenc.testing import FAST_PROPERTIES, CheckReport, check_encoding, check_task
 
 

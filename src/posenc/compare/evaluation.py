@@ -30,10 +30,9 @@ from posenc.core.errors import PosencError
 from posenc.encoding.base import RotaryEncoding
 from posenc.encoding.rotary.scaling import apply_to_model
 from posenc.nn.transformer import Transformer
-from posenc.records import scalings
+from posenc.records import benchmark_scalings as scalings
 from posenc.records.spec import LM_PROTOCOLS, RunSpec
-from posenc.tasks import registry as task_registry
-from posenc.tasks import synthetic, text
+from posenc.tasks import synthetic, task_registry, text
 
 AtLength = Callable[[int], None]  # called with the sequence length before each evaluation forward
 
@@ -388,7 +387,7 @@ def _rotary_geometry(model: Transformer) -> tuple[int, float]:
 def evaluate_scaling(
     model: Transformer, spec: RunSpec, name: str, progress: Progress = no_progress
 ) -> dict[str, Any]:
-    """One scaling as its paper uses it (see :mod:`posenc.records.scalings`), on a copy of ``model``."""
+    """One scaling as its paper uses it (see :mod:`posenc.records.benchmark_scalings`), on a copy of ``model``."""
     fn = evaluate_lm if spec.task == "lm" else evaluate_task
     scaling = scalings.parse(name)
     original = train_length(spec.task, spec.train)

@@ -2,7 +2,7 @@
 
 Encodings come from the registry (:func:`posenc.encodings`: posenc's own, registered ones and
 installed entry points) or are named by import spec (``"mypkg.pe:MyEncoding"``); tasks likewise
-(:mod:`posenc.tasks.registry`). A name registered only in this process travels with each run
+(:mod:`posenc.tasks.task_registry`). A name registered only in this process travels with each run
 as its import spec (``RunSpec.imports``), so spawned and Ray workers register the same class
 under the same name. Parameters whose paper default assumes long
 training run twice in ``full`` (the protocol's fairness rule): the paper default
@@ -25,12 +25,12 @@ from posenc.compare.executor import max_threads
 from posenc.compare.profile import MAX_SEED, Profile, eval_length, parse_variant, task_eval, train_length
 from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
-from posenc.records import scalings
+from posenc.records import benchmark_scalings as scalings
 from posenc.records.provenance import imports_of
 from posenc.records.spec import RunSpec
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.registry import encodings, get_encoding_class
-from posenc.tasks import registry as task_registry
+from posenc.tasks import task_registry
 
 #: Ruoss et al. 2023 draw positions from [0, L) with L much larger than any test
 #: length; "paper" uses this L, "scaled" uses the longest evaluation sequence.

@@ -29,7 +29,7 @@ Everything is checked here, once, when the file is read: an unknown key, a value
 wrong type or out of its range (every float finite; counts and lengths at most
 :data:`MAX_COUNT`), a name that is not an encoding or a task (with the closest one), keys
 that contradict each other (a one-rate ``lr_grid`` and a different ``lr``) raise
-:class:`~posenc.errors.PosencError` naming the file (or the ``--set`` item or option that
+:class:`~posenc.core.errors.PosencError` naming the file (or the ``--set`` item or option that
 set the key), the key, the value and what is valid, before any run starts. What depends on
 the machine (the model's memory against the device's, the LM's bytes against the corpus)
 is checked by :func:`check_fits` before the first run.
@@ -67,12 +67,12 @@ from posenc.core.errors import PosencError
 from posenc.core.plugins import is_spec
 from posenc.nn.attention import check_kv_heads
 from posenc.nn.transformer import COMBINES, INJECTS, TransformerConfig
-from posenc.records import scalings
+from posenc.records import benchmark_scalings as scalings
 from posenc.records.spec import LM_PROTOCOLS, EvalSpec, ModelSpec, TrainSpec
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.registry import build_for_model, get_encoding_class
 from posenc.tasks import synthetic, text
-from posenc.tasks.registry import (
+from posenc.tasks.task_registry import (
     lengths_at_scales,
     max_sequence_length,
     sequence_task_names,
@@ -123,7 +123,9 @@ class Profile:
     randomized: tuple[str, ...] = ()  # encodings also trained with randomized positions ("*" = all)
     randomized_max_len: tuple[str, ...] = ("scaled",)  # "scaled" and/or "paper"
     scaled_variants: bool = False  # also run "@scaled" variants of the paper-length Config fields
-    scalings: tuple[str, ...] = ()  # RoPE scalings evaluated on rotary models (posenc.records.scalings)
+    scalings: tuple[
+        str, ...
+    ] = ()  # RoPE scalings evaluated on rotary models (posenc.records.benchmark_scalings)
     finetune: int = 0  # fine-tuning steps of the scalings whose papers fine-tune (PI, YaRN); LM only
     variants: tuple[str, ...] = ()  # architecture variants of additive encodings, "combine=concat"
     # encodings the variants apply to (None: every additive one)
@@ -555,7 +557,7 @@ def _preset_kv_heads(table: dict[str, Any], where: Where) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------
-# Values: typed from the dataclasses' own annotations (posenc.datafiles), then checked.
+# Values: typed from the dataclasses' own annotations (posenc.core.datafiles), then checked.
 # ---------------------------------------------------------------------------
 
 #: What ``"all"`` stands for, per key (as the typed value's raw form).
@@ -886,7 +888,7 @@ def train_length(task: str, train: TrainSpec) -> int:
 
 def task_eval(task: str, train: TrainSpec, ev: EvalSpec) -> EvalSpec:
     """The evaluation settings of one task's runs: ``ev`` with ``lengths`` worked out from
-    ``ev.scales`` (:func:`posenc.tasks.registry.lengths_at_scales`) when the profile gives scales (not for the LM,
+    ``ev.scales`` (:func:`posenc.tasks.task_registry.lengths_at_scales`) when the profile gives scales (not for the LM,
     whose lengths are ``lm_lengths`` in bytes)."""
     if task == "lm" or not ev.scales:
         return ev
@@ -902,7 +904,7 @@ def eval_length(task: str, train: TrainSpec, ev: EvalSpec) -> int:
 
 
 def parameter_count(model: ModelSpec, vocab: int) -> int:
-    """At least this many parameters has the benchmark's Transformer (:class:`posenc.model.Transformer`):
+    """At least this many parameters has the benchmark's Transformer (:class:`posenc.nn.transformer.Transformer`):
     the token embeddings (tied to the output head), every layer's attention projections and MLP;
     norms, biases and the encoding's own parameters are left out, so this is a lower bound."""
     d = model.d_model

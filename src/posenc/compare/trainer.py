@@ -22,8 +22,7 @@ from posenc.core.positions import randomized as randomized_positions
 from posenc.encoding.base import PositionalEncoding
 from posenc.nn.transformer import Transformer
 from posenc.records.spec import RunSpec
-from posenc.tasks import registry as task_registry
-from posenc.tasks import synthetic, text
+from posenc.tasks import synthetic, task_registry, text
 
 #: ``progress(units)`` advances the caller's progress by this many work units;
 #: ``progress(0, status)`` reports a held-out check (:func:`check_status`) for the display.

@@ -24,8 +24,7 @@ from posenc.nn.transformer import Transformer
 from posenc.records.models import build_model
 from posenc.records.provenance import code_of
 from posenc.records.spec import WEIGHTS_KEY, RunSpec
-from posenc.tasks import registry as task_registry
-from posenc.tasks import text
+from posenc.tasks import task_registry, text
 
 
 def weights_bytes(model: Transformer) -> bytes:

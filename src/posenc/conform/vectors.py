@@ -3,7 +3,7 @@
 Ports of a model to another runtime (MLX, llama.cpp, vLLM, ExLlama, ...) keep rewriting RoPE
 scalings and comparing against transformers by hand. :func:`export` writes, from posenc's
 NumPy float64 references (:mod:`posenc.reference`), the numbers a correct implementation must
-give, for every RoPE scaling in :data:`posenc.encoding.rotary.scaling.ROPE_SCALINGS` (its ``example``) and
+give, for every RoPE scaling in :data:`posenc.encoding.rotary.scaling.BUILTIN_SCALINGS` (its ``example``) and
 every model preset in :data:`posenc.presets.PRESETS` (each distinct RoPE layer of its schedule,
 ALiBi slopes and bias rows, T5 buckets), and the M-RoPE of Qwen2-VL and Qwen3-VL
 (:mod:`posenc.conform.mrope_vectors`: ``(t, h, w)`` coordinates per token). :func:`check` runs an implementation (an adapter:
@@ -167,7 +167,7 @@ def cases() -> list[Case]:
     """One case per RoPE scaling (its registry ``example``) and per preset (each distinct RoPE
     layer of its schedule; ALiBi; T5). Learned tables (BERT, GPT-2) have no closed form."""
     out = []
-    for name, spec in rope_scaling.ROPE_SCALINGS.items():
+    for name, spec in rope_scaling.BUILTIN_SCALINGS.items():
         if spec.example is None:
             raise PosencError(f"rope scaling {name!r} has no example for the conformance vectors")
         example = spec.example(HEAD_DIM)

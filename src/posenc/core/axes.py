@@ -371,7 +371,18 @@ def fits(sizes: Sequence[int], seq_len: int, *, prefix: int = 0) -> None:
         )
 
 
+#: How many axes a position may have: (h, w) or (t, h, w).
+AXES = (2, 3)
+
+
+def check_axes(axes: object) -> int:
+    """``axes`` as an int in :data:`AXES` or a PosencError naming it."""
+    return check_int("axes", axes, minimum=2, maximum=3)
+
+
 __all__ = [
+    "AXES",
+    "check_axes",
     "NO_POSITION",
     "AxisPositions",
     "as_axis_positions",

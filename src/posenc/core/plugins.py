@@ -1,7 +1,7 @@
 """Open registries: built-ins, run-time registrations, entry points and import specs, one mechanism.
 
 posenc has two registries a user can extend, the encodings (:mod:`posenc.registry`, entry-point
-group ``posenc.encodings``) and the benchmark's tasks (:mod:`posenc.tasks.registry`, group
+group ``posenc.encodings``) and the benchmark's tasks (:mod:`posenc.tasks.task_registry`, group
 ``posenc.tasks``). Both take an outside class the same three ways, through a :class:`PluginGroup`:
 
 1. registered at run time, ``group.register(name, cls)`` (a notebook, a test);

@@ -15,7 +15,7 @@ importable from here::
 - :mod:`~posenc.encoding.bias`: a bias added to the attention scores (ALiBi, T5, KERPLE, FIRE,
   Sandwich, 2-D ALiBi)
 - :mod:`~posenc.encoding.relative` (Shaw, Transformer-XL), :mod:`~posenc.encoding.contextual`
-  (CoPE), and NoPE
+  (CoPE), :mod:`~posenc.encoding.none` (NoPE)
 
 The registry (:mod:`posenc.registry`) names every built-in; ``posenc.build(name, ...)`` builds one.
 """

@@ -5,7 +5,7 @@ One command puts every context-extension scaling side by side on one checkpoint
 dynamic YaRN, Llama 3, LongRoPE where the config carries its factors) x factors x evaluation
 lengths from well inside the trained context to past it, and measures
 
-- loss by position and perplexity by length on real text (:mod:`posenc.extend.text`), with
+- loss by position and perplexity by length on real text (:mod:`posenc.extend.documents`), with
   intervals over documents;
 - passkey retrieval at each length x depth (:mod:`posenc.extend.passkey`), greedy, scored exactly;
 - what each scaling costs inside the trained context (perplexity relative to plain RoPE),
@@ -14,7 +14,7 @@ then writes a table and figures (:mod:`posenc.extend.summary`). The scalings are
 checkpoint gets posenc's RoPE through :func:`posenc.hf.apply` and each scaling through
 :meth:`posenc.hf.Applied.set_scaling`. The grid is a TOML protocol (:mod:`posenc.extend.protocol`;
 ``smollm2``, the default, runs on two CPU cores; ``yarn-llama2`` is the YaRN paper's evaluation
-for a GPU); each finished cell is written at once (:mod:`posenc.extend.store`) and a rerun
+for a GPU); each finished cell is written at once (:mod:`posenc.extend.cell_store`) and a rerun
 resumes. Before any cell runs, every input is checked: the checkpoint (a directory that is not
 one, a model without RoPE, a family posenc has not verified), every scaling against the model's
 family and rotary size, the device and precision, and whether the memory holds the longest pass.
@@ -41,18 +41,18 @@ from rich.progress import (
 )
 
 import posenc.extend.checkpoint as checkpoints
+import posenc.extend.documents as texts
 import posenc.extend.passkey as pk
 import posenc.extend.plan as plans
 import posenc.extend.scalings as sc
 import posenc.extend.summary as summaries
-import posenc.extend.text as texts
 from posenc.compare.device import check_precision, describe, resolve_device
 from posenc.compare.executor import make_executor
 from posenc.core.errors import PosencError
 from posenc.encoding.rotary import scaling as rope_scaling
+from posenc.extend.cell_store import Store
+from posenc.extend.cell_work import execute
 from posenc.extend.protocol import Protocol, dump, load, shipped_names
-from posenc.extend.store import Store
-from posenc.extend.work import execute
 from posenc.hf.config import config_dict
 from posenc.hf.families import FAMILIES, family_of
 from posenc.hf.model import own_rope
@@ -214,7 +214,9 @@ def passkey_trunks(
     }
 
 
-def estimate(cells: list[plans.Cell], *, device: str, workers: int, threads: int) -> tuple[float | None, str]:
+def estimate(
+    cells: list[plans.ExtendCell], *, device: str, workers: int, threads: int
+) -> tuple[float | None, str]:
     """``(seconds, line)``: what running ``cells`` is expected to take, said as an estimate (on a
     CPU only: the rates are a CPU's; None elsewhere)."""
     if device != "cpu":

@@ -90,7 +90,7 @@ class Shape:
 
 
 @dataclass(frozen=True)
-class Cell:
+class ExtendCell:
     """One pass; an executor runs it (``run_id``, ``threads``, ``device``, ``work_units()``)."""
 
     run_id: str
@@ -141,7 +141,7 @@ def _run_id(*parts: Any) -> str:
 class Plan:
     """The cells and, per scaling entry, where each of its numbers comes from."""
 
-    cells: list[Cell]
+    cells: list[ExtendCell]
     # (entry key, length) -> tables key; text cells by (tables key, document)
     text_tables: dict[tuple[str, int], str]
     text_cells: dict[tuple[str, int], str]
@@ -182,7 +182,7 @@ def build(
             labels.setdefault(key, [])
             if entry.label not in labels[key]:
                 labels[key].append(entry.label)
-    cells: list[Cell] = []
+    cells: list[ExtendCell] = []
     text_cells: dict[tuple[str, int], str] = {}
     common = dict(model=model, trust_remote_code=trust_remote_code, precision=precision, chunk=chunk,
                   device=device, threads=threads)  # fmt: skip
@@ -193,7 +193,7 @@ def build(
             label = f"{' = '.join(labels[key])}: document {index + 1}, {length} tokens"
             dense, attention = shape.split(0, length)
             units = max(1, round((dense + attention) / 1e9))
-            cells.append(Cell(run_id, "text", key, index, tokens, (), label=label, units=units,
+            cells.append(ExtendCell(run_id, "text", key, index, tokens, (), label=label, units=units,
                               attention=round(attention / 1e9), **common))  # type: ignore[arg-type]  # fmt: skip
             text_cells[(key, index)] = run_id
     passkey_forks: dict[tuple[str, int, float, int], tuple[str, int]] = {}
@@ -210,7 +210,7 @@ def build(
         parts = [shape.split(0, len(tokens), logits=False)]
         parts += [shape.split(f.position, f.length + ANSWER, logits=False) for f in forks]
         dense, attention = (sum(part[i] for part in parts) for i in (0, 1))
-        cells.append(Cell(run_id, "passkey", key, trial, tokens, forks, label=label,
+        cells.append(ExtendCell(run_id, "passkey", key, trial, tokens, forks, label=label,
                           units=max(1, round((dense + attention) / 1e9)), attention=round(attention / 1e9),
                           **common))  # type: ignore[arg-type]  # fmt: skip
         for index, fork in enumerate(forks):
@@ -227,7 +227,7 @@ class Rate:
     attention: float
     where: str
 
-    def seconds(self, cell: Cell) -> float:
+    def seconds(self, cell: ExtendCell) -> float:
         """One cell's estimated seconds on ``cell.threads`` threads (threads assumed to add up)."""
         own = (cell.units - cell.attention) / self.dense + cell.attention / self.attention
         return own / max(1, cell.threads)
@@ -245,7 +245,7 @@ CPU_RATE = Rate(
 STARTUP_SECONDS = 30.0  # reading and tokenizing the text, starting the workers, loading the weights
 
 
-def estimate_seconds(cells: list[Cell], *, workers: int, rate: Rate = CPU_RATE) -> float:
+def estimate_seconds(cells: list[ExtendCell], *, workers: int, rate: Rate = CPU_RATE) -> float:
     """Estimated wall-clock seconds of ``cells`` on ``workers`` workers of ``cells[i].threads``
     threads: the cells go, longest first, each to the worker that frees first (what the
     executors do), plus :data:`STARTUP_SECONDS`."""
@@ -300,7 +300,7 @@ __all__ = [
     "CPU_RATE",
     "EXTEND_VERSION",
     "STARTUP_SECONDS",
-    "Cell",
+    "ExtendCell",
     "Plan",
     "Rate",
     "Shape",

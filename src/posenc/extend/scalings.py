@@ -2,7 +2,7 @@
 
 Every entry is turned, for an evaluation length ``L``, into the Hugging Face style scaling dict
 (``{"rope_type": ..., **keys}``, or None for plain RoPE) that :meth:`posenc.hf.Applied.set_scaling`
-takes: posenc's own formulas (:mod:`posenc.rope_scaling`) compute every table the model sees.
+takes: posenc's own formulas (:mod:`posenc.encoding.rotary.scaling`) compute every table the model sees.
 
 =================  ========================================================================
 entry              what the model runs at length ``L`` (``L0`` its trained context, ``s`` the factor)

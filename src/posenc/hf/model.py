@@ -59,7 +59,7 @@ from torch import nn
 from posenc.core.errors import PosencError, PosencTypeError
 from posenc.encoding.base import PositionalEncoding, RotaryEncoding
 from posenc.encoding.rotary import scaling as rope_scaling
-from posenc.hf.attention import ATTENTION, register
+from posenc.hf.attention_function import ATTENTION, register
 from posenc.hf.config import config_dict, from_hf
 from posenc.hf.families import TESTED_TRANSFORMERS, Family, family_of
 from posenc.registry import build, get_encoding_class
@@ -428,14 +428,14 @@ def _check_rotary_layer(
             "keys alike with one (cos, sin) table per position, which it asks the encoding for (xPos "
             "scales them differently, so it has none). To run a rotary encoding of yours there, add "
             "cos_sin(positions, dtype) -> (cos, sin), each of shape positions.shape + (rotary_dim // 2,) "
-            "in dtype (one angle per rotated pair, as posenc.rotary.RoPE.cos_sin), and a Config field "
+            "in dtype (one angle per rotated pair, as posenc.encoding.rotary.RoPE.cos_sin), and a Config field "
             "head_dim; docs/your-encoding.md shows one"
         )
     dim = getattr(enc.config, "head_dim", None)
     if not isinstance(dim, int):
         raise PosencError(
             f"{name} has cos_sin but its Config has no head_dim field: add head_dim (the features per "
-            "head it rotates; posenc.config.model_field('head_dim') lets the model fill it in)"
+            "head it rotates; posenc.core.fields.model_field('head_dim') lets the model fill it in)"
         )
     model_dim = own.config.head_dim
     if dim != model_dim:
@@ -450,7 +450,7 @@ def _check_rotary_layer(
     if layout != own.config.layout:
         raise PosencError(
             f"encoding has layout={layout!r} but the {family.label} model rotates {own.config.layout!r} "
-            "pairs; its q/k weights were trained for them (posenc.rotary.permute_qk_weight converts "
+            "pairs; its q/k weights were trained for them (posenc.encoding.rotary.permute_qk_weight converts "
             "weights between layouts)"
         )
     key = family.rotary_layers_key

@@ -12,7 +12,7 @@ from posenc import schedules
 from posenc.nn.transformer import Transformer, TransformerConfig
 from posenc.records.provenance import register_imports
 from posenc.records.spec import RunSpec
-from posenc.tasks import registry as task_registry
+from posenc.tasks import task_registry
 
 
 def build_model(spec: RunSpec) -> Transformer:

@@ -24,7 +24,7 @@ from posenc.core.plugins import origin
 from posenc.records.spec import RunSpec
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.registry import get_encoding_class
-from posenc.tasks import registry as task_registry
+from posenc.tasks import task_registry
 
 OWN_DISTRIBUTION = "posenc"  # classes of posenc itself: their meaning is the benchmark version's
 

@@ -24,7 +24,7 @@ from posenc.core.datafiles import MISSING, Where, typed
 from posenc.core.errors import PosencError
 from posenc.encoding.base import PaperSetting
 from posenc.nn.transformer import paper_setting as model_setting
-from posenc.records import scalings
+from posenc.records import benchmark_scalings as scalings
 from posenc.tasks import text
 
 #: Version 2: training stops at in-distribution convergence (held-out checks, a step
@@ -169,7 +169,7 @@ class RunSpec:
     eval: EvalSpec = EvalSpec()
     # RoPE scalings evaluated on the trained model, e.g. "dynamic:4" (no training, as the
     # method is meant to be used) or "yarn:4" / "linear:4" (after ``finetune`` steps at
-    # factor x L_train, as their papers do; see posenc.records.scalings).
+    # factor x L_train, as their papers do; see posenc.records.benchmark_scalings).
     scalings: tuple[str, ...] = ()
     finetune: int = 0  # fine-tuning steps for the scalings that need them (0: none)
     # a per-layer schedule (posenc.schedules.parse), e.g. "irope:2"; "" = `encoding` in every layer.

@@ -40,8 +40,8 @@ from posenc.analysis import (
     notes,
     properties,
 )
+from posenc.analysis.property_summary import format_value
 from posenc.analysis.signals import make
-from posenc.analysis.summary import format_value
 from posenc.core import trust
 from posenc.core.checks import check_choice
 from posenc.records.files import atomic_write_text
@@ -329,7 +329,7 @@ def _integer_indices(dpi: int) -> list[str]:
     ]
 
 
-def notes_section(selected: Iterable[notes.Claim] | None = None) -> str:
+def notes_section(selected: Iterable[notes.NoteClaim] | None = None) -> str:
     """Every claim of the notes posenc was built from: the corrections with their numbers, then all claims."""
     selected = tuple(notes.measured_claims() if selected is None else selected)
     demos = demonstrations.run(notes.checks_of(selected))

@@ -10,7 +10,7 @@ harness that writes them is :mod:`posenc.compare`. Pieces:
 - :mod:`~posenc.results.claims`: the papers' and the notes' claims (data: ``claims.json``) judged
   with those intervals
 - :mod:`~posenc.results.tables`: CSV/JSON summaries, the terminal and Markdown tables
-- :mod:`~posenc.results.figures`: curves with bands
+- :mod:`~posenc.results.result_figures`: curves with bands
 - :mod:`~posenc.results.report_section`: the HTML fragment for ``posenc report``, and its own page
 - :mod:`~posenc.results.trained`: a finished run's trained model, its attention, the word-order probe
 
@@ -28,8 +28,8 @@ from typing import Any
 from posenc.records.files import atomic_write_text
 from posenc.records.store import ResultStore
 from posenc.results import trained
-from posenc.results.figures import save_all
 from posenc.results.report_section import write_page
+from posenc.results.result_figures import save_all
 from posenc.results.stats import Cell, cell, cells
 from posenc.results.tables import render_table, render_tables, summarize, summary_csv, to_csv, to_json
 

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from posenc.core.errors import PosencError
 from posenc.records.schema import checks_metric
-from posenc.results.figures import plain_text
+from posenc.results.result_figures import plain_text
 from posenc.viz.figures import new_figure
 
 #: How a held-out metric is named on an axis.

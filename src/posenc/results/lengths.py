@@ -4,7 +4,7 @@ the trained sequence length in tokens.
 A bucket "2x" holds the evaluation lengths whose longest row (``[BOS] x [SEP] y``, what the
 model reads) is more than 1.5 and at most 2 times the longest training row. Each record of a task
 run keeps both (``tokens`` per length, ``train_tokens``); for a record written before it did,
-posenc's own tasks are measured by their formula (:func:`posenc.tasks.registry.max_sequence_length`)
+posenc's own tasks are measured by their formula (:func:`posenc.tasks.task_registry.max_sequence_length`)
 and any other task has no buckets (no code named by a record is imported to measure it).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from posenc.tasks import registry as task_registry
+from posenc.tasks import task_registry
 
 
 def token_lengths(ev: dict[str, Any], spec: dict[str, Any]) -> tuple[list[int], int] | None:

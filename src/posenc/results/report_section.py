@@ -18,7 +18,7 @@ from typing import Any
 from posenc.records.files import atomic_write_text
 from posenc.records.store import ResultStore
 from posenc.results.claims import claims
-from posenc.results.figures import figure_base64, figures
+from posenc.results.result_figures import figure_base64, figures
 from posenc.results.stats import BUCKETS
 from posenc.results.tables import (
     POWER_ROWS,

@@ -35,8 +35,7 @@ from posenc.records.provenance import encodings_of
 from posenc.records.spec import RunSpec
 from posenc.records.store import load_record_and_weights
 from posenc.registry import GROUP as ENCODING_GROUP
-from posenc.tasks import registry as task_registry
-from posenc.tasks import synthetic, text
+from posenc.tasks import synthetic, task_registry, text
 
 RECORD_HINT = "a run record written by posenc compare (OUT/runs/TASK/NAME__seedS__ID.json, or its .pt)"
 

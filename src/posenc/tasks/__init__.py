@@ -2,11 +2,20 @@
 
 ``posenc.tasks.tasks()`` lists the synthetic tasks (posenc's own, generated on the fly from a
 seed, and any registered, named by import spec or installed as a ``posenc.tasks`` entry point;
-the protocol a task follows is in :mod:`posenc.tasks.registry`), plus the language-model task
+the protocol a task follows is in :mod:`posenc.tasks.task_registry`), plus the language-model task
 ``"lm"`` on the Python standard library's own sources (:mod:`posenc.tasks.text`).
 """
 
-from posenc.tasks.registry import (
+from posenc.tasks.synthetic import (
+    CHANCE,
+    FIRST_SYMBOL,
+    TASKS,
+    VOCAB_SIZE,
+    TaskBatch,
+    answer_accuracy,
+    score,
+)
+from posenc.tasks.task_registry import (
     LM,
     Task,
     eval_batch,
@@ -19,15 +28,6 @@ from posenc.tasks.registry import (
     tasks,
     unregister_task,
     validate_task,
-)
-from posenc.tasks.synthetic import (
-    CHANCE,
-    FIRST_SYMBOL,
-    TASKS,
-    VOCAB_SIZE,
-    TaskBatch,
-    answer_accuracy,
-    score,
 )
 from posenc.tasks.text import TextCorpus, stdlib_corpus
 

@@ -64,7 +64,7 @@ class TaskBatch:
         loss_mask: ``(b, t)`` bool, True exactly at the predictions of y and EOS.
         lengths: ``(b,)`` int64, the n of each example.
         positions: ``(b, t, a)`` int64 coordinates of tokens on a grid (``-1``: no grid position),
-            for tasks whose tokens are not a sequence (:mod:`posenc.tasks.grid`); None: the
+            for tasks whose tokens are not a sequence (:mod:`posenc.tasks.grid_task`); None: the
             tokens are a sequence and every encoding reads ``arange(t)``.
         flat_positions: ``(b, t)`` int64, what an encoding of sequence positions reads instead
             of ``positions`` (the grid flattened row by row); None with ``positions`` None.

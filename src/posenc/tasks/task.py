@@ -1,4 +1,4 @@
-"""The base class of a synthetic task of ``posenc compare`` (the protocol: :mod:`posenc.tasks.registry`).
+"""The base class of a synthetic task of ``posenc compare`` (the protocol: :mod:`posenc.tasks.task_registry`).
 
 Axis legend: b batch, t tokens, n the length an example is drawn at.
 """
@@ -39,7 +39,7 @@ class Task:
         """One batch, a row per length: ``[BOS] x [SEP] y [EOS]`` rows of :meth:`example`.
 
         A task whose rows are laid out otherwise overrides it instead of :meth:`example`: the
-        grid task (:mod:`posenc.tasks.grid`) answers each query at the query's own token, and
+        grid task (:mod:`posenc.tasks.grid_task`) answers each query at the query's own token, and
         gives its tokens' coordinates (``TaskBatch.positions``) and the flattened grid
         (``TaskBatch.flat_positions``) for encodings of sequence positions.
         """

@@ -51,6 +51,7 @@ Tasks of ``posenc compare`` have a contract of their own (:mod:`posenc.testing.t
 ``posenc check SPEC`` runs whichever SPEC is.
 """
 
+from posenc.testing.contract_report import CheckReport, PropertyResult
 from posenc.testing.encodings import (
     FAST_PROPERTIES,
     PROPERTIES,
@@ -60,7 +61,6 @@ from posenc.testing.encodings import (
     check_encoding,
     hook_inputs,
 )
-from posenc.testing.report import CheckReport, PropertyResult
 from posenc.testing.tasks import TASK_PROPERTIES, assert_task, check_task
 
 __all__ = [

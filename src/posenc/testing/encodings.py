@@ -19,7 +19,7 @@ from posenc.kernels.rotation import apply_rotary
 from posenc.nn.attention import MultiHeadAttention
 from posenc.nn.kv_cache import KVCache
 from posenc.registry import check_encoding_class, get_encoding_class, model_values
-from posenc.testing.report import CheckReport, PropertyResult
+from posenc.testing.contract_report import CheckReport, PropertyResult
 
 #: Tolerances per dtype (max absolute and relative difference), as posenc's own tests use.
 TOLERANCES = {torch.float64: (1e-10, 1e-10), torch.float32: (1e-5, 1e-5)}

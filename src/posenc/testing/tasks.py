@@ -1,6 +1,6 @@
 """The contract every task of ``posenc compare`` follows (``posenc.testing.check_task``).
 
-The task protocol is :mod:`posenc.tasks.registry`'s; each property below checks one part of it
+The task protocol is :mod:`posenc.tasks.task_registry`'s; each property below checks one part of it
 on a user's class, with numbers where there are some. Axis legend: n the length an example is
 drawn at, b batch, t tokens, V vocabulary.
 """
@@ -13,10 +13,9 @@ from typing import Any
 import torch
 
 from posenc.core.errors import PosencError, PosencTypeError
-from posenc.tasks import registry as task_registry
-from posenc.tasks import synthetic
-from posenc.tasks.registry import FIRST_TASK_TOKEN, GROUP, Task, check_task_class
-from posenc.testing.report import CheckReport, PropertyResult
+from posenc.tasks import synthetic, task_registry
+from posenc.tasks.task_registry import FIRST_TASK_TOKEN, GROUP, Task, check_task_class
+from posenc.testing.contract_report import CheckReport, PropertyResult
 
 #: The lengths examples are drawn at (the built-ins' distinct symbols allow up to 128).
 LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)

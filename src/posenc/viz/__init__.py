@@ -18,7 +18,8 @@ from posenc.analysis.signals import make
 from posenc.core.checks import check_choice
 from posenc.core.errors import PosencError
 from posenc.encoding.base import PositionalEncoding
-from posenc.viz import figures, grid
+from posenc.viz import figures
+from posenc.viz import patch_grid as grid
 from posenc.viz.figures import new_figure
 
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from posenc.analysis.demonstrations import attention, sinusoidal, tables
-from posenc.analysis.demonstrations.attention import INTERVIEW_T5_SNIPPET
-from posenc.analysis.demonstrations.base import Demonstration
+from posenc.analysis.demonstrations import about_attention as attention
+from posenc.analysis.demonstrations import about_tables as tables
+from posenc.analysis.demonstrations import sinusoidal
+from posenc.analysis.demonstrations.about_attention import INTERVIEW_T5_SNIPPET
+from posenc.analysis.demonstrations.demonstration import Demonstration
 from posenc.analysis.demonstrations.sinusoidal import TUTORIAL_FINGERPRINTS, TUTORIAL_PE, TUTORIAL_SUMS
 from posenc.core.errors import PosencError
 

@@ -10,7 +10,7 @@ import torch
 
 import posenc
 from posenc.analysis import properties
-from posenc.analysis.demonstrations.base import Demonstration, small, vector
+from posenc.analysis.demonstrations.demonstration import Demonstration, small, vector
 from posenc.analysis.signals import additive_vectors, make
 from posenc.analysis.worked import TUTORIAL_TOKENS
 from posenc.core.errors import PosencError

@@ -27,22 +27,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.core.axes import AxisPositions, as_axis_positions
+from posenc.core.axes import AXES, AxisPositions, as_axis_positions, check_axes
 from posenc.core.checks import check_float, check_int, check_tensor, compute_dtype
 from posenc.core.errors import PosencError
 from posenc.core.fields import EncodingConfig, length_field, model_field
 from posenc.core.positions import Positions
 from posenc.core.sincos import SinCosCache
 from posenc.encoding.base import AdditiveEncoding
-
-#: Position axes a multi-axis encoding may have: images (h, w) and video (t, h, w).
-AXES = (2, 3)
-
-
-def check_axes(axes: object) -> int:
-    """``axes`` as an int in :data:`AXES` or a PosencError naming it."""
-    value = check_int("axes", axes, minimum=2, maximum=3)
-    return value
 
 
 def axis_positions(positions: Positions | AxisPositions, axis: int) -> Positions:
@@ -256,9 +247,10 @@ class LearnedAxial(_AxialAdditive):
         return copy
 
 
-ENCODINGS: dict[str, type[_AxialAdditive]] = {
+# The axial members by registry name (posenc.registry lists them among its built-ins).
+AXIAL_MEMBERS: dict[str, type[_AxialAdditive]] = {
     "sincos_axial": SinCosAxial,
     "learned_axial": LearnedAxial,
 }
 
-__all__ = ["ENCODINGS", "LearnedAxial", "SinCosAxial", "axis_positions", "check_axes"]
+__all__ = ["AXES", "AXIAL_MEMBERS", "LearnedAxial", "SinCosAxial", "axis_positions", "check_axes"]

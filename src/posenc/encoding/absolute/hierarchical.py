@@ -46,7 +46,7 @@ def inner_choices() -> list[str]:
 
     ``complex_order`` depends on the token embedding, so it is excluded.
     """
-    return [name for name, cls in absolute.ENCODINGS.items() if cls.encode is _Absolute.encode]
+    return [name for name, cls in absolute.SEQUENCE_MEMBERS.items() if cls.encode is _Absolute.encode]
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class HierarchicalConfig(EncodingConfig):
         """The inner encoding's Config at ``dim = part_dim()``; errors name both levels."""
         data = {**(self.inner_config or {}), "dim": self.part_dim()}
         try:
-            return absolute.ENCODINGS[self.inner].Config.from_dict(data, owner=self.inner)
+            return absolute.SEQUENCE_MEMBERS[self.inner].Config.from_dict(data, owner=self.inner)
         except (TypeError, ValueError) as exc:
             raise type(exc)(
                 f"inner={self.inner!r} cannot be built with dim={self.part_dim()} (dim={self.dim}, "
@@ -124,12 +124,12 @@ class Hierarchical(_Absolute):
         """Its parts are ``inner`` encodings, trained as that encoding's paper trains it (the
         default, Vaswani et al.'s sinusoid: token embeddings x sqrt(d_model))."""
         inner = config.get("inner", cls.Config.parameters()["inner"])
-        cls_inner = absolute.ENCODINGS.get(inner)
+        cls_inner = absolute.SEQUENCE_MEMBERS.get(inner)
         return cls.paper_setting if cls_inner is None else cls_inner.paper_setting
 
     def __init__(self, config: HierarchicalConfig) -> None:
         super().__init__(config)
-        inner = absolute.ENCODINGS[config.inner]
+        inner = absolute.SEQUENCE_MEMBERS[config.inner]
         self.segment = inner(config.inner_config_for_part())  # E_s
         self.offset = inner(config.inner_config_for_part())  # E_o, independent of E_s
 

@@ -15,7 +15,6 @@ gives the paper and the equation; the float64 NumPy reference for each lives in
 | ``hybrid``          | sinusoidal(pos) + learned residual table (init 0)               |
 | ``complex_order``   | [r cos(w pos + theta) , r sin(w pos + theta)], r/w/theta from x (replaces x) |
 | ``integer_index``   | pos itself in every dimension (the naive one, for teaching)     |
-| ``nope``            | nothing                                                         |
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from posenc.core.errors import PosencError, PosencTypeError
 from posenc.core.fields import EncodingConfig, length_field, model_field
 from posenc.core.positions import Positions, as_positions
 from posenc.core.sincos import SinCosCache, inverse_frequencies
-from posenc.encoding.base import AdditiveEncoding, NoEncoding, PaperSetting
+from posenc.encoding.base import AdditiveEncoding, PaperSetting
 from posenc.reference import absolute as reference
 
 
@@ -463,37 +462,9 @@ class IntegerIndex(_Absolute):
         return out
 
 
-# ---------------------------------------------------------------------------
-# No positional encoding.
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NoPEConfig(EncodingConfig):
-    def validate(self) -> None:
-        pass
-
-
-class NoPE(NoEncoding):
-    """No positional encoding (Kazemnejad et al. 2023, https://arxiv.org/abs/2305.19466).
-
-    A causal decoder can still infer positions from the mask; a bidirectional
-    encoder is permutation-equivariant without one.
-    """
-
-    Config = NoPEConfig
-    config: NoPEConfig
-    paper = "Kazemnejad et al. 2023, The Impact of Positional Encoding on Length Generalization, https://arxiv.org/abs/2305.19466"
-    equation = "attention(X) with no positional term"
-    share_across_layers = True
-    paper_setting = PaperSetting(
-        source="Kazemnejad et al. 2023 train a T5-style decoder, whose token embeddings are not scaled",
-    )
-
-
-# The family's own table (registry names -> classes): posenc.registry spreads it into
-# ENCODINGS, and hierarchical draws its inner encodings from it.
-ENCODINGS: dict[str, type[_Absolute]] = {
+# The sequence members by registry name: posenc.registry lists them among its built-ins, and
+# hierarchical draws its inner encodings from them.
+SEQUENCE_MEMBERS: dict[str, type[_Absolute]] = {
     "sinusoidal": Sinusoidal,
     "scaled_sinusoidal": ScaledSinusoidal,
     "learned": Learned,

@@ -21,10 +21,13 @@ unit at a time (the dense path uses a matmul; both are tested against the refere
 ``bidirectional=False`` (causal) variants are only meaningful for ``j <= i``; the model
 sets ``bidirectional=True`` for encoders.
 
+2-D ALiBi (:mod:`~posenc.encoding.bias.alibi_2d`) is the member for patch grids.
+
 The float64 NumPy reference of every scheme lives in :mod:`posenc.reference.bias`.
 """
 
 from posenc.encoding.bias.alibi import ALiBi, ALiBiConfig, alibi_slopes
+from posenc.encoding.bias.alibi_2d import ALiBi2D, ALiBi2DConfig
 from posenc.encoding.bias.family import _BiasFamily  # noqa: F401  (tests and subclasses reach it here)
 from posenc.encoding.bias.fire import FIRE, FIREConfig
 from posenc.encoding.bias.kerple import KerpleConfig, KerpleLog, KerplePower, _Kerple  # noqa: F401
@@ -34,6 +37,8 @@ from posenc.encoding.bias.t5 import T5Config, T5RelativeBias, t5_relative_positi
 __all__ = [
     "ALiBi",
     "ALiBiConfig",
+    "ALiBi2D",
+    "ALiBi2DConfig",
     "alibi_slopes",
     "FIRE",
     "FIREConfig",

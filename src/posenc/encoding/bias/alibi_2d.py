@@ -99,6 +99,7 @@ class ALiBi2D(_BiasFamily):
         return bias.to(self._out_dtype())
 
 
-ENCODINGS = {"alibi_2d": ALiBi2D}
+# The patch-grid bias members by registry name (posenc.registry lists them among its built-ins).
+ALIBI_2D_MEMBERS: dict[str, type[ALiBi2D]] = {"alibi_2d": ALiBi2D}
 
-__all__ = ["ENCODINGS", "ALiBi2D"]
+__all__ = ["ALIBI_2D_MEMBERS", "ALiBi2D"]

@@ -30,15 +30,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from posenc.core.axes import AxisPositions, as_axis_positions, axis_name
+from posenc.core.axes import AxisPositions, as_axis_positions, axis_name, check_axes
 from posenc.core.checks import (
-    SEQ_AXIS,
     check_bool,
     check_choice,
     check_float,
     check_int,
     check_tensor,
-    check_tensor_layout,
     compute_dtype,
     to_layout,
 )
@@ -46,9 +44,9 @@ from posenc.core.errors import PosencError
 from posenc.core.fields import EncodingConfig, model_field
 from posenc.core.positions import Positions
 from posenc.core.sincos import SinCosCache, inverse_frequencies
-from posenc.encoding.absolute.axial import check_axes
 from posenc.encoding.base import RotaryEncoding
-from posenc.kernels.fused_rope import rotate_rows, rotate_trusted, table_dtype
+from posenc.encoding.rotary.hook import check_qk, rotary_hook, rotate_by_table, same_positions
+from posenc.kernels.fused_rope import rotate_trusted, table_dtype
 from posenc.kernels.rotation import LAYOUTS, apply_rotary
 
 # ---------------------------------------------------------------------------
@@ -60,36 +58,9 @@ def check_qk_axes(
     q, k, q_positions, k_positions, head_dim: int, axes: int, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor, AxisPositions, AxisPositions]:
     """Validate q/k (4-d in ``layout``, ``head_dim`` features) and their coordinates (``axes`` per
-    token, or sequence positions on the diagonal); a trusted :class:`AxisPositions` passes as is."""
-    layout = check_tensor_layout(layout)
-    q = check_tensor("q", q, ndim=4, floating=True)
-    k = check_tensor("k", k, ndim=4, floating=True)
-    for name, x in (("q", q), ("k", k)):
-        if x.shape[-1] != head_dim:
-            raise PosencError(
-                f"{name} has head_dim {x.shape[-1]} (shape {tuple(x.shape)}) but the encoding has "
-                f"head_dim={head_dim}"
-            )
-    axis = SEQ_AXIS[layout]
-    qp = as_axis_positions(
-        q_positions, q.shape[axis], axes, batch=q.shape[0], device=q.device, name="q_positions"
-    )
-    if k_positions is q_positions and k.shape[0] == q.shape[0] and k.shape[axis] == q.shape[axis]:
-        return q, k, qp, qp
-    kp = as_axis_positions(
-        k_positions, k.shape[axis], axes, batch=k.shape[0], device=k.device, name="k_positions"
-    )
-    return q, k, qp, kp
-
-
-def _same(a: AxisPositions, b: AxisPositions) -> bool:
-    if a is b or a.tensor is b.tensor:
-        return True
-    da, db = a.diagonal, b.diagonal
-    return (
-        da is not None and db is not None and da.start is not None and da.start == db.start
-        and da.tensor.shape == db.tensor.shape
-    )  # fmt: skip
+    token, or sequence positions on the diagonal); a trusted :class:`AxisPositions` passes as is.
+    The rotary members' one check (:func:`posenc.encoding.rotary.hook.check_qk`) with axes."""
+    return check_qk(q, k, q_positions, k_positions, head_dim, layout, axes=axes)  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------------------
@@ -148,33 +119,25 @@ class _PairAxisRotary(RotaryEncoding):
     def rotate(self, q, k, *, q_positions=None, k_positions=None, layout="bhsd"):
         """Rotate ``q (b, h, i, d)`` and ``k (b, g, j, d)`` (``layout="bshd"``: ``(b, n, h, d)``);
         positions ``(b|1, n, a)`` coordinates or ``(b|1, n)`` on the diagonal."""
-        d = self.config.head_dim
-        q, k, qp, kp = check_qk_axes(q, k, q_positions, k_positions, d, self.position_axes, layout)
-        if layout == "bshd":
-            q, k = self._rotate_bhsd(q.transpose(1, 2), k.transpose(1, 2), qp, kp)
-            return q.transpose(1, 2), k.transpose(1, 2)
-        return self._rotate_bhsd(q, k, qp, kp)
+        return rotary_hook(
+            self._rotate_bhsd, q, k, q_positions, k_positions,
+            head_dim=self.config.head_dim, layout=layout, axes=self.position_axes,
+        )  # fmt: skip
+
+    def _head_tables(self, positions: AxisPositions, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` of shape ``(b|1, 1, n, r/2)``: :meth:`_tables` with a heads axis."""
+        cos, sin = self._tables(positions, dtype)
+        return cos.unsqueeze(1), sin.unsqueeze(1)
 
     def _rotate_bhsd(self, q, k, qp: AxisPositions, kp: AxisPositions):
-        diagonal, same = qp.diagonal, _same(qp, kp)
+        diagonal = qp.diagonal
         bound = None if qp.bound is None or kp.bound is None else max(qp.bound, kp.bound)
-        if (
-            diagonal is not None and diagonal.start is not None and same and q.dtype == k.dtype
-            and bound is not None and bound <= self._sincos.max_cached
-        ):  # fmt: skip
-            cos, sin = self._sincos.rows(bound, q.device, table_dtype(q.dtype))  # RoPE's own fast path
-            q, k = rotate_rows(
-                (q, k), cos, sin, diagonal.start, layout=self.layout, rotary_dim=self.rotary_dim
-            )
-            return q, k
-        q_tables = [t.unsqueeze(1) for t in self._tables(qp, table_dtype(q.dtype))]  # (b|1, 1, i, r/2)
-        k_tables = q_tables if same and q.dtype == k.dtype else [
-            t.unsqueeze(1) for t in self._tables(kp, table_dtype(k.dtype))
-        ]  # fmt: skip
-        q, k = rotate_trusted(
-            ((q, *q_tables), (k, *k_tables)), layout=self.layout, rotary_dim=self.rotary_dim
-        )
-        return q, k
+        return rotate_by_table(
+            q, k, qp, kp, table=self._sincos, start=None if diagonal is None else diagonal.start,
+            bound=bound, same=same_positions(qp, kp),
+            lookup=self._head_tables,
+            layout=self.layout, rotary_dim=self.rotary_dim,
+        )  # fmt: skip
 
 
 def _coerce(positions, axes: int) -> AxisPositions:
@@ -408,25 +371,27 @@ class RoPEMixed(RotaryEncoding):
     def rotate(self, q, k, *, q_positions=None, k_positions=None, layout="bhsd"):
         """Rotate ``q`` and ``k`` ``(b, h, n, d)`` (``layout="bshd"``: ``(b, n, h, d)``) by each
         head's frequencies; positions ``(b|1, n, 2)`` or ``(b|1, n)`` on the diagonal."""
-        d = self.config.head_dim
-        q, k, qp, kp = check_qk_axes(q, k, q_positions, k_positions, d, 2, layout)
-        heads = (q.shape[1 if layout == "bhsd" else 2], k.shape[1 if layout == "bhsd" else 2])
+        return rotary_hook(
+            self._rotate_bhsd, q, k, q_positions, k_positions,
+            head_dim=self.config.head_dim, layout=layout, axes=2, check=self._check_heads,
+        )  # fmt: skip
+
+    def _check_heads(self, q: torch.Tensor, k: torch.Tensor, layout: str) -> None:
+        """Per-head rotations: q and k have the ``num_heads`` heads the frequencies were learned for."""
+        axis = 1 if layout == "bhsd" else 2
+        heads = (q.shape[axis], k.shape[axis])
         if heads != (self.config.num_heads, self.config.num_heads):
             raise PosencError(
                 f"RoPE-Mixed learns frequencies for num_heads={self.config.num_heads} heads, but q has "
                 f"{heads[0]} and k {heads[1]}; keys shared by several query heads (grouped-query "
                 "attention) cannot take per-head rotations"
             )
-        if layout == "bshd":
-            q, k = self._rotate_bhsd(q.transpose(1, 2), k.transpose(1, 2), qp, kp)
-            return q.transpose(1, 2), k.transpose(1, 2)
-        return self._rotate_bhsd(q, k, qp, kp)
 
     def _rotate_bhsd(self, q, k, qp: AxisPositions, kp: AxisPositions):
         grad = torch.is_grad_enabled() and self.freqs.requires_grad
         wide = compute_dtype(q.dtype)
         q_angles = self._angles(qp)
-        k_angles = q_angles if _same(qp, kp) else self._angles(kp)
+        k_angles = q_angles if same_positions(qp, kp) else self._angles(kp)
         if grad:  # the plain rotation, differentiable in cos/sin (hence in the frequencies)
             out = []
             for x, angles in ((q, q_angles), (k, k_angles)):
@@ -445,14 +410,15 @@ class RoPEMixed(RotaryEncoding):
         return q, k
 
 
-ENCODINGS: dict[str, type[RotaryEncoding]] = {
+# The multi-axis rotary members by registry name (posenc.registry lists them among its built-ins).
+AXIAL_ROTARY_MEMBERS: dict[str, type[RotaryEncoding]] = {
     "rope_axial": AxialRoPE,
     "rope_mixed": RoPEMixed,
     "mrope": MRoPE,
 }
 
 __all__ = [
-    "ENCODINGS",
+    "AXIAL_ROTARY_MEMBERS",
     "AxialRoPE",
     "MRoPE",
     "RoPEMixed",

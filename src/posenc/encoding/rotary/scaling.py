@@ -1,4 +1,4 @@
-"""RoPE context-extension scalings: a literal registry of pure functions.
+"""RoPE context-extension scalings: an open registry of pure functions.
 
 Axis legend: ``d`` the rotated dimension (``rotary_dim``), ``p = d/2`` rotation
 pairs, ``L`` the current sequence length, ``L0`` the original (pre-training)
@@ -18,8 +18,18 @@ config maps onto posenc one to one (see :mod:`posenc.hf`). Each variant is one
 :class:`RopeScaling` entry of the literal registry ``ROPE_SCALINGS``: its function,
 paper, required and optional keys, range checks, whether it depends on the current
 length, its frequency bands and how Hugging Face fills its original context.
-``PAPERS``, ``ROPE_SCALING_KEYS`` and ``ROPE_SCALING_VALIDATORS`` are views of it;
+``PAPERS``, ``ROPE_SCALING_KEYS`` and ``ROPE_SCALING_VALIDATORS`` are views of the built-ins;
 :func:`compute` validates, then dispatches.
+
+The registry is open as the encodings' is (:mod:`posenc.core.plugins`): the built-ins
+(:data:`BUILTIN_SCALINGS`), ``register_scaling("mine", RopeScaling(...))`` at run time (its value
+may also be an import spec ``"package.module:NAME"``), and the entry points of the group
+``posenc.rope_scalings`` that an installed package declares
+(``[project.entry-points."posenc.rope_scalings"] mine = "mypkg.rope:MINE"``, a :class:`RopeScaling`).
+:data:`ROPE_SCALINGS` is the live read-only view of all of them: a ``rope_type`` names one
+wherever a scaling is taken (``RoPE.set_scaling``, ``posenc.hf.apply(...).set_scaling``,
+``posenc compare --scalings``). A ``rope_type`` read from a file is a name, never an import spec:
+data does not choose code.
 
 ``attention_scaling`` multiplies both cos and sin (as in Hugging Face), so it
 multiplies the rotated q and k and hence the attention logits by its square.
@@ -43,7 +53,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +63,7 @@ from torch import nn
 
 from posenc.core.checks import check_float, check_int, did_you_mean
 from posenc.core.errors import PosencError, PosencTypeError
+from posenc.core.plugins import PluginGroup, check_name, is_spec
 from posenc.core.sincos import inverse_frequencies
 from posenc.encoding.base import RotaryEncoding
 from posenc.encoding.rotary.formulas import (
@@ -84,7 +95,10 @@ from posenc.reference import rope_scaling as ref
 ScalingFn = Callable[..., tuple[torch.Tensor, float]]
 
 __all__ = [  # the formulas' public helpers are part of this module's face
+    "BUILTIN_SCALINGS",
+    "ENTRY_POINT_GROUP",
     "ORIGINAL",
+    "SCALINGS_GROUP",
     "PAPERS",
     "ROPE_SCALINGS",
     "ROPE_SCALING_KEYS",
@@ -99,8 +113,10 @@ __all__ = [  # the formulas' public helpers are part of this module's face
     "llama3_smooth",
     "longrope_attention_factor",
     "reference",
+    "register_scaling",
     "resolve",
     "split",
+    "unregister_scaling",
     "validate",
     "yarn_correction_range",
     "yarn_mscale",
@@ -126,13 +142,13 @@ def _check_keys(name: str, params: Params) -> None:
 
 
 # ---------------------------------------------------------------------------
-# The registry: one spec per scaling. Adding a scaling = one entry here (+ its tests).
+# The registry: one spec per scaling. A built-in = one entry here (+ its tests); yours: register_scaling.
 # ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class RopeScaling:
-    """Everything posenc knows about one RoPE scaling, in one place."""
+    """Everything posenc knows about one RoPE scaling, in one place (built-in or registered)."""
 
     compute: ScalingFn  # fn(*, dim, base, seq_len, params) -> (inv_freq (d/2,) float64, attention_scaling)
     paper: str  # where the formula comes from
@@ -161,7 +177,7 @@ class RopeScaling:
         return self.compute(dim=dim, base=base, seq_len=seq_len, params=params)
 
 
-ROPE_SCALINGS: dict[str, RopeScaling] = {
+BUILTIN_SCALINGS: dict[str, RopeScaling] = {
     "default": RopeScaling(
         default_freqs,
         "Su et al. 2021, RoFormer, https://arxiv.org/abs/2104.09864",
@@ -232,14 +248,79 @@ ROPE_SCALINGS: dict[str, RopeScaling] = {
     ),
 }
 
-# Views of the registry, by field.
-PAPERS: dict[str, str] = {name: spec.paper for name, spec in ROPE_SCALINGS.items()}
+# Views of the built-ins, by field.
+PAPERS: dict[str, str] = {name: spec.paper for name, spec in BUILTIN_SCALINGS.items()}
 ROPE_SCALING_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    name: (spec.required, spec.optional) for name, spec in ROPE_SCALINGS.items()
+    name: (spec.required, spec.optional) for name, spec in BUILTIN_SCALINGS.items()
 }
 ROPE_SCALING_VALIDATORS: dict[str, Callable[..., None]] = {
-    name: spec.validate for name, spec in ROPE_SCALINGS.items()
+    name: spec.validate for name, spec in BUILTIN_SCALINGS.items()
 }
+
+#: The entry-point group an installed package declares its RoPE scalings in.
+ENTRY_POINT_GROUP = "posenc.rope_scalings"
+
+
+def check_scaling_spec(obj: Any, source: str) -> RopeScaling:
+    """``obj`` if it is a :class:`RopeScaling`, else a PosencTypeError naming ``source``."""
+    if not isinstance(obj, RopeScaling):
+        raise PosencTypeError(
+            f"{source} is {obj!r}, not a RoPE scaling: make it a posenc.encoding.rotary.scaling.RopeScaling "
+            "(its function, paper and keys)"
+        )
+    return obj
+
+
+#: The three ways in, one lookup (posenc.core.plugins): built-ins, registered, entry points.
+SCALINGS_GROUP: PluginGroup[RopeScaling] = PluginGroup(
+    ENTRY_POINT_GROUP, "rope scaling", BUILTIN_SCALINGS, check_scaling_spec
+)
+
+
+class _ScalingsView(Mapping[str, RopeScaling]):
+    """Every RoPE scaling by ``rope_type``, live: built-ins, registered, entry points (an entry
+    point is imported when its name is looked up). Read-only: add yours with :func:`register_scaling`."""
+
+    def __getitem__(self, name: str) -> RopeScaling:
+        if not isinstance(name, str) or is_spec(name):
+            raise KeyError(name)
+        found = SCALINGS_GROUP.lookup(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(SCALINGS_GROUP.names())
+
+    def __len__(self) -> int:
+        return len(SCALINGS_GROUP.names())
+
+    def __repr__(self) -> str:
+        return f"ROPE_SCALINGS({list(self)})"
+
+
+ROPE_SCALINGS: Mapping[str, RopeScaling] = _ScalingsView()
+
+
+def register_scaling(name: str, scaling: RopeScaling | str, *, replace: bool = False) -> RopeScaling:
+    """Register a RoPE context-extension scaling under ``name`` (its ``rope_type``); returns it.
+
+    ``scaling`` is a :class:`RopeScaling` (its function ``fn(*, dim, base, seq_len, params) ->
+    (inv_freq float64 (dim/2,), attention_scaling)``, paper, required and optional keys, range
+    checks) or an import spec ``"package.module:NAME"`` of one. A built-in name is refused; so is a
+    name registered for another scaling unless ``replace=True``. A spawned process (a benchmark
+    worker) does not see this registration: declare the scaling as an entry point of the group
+    ``posenc.rope_scalings`` for ``posenc compare --scalings``.
+    """
+    name = check_name(name, "rope scaling")
+    if isinstance(scaling, str):
+        scaling = SCALINGS_GROUP.resolve_spec(scaling)
+    return SCALINGS_GROUP.register(name, scaling, replace=replace)
+
+
+def unregister_scaling(name: str) -> None:
+    """Forget a name given to :func:`register_scaling` (built-ins and entry points stay)."""
+    SCALINGS_GROUP.unregister(name)
 
 
 # ---------------------------------------------------------------------------

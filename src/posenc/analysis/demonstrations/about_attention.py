@@ -12,7 +12,7 @@ import torch
 
 import posenc
 from posenc.analysis import probes, properties
-from posenc.analysis.demonstrations.base import Demonstration, small
+from posenc.analysis.demonstrations.demonstration import Demonstration, small
 from posenc.analysis.signals import additive_vectors, make
 from posenc.encoding.base import BiasEncoding, RelativeEncoding, RotaryEncoding
 from posenc.nn.attention import MultiHeadAttention

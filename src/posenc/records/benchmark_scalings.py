@@ -42,7 +42,7 @@ DYNAMIC_YARN = "yarn-dynamic"
 
 
 @dataclass(frozen=True)
-class Scaling:
+class BenchmarkScaling:
     """One parsed scaling name of a profile."""
 
     text: str  # as written in the profile, e.g. "yarn:4"
@@ -58,10 +58,10 @@ class Scaling:
         return self.factor is None
 
 
-def parse(text: str) -> Scaling:
-    """``"yarn:4"`` -> Scaling; ``"yarn-dynamic"`` -> YaRN with s = max(1, L / L0)."""
+def parse(text: str) -> BenchmarkScaling:
+    """``"yarn:4"`` -> BenchmarkScaling; ``"yarn-dynamic"`` -> YaRN with s = max(1, L / L0)."""
     if text == DYNAMIC_YARN:
-        return Scaling(text, "yarn", None)
+        return BenchmarkScaling(text, "yarn", None)
     rope_type, sep, factor = text.partition(":")
     if rope_type not in ROPE_SCALINGS or rope_type == "default" or not sep:
         types = [n for n in ROPE_SCALINGS if n != "default"]
@@ -75,7 +75,7 @@ def parse(text: str) -> Scaling:
         value = 0.0
     if not (value > 1 and math.isfinite(value)):
         raise PosencError(f"scaling {text!r}: the factor must be a number > 1 and finite")
-    return Scaling(text, rope_type, value)
+    return BenchmarkScaling(text, rope_type, value)
 
 
 def for_task(scalings: tuple[str, ...], task: str) -> tuple[str, ...]:
@@ -119,7 +119,7 @@ def yarn_regime(*, dim: int, base: float, original: int) -> str | None:
 
 
 def scaling_dict(
-    scaling: Scaling, *, dim: int, base: float, original: int, seq_len: int | None = None
+    scaling: BenchmarkScaling, *, dim: int, base: float, original: int, seq_len: int | None = None
 ) -> dict:
     """The Hugging Face style dict for :func:`posenc.encoding.rotary.scaling.apply_to_model`.
 
@@ -136,7 +136,7 @@ def scaling_dict(
     return out
 
 
-def finetune_length(scaling: Scaling, train_len: int) -> int:
+def finetune_length(scaling: BenchmarkScaling, train_len: int) -> int:
     """The target length a scaling is fine-tuned at: factor x L_train."""
     if scaling.factor is None:
         raise PosencError(f"{scaling.text} is not fine-tuned")

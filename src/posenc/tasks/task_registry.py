@@ -43,7 +43,8 @@ import torch
 from posenc.core.checks import check_int
 from posenc.core.errors import PosencError, PosencTypeError
 from posenc.core.plugins import PluginGroup, origin
-from posenc.tasks import grid, synthetic, text
+from posenc.tasks import grid_task as grid
+from posenc.tasks import synthetic, text
 from posenc.tasks.task import Task
 
 #: The entry-point group an installed package declares its tasks in.
@@ -81,7 +82,7 @@ def _builtin(name: str) -> type[Task]:
 
 
 #: posenc's own synthetic tasks, in the order of :data:`posenc.tasks.synthetic.TASKS`, then the
-#: grid task (:mod:`posenc.tasks.grid`).
+#: grid task (:mod:`posenc.tasks.grid_task`).
 BUILTINS: dict[str, type[Task]] = {name: _builtin(name) for name in synthetic.TASKS}
 BUILTINS["grid"] = grid.GridTask
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.core.errors import PosencError
-from posenc.extend.plan import EXTEND_VERSION, Cell
+from posenc.extend.plan import EXTEND_VERSION, ExtendCell
 from posenc.records.files import atomic_write_text, read_record_file
 from posenc.records.store import canonical, checksum, versions
 
@@ -34,7 +34,7 @@ class Store:
         probe.write_text("")
         probe.unlink()
 
-    def write(self, cell: Cell, checkpoint: dict[str, Any], result: dict[str, Any]) -> None:
+    def write(self, cell: ExtendCell, checkpoint: dict[str, Any], result: dict[str, Any]) -> None:
         record = {
             "schema": SCHEMA,
             "run_id": cell.run_id,

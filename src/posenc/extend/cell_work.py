@@ -1,4 +1,4 @@
-"""One cell of the grid, run in a worker: :func:`execute` (``Cell -> payload``).
+"""One cell of the grid, run in a worker: :func:`execute` (``ExtendCell -> payload``).
 
 The worker loads the checkpoint once per process (weights only), gives it posenc's RoPE with
 :func:`posenc.hf.apply` and, for each cell, the cell's scaling with
@@ -21,7 +21,7 @@ import torch
 import posenc.extend.passkey as pk
 from posenc.compare.device import describe
 from posenc.extend.checkpoint import Checkpoint, load
-from posenc.extend.plan import Cell, Shape
+from posenc.extend.plan import ExtendCell, Shape
 from posenc.hf.model import apply as hf_apply
 from posenc.hf.model import text_config
 
@@ -33,7 +33,7 @@ def _noop(units: int, status: Any = None) -> None:
     pass
 
 
-def loaded(cell: Cell) -> tuple[Any, Any, Any, Shape]:
+def loaded(cell: ExtendCell) -> tuple[Any, Any, Any, Shape]:
     """``(model, handle, tokenizer, shape)`` of the cell's checkpoint, loaded once per process."""
     key = (cell.model, cell.device, cell.precision, cell.trust_remote_code)
     if key not in _LOADED:
@@ -135,7 +135,7 @@ def text_nll(runner: Runner, model: Any, tokens: tuple[int, ...]) -> list[float]
     return [round(float(x), 5) for x in nll]
 
 
-def passkey_answers(runner: Runner, model: Any, tokenizer: Any, cell: Cell) -> list[dict[str, Any]]:
+def passkey_answers(runner: Runner, model: Any, tokenizer: Any, cell: ExtendCell) -> list[dict[str, Any]]:
     """Greedy answers to each fork's prompt (the trunk's KV cache shared up to each key)."""
     cache = new_cache(model)
     answers = []
@@ -166,7 +166,7 @@ def passkey_answers(runner: Runner, model: Any, tokenizer: Any, cell: Cell) -> l
     return answers
 
 
-def execute(cell: Cell, advance: Advance = _noop) -> dict[str, Any]:
+def execute(cell: ExtendCell, advance: Advance = _noop) -> dict[str, Any]:
     """Run one cell; the payload of its record."""
     torch.set_num_threads(max(1, cell.threads))
     start = time.perf_counter()
