@@ -55,7 +55,13 @@ def rope_group() -> None:
 
 
 @rope_group.command("inspect")
-@click.option("--scaling", "name", default=None, help=f"one of: {', '.join(rope_scaling.ROPE_SCALINGS)}")
+@click.option(
+    "--scaling",
+    "name",
+    default=None,
+    help=f"one of: {', '.join(rope_scaling.BUILTIN_SCALINGS)}, or a registered one "
+    f"({rope_scaling.ENTRY_POINT_GROUP} entry points)",
+)
 @click.option("--factor", type=float, default=None, help="scaling factor s >= 1")
 @click.option("--original-max-position-embeddings", type=int, default=None, help="original context L0")
 @click.option("--beta-fast", type=float, default=None, help="YaRN: ramp start (rotations), default 32")

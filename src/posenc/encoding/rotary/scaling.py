@@ -15,7 +15,7 @@ never branches on the variant::
 Hugging Face ``rope_scaling`` / ``rope_parameters`` keys (``factor``,
 ``original_max_position_embeddings``, ``beta_fast``, ...), so a Hugging Face
 config maps onto posenc one to one (see :mod:`posenc.hf`). Each variant is one
-:class:`RopeScaling` entry of the literal registry ``ROPE_SCALINGS``: its function,
+:class:`RopeScaling` entry of the registry ``ROPE_SCALINGS`` (built-ins: ``BUILTIN_SCALINGS``): its function,
 paper, required and optional keys, range checks, whether it depends on the current
 length, its frequency bands and how Hugging Face fills its original context.
 ``PAPERS``, ``ROPE_SCALING_KEYS`` and ``ROPE_SCALING_VALIDATORS`` are views of the built-ins;
