@@ -433,6 +433,8 @@ def test_a_run_writes_table_figures_and_records_and_a_rerun_resumes_without_comp
     monkeypatch.setattr(extend, "execute", refuse)
     second = extend.run(tiny_protocol(tiny), out=out, show_progress=False, log=lambda m: None)
     assert second.done == 0 and second.resumed == len(records)
+    measured = json.loads((out / "run.json").read_text())  # still the run that computed the cells
+    assert measured["cells_done"] == len(records) and measured["cells_resumed"] == 0
     assert second.summary["perplexity"] == summary["perplexity"]
     assert second.summary["passkey"] == summary["passkey"]
 
@@ -443,6 +445,7 @@ def test_a_run_writes_table_figures_and_records_and_a_rerun_resumes_without_comp
     logged: list[str] = []
     third = extend.run(tiny_protocol(tiny), out=out, show_progress=False, log=logged.append)
     assert third.done == 1 and third.resumed == len(records) - 1
+    assert json.loads((out / "run.json").read_text())["cells_done"] == 1  # a run that computed writes it
     assert any("corrupt" in line for line in logged)
     assert (records[0].parent / (records[0].name + ".corrupt")).exists()
 
