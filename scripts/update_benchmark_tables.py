@@ -5,6 +5,7 @@ Usage:
     python scripts/update_benchmark_tables.py --results DIR --block BLOCK --ship [--run-info FILE]
     python scripts/update_benchmark_tables.py --results DIR --block BLOCK [--check]
     python scripts/update_benchmark_tables.py --block tuning [--check]
+    python scripts/update_benchmark_tables.py --block BLOCK --withdraw
 
 The block between ``<!-- compare-BLOCK:start -->`` and ``<!-- compare-BLOCK:end -->`` in each
 file that has it is replaced by: the command and its measured wall time, the summary table
@@ -19,7 +20,9 @@ with ``--ship`` the records of the block's grid are first copied from DIR into
 the block's own ``run.json`` when DIR's is another profile's), then the block is rendered
 from them. ``--block tuning`` renders the learning-rate choices shipped with posenc
 (``src/posenc/compare/tuned_lr.json``) with every candidate's held-out result. With
-``--check`` nothing is written; exit 1 if a block differs.
+``--check`` nothing is written; exit 1 if a block differs. ``--withdraw`` replaces a block whose
+records are not shipped (its run predates the benchmark as shipped) by a line saying so and how to
+publish it, so that no table stands in the docs without the records behind it.
 
 The tables in the docs are therefore always a run of the code as shipped: regenerate
 them (same command) whenever the benchmark changes.
@@ -133,6 +136,16 @@ def render_tuning() -> str:
     return "\n".join(lines) + "\n"
 
 
+def withdrawn(block: str) -> str:
+    """What a block says while no records of a run of the code as shipped stand behind it."""
+    return (
+        f"Not published for this version of the benchmark: the table shown here before came from a run\n"
+        f"of an earlier version (other statistics), and its re-run has not been made yet. To make it:\n"
+        f"`posenc compare --profile {block} --out DIR`, then\n"
+        f"`python scripts/update_benchmark_tables.py --results DIR --block {block} --ship`.\n"
+    )
+
+
 def _wall(info: dict) -> str:
     if "wall_seconds" not in info:
         return "wall time not recorded"
@@ -159,7 +172,14 @@ def main(argv: list[str]) -> int:
         type=Path,
         help="with --ship: the block's run.json, when the one in --results is another run's",
     )
+    parser.add_argument(
+        "--withdraw",
+        action="store_true",
+        help="replace the block by a line saying it awaits a run of the benchmark as shipped",
+    )
     args = parser.parse_args(argv)
+    if args.withdraw and (args.results or args.ship or args.check or args.block == "tuning"):
+        parser.error("--withdraw takes --block only (a run block)")
     if args.block == "tuning" and (args.results or args.ship):
         parser.error("--block tuning renders the shipped learning rates: no --results, no --ship")
     if args.ship and (args.results is None or args.check):
@@ -179,6 +199,8 @@ def main(argv: list[str]) -> int:
             continue
         if args.block == "tuning":
             body = render_tuning()
+        elif args.withdraw:
+            body = withdrawn(args.block)
         elif source is not None:
             body = render(source, with_claims=with_claims)
         else:

@@ -14,7 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docblocks import shown_command  # noqa: E402  (next to this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "extend.md"
@@ -46,7 +50,7 @@ def provenance(summary: dict, run: dict, idle: bool) -> str:
         "not a timing result; "
     )
     return (
-        f"Measured by `{run.get('command') or 'posenc extend'}` ({protocol} protocol) on {run.get('device', 'cpu')}, "
+        f"Measured by `{shown_command(run.get('command') or 'posenc extend')}` ({protocol} protocol) on {run.get('device', 'cpu')}, "
         f"{run.get('finished', '')}: {what}; {run.get('tflop', '?')} TFLOP, {cells}; {timing}"
         f"estimated before the run: {_minutes(run.get('estimated_seconds'))}."
     )

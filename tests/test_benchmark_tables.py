@@ -79,6 +79,8 @@ def test_the_shipped_tables_were_generated_under_this_benchmark_version(path, bl
     text = (ROOT / path).read_text(encoding="utf-8")
     for block in blocks:
         body = text.split(f"<!-- compare-{block}:start -->")[1].split(f"<!-- compare-{block}:end -->")[0]
+        if body.strip("\n") == _script().withdrawn(block).strip("\n"):
+            continue  # no table stands there (tests/test_published_tables.py checks it has no records)
         header = body.strip().splitlines()[0]
         assert re.search(rf"benchmark version {BENCHMARK_VERSION};", header), (path, block, header)
         assert "| encoding |" in body and "mean [95% interval]" in body

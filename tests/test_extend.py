@@ -132,7 +132,7 @@ def test_passkey_is_scored_exactly_on_the_first_number():
 
 
 def test_shipped_protocols_load_and_the_default_reaches_twice_its_context():
-    assert {"smollm2", "yarn-llama2"} <= set(protocols.shipped_names())
+    assert {"smollm2", "smollm2-long", "yarn-llama2"} <= set(protocols.shipped_names())
     smol = protocols.load("smollm2")
     assert smol.model == "" and max(smol.lengths) >= 2 * 8192 and min(smol.lengths) <= 8192 // 4
     # passkey: inside the context, at two depths (past it is one flag away: the default's test below)
@@ -200,6 +200,17 @@ def test_the_default_has_intervals_over_documents_and_is_estimated_well_under_a_
                             (dict(passkey_lengths=(2048, 4096, 16384)), 9.1)]:  # fmt: skip
         more = plan.estimate_seconds(_plan(protocols.replace(smol, **change), 8192).cells, workers=2)
         assert (more - seconds) / 60 == pytest.approx(minutes, abs=0.1), change
+
+
+def test_the_long_protocol_takes_every_llama_scaling_and_the_passkey_past_the_context():
+    """smollm2-long: what the default leaves out (PI, NTK, dynamic NTK, Llama 3; a third document;
+    the key at 2x the trained context), with the time its description states."""
+    long = protocols.load("smollm2-long")
+    assert {"none", "linear", "ntk", "dynamic:1", "yarn", "dynamic-yarn", "llama3"} <= set(long.scalings)
+    assert max(long.lengths) == 2 * 8192 and max(long.passkey.lengths) == 2 * 8192
+    assert long.documents == 3 and len(long.passkey.depths) == 3
+    minutes = plan.estimate_seconds(_plan(long, 8192).cells, workers=long.workers) / 60
+    assert 80 < minutes < 110 and "1.5 h" in long.description, minutes
 
 
 def test_a_pass_splits_into_dense_and_attention_flops_and_a_prompt_needs_no_logits_but_the_last():
@@ -422,6 +433,8 @@ def test_a_run_writes_table_figures_and_records_and_a_rerun_resumes_without_comp
     monkeypatch.setattr(extend, "execute", refuse)
     second = extend.run(tiny_protocol(tiny), out=out, show_progress=False, log=lambda m: None)
     assert second.done == 0 and second.resumed == len(records)
+    measured = json.loads((out / "run.json").read_text())  # still the run that computed the cells
+    assert measured["cells_done"] == len(records) and measured["cells_resumed"] == 0
     assert second.summary["perplexity"] == summary["perplexity"]
     assert second.summary["passkey"] == summary["passkey"]
 
@@ -432,6 +445,7 @@ def test_a_run_writes_table_figures_and_records_and_a_rerun_resumes_without_comp
     logged: list[str] = []
     third = extend.run(tiny_protocol(tiny), out=out, show_progress=False, log=logged.append)
     assert third.done == 1 and third.resumed == len(records) - 1
+    assert json.loads((out / "run.json").read_text())["cells_done"] == 1  # a run that computed writes it
     assert any("corrupt" in line for line in logged)
     assert (records[0].parent / (records[0].name + ".corrupt")).exists()
 

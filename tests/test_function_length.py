@@ -33,8 +33,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
     ),
     "posenc.extend:run": (120, "posenc extend, being reworked on its own branch; split there"),
     "posenc.extend:preflight": (65, "posenc extend, being reworked on its own branch; split there"),
-    "posenc.extend.summary:summarize": (93, "posenc extend, being reworked on its own branch; split there"),
-    "posenc.extend.summary:figures": (80, "posenc extend, being reworked on its own branch; split there"),
     "posenc.cli.extend:extend_command": (
         68,
         "posenc extend's command, being reworked with it on its own branch (its checks move into "

@@ -55,6 +55,28 @@ def stale_files(block: str, files: dict[Path, bool]) -> list[str]:
     return stale
 
 
+def _block_body(path: Path, block: str) -> str | None:
+    """The text between the block's markers in ``path`` (None when it has no such block)."""
+    start, end = TABLES.markers(f"compare-{block}")
+    text = path.read_text(encoding="utf-8")
+    if start not in text:
+        return None
+    return text.split(start, 1)[1].split(end, 1)[0].strip("\n")
+
+
+def test_a_block_without_records_is_withdrawn_not_left_standing(tmp_path, monkeypatch):
+    """A block whose records are not shipped either says so (--withdraw) or fails the test above."""
+    page = tmp_path / "page.md"
+    start, end = TABLES.markers("compare-standard")
+    page.write_text(f"intro\n{start}\n| old | table |\n{end}\n", encoding="utf-8")
+    monkeypatch.setattr(TABLES, "FILES", {page: True})
+    assert _block_body(page, "standard") == "| old | table |"
+    assert TABLES.main(["--block", "standard", "--withdraw"]) == 0
+    body = _block_body(page, "standard")
+    assert body == TABLES.withdrawn("standard").strip("\n") and "posenc compare --profile standard" in body
+    assert page.read_text(encoding="utf-8").startswith("intro\n")
+
+
 def _shipped_runs(block: str) -> int:
     try:
         return len(json.loads((shipped.block_dir(block) / "grid.json").read_text())["run_ids"])
@@ -72,7 +94,15 @@ def test_the_published_block_is_what_its_shipped_records_give(block):
     try:
         stale = stale_files(block, TABLES.FILES)
     except shipped.NotShipped as exc:
-        pytest.fail(str(exc), pytrace=False)
+        # no records: the block must say it is not published, never show an older run's numbers
+        withdrawn = [
+            path.name
+            for path in TABLES.FILES
+            if _block_body(path, block) not in (None, TABLES.withdrawn(block).strip("\n"))
+        ]
+        if withdrawn:
+            pytest.fail(f"{exc} (or withdraw it: --block {block} --withdraw)", pytrace=False)
+        return
     assert not stale, (
         f"the {block} block in {', '.join(stale)} is not what the records in "
         f"{shipped.shown(shipped.block_dir(block))} give: regenerate it with "

@@ -12,7 +12,7 @@ with a verdict; the table is data, ``notes_claims.json`` next to this module, re
 * ``pending`` -- a claim about trained models that ``posenc compare`` measures
   (``measure``, a key of :data:`MEASURES`); :func:`with_measurements` fills these in from
   benchmark records (:func:`posenc.results.claims.notes_measurements`) as ``holds``,
-  ``contradicted`` or ``inconclusive``, decided by 95% intervals;
+  ``contradicted`` or ``inconclusive``, decided by tests over seeds;
 * ``not checked`` -- outside what posenc models (the text says why).
 
 ``truth`` may quote a demonstration's numbers as ``{key.number:format}`` (``{key.number:<1e-12}``
@@ -37,7 +37,7 @@ from posenc.core.datafiles import Where, read_json, typed
 from posenc.core.errors import PosencError
 
 HOLDS, CORRECTED, PENDING, NOT_CHECKED = "holds", "corrected", "pending", "not checked"
-# Verdicts of measured claims (with_measurements): decided only where a 95% interval excludes the other side.
+# Verdicts of measured claims (with_measurements): decided only where a test over seeds decides.
 CONTRADICTED, INCONCLUSIVE = "contradicted", "inconclusive"
 VERDICTS = (HOLDS, CORRECTED, PENDING, NOT_CHECKED, CONTRADICTED, INCONCLUSIVE)
 MEASURED_VERDICTS = (HOLDS, CONTRADICTED, INCONCLUSIVE)
@@ -274,9 +274,9 @@ def markdown(
         "",
         "Verdicts: *holds* and *corrected* rest on a numeric demonstration (`posenc notes --demo KEY`",
         "prints one); claims about trained models are settled by the train-short / test-long",
-        "benchmark (*holds*, *contradicted* or *inconclusive*: decided only where the 95% interval",
-        "excludes the other side; *pending* until measured); *not checked* claims are outside what",
-        "posenc models.",
+        "benchmark (*holds* or *contradicted* only where a test over seeds decides, else",
+        "*inconclusive*, as is a claim beyond the benchmark's scale; *pending* until measured);",
+        "*not checked* claims are outside what posenc models.",
         "",
         "The tutorial's code runs as `from posenc.reference.tutorial import Embedding, PositionalEncoding`",
         "(its `from src.layers import ...`); `python -m posenc.reference.tutorial` runs its usage",

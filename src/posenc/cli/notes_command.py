@@ -65,7 +65,7 @@ def notes_command(
     """Every claim of the lecture notes, video script, notebook summary, interview answer
     and tutorial posenc was built from: verdict (holds / corrected / pending / not
     checked; claims about trained models: holds / contradicted / inconclusive, from the
-    benchmark's 95% intervals), what holds, and the command that shows it.
+    benchmark's tests over seeds), what holds, and the command that shows it.
 
     \b
     Examples:

@@ -350,8 +350,10 @@ def run(
         "estimated_seconds": None if estimated is None else round(estimated),
         "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }  # fmt: skip
-    if not summarize_only:
+    # run.json says who measured the cells: a rerun that only resumed them leaves it as it was
+    if not summarize_only and (todo or not (store.root / "run.json").exists()):
         atomic_write_text(store.root / "run.json", json.dumps(info, indent=1))
+    if (store.root / "run.json").exists():
         files["run"] = str(store.root / "run.json")
     files["protocol"] = str(store.root / "protocol.toml")
     del tokenizer

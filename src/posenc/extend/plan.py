@@ -152,6 +152,25 @@ class Plan:
         return sum(cell.units for cell in self.cells) * 1e9
 
 
+def _text_tables(
+    entries: list[Entry], lengths: tuple[int, ...], context: int, longrope: dict[str, Any] | None
+) -> tuple[dict[str, int], dict[tuple[str, int], str], dict[str, list[str]]]:
+    """Which rotary tables each (entry, length) reads text with, the longest length each tables key
+    needs a pass for, and the entries that share each key (dynamic scalings share static passes)."""
+    need: dict[str, int] = {}
+    text_tables: dict[tuple[str, int], str] = {}
+    labels: dict[str, list[str]] = {}
+    for entry in entries:
+        for length in lengths:
+            key = tables_key(entry.at(length, context, longrope))
+            text_tables[(entry.key, length)] = key
+            need[key] = max(need.get(key, 0), length)
+            labels.setdefault(key, [])
+            if entry.label not in labels[key]:
+                labels[key].append(entry.label)
+    return need, text_tables, labels
+
+
 def build(
     *,
     entries: list[Entry],
@@ -171,17 +190,7 @@ def build(
 ) -> Plan:
     """The plan of a grid. ``passkey[(tables key, trial)]`` is the trunk and forks of the passkey
     prompts of one trial at those tables."""
-    need: dict[str, int] = {}
-    text_tables: dict[tuple[str, int], str] = {}
-    labels: dict[str, list[str]] = {}
-    for entry in entries:
-        for length in lengths:
-            key = tables_key(entry.at(length, context, longrope))
-            text_tables[(entry.key, length)] = key
-            need[key] = max(need.get(key, 0), length)
-            labels.setdefault(key, [])
-            if entry.label not in labels[key]:
-                labels[key].append(entry.label)
+    need, text_tables, labels = _text_tables(entries, lengths, context, longrope)
     cells: list[ExtendCell] = []
     text_cells: dict[tuple[str, int], str] = {}
     common = dict(model=model, trust_remote_code=trust_remote_code, precision=precision, chunk=chunk,

@@ -20,7 +20,7 @@ exactly, per length (all depths and trials) and per length x depth.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,36 @@ def summarize(
                 row[str(length)] = {**_interval(means), "documents": len(means)}
         perplexity[entry.label] = row
 
+    inside = _inside(entries, lengths, context, doc_means)
+
+    passkey = {
+        e.label: _passkey_row(plan, results, e, passkey_lengths, depths, trials, context, longrope)
+        for e in entries
+    }
+    curves = _curves(plan, results, entries, lengths, documents)
+    return {
+        "context": context,
+        "lengths": list(lengths),
+        "documents": documents,
+        "passkey_lengths": list(passkey_lengths),
+        "depths": list(depths),
+        "trials": trials,
+        "entries": [{"label": e.label, "key": e.key} for e in entries],
+        "perplexity": perplexity,
+        "inside": inside,
+        "passkey": passkey,
+        "loss_by_position": curves,
+    }
+
+
+def _inside(
+    entries: list[Entry],
+    lengths: tuple[int, ...],
+    context: int,
+    doc_means: Callable[[Entry, int], list[float] | None],
+) -> dict[str, Any]:
+    """Each entry's perplexity relative to plain RoPE's at the longest length inside the context,
+    paired by document (empty without plain RoPE or a length inside)."""
     inside: dict[str, Any] = {}
     within = [length for length in lengths if length <= context]
     base = next((e for e in entries if e.name == "none"), None)
@@ -82,31 +112,49 @@ def summarize(
             mine = doc_means(entry, at)
             if reference is not None and mine is not None:
                 inside[entry.label] = {"length": at, **_interval([a - b for a, b in zip(mine, reference)])}
+    return inside
 
-    passkey: dict[str, dict[str, Any]] = {}
-    for entry in entries:
-        row = {}
-        for length in passkey_lengths:
-            key = tables_key(entry.at(length, context, longrope))
-            by_depth: dict[str, list[bool]] = {}
-            for depth in depths:
-                for trial in range(trials):
-                    where = plan.passkey_forks.get((key, length, depth, trial))
-                    result = results.get(where[0]) if where else None
-                    if result is not None and where is not None:
-                        by_depth.setdefault(repr(depth), []).append(
-                            bool(result["answers"][where[1]]["correct"])
-                        )
-            answered = [x for xs in by_depth.values() for x in xs]
-            if answered:
-                row[str(length)] = {
-                    "accuracy": sum(answered) / len(answered),
-                    "correct": sum(answered),
-                    "prompts": len(answered),
-                    "by_depth": {d: sum(xs) / len(xs) for d, xs in by_depth.items()},
-                }
-        passkey[entry.label] = row
 
+def _passkey_row(
+    plan: Plan,
+    results: dict[str, dict[str, Any]],
+    entry: Entry,
+    passkey_lengths: tuple[int, ...],
+    depths: tuple[float, ...],
+    trials: int,
+    context: int,
+    longrope: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """One entry's passkey results per length: accuracy over depths and trials, and per depth."""
+    row: dict[str, Any] = {}
+    for length in passkey_lengths:
+        key = tables_key(entry.at(length, context, longrope))
+        by_depth: dict[str, list[bool]] = {}
+        for depth in depths:
+            for trial in range(trials):
+                where = plan.passkey_forks.get((key, length, depth, trial))
+                result = results.get(where[0]) if where else None
+                if result is not None and where is not None:
+                    by_depth.setdefault(repr(depth), []).append(bool(result["answers"][where[1]]["correct"]))
+        answered = [x for xs in by_depth.values() for x in xs]
+        if answered:
+            row[str(length)] = {
+                "accuracy": sum(answered) / len(answered),
+                "correct": sum(answered),
+                "prompts": len(answered),
+                "by_depth": {d: sum(xs) / len(xs) for d, xs in by_depth.items()},
+            }
+    return row
+
+
+def _curves(
+    plan: Plan,
+    results: dict[str, dict[str, Any]],
+    entries: list[Entry],
+    lengths: tuple[int, ...],
+    documents: int,
+) -> dict[str, Any]:
+    """Loss by position over the longest pass per entry: [first, last position, mean, low, high] per bin."""
     longest = max(lengths)
     curves: dict[str, Any] = {}
     edges = np.linspace(1, longest, BINS + 1).round().astype(int)
@@ -122,19 +170,7 @@ def summarize(
                 cell = per_seed(nll[:, a - 1 : b - 1].mean(axis=1))
                 curve.append([int(a), int(b), cell.mean, cell.low, cell.high])
         curves[entry.label] = curve
-    return {
-        "context": context,
-        "lengths": list(lengths),
-        "documents": documents,
-        "passkey_lengths": list(passkey_lengths),
-        "depths": list(depths),
-        "trials": trials,
-        "entries": [{"label": e.label, "key": e.key} for e in entries],
-        "perplexity": perplexity,
-        "inside": inside,
-        "passkey": passkey,
-        "loss_by_position": curves,
-    }
+    return curves
 
 
 def _ppl(cell: dict[str, Any] | None, interval: bool = True) -> str:
@@ -217,17 +253,30 @@ def caption(summary: dict[str, Any]) -> str:
 
 def figures(summary: dict[str, Any], out: Path) -> dict[str, str]:
     """``perplexity.png``, ``loss_by_position.png`` and ``passkey.png`` under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    labels = [e["label"] for e in summary["entries"]]
+    colors = {label: f"C{i % 10}" for i, label in enumerate(labels)}
+    files = {"perplexity": _perplexity_figure(summary, labels, colors, out / "perplexity.png")}
+    if summary["loss_by_position"]:
+        files["loss_by_position"] = _loss_figure(summary, colors, out / "loss_by_position.png")
+    if summary["passkey_lengths"]:
+        files["passkey"] = _passkey_figure(summary, labels, out / "passkey.png")
+    return files
+
+
+def _figure(size: tuple[float, float]) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    out.mkdir(parents=True, exist_ok=True)
-    files = {}
-    context = summary["context"]
-    labels = [e["label"] for e in summary["entries"]]
-    colors = {label: f"C{i % 10}" for i, label in enumerate(labels)}
-
-    fig = Figure(figsize=(7.5, 4.5))
+    fig = Figure(figsize=size)
     FigureCanvasAgg(fig)
+    return fig
+
+
+def _perplexity_figure(summary: dict[str, Any], labels: list[str], colors: dict[str, str], path: Path) -> str:
+    """Perplexity by evaluation length per scaling, with the interval over documents as a band."""
+    context = summary["context"]
+    fig = _figure((7.5, 4.5))
     ax = fig.add_subplot()
     for label in labels:
         row = summary["perplexity"][label]
@@ -248,70 +297,72 @@ def figures(summary: dict[str, Any], out: Path) -> dict[str, str]:
     if ax.get_lines()[1:]:  # a line besides the context marker
         ax.legend(fontsize=8)
     fig.tight_layout()
-    files["perplexity"] = str(out / "perplexity.png")
-    fig.savefig(files["perplexity"], dpi=120)
+    fig.savefig(path, dpi=120)
+    return str(path)
 
-    curves = summary["loss_by_position"]
-    if curves:
-        fig = Figure(figsize=(7.5, 4.5))
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
-        top = 0.0
-        for label, bins in curves.items():
-            xs = [(row[0] + row[1]) / 2 for row in bins]
-            means = [row[2] for row in bins]
-            ax.plot(xs, means, label=label, color=colors[label], zorder=3)
-            ax.fill_between(xs, [row[3] for row in bins], [row[4] for row in bins], alpha=0.12, linewidth=0,
-                            color=colors[label], zorder=2)  # fmt: skip
-            top = max(top, *(m for m in means if math.isfinite(m)))
-        ax.axvline(context, color="grey", linestyle="--", linewidth=1)
-        # the frame fits the mean curves; a band wider than it (few documents) is cut at the frame
-        wider = any(
-            math.isfinite(row[3]) and (row[3] < 0 or row[4] > 1.4 * top)
-            for bins in curves.values()
-            for row in bins
-        )
-        if top > 0:
-            ax.set_ylim(0, 1.4 * top)
-        ax.set_xlabel(f"position (tokens; mean loss over bins of {max(summary['lengths']) // BINS})")
-        ax.set_ylabel("mean loss (nats)")
-        ax.set_title(
-            f"Loss by position over {max(summary['lengths'])} tokens (dashed: trained context {context})"
-            f"\nbands: {method}" + (", cut at the frame" if wider else ""),
-            fontsize=9,
-        )
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        files["loss_by_position"] = str(out / "loss_by_position.png")
-        fig.savefig(files["loss_by_position"], dpi=120)
 
-    lengths, depths = summary["passkey_lengths"], summary["depths"]
-    if lengths:
-        cols = min(4, len(labels))
-        nrows = math.ceil(len(labels) / cols)
-        fig = Figure(figsize=(2.6 * cols + 1, 2.3 * nrows + 0.6))
-        FigureCanvasAgg(fig)
-        image = None
-        for i, label in enumerate(labels):
-            ax = fig.add_subplot(nrows, cols, i + 1)
-            grid = np.full((len(depths), len(lengths)), np.nan)
-            for j, n in enumerate(lengths):
-                cell = summary["passkey"][label].get(str(n))
-                for k, d in enumerate(depths):
-                    if cell is not None and repr(d) in cell["by_depth"]:
-                        grid[k, j] = cell["by_depth"][repr(d)]
-            image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", origin="lower", aspect="auto")
-            ax.set_xticks(range(len(lengths)), [f"{n // 1024}k" if n >= 1024 else str(n) for n in lengths])
-            ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
-            ax.set_title(label, fontsize=9)
-            ax.set_xlabel("length", fontsize=8)
-            ax.set_ylabel("depth", fontsize=8)
-        if image is not None:
-            fig.colorbar(image, ax=fig.axes, shrink=0.8, label="passkey accuracy")
-        fig.suptitle(f"Passkey retrieval (trained context {context})", fontsize=10)
-        files["passkey"] = str(out / "passkey.png")
-        fig.savefig(files["passkey"], dpi=120)
-    return files
+def _loss_figure(summary: dict[str, Any], colors: dict[str, str], path: Path) -> str:
+    """Mean loss by position over the longest pass, the trained context dashed."""
+    context, curves = summary["context"], summary["loss_by_position"]
+    method = interval_method(summary["documents"])
+    fig = _figure((7.5, 4.5))
+    ax = fig.add_subplot()
+    top = 0.0
+    for label, bins in curves.items():
+        xs = [(row[0] + row[1]) / 2 for row in bins]
+        means = [row[2] for row in bins]
+        ax.plot(xs, means, label=label, color=colors[label], zorder=3)
+        ax.fill_between(xs, [row[3] for row in bins], [row[4] for row in bins], alpha=0.12, linewidth=0,
+                        color=colors[label], zorder=2)  # fmt: skip
+        top = max(top, *(m for m in means if math.isfinite(m)))
+    ax.axvline(context, color="grey", linestyle="--", linewidth=1)
+    # the frame fits the mean curves; a band wider than it (few documents) is cut at the frame
+    wider = any(
+        math.isfinite(row[3]) and (row[3] < 0 or row[4] > 1.4 * top)
+        for bins in curves.values()
+        for row in bins
+    )
+    if top > 0:
+        ax.set_ylim(0, 1.4 * top)
+    ax.set_xlabel(f"position (tokens; mean loss over bins of {max(summary['lengths']) // BINS})")
+    ax.set_ylabel("mean loss (nats)")
+    ax.set_title(
+        f"Loss by position over {max(summary['lengths'])} tokens (dashed: trained context {context})"
+        f"\nbands: {method}" + (", cut at the frame" if wider else ""),
+        fontsize=9,
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return str(path)
+
+
+def _passkey_figure(summary: dict[str, Any], labels: list[str], path: Path) -> str:
+    """Passkey accuracy per depth x length, one panel per scaling."""
+    context, lengths, depths = summary["context"], summary["passkey_lengths"], summary["depths"]
+    cols = min(4, len(labels))
+    nrows = math.ceil(len(labels) / cols)
+    fig = _figure((2.6 * cols + 1, 2.3 * nrows + 0.6))
+    image = None
+    for i, label in enumerate(labels):
+        ax = fig.add_subplot(nrows, cols, i + 1)
+        grid = np.full((len(depths), len(lengths)), np.nan)
+        for j, n in enumerate(lengths):
+            cell = summary["passkey"][label].get(str(n))
+            for k, d in enumerate(depths):
+                if cell is not None and repr(d) in cell["by_depth"]:
+                    grid[k, j] = cell["by_depth"][repr(d)]
+        image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", origin="lower", aspect="auto")
+        ax.set_xticks(range(len(lengths)), [f"{n // 1024}k" if n >= 1024 else str(n) for n in lengths])
+        ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("length", fontsize=8)
+        ax.set_ylabel("depth", fontsize=8)
+    if image is not None:
+        fig.colorbar(image, ax=fig.axes, shrink=0.8, label="passkey accuracy")
+    fig.suptitle(f"Passkey retrieval (trained context {context})", fontsize=10)
+    fig.savefig(path, dpi=120)
+    return str(path)
 
 
 __all__ = ["BINS", "caption", "figures", "interval_method", "markdown", "rows", "summarize"]

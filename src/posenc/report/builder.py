@@ -338,7 +338,7 @@ def notes_section(selected: Iterable[notes.NoteClaim] | None = None) -> str:
         '<section id="notes"><h2>The notes, claim by claim</h2>',
         f"<p>posenc was built from five notes: {esc('; '.join(notes.NOTES.values()))}. Their "
         f"{summary}. Every verdict rests on a demonstration computed for this page, or, for claims "
-        "about trained models, on the benchmark's 95% intervals. The tutorial's code runs as <code>from posenc.reference.tutorial import "
+        "about trained models, on the benchmark's tests over seeds. The tutorial's code runs as <code>from posenc.reference.tutorial import "
         "Embedding, PositionalEncoding</code>; <code>python -m posenc.reference.tutorial</code> runs its "
         "usage example.</p>",
         "<h3>Corrections</h3>",
