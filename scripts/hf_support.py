@@ -30,8 +30,8 @@ def run() -> Path:
     import torch
     import transformers
 
-    from posenc.hf.parity import CHECKS, check_family
     from posenc.hf.families import FAMILIES
+    from posenc.hf.parity import CHECKS, check_family
 
     rows = {}
     started = time.perf_counter()

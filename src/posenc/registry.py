@@ -255,7 +255,7 @@ def model_values(
 
 
 def build_for_model(
-    name: str,
+    name: str | type[PositionalEncoding],
     *,
     d_model: int,
     num_heads: int,
@@ -263,16 +263,26 @@ def build_for_model(
     causal: bool | None = None,
     **config: Any,
 ) -> PositionalEncoding:
-    """Build ``name`` filling the model-level fields it declares (dim, head_dim, num_heads).
+    """Build ``name`` (a registry name, an import spec or a class) filling the model-level fields it
+    declares (dim, head_dim, num_heads).
 
     ``causal`` (when given) also fills ``bidirectional = not causal`` for encodings that
     have that field (bias encodings: an encoder's bias is symmetric). Explicit ``config``
     entries win over the model's values.
     """
-    cls = get_encoding_class(name)
+    cls = name if isinstance(name, type) else get_encoding_class(name)
     merged = model_values(cls, d_model=d_model, num_heads=num_heads, head_dim=head_dim, causal=causal)
     merged.update(config)
-    return cls(cls.Config.from_dict(merged, owner=name))
+    return cls(cls.Config.from_dict(merged, owner=name if isinstance(name, str) else name_of(cls)))
+
+
+def name_of(cls: type[PositionalEncoding]) -> str:
+    """The name an error message gives a class: its built-in or registered name, else its qualname."""
+    for table in (BUILTINS, GROUP.registered):
+        for name, known in table.items():
+            if known is cls:
+                return name
+    return cls.__qualname__
 
 
 def list_encodings(

@@ -25,11 +25,12 @@ from posenc.compare.executor import max_threads
 from posenc.compare.profile import MAX_SEED, Profile, eval_length, parse_variant, task_eval, train_length
 from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
+from posenc.encoding.base import PositionalEncoding, RotaryEncoding
 from posenc.records import benchmark_scalings as scalings
 from posenc.records.provenance import imports_of
 from posenc.records.spec import RunSpec
 from posenc.registry import GROUP as ENCODING_GROUP
-from posenc.registry import encodings, get_encoding_class
+from posenc.registry import encodings
 from posenc.tasks import task_registry
 
 #: Ruoss et al. 2023 draw positions from [0, L) with L much larger than any test
@@ -38,9 +39,14 @@ RANDOMIZED_PAPER_MAX_LEN = 2048
 
 
 def encoding_overrides(
-    name: str, *, train_len: int, eval_len: int, randomized_max_len: int | None, scaled: bool
+    cls: type[PositionalEncoding],
+    *,
+    train_len: int,
+    eval_len: int,
+    randomized_max_len: int | None,
+    scaled: bool,
 ) -> dict[str, Any]:
-    """Config overrides making ``name`` fit a run (by the meaning of Config fields, never by name).
+    """Config overrides making encoding class ``cls`` fit a run (by the meaning of Config fields, never by name).
 
     * Learned tables (``trained_rows``/``extra_rows``, e.g. ``max_len``/``extra_rows``): the
       trained rows cover the trained positions (``L_max`` when positions are randomized);
@@ -49,7 +55,7 @@ def encoding_overrides(
       = training length.
     * ``scaled``: every ``paper_length`` field = the training length (in the field's type).
     """
-    config = get_encoding_class(name).Config
+    config = cls.Config
     defaults = config.parameters()
     out: dict[str, Any] = {}
     trained = randomized_max_len or train_len
@@ -65,13 +71,11 @@ def encoding_overrides(
     return out
 
 
-def without_variants(profile: Profile, names: list[str]) -> list[str]:
-    """Encodings of ``names`` that the profile's architecture variants are not run for:
-    every one that is not additive, and those outside ``profile.variant_encodings``."""
+def without_variants(profile: Profile, classes: dict[str, type[PositionalEncoding]]) -> list[str]:
+    """Encodings of ``classes`` (name -> class) that the profile's architecture variants are not
+    run for: every one that is not additive, and those outside ``profile.variant_encodings``."""
     only = profile.variant_encodings
-    return [
-        n for n in names if get_encoding_class(n).kind != "additive" or (only is not None and n not in only)
-    ]
+    return [n for n, cls in classes.items() if cls.kind != "additive" or (only is not None and n not in only)]
 
 
 def variants_note(profile: Profile) -> str | None:
@@ -90,9 +94,9 @@ def variants_note(profile: Profile) -> str | None:
     return f"note: variants {', '.join(profile.variants)} apply to {scope}; not run for: {', '.join(skipped)}"
 
 
-def has_length_parameters(name: str) -> bool:
-    """True when ``name``'s Config has a ``paper_length`` field (a ``@scaled`` variant differs)."""
-    return "paper_length" in get_encoding_class(name).Config.meanings("length").values()
+def has_length_parameters(cls: type[PositionalEncoding]) -> bool:
+    """True when ``cls``'s Config has a ``paper_length`` field (a ``@scaled`` variant differs)."""
+    return "paper_length" in cls.Config.meanings("length").values()
 
 
 # ---------------------------------------------------------------------------
@@ -115,20 +119,17 @@ def check_installation(
                 log(f"note: {message}")
 
 
-def resolve_encodings(profile: Profile, requested: tuple[str, ...] | None = None) -> list[str]:
-    """The encodings to run, as given (names or import specs), each checked to resolve."""
+def resolve_encodings(
+    profile: Profile, requested: tuple[str, ...] | None = None
+) -> dict[str, type[PositionalEncoding]]:
+    """The encodings to run, as given (names or import specs), each resolved to its class once
+    (the profile's own names were resolved when it was checked: :meth:`Profile.encoding_class`)."""
     if requested:
-        names = list(requested)
-    else:
+        return {name: profile.encoding_class(name) for name in dict.fromkeys(requested)}
+    if profile.encodings is None:
         # "all": every sequence encoding (grid encodings, whose positions have axes, run on the grid task)
-        names = (
-            [n for n, cls in encodings().items() if cls.position_axes == 1]
-            if profile.encodings is None
-            else list(profile.encodings)
-        )
-    for name in names:
-        get_encoding_class(name)
-    return list(dict.fromkeys(names))
+        return {n: cls for n, cls in encodings().items() if cls.position_axes == 1}
+    return {name: profile.encoding_class(name) for name in dict.fromkeys(profile.encodings)}
 
 
 @dataclass
@@ -150,20 +151,21 @@ def build_grid(
 ) -> Grid:
     """Expand a profile (optionally narrowed) into independent run specs; ``threads`` and
     ``device`` (resolved: :func:`posenc.compare.device.resolve_device`) say where they execute."""
-    names = resolve_encodings(profile, encodings)
+    classes = resolve_encodings(profile, encodings)
+    names = list(classes)
     task_list = tuple(dict.fromkeys(task_registry.validate_task(task) for task in tasks or profile.tasks))
     imports, local_only = imports_of(names, task_list)
     check_int("threads", threads, minimum=1, maximum=max_threads())
     if seeds is not None:
         seeds = tuple(check_int("seeds", seed, minimum=0, maximum=MAX_SEED) for seed in seeds)
     changes = [parse_variant(v) for v in profile.variants]  # architecture variants
-    skipped = without_variants(profile, names) if changes else []
+    skipped = without_variants(profile, classes) if changes else []
     specs: list[RunSpec] = []
     for seed in seeds if seeds is not None else profile.seeds:
         for task in task_list:
-            for name in names:
+            for name, cls in classes.items():
                 runs = _encoding_runs(
-                    profile, name, task=task, seed=seed, threads=threads, device=device, imports=imports
+                    profile, name, cls, task=task, seed=seed, threads=threads, device=device, imports=imports
                 )
                 if name not in skipped:  # architecture variants of the default run
                     runs += _architecture_runs(runs[0], changes, runs)
@@ -175,26 +177,27 @@ def build_grid(
     return Grid(specs, skipped, local_only)
 
 
-def _encoding_runs(profile: Profile, name: str, *, task: str, seed: int, **run: Any) -> list[RunSpec]:
-    """The runs of encoding ``name`` for one task and seed: its default run first, then its
+def _encoding_runs(
+    profile: Profile, name: str, cls: type[PositionalEncoding], *, task: str, seed: int, **run: Any
+) -> list[RunSpec]:
+    """The runs of encoding ``name`` (of class ``cls``) for one task and seed: its default run first, then its
     ``@scaled`` and randomized-position variants (``run``: ``threads``, ``device`` and ``imports``,
     as :class:`~posenc.records.spec.RunSpec` takes them)."""
     train = profile.lm_train if task == "lm" else profile.task_train
     t_len, e_len = train_length(task, train), eval_length(task, train, profile.eval)
     variants: list[tuple[str, int | None]] = [("default", None)]
-    if profile.scaled_variants and has_length_parameters(name):
+    if profile.scaled_variants and has_length_parameters(cls):
         variants.append(("scaled", None))
     if "*" in profile.randomized or name in profile.randomized:
         for which in profile.randomized_max_len:
             longest = e_len if which == "scaled" else max(RANDOMIZED_PAPER_MAX_LEN, e_len)
             variants.append(("default" if which == "scaled" else "paper-L", longest))
-    cls = get_encoding_class(name)
     runs = []
     for variant, l_max in variants:
         overrides = encoding_overrides(
-            name, train_len=t_len, eval_len=e_len, randomized_max_len=l_max, scaled=variant == "scaled"
+            cls, train_len=t_len, eval_len=e_len, randomized_max_len=l_max, scaled=variant == "scaled"
         ) | profile.encoding_config.get(name, {})
-        scaled_rope = cls.kind == "rotary" and "scaling" in cls.Config.field_names() and l_max is None
+        scaled_rope = issubclass(cls, RotaryEncoding) and cls.supports_scaling and l_max is None
         runs.append(
             RunSpec(
                 task=task,
@@ -210,6 +213,7 @@ def _encoding_runs(profile: Profile, name: str, *, task: str, seed: int, **run: 
                 finetune=run_finetune(profile, task) if scaled_rope else 0,
                 profile=profile.name,
                 precision=profile.precision,
+                encoding_class=cls,
                 **run,
             )  # fmt: skip
         )
@@ -253,12 +257,13 @@ def schedule_spec(
     schedule = schedules.parse(text, profile.model.num_layers)
     train = profile.lm_train if task == "lm" else profile.task_train
     t_len, e_len = train_length(task, train), eval_length(task, train, profile.eval)
+    classes = {name: profile.encoding_class(name) for name in schedule.encodings}
     overrides = {
-        name: encoding_overrides(name, train_len=t_len, eval_len=e_len, randomized_max_len=None, scaled=False)
+        name: encoding_overrides(cls, train_len=t_len, eval_len=e_len, randomized_max_len=None, scaled=False)
         | profile.encoding_config.get(name, {})
-        for name in schedule.encodings
+        for name, cls in classes.items()
     }
-    rotary = any("scaling" in get_encoding_class(name).Config.field_names() for name in schedule.encodings)
+    rotary = any(issubclass(cls, RotaryEncoding) and cls.supports_scaling for cls in classes.values())
     return RunSpec(
         task=task,
         encoding=schedule.layers[0].encoding,

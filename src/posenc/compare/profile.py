@@ -65,6 +65,7 @@ from posenc.core.checks import check_choice, did_you_mean
 from posenc.core.datafiles import MISSING, Where, check_keys, typed
 from posenc.core.errors import PosencError
 from posenc.core.plugins import is_spec
+from posenc.encoding.base import PositionalEncoding
 from posenc.nn.attention import check_kv_heads
 from posenc.nn.transformer import COMBINES, INJECTS, TransformerConfig
 from posenc.records import benchmark_scalings as scalings
@@ -145,6 +146,12 @@ class Profile:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def encoding_class(self, name: str) -> type[PositionalEncoding]:
+        """The class of encoding ``name``: the one resolved when the profile was checked (its own
+        ``encodings``), else looked up now."""
+        held = self.__dict__.get("_classes", {})
+        return held[name] if name in held else get_encoding_class(name)
 
 
 # ---------------------------------------------------------------------------
@@ -691,8 +698,10 @@ def _check_names(profile: Profile, where: Where) -> None:
         _check_name(task, "tasks", list(profile.tasks), "task", where)
     if profile.encodings is not None and not profile.encodings:
         raise where.error("encodings", [], 'must name at least one encoding (or "all")')
+    classes = {}
     for name in profile.encodings or ():
-        _check_name(name, "encodings", list(profile.encodings or ()), "encoding", where)
+        classes[name] = _check_name(name, "encodings", list(profile.encodings or ()), "encoding", where)
+    object.__setattr__(profile, "_classes", classes)  # the grid reads them: one lookup per name
     for name in profile.randomized:
         if name != "*":  # "all": every encoding of the grid
             _check_name(name, "randomized", list(profile.randomized), "encoding", where)
@@ -853,12 +862,12 @@ def _check_encoding_config(profile: Profile, where: Where) -> None:
 _RESOLVE = {"task": (validate_task, task_names), "encoding": (get_encoding_class, ENCODING_GROUP.names)}
 
 
-def _check_name(name: str, key: str, shown: Any, kind: str, where: Where) -> None:
-    """``name`` (a registry name or an import spec) resolves, else one error naming ``key`` and
-    the closest valid name."""
+def _check_name(name: str, key: str, shown: Any, kind: str, where: Where) -> Any:
+    """``name`` (a registry name or an import spec) resolves (to what it returns), else one error
+    naming ``key`` and the closest valid name."""
     resolve, names = _RESOLVE[kind]
     try:
-        resolve(name)
+        return resolve(name)
     except PosencError as exc:
         if is_spec(name) or name in names():  # an import spec, or an entry point that is broken
             raise where.error(key, shown, str(exc)) from None

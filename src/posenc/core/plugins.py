@@ -225,9 +225,8 @@ class PluginGroup(Generic[T]):
     def import_for(self, name: str) -> str | None:
         """What a fresh process (a spawned or Ray worker) needs to find ``name``: the import spec of
         a name registered only in this process; None for a name every process resolves itself (a
-        built-in, an entry point, an import spec). A registered class no other process can import
-        raises PosencError saying so."""
-        self.get(name)  # it resolves here
+        built-in, an entry point, an import spec; the caller has resolved it). A registered class no
+        other process can import raises PosencError saying so."""
         if name in self.registered:
             return self.spec_of(self.registered[name])
         return None

@@ -75,7 +75,13 @@ from posenc.core.positions import Positions
 from posenc.encoding.base import AdditiveEncoding, PaperSetting, PositionalEncoding
 from posenc.nn.attention import MultiHeadAttention, check_kv_heads, check_padding_mask
 from posenc.nn.kv_cache import KVCache, step_positions
-from posenc.registry import build_for_model, encoding_spec, get_encoding_class, model_values
+from posenc.registry import (
+    build_for_model,
+    check_encoding_class,
+    encoding_spec,
+    get_encoding_class,
+    model_values,
+)
 from posenc.schedules import Schedule
 
 COMBINES = ("add", "concat")
@@ -91,8 +97,9 @@ class TransformerConfig:
     num_layers: int = 3  # L, number of pre-LN blocks
     ffn_dim: int = 256  # hidden width of the GELU feed-forward
     causal: bool = True  # True: decoder-only LM; False: bidirectional encoder
-    # a registry name or import spec ("pkg.mod:Class"), an encoding instance, or a per-layer Schedule
-    encoding: str | Schedule | PositionalEncoding = "rope"
+    # a registry name or import spec ("pkg.mod:Class"), an encoding class, an encoding instance, or
+    # a per-layer Schedule (a name is looked up once, here: :attr:`encoding_class`)
+    encoding: str | type[PositionalEncoding] | Schedule | PositionalEncoding = "rope"
     # extra Config fields for the encoding; with a Schedule: {registry name: config defaults}
     encoding_config: dict = field(default_factory=dict)
     tie_embeddings: bool = True  # output head shares the token embedding matrix
@@ -153,8 +160,13 @@ class TransformerConfig:
                     f"config, got encoding_config={self.encoding_config!r}"
                 )
             check_model_dims(self.encoding, d_model=self.d_model, num_heads=self.num_heads)
-        else:
-            kind = get_encoding_class(self.encoding).kind  # unknown names raise ValueError
+        else:  # a name (unknown ones raise PosencError with a suggestion) or a class: resolved once
+            if isinstance(self.encoding, type):
+                cls = check_encoding_class(self.encoding, source="encoding")
+            else:
+                cls = get_encoding_class(self.encoding)
+            object.__setattr__(self, "_encoding_class", cls)
+            kind = cls.kind
         check_choice("combine", self.combine, COMBINES)
         check_choice("inject", self.inject, INJECTS)
         if kind != "additive" and (self.combine, self.inject) != ("add", "input"):
@@ -164,9 +176,20 @@ class TransformerConfig:
         if self.combine == "concat" and self.inject == "every_layer":
             raise PosencError("inject='every_layer' requires combine='add'")
 
+    @property
+    def encoding_class(self) -> type[PositionalEncoding] | None:
+        """The class of the encoding (None with a per-layer Schedule): resolved once, when the
+        config is made."""
+        if isinstance(self.encoding, PositionalEncoding):
+            return type(self.encoding)
+        return self.__dict__.get("_encoding_class")
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; an encoding instance becomes its spec (:func:`posenc.encoding_spec`)
-        and its config, which :meth:`from_dict` builds again (weights live in the model's state)."""
+        """A JSON-ready dict; an encoding class becomes its spec (:func:`posenc.encoding_spec`), an
+        instance its spec and its config, which :meth:`from_dict` builds again (weights live in the
+        model's state)."""
+        if isinstance(self.encoding, type):
+            return dataclasses.asdict(dataclasses.replace(self, encoding=encoding_spec(self.encoding)))
         if not isinstance(self.encoding, PositionalEncoding):
             return dataclasses.asdict(self)
         named = dataclasses.replace(
@@ -176,6 +199,9 @@ class TransformerConfig:
 
     def paper_setting(self) -> PaperSetting:
         """How the encoding's paper sets up the model around it (:func:`paper_setting`)."""
+        cls = self.encoding_class
+        if cls is not None and not isinstance(self.encoding, PositionalEncoding):
+            return cls.paper_setting_for(dict(self.encoding_config))
         return paper_setting(self.encoding, self.encoding_config)
 
     @property
@@ -196,7 +222,8 @@ class TransformerConfig:
 
 
 def paper_setting(
-    encoding: str | Schedule | PositionalEncoding, encoding_config: dict | None = None
+    encoding: str | type[PositionalEncoding] | Schedule | PositionalEncoding,
+    encoding_config: dict | None = None,
 ) -> PaperSetting:
     """How the paper of ``encoding`` (a name or import spec with its ``encoding_config``, an
     instance, or a schedule) sets up the model around it: its class's ``paper_setting``. The
@@ -217,7 +244,8 @@ def paper_setting(
                 "pass scale_embeddings=True or False for one setting"
             )
         return settings[0]
-    return get_encoding_class(encoding).paper_setting_for(config)
+    cls = encoding if isinstance(encoding, type) else get_encoding_class(encoding)
+    return cls.paper_setting_for(config)
 
 
 def check_model_dims(encoding: PositionalEncoding, *, d_model: int, num_heads: int) -> None:
@@ -285,7 +313,8 @@ class Transformer(nn.Module):
             )
         else:
             given = config.encoding
-            cls = type(given) if isinstance(given, PositionalEncoding) else get_encoding_class(given)
+            cls = config.encoding_class
+            assert cls is not None  # set for everything but a Schedule
             share = cls.share_across_layers if config.share_encoding is None else config.share_encoding
             copies = iter(range(config.num_layers))
 
@@ -293,7 +322,7 @@ class Transformer(nn.Module):
                 if isinstance(given, PositionalEncoding):  # the instance first, then copies of it
                     return given if next(copies) == 0 else copy.deepcopy(given)
                 return build_for_model(
-                    given,
+                    cls,
                     d_model=d,
                     num_heads=config.num_heads,
                     causal=config.causal,

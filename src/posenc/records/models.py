@@ -32,7 +32,9 @@ def build_model(spec: RunSpec) -> Transformer:
         inject=spec.model.inject,
         scale_embeddings=spec.model.scale_embeddings,
         causal=True,
-        encoding=schedules.parse(spec.schedule, spec.model.num_layers) if spec.schedule else spec.encoding,
+        encoding=schedules.parse(spec.schedule, spec.model.num_layers)
+        if spec.schedule
+        else spec.resolved_class(),
         encoding_config=dict(spec.encoding_config),
         tie_embeddings=True,
         dropout=0.0,

@@ -74,10 +74,12 @@ def code_of(spec: RunSpec) -> dict[str, Any]:
     task = None
     if spec.task != task_registry.LM:
         task = origin(task_registry.task_class(spec.task), task_registry.GROUP.distribution(spec.task))
-    encodings = {
-        name: origin(get_encoding_class(name), ENCODING_GROUP.distribution(name))
-        for name in encodings_of(spec)
-    }
+    classes = (
+        {spec.encoding: spec.resolved_class()}
+        if not spec.schedule
+        else {name: get_encoding_class(name) for name in encodings_of(spec)}
+    )
+    encodings = {name: origin(cls, ENCODING_GROUP.distribution(name)) for name, cls in classes.items()}
     return {"encodings": encodings, "task": task}
 
 

@@ -173,7 +173,10 @@ def validate_task(name: str) -> str:
 def task_spec(name: str) -> str:
     """What names task ``name``'s class in any fresh process: a built-in or entry-point name (or an
     import spec) as it is, a registered name as its import spec ``"module:qualname"``."""
-    return name if name == LM else GROUP.import_for(name) or name
+    if name == LM:
+        return name
+    GROUP.get(name)  # unknown names raise, with a suggestion
+    return GROUP.import_for(name) or name
 
 
 def task_origin(name: str) -> dict[str, Any] | None:

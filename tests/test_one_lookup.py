@@ -1,0 +1,94 @@
+"""An encoding name typed on the command line is looked up in the registry once in the driver (when
+the profile is checked; the grid reads the class from there and hands it to every run spec) and
+once in a worker process (the spec arrives pickled, without the class), counted with a spy."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import pickle
+import traceback
+
+import pytest
+from click.testing import CliRunner
+
+import posenc.registry as registry
+from posenc.cli import main
+from posenc.compare import work
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import get_profile
+from posenc.records.spec import RunSpec
+
+#: Where a frame's file says the process is: a run's work, or reading finished records back
+#: (the tables, figures and report after the grid, which are not the walk to the model).
+WORK = ("compare/work.py",)
+READING = ("/report/", "/viz/", "/analysis/", "/results/")
+
+
+@pytest.fixture
+def lookups(monkeypatch):
+    """Every registry lookup of a name, counted by name and by where it happened: ``worker`` (in a
+    run's work), ``reading`` (records read back for the tables and report), ``driver`` (the rest)."""
+    counts: collections.Counter = collections.Counter()
+    real = registry.GROUP.get
+
+    def spy(name):
+        files = [frame.filename for frame in traceback.extract_stack()]
+        where = (
+            "worker"
+            if any(f.endswith(WORK) for f in files)
+            else "reading"
+            if any(part in f for f in files for part in READING)
+            else "driver"
+        )
+        counts[(where, name)] += 1
+        return real(name)
+
+    monkeypatch.setattr(registry.GROUP, "get", spy)
+    return counts
+
+
+def test_the_spy_sees_a_lookup(lookups):
+    registry.get_encoding_class("alibi")
+    assert lookups == {("driver", "alibi"): 1}
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi"])
+def test_the_driver_looks_a_typed_name_up_once(lookups, tmp_path, name):
+    """``posenc compare --encodings NAME`` from the command line to the last run: one lookup, with
+    two seeds and the profile's learning-rate search (every spec, candidate and row of the grid).
+    The runs execute in this process here, so they see the class the grid handed them: none."""
+    args = ["compare", "--profile", "smoke", "--encodings", name, "--tasks", "copy", "--seeds", "0,1",
+            "--out", str(tmp_path / "out"), "--workers", "1"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert len(list((tmp_path / "out").rglob(f"{name}__seed*.json*"))) >= 2, result.output
+    assert lookups[("driver", name)] == 1, dict(lookups)
+    assert lookups[("worker", name)] == 0, dict(lookups)
+
+
+@pytest.mark.parametrize("name", ["rope", "t5"])
+def test_a_worker_looks_the_name_up_once(lookups, name):
+    """A spawned or Ray worker receives the spec pickled (the class stays behind) and resolves the
+    name once for everything it builds and records."""
+    (spec,) = [
+        s for s in build_grid(get_profile("smoke"), encodings=(name,), tasks=("copy",)).specs if s.seed == 0
+    ]
+    arrived = pickle.loads(pickle.dumps(spec))
+    assert "encoding_class" not in arrived.__dict__ or arrived.__dict__["encoding_class"] is None
+    lookups.clear()
+    work.execute(arrived)
+    assert lookups[("worker", name)] == 1, dict(lookups)
+    _ = arrived.label, arrived.paper_setting()  # after the run: the class it resolved is kept
+    assert lookups[("worker", name)] + lookups[("driver", name)] == 1
+
+
+def test_a_spec_carries_its_class_through_replace_but_not_to_another_encoding():
+    spec = build_grid(get_profile("smoke"), encodings=("rope",), tasks=("copy",)).specs[0]
+    cls = spec.resolved_class()
+    assert dataclasses.replace(spec, seed=7).__dict__["encoding_class"] == ("rope", cls)
+    assert dataclasses.replace(spec, encoding="alibi").__dict__["encoding_class"] is None
+    assert dataclasses.replace(spec, encoding="alibi").resolved_class() is registry.get_encoding_class(
+        "alibi"
+    )
+    assert "encoding_class" not in spec.to_dict() and spec == RunSpec.from_dict(spec.to_dict())
