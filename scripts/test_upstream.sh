@@ -21,8 +21,8 @@ echo "transformers $version in $venv"
 POSENC_VENV="$venv" POSENC_EXTRAS=test,peers POSENC_CONSTRAINTS="$locked" bash scripts/setup.sh
 "$venv/bin/python" -m pip install --disable-pip-version-check -q "transformers==$version"
 set +e
-"$venv/bin/python" -m pytest -q -p no:cacheprovider tests/test_hf_models.py tests/test_hf_parity.py tests/test_conform.py \
-  tests/test_conform_mrope.py tests/test_multiaxis_peers.py "$@"
+"$venv/bin/python" -m pytest -q -p no:cacheprovider tests/hf/test_hf_models.py tests/hf/test_hf_parity.py tests/unit/conform/test_vectors.py \
+  tests/unit/conform/test_mrope_vectors.py tests/hf/test_multiaxis_peers.py "$@"
 rc=$?
 set -e
 "$venv/bin/python" scripts/hf_support.py

@@ -1,5 +1,5 @@
 """Known populations for checking the benchmark's statistics by simulation (used by
-tests/test_stat_coverage.py and by ``python tests/stat_populations.py`` for the full tables).
+tests/unit/results/test_stats_coverage.py and by ``python tests/stat_populations.py`` for the full tables).
 
 A *cell* is a seeds x examples array like the benchmark's: every seed scores the same examples.
 

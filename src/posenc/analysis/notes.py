@@ -7,7 +7,7 @@ with a verdict; the table is data, ``notes_claims.json`` next to this module, re
 
 * ``holds`` / ``corrected`` -- settled by a demonstration of
   :mod:`posenc.analysis.demonstrations` (``check``), one of whose named findings
-  (``fact``) is true exactly when the note is right; ``tests/test_notes.py`` holds every
+  (``fact``) is true exactly when the note is right; ``tests/unit/analysis/test_notes.py`` holds every
   row to it;
 * ``pending`` -- a claim about trained models that ``posenc compare`` measures
   (``measure``, a key of :data:`MEASURES`); :func:`with_measurements` fills these in from
@@ -264,7 +264,7 @@ def markdown(
         "posenc was built from five notes on positional encoding that students and teachers pass",
         "around. This page lists what each of them claims, item by item, with a verdict and the",
         "command that shows it. It is generated from `posenc.analysis.notes.CLAIMS` by",
-        "`python scripts/update_notes_page.py`; `tests/test_notes.py` recomputes every",
+        "`python scripts/update_notes_page.py`; `tests/unit/analysis/test_notes.py` recomputes every",
         "demonstration and fails when a verdict no longer matches it. The same table is in the",
         "report (`posenc report`) and in `posenc notes`; `posenc show NAME` prints the",
         "corrections about encoding NAME, and the guided tour (`python -m posenc`) the five",

@@ -39,7 +39,7 @@ ORIGINAL = rope_scaling.ORIGINAL
 DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
 _NOT_PARAMS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
 # rope types of transformers' ROPE_INIT_FUNCTIONS that posenc does not implement, with what they
-# are (tests/test_hf_parity.py checks that every other one has posenc's parity).
+# are (tests/hf/test_hf_parity.py checks that every other one has posenc's parity).
 UNSUPPORTED_ROPE_TYPES = {
     "proportional": "Gemma 4's proportional RoPE (a partial share of the head rotated, full-width "
     "tables with zero frequencies for the rest, per-layer configs)",

@@ -25,7 +25,7 @@ rotated size, since the model's weights were trained with them.
 
 A family is listed here only once its checks pass (the model's own logits, greedy generation
 with and without the KV cache, left padding, ``remove`` bit-exact, ``torch.compile``):
-``tests/test_hf_models.py`` runs them for every row of :data:`FAMILIES` and
+``tests/hf/test_hf_models.py`` runs them for every row of :data:`FAMILIES` and
 ``scripts/hf_support.py`` writes the table of docs/hf-support.md from a run of them. Every
 other family is refused by name at :func:`posenc.hf.apply`, and at every apply posenc also
 calls the model's own rotary embedding once and checks that its tables equal posenc's for the

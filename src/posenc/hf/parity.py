@@ -14,7 +14,7 @@ remove         after ``remove()`` the logits are bit-identical to the model's ow
 compile        ``torch.compile(model, fullgraph=True)`` of the applied model equals it in eager
 =============  ================================================================================
 
-``tests/test_hf_models.py`` runs every check for every family of
+``tests/hf/test_hf_models.py`` runs every check for every family of
 :data:`posenc.hf.families.FAMILIES`, and ``scripts/hf_support.py`` writes the table of
 docs/hf-support.md from a run of them. :func:`check` runs them on any model factory, e.g.
 one loading a user's own checkpoint.

@@ -40,7 +40,7 @@ that does not grow with ``i * j``:
     needs gradients, or more shapes than torch's recompile limit take the chunked path
     with one log line.
 
-Both are tested against dense SDPA on full tensors (tests/test_kernels.py).
+Both are tested against dense SDPA on full tensors (tests/unit/kernels/test_kernels.py).
 """
 
 from __future__ import annotations

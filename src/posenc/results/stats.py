@@ -32,7 +32,7 @@ seeds the t quantile has about 2 degrees of freedom (4.3, not 1.96).
   observed seed variance (the Welch test's power: Monte Carlo up to 10 seeds, the noncentral t
   past them), and how many seeds a target difference needs.
 
-How well this holds is measured, not assumed: ``tests/test_stat_coverage.py`` simulates known
+How well this holds is measured, not assumed: ``tests/unit/results/test_stats_coverage.py`` simulates known
 populations (binary examples with seed and example effects on the logit scale, continuous
 per-example values) at 3, 5 and 10 seeds and checks the coverage of the 95% intervals and the
 error rate of the corrected tests; docs/benchmark.md gives the table, including the designs it

@@ -1,0 +1,278 @@
+"""Every published benchmark table regenerates, byte for byte, from the records shipped with it.
+
+``benchmarks/records/BLOCK/`` holds the records of the run each table in README.md and docs/*.md
+shows (``scripts/shipped_records.py``); the first tests here render every block from them and
+compare with the docs. The others check the mechanism on a tiny run of their own: shipping,
+checking, and failing when a table is edited by hand or a record changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from posenc import compare
+from posenc.compare.profile import get_profile
+from posenc.records.store import checksum
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TABLES = _script("update_benchmark_tables")
+NOTES_PAGE = _script("update_notes_page")
+shipped = sys.modules["shipped_records"]  # imported by the scripts, from next to them
+
+
+def stale_files(block: str, files: dict[Path, bool]) -> list[str]:
+    """The files whose ``block`` differs from what the shipped records give (NotShipped when none)."""
+    records, info = shipped.load(block)
+    summary = TABLES.tables.summarize(records)
+    stale, found = [], 0
+    for path, with_claims in files.items():
+        text = path.read_text(encoding="utf-8")
+        name = f"compare-{block}"
+        if TABLES.markers(name)[0] not in text:
+            continue
+        found += 1
+        body = TABLES.render_records(records, info, with_claims=with_claims, summary=summary)
+        if TABLES.splice(text, name, body, path) != text:
+            stale.append(path.name)
+    assert found, f"no file has the {block} block"
+    return stale
+
+
+def _block_body(path: Path, block: str) -> str | None:
+    """The text between the block's markers in ``path`` (None when it has no such block)."""
+    start, end = TABLES.markers(f"compare-{block}")
+    text = path.read_text(encoding="utf-8")
+    if start not in text:
+        return None
+    return text.split(start, 1)[1].split(end, 1)[0].strip("\n")
+
+
+def test_a_block_without_records_is_withdrawn_not_left_standing(tmp_path, monkeypatch):
+    """A block whose records are not shipped either says so (--withdraw) or fails the test above."""
+    page = tmp_path / "page.md"
+    start, end = TABLES.markers("compare-standard")
+    page.write_text(f"intro\n{start}\n| old | table |\n{end}\n", encoding="utf-8")
+    monkeypatch.setattr(TABLES, "FILES", {page: True})
+    assert _block_body(page, "standard") == "| old | table |"
+    assert TABLES.main(["--block", "standard", "--withdraw"]) == 0
+    body = _block_body(page, "standard")
+    assert body == TABLES.withdrawn("standard").strip("\n") and "posenc compare --profile standard" in body
+    assert page.read_text(encoding="utf-8").startswith("intro\n")
+
+
+def _shipped_runs(block: str) -> int:
+    try:
+        return len(json.loads((shipped.block_dir(block) / "grid.json").read_text())["run_ids"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def _published(block: str):
+    # summarising takes ~0.15 s of CPU a run: a block of many runs is slow
+    return pytest.param(block, marks=[pytest.mark.slow] if _shipped_runs(block) > 40 else [])
+
+
+@pytest.mark.parametrize("block", [_published(b) for b in TABLES.RUN_BLOCKS])
+def test_the_published_block_is_what_its_shipped_records_give(block):
+    try:
+        stale = stale_files(block, TABLES.FILES)
+    except shipped.NotShipped as exc:
+        # no records: the block must say it is not published, never show an older run's numbers
+        withdrawn = [
+            path.name
+            for path in TABLES.FILES
+            if _block_body(path, block) not in (None, TABLES.withdrawn(block).strip("\n"))
+        ]
+        if withdrawn:
+            pytest.fail(f"{exc} (or withdraw it: --block {block} --withdraw)", pytrace=False)
+        return
+    assert not stale, (
+        f"the {block} block in {', '.join(stale)} is not what the records in "
+        f"{shipped.shown(shipped.block_dir(block))} give: regenerate it with "
+        f"python scripts/update_benchmark_tables.py --block {block}"
+    )
+
+
+def test_the_notes_verdicts_are_what_the_shipped_notes_records_give():
+    try:
+        records, info = shipped.load(NOTES_PAGE.BLOCK)
+    except shipped.NotShipped as exc:
+        pytest.fail(str(exc), pytrace=False)
+    assert NOTES_PAGE.measurements(records, info) == NOTES_PAGE.MEASURED.read_text(encoding="utf-8"), (
+        f"{NOTES_PAGE.MEASURED.name} is not what the shipped notes records give: "
+        "run python scripts/update_notes_page.py"
+    )
+
+
+# ---------------------------------------------------------------------------
+# The mechanism, on a tiny run of its own.
+# ---------------------------------------------------------------------------
+
+PROFILE = dataclasses.replace(get_profile("smoke"), encodings=("nope",), tasks=("copy",))
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """A run of PROFILE (3 runs), then a run of another grid into the same directory: its
+    ``run.json`` and ``grid.json`` are the second run's, the first's is kept as ``first.json``."""
+    out = tmp_path_factory.mktemp("published")
+    quiet = {"show_progress": False, "log": lambda _: None}
+    compare.compare(PROFILE, out=out, command=f"posenc compare --profile smoke --out {out}", **quiet)
+    shutil.copy(out / "run.json", out / "first.json")
+    compare.compare(PROFILE, seeds=(3,), out=out, command="posenc compare --seeds 3", **quiet)
+    return out
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """An empty shipped tree and a doc with a quick block (where the scripts look)."""
+    monkeypatch.setattr(shipped, "SHIPPED", tmp_path / "records")
+    doc = tmp_path / "doc.md"
+    doc.write_text("intro\n<!-- compare-quick:start -->\nold\n<!-- compare-quick:end -->\noutro\n")
+    monkeypatch.setattr(TABLES, "FILES", {doc: True})
+    return doc
+
+
+def _ship(results):
+    return shipped.export(results, "quick", profile=PROFILE, run_info=results / "first.json")
+
+
+def test_shipping_takes_the_grids_records_without_weights(results, tree):
+    folder = _ship(results)
+    files = sorted(folder.rglob("*.json.gz"))
+    grid = json.loads((folder / "grid.json").read_text())
+    assert len(files) == 3 and len(grid["run_ids"]) == 3  # the seed-3 run of the same directory is not
+    assert not list(folder.rglob("*.pt")) and len(list(results.rglob("*.pt"))) == 4
+    for path in files:  # each the record as written, byte for byte; it still names its weights
+        original = results / path.relative_to(folder).with_suffix("")
+        assert gzip.decompress(path.read_bytes()) == original.read_bytes()
+        assert "weights" in json.loads(original.read_text())
+    info = json.loads((folder / "run.json").read_text())
+    assert info["command"] == f"posenc compare --profile smoke --out {results.name}"  # no machine's path
+    first = [p.read_bytes() for p in files]
+    _ship(results)  # shipping again gives the same bytes (git keeps one copy of a record in two blocks)
+    assert [p.read_bytes() for p in sorted(folder.rglob("*.json.gz"))] == first
+
+
+def test_shipping_refuses_another_runs_description(results, tree):
+    with pytest.raises(SystemExit, match="describes a run of 1 run"):  # run.json is the seed-3 run's
+        shipped.export(results, "quick", profile=PROFILE)
+    with pytest.raises(SystemExit, match="a run of profile 'smoke', not 'quick'"):
+        shipped.export(results, "quick", run_info=results / "first.json")
+    with pytest.raises(SystemExit, match="not found"):
+        shipped.export(results, "quick", profile=PROFILE, run_info=results / "nothing.json")
+
+
+def test_ship_then_check_from_the_shipped_records_alone(results, tree, monkeypatch, tmp_path):
+    folder = _ship(results)
+    assert TABLES.main(["--block", "quick", "--check"]) == 1  # "old" is not the table
+    assert TABLES.main(["--block", "quick"]) == 0
+    text = tree.read_text()
+    assert text.startswith("intro\n<!-- compare-quick:start -->\n`posenc compare --profile smoke --out ")
+    assert TABLES.main(["--block", "quick", "--check"]) == 0
+    # the shipped records give the table a run directory of that grid alone gives
+    records, info = shipped.load("quick")
+    alone = tmp_path / "alone"
+    for path in folder.rglob("*.json.gz"):
+        target = alone / path.relative_to(folder).with_suffix("")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(gzip.decompress(path.read_bytes()))
+    shutil.copy(results / "first.json", alone / "run.json")
+    assert TABLES.render(alone, with_claims=True) == TABLES.render_records(records, info, with_claims=True)
+    # and reading them never loads weights
+    import torch
+
+    def no_weights(*args, **kwargs):
+        raise AssertionError("weights loaded")
+
+    monkeypatch.setattr(torch, "load", no_weights)
+    assert stale_files("quick", TABLES.FILES) == []
+
+
+def test_a_table_edited_by_hand_fails_the_check(results, tree):
+    _ship(results)
+    TABLES.main(["--block", "quick"])
+    text = tree.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| nope |"))
+    tree.write_text(text.replace(row, row.replace("| nope |", "| nope  |", 1)))
+    assert stale_files("quick", TABLES.FILES) == ["doc.md"]
+    assert TABLES.main(["--block", "quick", "--check"]) == 1
+
+
+def _change(path: Path, change, *, seal: bool = True) -> None:
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    change(data)
+    if seal:
+        data["checksum"] = checksum(data)
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+
+
+def test_a_changed_record_fails_the_check(results, tree):
+    folder = _ship(results)
+    TABLES.main(["--block", "quick"])
+    first = sorted(folder.rglob("*.json.gz"))[0]
+
+    def faster(data):
+        data["result"]["timing"]["steps_per_second"] *= 2
+
+    _change(first, faster)  # sealed again: a valid record, another table
+    assert stale_files("quick", TABLES.FILES) == ["doc.md"]
+    assert TABLES.main(["--block", "quick", "--check"]) == 1
+    _change(first, faster, seal=False)  # not sealed: refused, naming the file
+    with pytest.raises(shipped.NotShipped, match=f"{first.name}: not a valid record \\(checksum mismatch\\)"):
+        TABLES.main(["--block", "quick", "--check"])
+
+
+def test_missing_records_are_named_never_skipped(results, tree):
+    with pytest.raises(shipped.NotShipped, match="no records shipped for the quick block"):
+        stale_files("quick", TABLES.FILES)
+    folder = _ship(results)
+    sorted(folder.rglob("*.json.gz"))[0].unlink()
+    with pytest.raises(shipped.NotShipped, match="1 of the grid's 3 runs missing"):
+        TABLES.main(["--block", "quick", "--check"])
+
+
+def test_the_claims_verdicts_are_counted_by_label(results, tree):
+    rows = [{"verdict": v} for v in ("agrees", "inconclusive", "not reproduced at this scale", "agrees")]
+    assert TABLES.verdict_counts(rows) == (
+        "Verdicts of the 4 claims: agrees 2, disagrees 0, inconclusive 1, not reproduced at this scale 1."
+    )
+    _ship(results)
+    records, info = shipped.load("quick")
+    text = TABLES.render_records(records, info, with_claims=True)
+    count = text.split("\n\n| source |")[0].rsplit("\n", 1)[-1]
+    assert count == TABLES.verdict_counts(TABLES.claims.claims(records))
+    assert "Verdicts of" not in TABLES.render_records(records, info, with_claims=False)
+
+
+def test_the_notes_verdicts_are_measured_from_the_shipped_notes_records(results, tree, monkeypatch, tmp_path):
+    measured = tmp_path / "notes_measured.json"
+    monkeypatch.setattr(NOTES_PAGE, "MEASURED", measured)
+    monkeypatch.setattr(NOTES_PAGE, "PAGE", tmp_path / "notes.md")
+    monkeypatch.setattr(NOTES_PAGE.notes, "markdown", lambda: "the page\n")
+    with pytest.raises(shipped.NotShipped, match="notes block"):
+        NOTES_PAGE.main(["--check"])
+    shipped.export(results, "notes", profile=PROFILE, run_info=results / "first.json")
+    assert NOTES_PAGE.main([]) == 0
+    data = json.loads(measured.read_text())
+    assert data["command"] == f"posenc compare --profile smoke --out {results.name}"
+    assert NOTES_PAGE.main(["--check"]) == 0
+    measured.write_text(measured.read_text().replace("posenc compare", "posenc  compare"))
+    assert NOTES_PAGE.main(["--check"]) == 1
