@@ -92,3 +92,33 @@ def test_a_spec_carries_its_class_through_replace_but_not_to_another_encoding():
         "alibi"
     )
     assert "encoding_class" not in spec.to_dict() and spec == RunSpec.from_dict(spec.to_dict())
+
+
+@pytest.mark.parametrize("name", ["alibi", "rope"])
+def test_hf_apply_looks_the_name_up_once_for_every_layer(lookups, name):
+    transformers = pytest.importorskip("transformers")
+    import posenc.hf
+
+    config = transformers.LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    )  # fmt: skip
+    model = transformers.LlamaForCausalLM(config)
+    lookups.clear()
+    posenc.hf.apply(
+        model, name, **({"scaling": {"rope_type": "linear", "factor": 2.0}} if name == "rope" else {})
+    )
+    # rope: the model's own RoPE, read from its config to compare against, is a second, separate use
+    assert lookups[("driver", name)] == (2 if name == "rope" else 1), dict(lookups)
+
+
+def test_a_schedule_layer_keeps_its_class_and_pickles_without_it():
+    from posenc.schedules import LayerEncoding
+
+    layer = LayerEncoding("alibi", {}, "global")
+    assert layer.resolved_class is registry.get_encoding_class("alibi")
+    arrived = pickle.loads(pickle.dumps(layer))
+    assert "encoding_class" not in arrived.__dict__ and arrived == layer
+    assert arrived.resolved_class is layer.resolved_class
+    assert dataclasses.replace(layer, role="local").__dict__["encoding_class"][1] is layer.resolved_class
+    assert dataclasses.replace(layer, encoding="t5").resolved_class is registry.get_encoding_class("t5")

@@ -63,7 +63,7 @@ from posenc.hf.attention_function import ATTENTION, register
 from posenc.hf.config import config_dict, from_hf
 from posenc.hf.families import TESTED_TRANSFORMERS, Family, family_of
 from posenc.registry import build, get_encoding_class
-from posenc.schedules import LayerEncoding, Schedule, uniform
+from posenc.schedules import LayerEncoding, Schedule
 
 KINDS = ("rotary", "bias", "none")  # what can act inside a transformers attention layer
 ROTARY = "rotary_emb"  # the attribute every family keeps its rotary embedding in
@@ -369,10 +369,12 @@ def _layer_schedule(
     if encoding is None:
         encoding = "rope"
     if isinstance(encoding, str):
-        kind = get_encoding_class(encoding).kind
-        if kind not in KINDS:
-            raise PosencError(_kind_message(encoding, kind))
-        schedule = uniform(num_layers, encoding, **config)
+        cls = get_encoding_class(encoding)  # the one lookup: every layer below carries the class
+        if cls.kind not in KINDS:
+            raise PosencError(_kind_message(encoding, cls.kind))
+        schedule = Schedule(
+            (LayerEncoding(encoding, config, encoding_class=cls),) * num_layers, name=encoding
+        )
         if encoding == "rope" and rotates is not None:  # the model's own NoPE layers stay NoPE
             nope = LayerEncoding("nope", {}, "nope")
             return Schedule(tuple(x if r else nope for x, r in zip(schedule.layers, rotates)), "rope")
