@@ -31,7 +31,7 @@ from docblocks import shown_command
 from posenc.compare import tuning
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import Profile, get_profile
-from posenc.records.files import MAX_RECORD_BYTES, read_record_file
+from posenc.records.files import MAX_RECORD_BYTES, parse_record, read_record_file
 from posenc.records.spec import RunSpec
 from posenc.records.store import ResultStore, validate_record
 
@@ -154,12 +154,7 @@ def _read(path: Path) -> tuple[Any, str | None]:
             raw = handle.read(MAX_RECORD_BYTES + 1)
     except (OSError, EOFError) as exc:
         return None, f"not a readable gzip file ({type(exc).__name__})"
-    if len(raw) > MAX_RECORD_BYTES:
-        return None, f"larger than {MAX_RECORD_BYTES >> 20} MiB"
-    try:
-        return json.loads(raw.decode("utf-8")), None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, f"unreadable JSON ({type(exc).__name__})"
+    return parse_record(raw)
 
 
 def load(block: str, shipped: Path | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:

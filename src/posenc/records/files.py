@@ -145,6 +145,12 @@ def read_record_file(path: Path) -> tuple[Any, str | None]:
             raw = handle.read(MAX_RECORD_BYTES + 1)
     except OSError as exc:
         return None, f"unreadable ({exc.strerror or type(exc).__name__})"
+    return parse_record(raw)
+
+
+def parse_record(raw: bytes) -> tuple[Any, str | None]:
+    """``(parsed JSON, None)`` of a record's bytes (read up to ``MAX_RECORD_BYTES + 1``), or
+    ``(None, why not)``: too large, not UTF-8, not JSON."""
     if len(raw) > MAX_RECORD_BYTES:
         return None, f"larger than {MAX_RECORD_BYTES >> 20} MiB"
     try:
