@@ -138,6 +138,19 @@ class TransformerConfig:
                 f"encoding_config must be a dict, got {type(self.encoding_config).__name__}"
             )
         object.__setattr__(self, "encoding_config", dict(self.encoding_config))  # private copy
+        kind = self._check_encoding()
+        check_choice("combine", self.combine, COMBINES)
+        check_choice("inject", self.inject, INJECTS)
+        if kind != "additive" and (self.combine, self.inject) != ("add", "input"):
+            raise PosencError(
+                f"combine/inject apply to additive encodings only; {self.encoding!r} is of kind {kind!r}"
+            )
+        if self.combine == "concat" and self.inject == "every_layer":
+            raise PosencError("inject='every_layer' requires combine='add'")
+
+    def _check_encoding(self) -> str:
+        """Check ``encoding`` against the rest of the config; its kind ("per-layer" for a schedule).
+        A name (unknown ones raise PosencError with a suggestion) or a class is resolved once, here."""
         if isinstance(self.encoding, dict):  # from to_dict() / JSON
             object.__setattr__(self, "encoding", Schedule.from_dict(self.encoding))
         if isinstance(self.encoding, Schedule):
@@ -160,21 +173,14 @@ class TransformerConfig:
                     f"config, got encoding_config={self.encoding_config!r}"
                 )
             check_model_dims(self.encoding, d_model=self.d_model, num_heads=self.num_heads)
-        else:  # a name (unknown ones raise PosencError with a suggestion) or a class: resolved once
+        else:
             if isinstance(self.encoding, type):
                 cls = check_encoding_class(self.encoding, source="encoding")
             else:
                 cls = get_encoding_class(self.encoding)
             object.__setattr__(self, "_encoding_class", cls)
             kind = cls.kind
-        check_choice("combine", self.combine, COMBINES)
-        check_choice("inject", self.inject, INJECTS)
-        if kind != "additive" and (self.combine, self.inject) != ("add", "input"):
-            raise PosencError(
-                f"combine/inject apply to additive encodings only; {self.encoding!r} is of kind {kind!r}"
-            )
-        if self.combine == "concat" and self.inject == "every_layer":
-            raise PosencError("inject='every_layer' requires combine='add'")
+        return kind
 
     @property
     def encoding_class(self) -> type[PositionalEncoding] | None:

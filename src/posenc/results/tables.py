@@ -228,7 +228,9 @@ def not_converged_reasons(records: list[dict[str, Any]]) -> dict[str, str]:
             at_cap = ", ".join(f"seed {r['spec']['seed']}: {_last_check(r):.3f} nats/byte" for r in missed)
         else:
             rule = f"held-out exact match stayed below {train['converge_at']:.0%}"
-            at_cap = ", ".join(f"seed {r['spec']['seed']}: {_last_check(r):.0%}" for r in missed)
+            at_cap = ", ".join(
+                f"seed {r['spec']['seed']}: {_below(_last_check(r), train['converge_at'])}" for r in missed
+            )
         lrs = sorted({r["spec"]["train"]["lr"] for r in missed})
         source = missed[0]["spec"].get("lr_source") or "the profile's"
         out[f"{label} / {task}"] = (
@@ -236,6 +238,15 @@ def not_converged_reasons(records: list[dict[str, Any]]) -> dict[str, str]:
             f"learning rate {', '.join(f'{lr:g}' for lr in lrs)}: {source}"
         )
     return out
+
+
+def _below(value: float, threshold: float) -> str:
+    """``value`` as a percentage that does not read as reaching ``threshold`` (98.9% of a 99% rule
+    is "98.9%", not "99%")."""
+    shown = f"{value:.0%}"
+    if math.isnan(value) or value >= threshold or round(value * 100) < round(threshold * 100):
+        return shown
+    return f"{math.floor(value * 1000) / 10:.1f}%"
 
 
 def _last_check(record: dict[str, Any]) -> float:

@@ -218,11 +218,11 @@ class LearnedAxial(_AxialAdditive):
             return
         if self.config.extra_rows:
             raise PosencError(
-                f"coordinate {top} on axis {axis} is past the tables: max_len={self.config.max_len} plus "
+                f"positions: coordinate {top} on axis {axis} is past the tables: max_len={self.config.max_len} plus "
                 f"extra_rows={self.config.extra_rows} gives valid coordinates [0, {rows - 1}] per axis"
             )
         raise PosencError(
-            f"coordinate {top} on axis {axis} >= max_len={self.config.max_len}: a learned table has no row "
+            f"positions: coordinate {top} on axis {axis} >= max_len={self.config.max_len}: a learned table has no row "
             f"for it. Raise max_len, resample the tables to a larger grid with interpolated(max_len), or "
             f"opt in to untrained rows with extra_rows=N"
         )
