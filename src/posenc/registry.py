@@ -276,6 +276,35 @@ def build_for_model(
     return cls(cls.Config.from_dict(merged, owner=name if isinstance(name, str) else name_of(cls)))
 
 
+class HoldsEncodingClass:
+    """For a frozen dataclass with an ``encoding`` name and an ``encoding_class`` InitVar: the class
+    of ``encoding`` where its maker has it (``dataclasses.replace`` carries it while ``encoding``
+    stays the same), else looked up once, when first asked for. Not data: in no ``to_dict``, run id or
+    comparison, and not pickled (another process resolves the name itself)."""
+
+    encoding: Any
+
+    def _hold_class(self, given: Any) -> None:
+        if isinstance(given, tuple):  # carried over by dataclasses.replace: (encoding, class)
+            given = given[1] if given[0] == self.encoding else None
+        if given is not None:
+            given = check_encoding_class(given, source="encoding_class")
+        object.__setattr__(self, "encoding_class", None if given is None else (self.encoding, given))
+
+    def resolved_class(self) -> type[PositionalEncoding]:
+        """The class of ``encoding``: the one handed over, else looked up once and kept."""
+        held = self.__dict__.get("encoding_class")
+        if held is None:
+            held = (self.encoding, get_encoding_class(self.encoding))
+            object.__setattr__(self, "encoding_class", held)
+        return held[1]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("encoding_class", None)
+        return state
+
+
 def name_of(cls: type[PositionalEncoding]) -> str:
     """The name an error message gives a class: its built-in or registered name, else its qualname."""
     for table in (BUILTINS, GROUP.registered):

@@ -35,11 +35,11 @@ from typing import Any
 from posenc.core.checks import check_int, did_you_mean
 from posenc.core.errors import PosencError, PosencTypeError
 from posenc.encoding.base import PositionalEncoding
-from posenc.registry import build_for_model, check_encoding_class, get_encoding_class
+from posenc.registry import HoldsEncodingClass, build_for_model
 
 
 @dataclass(frozen=True)
-class LayerEncoding:
+class LayerEncoding(HoldsEncodingClass):
     encoding: str  # a name in posenc.ENCODINGS (any kind but "additive")
     config: dict[str, Any] = field(default_factory=dict)  # its Config fields; the model fills its dims
     role: str = ""  # a label for tables: "local", "global", "nope", ...
@@ -48,14 +48,8 @@ class LayerEncoding:
     encoding_class: InitVar[Any] = None
 
     def __post_init__(self, encoding_class: Any) -> None:
-        held = encoding_class
-        if isinstance(held, tuple):  # carried over by dataclasses.replace: (encoding, class)
-            held = held[1] if held[0] == self.encoding else None
-        if held is None:
-            cls = get_encoding_class(self.encoding)  # unknown names raise, with a suggestion
-        else:
-            cls = check_encoding_class(held, source="encoding_class")
-        object.__setattr__(self, "encoding_class", (self.encoding, cls))
+        self._hold_class(encoding_class)
+        cls = self.resolved_class()  # unknown names raise, with a suggestion
         if cls.kind == "additive":
             raise PosencError(
                 f"encoding {self.encoding!r} is additive: it acts once on the token embeddings, not per "
@@ -71,22 +65,6 @@ class LayerEncoding:
                     f"valid keys: {names}{did_you_mean(key, names)}"
                 )
         object.__setattr__(self, "config", json.loads(json.dumps(dict(self.config))))  # a private copy
-
-    @property
-    def resolved_class(self) -> type[PositionalEncoding]:
-        """The class of ``encoding``, resolved once (when the layer was made, or after it arrived
-        pickled in another process)."""
-        held = self.__dict__.get("encoding_class")
-        if held is None:
-            held = (self.encoding, get_encoding_class(self.encoding))
-            object.__setattr__(self, "encoding_class", held)
-        return held[1]
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the class (another process resolves the name itself)."""
-        state = dict(self.__dict__)
-        state.pop("encoding_class", None)
-        return state
 
     def to_dict(self) -> dict[str, Any]:
         return {"encoding": self.encoding, "config": dict(self.config), "role": self.role}
@@ -164,7 +142,7 @@ class Schedule:
         for index, layer in enumerate(self.layers):
             config = {**dict(layer_defaults(index, layer)), **layer.config}
             key = json.dumps([layer.encoding, config], sort_keys=True, default=repr)
-            cls = layer.resolved_class
+            cls = layer.resolved_class()
             shared = cls.share_across_layers if share is None else share
             if not shared or key not in built:
                 built[key] = build_for_model(
@@ -188,6 +166,12 @@ class Schedule:
         unknown = set(data) - {"name", "layers"}
         if unknown:
             raise PosencError(f"unknown schedule key(s) {sorted(unknown)}; valid: ['name', 'layers']")
+        for layer in data["layers"]:
+            keys = set(layer) if isinstance(layer, Mapping) else None
+            if keys is None or not keys <= {"encoding", "config", "role"}:
+                raise PosencError(
+                    f"a schedule layer is a dict with keys 'encoding', 'config', 'role'; got {layer!r}"
+                )
         layers = tuple(LayerEncoding(**dict(layer)) for layer in data["layers"])
         return cls(layers, name=str(data.get("name", "")))
 

@@ -116,9 +116,25 @@ def test_a_schedule_layer_keeps_its_class_and_pickles_without_it():
     from posenc.schedules import LayerEncoding
 
     layer = LayerEncoding("alibi", {}, "global")
-    assert layer.resolved_class is registry.get_encoding_class("alibi")
+    assert layer.resolved_class() is registry.get_encoding_class("alibi")
     arrived = pickle.loads(pickle.dumps(layer))
     assert "encoding_class" not in arrived.__dict__ and arrived == layer
-    assert arrived.resolved_class is layer.resolved_class
-    assert dataclasses.replace(layer, role="local").__dict__["encoding_class"][1] is layer.resolved_class
-    assert dataclasses.replace(layer, encoding="t5").resolved_class is registry.get_encoding_class("t5")
+    assert arrived.resolved_class() is layer.resolved_class()
+    assert dataclasses.replace(layer, role="local").__dict__["encoding_class"][1] is layer.resolved_class()
+    assert dataclasses.replace(layer, encoding="t5").resolved_class() is registry.get_encoding_class("t5")
+
+
+def test_a_record_or_a_schedule_dict_cannot_hand_over_a_class():
+    """The class travels only in memory: a record's spec or a schedule read from JSON naming
+    ``encoding_class`` is refused, naming the key."""
+    from posenc.core.errors import PosencError
+    from posenc.schedules import Schedule
+
+    spec = build_grid(get_profile("smoke"), encodings=("rope",), tasks=("copy",)).specs[0]
+    with pytest.raises(PosencError, match="encoding_class"):
+        RunSpec.from_dict({**spec.to_dict(), "encoding_class": "os:system"})
+    layer = {"encoding": "alibi", "config": {}, "role": "", "encoding_class": "os:system"}
+    with pytest.raises(PosencError, match="encoding_class"):
+        Schedule.from_dict({"name": "", "layers": [layer]})
+    with pytest.raises(PosencError):
+        RunSpec(task="copy", encoding="rope", seed=0, encoding_class="os:system")

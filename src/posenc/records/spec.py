@@ -22,10 +22,10 @@ from typing import Any
 from posenc import schedules
 from posenc.core.datafiles import MISSING, Where, typed
 from posenc.core.errors import PosencError
-from posenc.encoding.base import PaperSetting, PositionalEncoding
+from posenc.encoding.base import PaperSetting
 from posenc.nn.transformer import paper_setting as model_setting
 from posenc.records import benchmark_scalings as scalings
-from posenc.registry import get_encoding_class
+from posenc.registry import HoldsEncodingClass
 from posenc.tasks import text
 
 #: Version 2: training stops at in-distribution convergence (held-out checks, a step
@@ -156,7 +156,7 @@ class EvalSpec:
 
 
 @dataclass(frozen=True)
-class RunSpec:
+class RunSpec(HoldsEncodingClass):
     """Everything one worker needs; pickles to other processes (or machines)."""
 
     task: str  # a task name or import spec (posenc.tasks.task_names()), or "lm"
@@ -191,29 +191,10 @@ class RunSpec:
     encoding_class: InitVar[Any] = None
 
     def __post_init__(self, encoding_class: Any) -> None:
-        held = encoding_class
-        if isinstance(held, tuple):  # carried over by dataclasses.replace: (encoding, class)
-            held = held[1] if held[0] == self.encoding else None
-        if held is not None and not (isinstance(held, type) and issubclass(held, PositionalEncoding)):
-            raise PosencError(f"encoding_class must be a PositionalEncoding subclass, got {held!r}")
-        object.__setattr__(self, "encoding_class", (self.encoding, held) if held is not None else None)
+        self._hold_class(encoding_class)
         if self.model.scale_embeddings is None:  # as the encoding's paper: resolved once, here
             scaled = self.paper_setting().scale_embeddings
             object.__setattr__(self, "model", dataclasses.replace(self.model, scale_embeddings=scaled))
-
-    def resolved_class(self) -> type[PositionalEncoding]:
-        """The class of ``encoding``: the one the maker handed over, else looked up once and kept."""
-        held = self.__dict__.get("encoding_class")
-        if held is None:
-            held = (self.encoding, get_encoding_class(self.encoding))
-            object.__setattr__(self, "encoding_class", held)
-        return held[1]
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the class (another process resolves the name itself)."""
-        state = dict(self.__dict__)
-        state.pop("encoding_class", None)
-        return state
 
     def paper_setting(self) -> PaperSetting:
         """How the paper of this run's encoding (or every encoding of its schedule) sets up the model."""
