@@ -22,21 +22,9 @@ LIMIT = 60
 
 #: ``"module:qualified name" -> (lines it may not grow past, why it is longer than LIMIT)``.
 EXCEPTIONS: dict[str, tuple[int, str]] = {
-    "posenc.kernels.bias_attention:chunked_bias_attention": (
-        111,
-        "library half (kernels, being moved into folders): one dispatch over three fast paths "
-        "(Toeplitz table, FIRE's MLP in C, dense bias) sharing one block plan; split with the move",
-    ),
     "posenc.analysis.notes:markdown": (
         70,
         "mostly the fixed prose of docs/notes.md, line by line (a template); the logic is 20 lines",
-    ),
-    "posenc.extend:run": (120, "posenc extend, being reworked on its own branch; split there"),
-    "posenc.extend:preflight": (65, "posenc extend, being reworked on its own branch; split there"),
-    "posenc.cli.extend:extend_command": (
-        68,
-        "posenc extend's command, being reworked with it on its own branch (its checks move into "
-        "the library as compare's did)",
     ),
 }
 

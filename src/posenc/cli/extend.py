@@ -132,30 +132,17 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
     with --trust-remote-code.
     """
     if list_protocols:
-        rows = {name: protocols.load(name).description for name in protocols.shipped_names()}
-        if fmt == "json":
-            click.echo(json.dumps(rows, indent=2))
-        else:
-            width = max(map(len, rows))
-            for name, description in rows.items():
-                click.echo(f"{name:{width}s}  {description}")
+        _list_protocols(fmt)
         return
     ctx = click.get_current_context()
     if config is not None and ctx.get_parameter_source("protocol") is not click.core.ParameterSource.DEFAULT:
         raise click.UsageError("give --protocol NAME or --config FILE, not both")
     if address and executor != "ray":
         raise click.UsageError("--address needs --executor ray")
-    prot = protocols.load(config if config is not None else protocol, settings)
-    changes = {
-        "model": model, "text": text, "documents": documents, "context": context, "chunk": chunk,
-        "workers": workers, "precision": precision,
-        "device": None if device is None else check_device_text(device, "--device"),
-        "scalings": None if scalings is None else tuple(p.strip() for p in scalings.split(",") if p.strip()),
-        "factors": _floats("--factors", factors), "lengths": _ints("--lengths", lengths),
-        "passkey_lengths": _ints("--passkey-lengths", passkey_lengths),
-        "passkey_depths": _floats("--passkey-depths", passkey_depths),
-    }  # fmt: skip
-    prot = protocols.replace(prot, **{k: v for k, v in changes.items() if v is not None})
+    prot = _protocol(config if config is not None else protocol, settings, model=model, text=text,
+                     documents=documents, context=context, chunk=chunk, workers=workers, precision=precision,
+                     device=device, scalings=scalings, factors=factors, lengths=lengths,
+                     passkey_lengths=passkey_lengths, passkey_depths=passkey_depths)  # fmt: skip
     if print_config:
         click.echo(
             protocols.dump(prot, header=f"posenc extend: the effective protocol {prot.name}"), nl=False
@@ -177,25 +164,57 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
         summarize_only=summarize_only,
     )  # fmt: skip
     if plan_only:
-        click.echo(f"{len(result.summary) or 'the'} plan: {result.flops / 1e12:.2f} TFLOP; nothing was run")
+        click.echo(f"the plan: {result.flops / 1e12:.2f} TFLOP; nothing was run")
         return
+    _print_result(result, fmt)
+    if result.failed:
+        raise SystemExit(1)
+
+
+def _list_protocols(fmt: str) -> None:
+    rows = {name: protocols.load(name).description for name in protocols.shipped_names()}
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    width = max(map(len, rows))
+    for name, description in rows.items():
+        click.echo(f"{name:{width}s}  {description}")
+
+
+def _protocol(
+    source, settings, *, device, scalings, factors, lengths, passkey_lengths, passkey_depths, **plain
+):
+    """The protocol file or name ``source`` with ``--set`` settings, then the options given
+    (``plain``: the ones taken as they are) over it; the library checks every value."""
+    changes = {
+        **plain,
+        "device": None if device is None else check_device_text(device, "--device"),
+        "scalings": None if scalings is None else tuple(p.strip() for p in scalings.split(",") if p.strip()),
+        "factors": _floats("--factors", factors), "lengths": _ints("--lengths", lengths),
+        "passkey_lengths": _ints("--passkey-lengths", passkey_lengths),
+        "passkey_depths": _floats("--passkey-depths", passkey_depths),
+    }  # fmt: skip
+    return protocols.replace(
+        protocols.load(source, settings), **{k: v for k, v in changes.items() if v is not None}
+    )
+
+
+def _print_result(result: ext.ExtendResult, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps({"summary": result.summary, "files": result.files, "done": result.done,
                                "resumed": result.resumed, "failed": result.failed}, indent=1))  # fmt: skip
-    else:
-        header, body = table_rows(result.summary)
-        table = Table(title=f"posenc extend: {result.model}", title_justify="left")
-        for name in header:
-            table.add_column(name, overflow="fold")
-        for row in body:
-            table.add_row(*(Text(cell) for cell in row))  # plain text: '[low, high]' is no markup
-        console = Console(width=max(160, Console().width), markup=False)  # labels hold [...]: data
-        console.print(table)
-        console.print(result.summary["caption"], markup=False)
-        for line in result.notes():
-            console.print(line, markup=False)
-    if result.failed:
-        raise SystemExit(1)
+        return
+    header, body = table_rows(result.summary)
+    table = Table(title=f"posenc extend: {result.model}", title_justify="left")
+    for name in header:
+        table.add_column(name, overflow="fold")
+    for row in body:
+        table.add_row(*(Text(cell) for cell in row))  # plain text: '[low, high]' is no markup
+    console = Console(width=max(160, Console().width), markup=False)  # labels hold [...]: data
+    console.print(table)
+    console.print(result.summary["caption"], markup=False)
+    for line in result.notes():
+        console.print(line, markup=False)
 
 
 COMMANDS = [extend_command]

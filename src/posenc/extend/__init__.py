@@ -108,30 +108,11 @@ class Preflight:
 def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoints.Checkpoint) -> Preflight:
     """Refuse, naming the option, a checkpoint without RoPE, a family posenc has not verified or
     that refuses new scalings, and a scaling the model's rotary size refuses."""
-    import torch
     import transformers
 
+    config = _read_config(checkpoint)
     raw = checkpoint.config
-    model_type = raw.get("model_type")
-    text_raw: dict[str, Any] = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
-    if model_type not in FAMILIES and not any(key in text_raw for key in ROPE_KEYS):
-        raise PosencError(
-            f"--model {checkpoint.path!r}: model_type {model_type!r} has no rotary position embedding (RoPE) "
-            "in its config; posenc extend measures RoPE scalings"
-        )
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
-    try:
-        config = transformers.AutoConfig.from_pretrained(
-            checkpoint.path, trust_remote_code=checkpoint.trust_remote_code
-        )
-    except (OSError, ValueError, KeyError) as exc:
-        raise PosencError(
-            f"--model {checkpoint.path!r}: transformers cannot read its config ({exc})"
-        ) from None
-    finally:
-        transformers.logging.set_verbosity(verbosity)
-    architectures = raw.get("architectures") or [f"model_type {model_type}"]
+    architectures = raw.get("architectures") or [f"model_type {raw.get('model_type')}"]
     _, family = family_of(config, str(architectures[0]), transformers.__version__)
     if family.rescaling:
         raise PosencError(
@@ -151,6 +132,45 @@ def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoin
         )
     dim = int(rope.get("rotary_dim") or int(rope["head_dim"] * rope.get("partial_rotary_factor", 1.0)))
     longrope = sc.longrope_of(cfg)
+    _check_scalings(protocol, entries, context=context, dim=dim, base=float(rope["base"]), longrope=longrope)
+    shape = plans.Shape.of(text_config, _parameters(config, checkpoint))
+    return Preflight(
+        checkpoint, text_config, family.label, context, dim, float(rope["base"]), longrope, shape
+    )
+
+
+def _read_config(checkpoint: checkpoints.Checkpoint) -> Any:
+    """The checkpoint's transformers config; refused when its config names no RoPE or
+    transformers cannot read it."""
+    import transformers
+
+    raw = checkpoint.config
+    model_type = raw.get("model_type")
+    text_raw: dict[str, Any] = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
+    if model_type not in FAMILIES and not any(key in text_raw for key in ROPE_KEYS):
+        raise PosencError(
+            f"--model {checkpoint.path!r}: model_type {model_type!r} has no rotary position embedding (RoPE) "
+            "in its config; posenc extend measures RoPE scalings"
+        )
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        return transformers.AutoConfig.from_pretrained(
+            checkpoint.path, trust_remote_code=checkpoint.trust_remote_code
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        raise PosencError(
+            f"--model {checkpoint.path!r}: transformers cannot read its config ({exc})"
+        ) from None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+
+
+def _check_scalings(
+    protocol: Protocol, entries: list[sc.Entry], *, context: int, dim: int, base: float,
+    longrope: dict[str, Any] | None,
+) -> None:  # fmt: skip
+    """Every scaling at every length the protocol asks for, as the model's rotary size takes it."""
     for entry in entries:
         if entry.name == "longrope" and longrope is None:
             raise PosencError(
@@ -163,15 +183,19 @@ def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoin
                 rope_scaling.Scaling.parse(scaling, dim=dim)
             except PosencError as exc:
                 raise PosencError(f"--scalings {entry.key} at {length} tokens: {exc}") from None
-            sc.check_equivalent(entry, length, context, dim=dim, base=float(rope["base"]), longrope=longrope)
+            sc.check_equivalent(entry, length, context, dim=dim, base=base, longrope=longrope)
+
+
+def _parameters(config: Any, checkpoint: checkpoints.Checkpoint) -> int:
+    """The model's parameter count, from a model built on the meta device (no memory, no weights)."""
+    import torch
+    import transformers
+
     with torch.device("meta"):
         meta = transformers.AutoModelForCausalLM.from_config(
             config, trust_remote_code=checkpoint.trust_remote_code
         )
-    shape = plans.Shape.of(text_config, sum(p.numel() for p in meta.parameters()))
-    return Preflight(
-        checkpoint, text_config, family.label, context, dim, float(rope["base"]), longrope, shape
-    )
+    return sum(p.numel() for p in meta.parameters())
 
 
 def _tokenizers(checkpoint: checkpoints.Checkpoint) -> tuple[Any, Callable[[str], list[int]], list[int]]:
@@ -238,6 +262,116 @@ def default_threads(workers: int) -> int:
     return max(1, cores // max(1, workers))
 
 
+@dataclass
+class _Setup:
+    """What :func:`run` knows before any cell runs: every input checked, the grid planned."""
+
+    device: str
+    entries: list[sc.Entry]
+    store: Store
+    checkpoint: checkpoints.Checkpoint
+    facts: Preflight
+    tokenizer: Any
+    documents: Any
+    plan: Any
+    threads: int
+
+
+def _setup(protocol: Protocol, out: str | Path, threads: int | None, trust_remote_code: bool, log) -> _Setup:
+    """Check every input (device, precision, scalings, output directory, checkpoint, memory) and
+    plan the grid: the documents and passkey prompts tokenized, the cells and their ids."""
+    if protocol.needs and not (protocol.model and protocol.text):
+        raise PosencError(f"the {protocol.name} protocol needs {protocol.needs}")
+    device = resolve_device(protocol.device, "--device")
+    check_precision(protocol.precision, device, "--precision")
+    entries = sc.parse_all(protocol.scalings, protocol.factors, "--scalings")
+    store = Store(Path(out))
+    store.check_writable()
+    checkpoint = checkpoints.resolve(protocol.model, trust_remote_code=trust_remote_code, log=log)
+    facts = preflight(protocol, entries, checkpoint)
+    margin = 512 if protocol.passkey.lengths else 0  # the question and the answer past a prompt
+    plans.check_memory(facts.shape, length=protocol.longest + margin, chunk=protocol.chunk,
+                       precision=protocol.precision, device=device, workers=protocol.workers)  # fmt: skip
+    tokenizer, tokenize, prefix = _tokenizers(checkpoint)
+    documents = texts.documents(
+        protocol.text, tokenize, count=protocol.documents, length=max(protocol.lengths), prefix=prefix
+    )
+
+    def with_special(text: str, special: bool) -> list[int]:
+        return prefix + tokenize(text) if special else tokenize(text)
+
+    trunks = passkey_trunks(protocol, entries, facts.context, facts.longrope, with_special)
+    threads = default_threads(protocol.workers) if threads is None else threads
+    plan = plans.build(
+        entries=entries, lengths=protocol.lengths, context=facts.context, documents=documents.documents,
+        passkey=trunks, longrope=facts.longrope, shape=facts.shape, model=checkpoint.path,
+        fingerprint=checkpoint.fingerprint, trust_remote_code=checkpoint.trust_remote_code,
+        precision=protocol.precision, chunk=protocol.chunk, device=device, threads=threads,
+    )  # fmt: skip
+    return _Setup(device, entries, store, checkpoint, facts, tokenizer, documents, plan, threads)
+
+
+def _pending(setup: _Setup, log) -> tuple[dict[str, Any], int, list]:
+    """``(results, resumed, todo)``: the records already in the output directory and the cells
+    left, longest first (a corrupt record is set aside and its cell runs again)."""
+    results, resumed, todo = {}, 0, []
+    for cell in setup.plan.cells:
+        record, reason = setup.store.load(cell.run_id)
+        if record is not None:
+            results[cell.run_id] = record["result"]
+            resumed += 1
+            continue
+        if reason is not None:
+            log(f"record {cell.run_id} is corrupt ({reason}); running its cell again")
+            setup.store.quarantine(cell.run_id)
+        todo.append(cell)
+    if resumed:
+        log(f"resuming: {resumed} of {len(setup.plan.cells)} cells already have valid records")
+    todo.sort(key=lambda c: -c.units)  # longest first: the last cells to finish are short ones
+    return results, resumed, todo
+
+
+def _write_summary(
+    protocol: Protocol, setup: _Setup, results: dict[str, Any], about: dict[str, Any], figures: bool
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The summary of the records there are, written as JSON, a markdown table and figures."""
+    summary = summaries.summarize(
+        setup.plan, results, entries=setup.entries, lengths=protocol.lengths, documents=protocol.documents,
+        context=setup.facts.context, passkey_lengths=protocol.passkey.lengths, depths=protocol.passkey.depths,
+        trials=protocol.passkey.trials, longrope=setup.facts.longrope,
+    )  # fmt: skip
+    summary["model"] = about
+    summary["protocol"] = protocol.name
+    summary["caption"] = summaries.caption(summary)
+    root = setup.store.root
+    files = {"summary": str(root / "summary.json"), "table": str(root / "summary.md")}
+    atomic_write_text(root / "summary.json", json.dumps(summary, indent=1))
+    atomic_write_text(root / "summary.md", summaries.markdown(summary) + "\n" + summary["caption"] + "\n")
+    if figures:
+        files.update(summaries.figures(summary, root / "figures"))
+    return summary, files
+
+
+def _write_run_info(
+    protocol: Protocol, setup: _Setup, command: str, counts: dict[str, int], wall: float,
+    estimated: float | None, *, measured: bool, summarize_only: bool,
+) -> dict[str, str]:  # fmt: skip
+    """run.json: who measured the cells, where and how long it took (a rerun that only resumed
+    them leaves it as it was)."""
+    run_json = setup.store.root / "run.json"
+    info = {
+        "protocol": protocol.name, "command": command, "model": setup.checkpoint.label,
+        "device": describe(setup.device), "precision": protocol.precision, **counts,
+        "wall_seconds": round(wall, 1), "cores": os.cpu_count(), "threads": setup.threads,
+        "workers": protocol.workers, "tflop": round(setup.plan.flops() / 1e12, 1),
+        "estimated_seconds": None if estimated is None else round(estimated),
+        "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }  # fmt: skip
+    if not summarize_only and (measured or not run_json.exists()):
+        atomic_write_text(run_json, json.dumps(info, indent=1))
+    return {"run": str(run_json)} if run_json.exists() else {}
+
+
 def run(
     protocol: Protocol,
     *,
@@ -258,105 +392,42 @@ def run(
     ``summarize_only``: write the table and figures from the records there are, run nothing)."""
 
     start = time.perf_counter()
-    if protocol.needs and not (protocol.model and protocol.text):
-        raise PosencError(f"the {protocol.name} protocol needs {protocol.needs}")
-    device = resolve_device(protocol.device, "--device")
-    check_precision(protocol.precision, device, "--precision")
-    entries = sc.parse_all(protocol.scalings, protocol.factors, "--scalings")
-    store = Store(Path(out))
-    store.check_writable()
-    checkpoint = checkpoints.resolve(protocol.model, trust_remote_code=trust_remote_code, log=log)
-    facts = preflight(protocol, entries, checkpoint)
-    workers = protocol.workers
-    margin = 512 if protocol.passkey.lengths else 0  # the question and the answer past a prompt
-    plans.check_memory(facts.shape, length=protocol.longest + margin, chunk=protocol.chunk,
-                       precision=protocol.precision, device=device, workers=workers)  # fmt: skip
-    tokenizer, tokenize, prefix = _tokenizers(checkpoint)
-    documents = texts.documents(
-        protocol.text, tokenize, count=protocol.documents, length=max(protocol.lengths), prefix=prefix
-    )
-
-    def with_special(text: str, special: bool) -> list[int]:
-        return prefix + tokenize(text) if special else tokenize(text)
-
-    trunks = passkey_trunks(protocol, entries, facts.context, facts.longrope, with_special)
-    threads = default_threads(workers) if threads is None else threads
-    plan = plans.build(
-        entries=entries, lengths=protocol.lengths, context=facts.context, documents=documents.documents,
-        passkey=trunks, longrope=facts.longrope, shape=facts.shape, model=checkpoint.path,
-        fingerprint=checkpoint.fingerprint, trust_remote_code=checkpoint.trust_remote_code,
-        precision=protocol.precision, chunk=protocol.chunk, device=device, threads=threads,
-    )  # fmt: skip
+    setup = _setup(protocol, out, threads, trust_remote_code, log)
+    checkpoint, facts, plan, store = setup.checkpoint, setup.facts, setup.plan, setup.store
+    device, workers = setup.device, protocol.workers
     header = f"The effective protocol of: {command or 'posenc.extend.run(...)'}\nRun it again with: posenc extend --config FILE"
     if not summarize_only:  # a run in progress keeps its own
         atomic_write_text(store.root / "protocol.toml", dump(protocol, header=header))
     about = {"label": checkpoint.label, "fingerprint": checkpoint.fingerprint, "family": facts.family,
-             "context": facts.context, "text": documents.describe()}  # fmt: skip
+             "context": facts.context, "text": setup.documents.describe()}  # fmt: skip
     log(
         f"{checkpoint.label}: {facts.family}, trained context {facts.context}, {facts.shape.parameters / 1e6:.0f}M "
-        f"parameters; {len(entries)} scalings, {len(plan.cells)} cells, {_flops(plan.flops())}"
+        f"parameters; {len(setup.entries)} scalings, {len(plan.cells)} cells, {_flops(plan.flops())}"
     )
     if plan_only:
         for cell in plan.cells:
             log(f"  {cell.label}: {cell.units} GFLOP")
-        log(estimate(plan.cells, device=device, workers=workers, threads=threads)[1])
+        log(estimate(plan.cells, device=device, workers=workers, threads=setup.threads)[1])
         return ExtendResult(protocol, store.root, checkpoint.label, {}, {}, 0, 0, [], time.perf_counter() - start,
                             plan.flops())  # fmt: skip
-    results, resumed, todo = {}, 0, []
-    for cell in plan.cells:
-        record, reason = store.load(cell.run_id)
-        if record is not None:
-            results[cell.run_id] = record["result"]
-            resumed += 1
-            continue
-        if reason is not None:
-            log(f"record {cell.run_id} is corrupt ({reason}); running its cell again")
-            store.quarantine(cell.run_id)
-        todo.append(cell)
-    if resumed:
-        log(f"resuming: {resumed} of {len(plan.cells)} cells already have valid records")
-    todo.sort(key=lambda c: -c.units)  # longest first: the last cells to finish are short ones
+    results, resumed, todo = _pending(setup, log)
     if summarize_only:
         if todo:
             log(f"{len(todo)} of {len(plan.cells)} cells have no record yet; their numbers show as '-'")
         todo = []
     estimated: float | None = None
     if todo:
-        estimated, line = estimate(todo, device=device, workers=workers, threads=threads)
+        estimated, line = estimate(todo, device=device, workers=workers, threads=setup.threads)
         log(line)
     failed = _run_cells(todo, store, about, results, executor=executor, address=address, workers=workers,
                         show_progress=show_progress, log=log)  # fmt: skip
-    summary = summaries.summarize(
-        plan, results, entries=entries, lengths=protocol.lengths, documents=protocol.documents,
-        context=facts.context, passkey_lengths=protocol.passkey.lengths, depths=protocol.passkey.depths,
-        trials=protocol.passkey.trials, longrope=facts.longrope,
-    )  # fmt: skip
-    summary["model"] = about
-    summary["protocol"] = protocol.name
-    summary["caption"] = summaries.caption(summary)
-    files = {"summary": str(store.root / "summary.json"), "table": str(store.root / "summary.md")}
-    atomic_write_text(store.root / "summary.json", json.dumps(summary, indent=1))
-    atomic_write_text(
-        store.root / "summary.md", summaries.markdown(summary) + "\n" + summary["caption"] + "\n"
-    )
-    if figures:
-        files.update(summaries.figures(summary, store.root / "figures"))
+    summary, files = _write_summary(protocol, setup, results, about, figures)
     wall = time.perf_counter() - start
-    info = {
-        "protocol": protocol.name, "command": command, "model": checkpoint.label, "device": describe(device),
-        "precision": protocol.precision, "cells_done": len(todo) - len(failed), "cells_resumed": resumed,
-        "cells_failed": len(failed), "wall_seconds": round(wall, 1), "cores": os.cpu_count(),
-        "threads": threads, "workers": workers, "tflop": round(plan.flops() / 1e12, 1),
-        "estimated_seconds": None if estimated is None else round(estimated),
-        "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-    }  # fmt: skip
-    # run.json says who measured the cells: a rerun that only resumed them leaves it as it was
-    if not summarize_only and (todo or not (store.root / "run.json").exists()):
-        atomic_write_text(store.root / "run.json", json.dumps(info, indent=1))
-    if (store.root / "run.json").exists():
-        files["run"] = str(store.root / "run.json")
+    counts = {"cells_done": len(todo) - len(failed), "cells_resumed": resumed, "cells_failed": len(failed)}
+    files.update(_write_run_info(protocol, setup, command, counts, wall, estimated, measured=bool(todo),
+                                 summarize_only=summarize_only))  # fmt: skip
     files["protocol"] = str(store.root / "protocol.toml")
-    del tokenizer
+    del setup.tokenizer
     return ExtendResult(protocol, store.root, checkpoint.label, summary, files, len(todo) - len(failed), resumed,
                         failed, wall, plan.flops())  # fmt: skip
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -108,6 +109,92 @@ def _chunk_rows(batch: int, heads: int, keys: int, element: int, budget: int, nu
     return max(1, min(num_queries, budget // per_row))
 
 
+class _Plan(NamedTuple):
+    """How :func:`chunked_bias_attention` splits one call: the positions, the bias dtype, whether
+    the bias is one distance table (``toeplitz``), the row blocks and the memory budget."""
+
+    qp: Positions
+    kp: Positions
+    wide: torch.dtype  # the bias dtype: float32 for half-precision q
+    toeplitz: bool
+    element: int  # bytes per bias entry
+    budget: int  # bias bytes per block
+    mask_batch: int
+    blocks: list
+    masked: int  # table entries t < masked are keys after the query (causal)
+
+
+def _plan(q, k, encoding, q_positions, k_positions, allowed, causal: bool, chunk: int | None) -> _Plan:
+    b, h, i, _ = q.shape
+    j = k.shape[2]
+    qp = as_positions(q_positions, i, batch=b, device=q.device, name="q_positions")
+    kp = as_positions(k_positions, j, batch=b, device=q.device, name="k_positions")
+    if not isinstance(q_positions, Positions):
+        qp = _with_start(qp)
+    if not isinstance(k_positions, Positions):
+        kp = _with_start(kp)
+    # The bias stays in float32 for half-precision q (SDPA takes a float32 mask): ALiBi at
+    # distance 4000 is ~2000, where bfloat16's spacing (16) would erase the slope.
+    wide = compute_dtype(q.dtype)
+    toeplitz = (
+        (allowed is None or allowed.shape[0] == 1)
+        and qp.start is not None
+        and kp.start is not None
+        and encoding.translation_invariant
+    )
+    element = wide.itemsize if toeplitz else 8
+    budget = CHUNK_BYTES if toeplitz else GENERIC_CHUNK_BYTES
+    mask_batch = 1 if toeplitz else qp.tensor.shape[0]
+    rows = chunk or _chunk_rows(mask_batch, h, j, element, budget, i)
+    if causal and chunk is None:  # smaller blocks skip more of the masked upper triangle
+        rows = min(rows, max(MIN_CAUSAL_ROWS, -(-i // 8)))
+    rows = check_int("chunk", rows, minimum=1)
+    masked = j - 1 - (j - i) if causal else 0
+    return _Plan(qp, kp, wide, toeplitz, element, budget, mask_batch, blocks_for(i, j, rows, causal), masked)
+
+
+def _toeplitz_table(encoding, plan: _Plan, q: torch.Tensor, j: int) -> torch.Tensor:
+    """The ``(h, i + j - 1)`` distance table in the bias dtype, with ``-inf`` at masked keys."""
+    h, i = q.shape[1], q.shape[2]
+    assert plan.qp.start is not None and plan.kp.start is not None
+    table = distance_table(encoding, plan.qp.start, plan.kp.start, i, j, q.device)
+    table = table.to(encoding.bias_dtype).to(plan.wide)  # rounded as the dense bias is
+    if plan.masked > 0:
+        table = torch.cat((table.new_full((h, plan.masked), float("-inf")), table[:, plan.masked :]), -1)
+    return table
+
+
+def _toeplitz_band(encoding, plan: _Plan, causal: bool, i: int, j: int) -> tuple[int, int | None] | None:
+    """The band past which the bias is constant (causal only), and the far table entry if any."""
+    width = encoding.constant_beyond() if causal else None
+    if width is None:
+        return None
+    assert plan.qp.start is not None and plan.kp.start is not None
+    # the last table entry is the largest distance: a far one if any is
+    far = i + j - 2 if plan.qp.start - plan.kp.start + i - 1 >= width else None
+    return (width, far)
+
+
+def _mlp_fast_path(q, k, v, encoding, plan: _Plan, allowed, dropout: float) -> torch.Tensor | None:
+    """FIRE in float32 on CPU: a float32 MLP per score, in C, never a dense bias (None: not here)."""
+    usable = (
+        allowed is None and not dropout and plan.qp.start is not None and plan.kp.start is not None
+        and q.dtype != torch.float64 and encoding.bias_dtype == torch.float32 and q.device.type == "cpu"
+        and not torch.compiler.is_compiling() and mlp_bias.available()
+    )  # fmt: skip
+    if not usable:
+        return None
+    assert plan.qp.start is not None and plan.kp.start is not None
+    i, j = q.shape[2], k.shape[2]
+    terms = encoding.factored_mlp(plan.qp.start, plan.kp.start, i, j, device=q.device)
+    if terms is None:
+        return None
+    a = terms[0]
+    if plan.masked > 0:
+        a = torch.cat((a.new_full((plan.masked,), -1.0), a[plan.masked :]))  # a < 0 marks a masked key
+    return blocked_attention(q, k, v, "mlp", (a, *terms[1:]), blocks=plan.blocks)
+
+
 def chunked_bias_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -136,58 +223,32 @@ def chunked_bias_attention(
     Returns:
         ``(b, h, i, d)`` in ``q.dtype``.
     """
+    plan = _plan(q, k, encoding, q_positions, k_positions, allowed, causal, chunk)
+    i, j = q.shape[2], k.shape[2]
+    table = None
+    if plan.toeplitz:
+        table = _toeplitz_table(encoding, plan, q, j)
+        if not dropout:
+            band = _toeplitz_band(encoding, plan, causal, i, j)
+            return blocked_attention(
+                q, k, v, "toeplitz", (table,), blocks=plan.blocks, allowed=allowed, band=band
+            )
+    else:
+        out = _mlp_fast_path(q, k, v, encoding, plan, allowed, dropout)
+        if out is not None:
+            return out
+    return _sdpa_blocks(q, k, v, encoding, plan, table, allowed=allowed, causal=causal, dropout=dropout)
+
+
+def _sdpa_blocks(
+    q, k, v, encoding, plan: _Plan, table, *, allowed, causal: bool, dropout: float
+) -> torch.Tensor:
+    """The general chunked path: SDPA per row block, each block's bias from the table (a Hankel
+    view, keys reversed) or from ``encoding.bias``; checkpointed under autograd past the budget."""
     b, h, i, _ = q.shape
     j = k.shape[2]
     offset = j - i
-    qp = as_positions(q_positions, i, batch=b, device=q.device, name="q_positions")
-    kp = as_positions(k_positions, j, batch=b, device=q.device, name="k_positions")
-    if not isinstance(q_positions, Positions):
-        qp = _with_start(qp)
-    if not isinstance(k_positions, Positions):
-        kp = _with_start(kp)
-    # The bias stays in float32 for half-precision q (SDPA takes a float32 mask): ALiBi at
-    # distance 4000 is ~2000, where bfloat16's spacing (16) would erase the slope.
-    wide = compute_dtype(q.dtype)
-    toeplitz = (
-        (allowed is None or allowed.shape[0] == 1)
-        and qp.start is not None
-        and kp.start is not None
-        and encoding.translation_invariant
-    )
-    element = wide.itemsize if toeplitz else 8
-    budget = CHUNK_BYTES if toeplitz else GENERIC_CHUNK_BYTES
-    mask_batch = 1 if toeplitz else qp.tensor.shape[0]
-    rows = chunk or _chunk_rows(mask_batch, h, j, element, budget, i)
-    if causal and chunk is None:  # smaller blocks skip more of the masked upper triangle
-        rows = min(rows, max(MIN_CAUSAL_ROWS, -(-i // 8)))
-    rows = check_int("chunk", rows, minimum=1)
-    blocks = blocks_for(i, j, rows, causal)
-    masked = j - 1 - offset if causal else 0  # table entries t < masked are keys after the query
-    table = None
-    if toeplitz:
-        assert qp.start is not None and kp.start is not None
-        table = distance_table(encoding, qp.start, kp.start, i, j, q.device)
-        table = table.to(encoding.bias_dtype).to(wide)  # rounded as the dense bias is
-        if masked > 0:
-            table = torch.cat((table.new_full((h, masked), float("-inf")), table[:, masked:]), -1)
-        if not dropout:
-            width = encoding.constant_beyond() if causal else None
-            band = None
-            if width is not None:  # the last table entry is the largest distance: a far one if any is
-                far = i + j - 2 if qp.start - kp.start + i - 1 >= width else None
-                band = (width, far)
-            return blocked_attention(q, k, v, "toeplitz", (table,), blocks=blocks, allowed=allowed, band=band)
-    elif (
-        allowed is None and not dropout and qp.start is not None and kp.start is not None
-        and q.dtype != torch.float64 and encoding.bias_dtype == torch.float32 and q.device.type == "cpu"
-        and not torch.compiler.is_compiling() and mlp_bias.available()
-    ):  # fmt: skip
-        terms = encoding.factored_mlp(qp.start, kp.start, i, j, device=q.device)
-        if terms is not None:  # FIRE: a float32 MLP per score, in C, never a dense bias
-            a = terms[0]
-            if masked > 0:
-                a = torch.cat((a.new_full((masked,), -1.0), a[masked:]))  # a < 0 marks a masked key
-            return blocked_attention(q, k, v, "mlp", (a, *terms[1:]), blocks=blocks)
+    qp, kp, wide = plan.qp, plan.kp, plan.wide
     needs_grad = torch.is_grad_enabled() and (
         q.requires_grad or k.requires_grad or v.requires_grad or (table is not None and table.requires_grad)
         or any(p.requires_grad for p in encoding.parameters())
@@ -214,12 +275,12 @@ def chunked_bias_attention(
                 bias = bias.masked_fill(~allowed[..., start:stop, :keys], float("-inf"))
         return F.scaled_dot_product_attention(qc, kc, vc, attn_mask=bias, dropout_p=dropout)
 
-    if len(blocks) == 1:  # one block: nothing to save by checkpointing
+    if len(plan.blocks) == 1:  # one block: nothing to save by checkpointing
         return block(0, i, j, q, k, v, table)
     outs = []
-    keep_all = needs_grad and mask_batch * h * i * j * element <= budget
+    keep_all = needs_grad and plan.mask_batch * h * i * j * plan.element <= plan.budget
     out = None if needs_grad else q.new_empty(b, h, i, v.shape[-1])
-    for start, stop, keys in blocks:
+    for start, stop, keys in plan.blocks:
         # the first `keys` keys are the last `keys` of the reversed set when the table is used
         first, last = (j - keys, j) if table is not None else (0, keys)
         args = (q[:, :, start:stop], k[:, :, first:last], v[:, :, first:last], table)
