@@ -9,6 +9,7 @@ exception is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 
 try:
@@ -60,6 +61,10 @@ class _Group(click.Group):
         except PosencError as exc:
             click.echo(f"posenc: error: {exc}", err=True)
             sys.exit(2)
+        except BrokenPipeError:  # `posenc list | head -1`: the reader has what it wanted
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush into the closed pipe at exit
+            sys.exit(1)
         except OSError as exc:  # a path that cannot be read or written, a Ray head not there, ...
             click.echo(f"posenc: error: {os_error_message(exc)}", err=True)
             sys.exit(2)

@@ -89,6 +89,17 @@ MAX_TABLE_ROWS = 32
 MAX_TABLE_COLUMNS = 16
 
 
+def print_named(descriptions: dict[str, str], fmt: str, json_rows: object = None) -> None:
+    """A ``--list-...`` option's output: one line per name with its description (``fmt`` table),
+    or ``json_rows`` (default: the descriptions) as JSON."""
+    if fmt == "json":
+        click.echo(json.dumps(descriptions if json_rows is None else json_rows, indent=2))
+        return
+    width = max(map(len, descriptions))
+    for name, description in descriptions.items():
+        click.echo(f"{name:{width}s}  {description}")
+
+
 def print_text_table(
     title: str,
     columns: list[str],

@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 
 from posenc import compare, report, results
+from posenc.cli.catalog import print_named
 from posenc.cli.paths import output_dir
 from posenc.cli.trust_option import TRUST_OPTION
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS
@@ -318,12 +319,7 @@ def compare_command(
 def _list_profiles(fmt: str) -> None:
     """``--list-profiles``: each shipped profile's description (a table, or JSON with its reasons)."""
     rows = {name: _profile_row(name) for name in PROFILES}
-    if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
-        return
-    width = max(map(len, rows))
-    for name, row in rows.items():
-        click.echo(f"{name:{width}s}  {row['description']}")
+    print_named({name: row["description"] for name, row in rows.items()}, fmt, rows)
 
 
 def _print_config(prof, source: str) -> None:

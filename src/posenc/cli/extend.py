@@ -13,6 +13,7 @@ from rich.text import Text
 
 import posenc.extend as ext
 import posenc.extend.protocol as protocols
+from posenc.cli.catalog import print_named
 from posenc.cli.paths import output_dir
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_device_text
 from posenc.compare.executor import max_threads
@@ -172,13 +173,7 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
 
 
 def _list_protocols(fmt: str) -> None:
-    rows = {name: protocols.load(name).description for name in protocols.shipped_names()}
-    if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
-        return
-    width = max(map(len, rows))
-    for name, description in rows.items():
-        click.echo(f"{name:{width}s}  {description}")
+    print_named({name: protocols.load(name).description for name in protocols.shipped_names()}, fmt)
 
 
 def _protocol(
