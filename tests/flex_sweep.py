@@ -8,7 +8,8 @@ start of a larger allocation whose tail is NaN, so a kernel that reads past the 
 buffer produces NaN *deterministically* instead of whatever memory happens to follow it.
 ``--no-pad`` turns posenc's padding off to show the sweep catches the raw kernel's bug.
 
-Usage: python tests/flex_sweep.py [--no-pad] [--lengths 1-130,200,...] [--encodings alibi,t5] [--device cuda]
+Usage: python tests/flex_sweep.py [--no-pad] [--lengths 1-130,200,...] [--encodings alibi,t5] [--modes cross]
+       [--device cuda]
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ def main() -> int:
     parser.add_argument("--encodings", default="alibi")
     parser.add_argument("--no-pad", action="store_true")
     parser.add_argument("--device", default="cpu")
+    # which (queries, causal) cases per length: self-causal (i = j), self (i = j, no mask),
+    # suffix-causal (i = j - 3), cross (i = j + 5, no mask)
+    parser.add_argument("--modes", default="self-causal,self,suffix-causal,cross")
     args = parser.parse_args()
     torch._dynamo.config.recompile_limit = 10_000  # every shape compiled, never the eager fallback
     flex_module._pad_rows = nan_tailed_pad
@@ -83,7 +87,9 @@ def main() -> int:
         for j in parse_lengths(args.lengths):
             # (queries, causal): self-attention both ways, a KV-cache-like suffix of queries
             # (causal, i < j), and more queries than keys without a mask (cross-attention).
-            for i, causal in ((j, True), (j, False), (max(1, j - 3), True), (j + 5, False)):
+            modes = {"self-causal": (j, True), "self": (j, False), "suffix-causal": (max(1, j - 3), True),
+                     "cross": (j + 5, False)}  # fmt: skip
+            for i, causal in (modes[m] for m in args.modes.split(",")):
                 g = torch.Generator().manual_seed(1000 * i + j)
                 q, k, v = (torch.randn(1, 2, n, 8, generator=g).to(args.device) for n in (i, j, j))
                 with torch.no_grad():

@@ -46,7 +46,9 @@ def has_avx2() -> bool:
 SWEEPS = {
     "native": ({}, []),
     "avx2": ({"ATEN_CPU_CAPABILITY": "avx2"}, []),
-    "every-bias-encoding": ({}, ["--encodings", ",".join(BIAS_NAMES), "--lengths", "40"]),
+    # each encoding's score_mod once (queries past the keys, no mask: both signs of distance);
+    # the masks do not depend on the encoding and are swept above
+    "every-bias-encoding": ({}, ["--encodings", ",".join(BIAS_NAMES), "--lengths", "40", "--modes", "cross"]),
     "unpadded-kernel": ({"ATEN_CPU_CAPABILITY": "avx2"}, ["--no-pad", "--lengths", "40"]),
 }
 if torch.cuda.is_available():
@@ -63,6 +65,8 @@ def sweeps():
         for name, (extra, args) in SWEEPS.items():
             if "ATEN_CPU_CAPABILITY" in extra and not has_avx2():
                 continue
+            if name == "avx2" and torch.backends.cpu.get_cpu_capability() == "AVX2":
+                continue  # the native sweep already runs AVX2's code: the same sweep twice
             env = {**os.environ, **extra, "TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / name)}
             procs[name] = subprocess.Popen(
                 [sys.executable, str(SCRIPT), *args], env=env, text=True,
@@ -79,6 +83,8 @@ def sweeps():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in SWEEPS if n != "unpadded-kernel"])
 def test_flex_sweep_matches_dense_attention(sweeps, name):
+    if name == "avx2" and torch.backends.cpu.get_cpu_capability() == "AVX2":
+        pytest.skip("this CPU's own vector code is AVX2: the native sweep is this sweep")
     if name not in sweeps:
         pytest.skip("AVX2 cannot be forced on this CPU")
     result = sweeps[name]
