@@ -557,12 +557,12 @@ def test_path_options_are_all_classified():
     found = {(" ".join(path), param.opts[0]): _role(param) for path, param in PATH_OPTIONS}
     assert found == {
         ("compare", "--config"): "read file",
-        ("compare", "--out"): "write directory",
+        ("compare", "-o"): "write directory",
         ("conform check", "directory"): "read directory",
         ("conform export", "directory"): "write directory",
         ("conform export", "--hf-config"): "read file",
         ("extend", "--config"): "read file",
-        ("extend", "--out"): "write directory",
+        ("extend", "-o"): "write directory",
         ("plot", "--curves"): "read directory",
         ("plot", "-o"): "write file",
         ("report", "-o"): "write directory",

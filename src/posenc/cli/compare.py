@@ -131,6 +131,7 @@ def _profile_options(
 @click.option("--tasks", default=None, cls=RegistryOption, help_from=_tasks_help)
 @click.option("--seeds", default=None, help="comma-separated integers (default: the profile's)")
 @click.option(
+    "-o",
     "--out",
     "out",
     default="posenc-results",

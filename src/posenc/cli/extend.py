@@ -85,7 +85,12 @@ class _LazyHelp(click.Option):
 )
 @click.option("--chunk", default=None, type=int, help="tokens per forward call (chunked prefill)")
 @click.option(
-    "--out", default="posenc-extend", show_default=True, type=click.Path(file_okay=False, writable=True)
+    "-o",
+    "--out",
+    "out",
+    default="posenc-extend",
+    show_default=True,
+    type=click.Path(file_okay=False, writable=True),
 )
 @click.option("--executor", default="local", show_default=True, type=click.Choice(["local", "ray"]),
               help="local processes, or Ray tasks (needs posenc[ray])")  # fmt: skip

@@ -21,6 +21,7 @@ from posenc.viz.figures import attention_grid
 @click.option("--kind", "kind", type=click.Choice(FIGURE_KINDS), default=None, help="which figure")
 @click.option(
     "-o",
+    "--out",
     "--output",
     "output",
     type=click.Path(dir_okay=False, writable=True),

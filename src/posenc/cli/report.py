@@ -14,6 +14,7 @@ from posenc.core.checks import check_int
 @click.command("report")
 @click.option(
     "-o",
+    "--out",
     "--output",
     "output",
     type=click.Path(file_okay=False, writable=True),
