@@ -31,7 +31,7 @@ from docblocks import shown_command
 from posenc.compare import tuning
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import Profile, get_profile
-from posenc.records.files import MAX_RECORD_BYTES, parse_record, read_record_file
+from posenc.records.files import read_record_file
 from posenc.records.spec import RunSpec
 from posenc.records.store import ResultStore, validate_record
 
@@ -147,16 +147,6 @@ def export(
     return target_dir
 
 
-def _read(path: Path) -> tuple[Any, str | None]:
-    """A gzip'd record, parsed; never more than :data:`MAX_RECORD_BYTES` decompressed."""
-    try:
-        with gzip.open(path, "rb") as handle:
-            raw = handle.read(MAX_RECORD_BYTES + 1)
-    except (OSError, EOFError) as exc:
-        return None, f"not a readable gzip file ({type(exc).__name__})"
-    return parse_record(raw)
-
-
 def load(block: str, shipped: Path | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``(records, run info)`` of a shipped block, the records in the order ``posenc compare``'s
     reader lists them (by file name). Raises :class:`NotShipped` naming the block when there are
@@ -172,7 +162,7 @@ def load(block: str, shipped: Path | None = None) -> tuple[list[dict[str, Any]],
     info = json.loads((folder / "run.json").read_text(encoding="utf-8"))
     records = []
     for path in sorted(folder.glob(f"runs/*/*{SUFFIX}"), key=lambda p: p.with_suffix("")):
-        data, reason = _read(path)
+        data, reason = read_record_file(path)  # decompressed, never past MAX_RECORD_BYTES
         reason = reason or validate_record(data)
         if reason is not None:
             raise NotShipped(f"{path}: not a valid record ({reason}); ship the {block} block again: {ship}")

@@ -9,6 +9,8 @@ import click
 from posenc import report
 from posenc.cli.paths import input_dir, output_dir
 from posenc.core.checks import check_int
+from posenc.core.errors import PosencError
+from posenc.records.store import ResultStore
 
 
 @click.command("report")
@@ -57,6 +59,11 @@ def report_command(
     check_int("--dpi", dpi, minimum=1, maximum=1000)  # before minutes of work, not after
     if results is not None:
         input_dir(results, "--results")
+        if not ResultStore(results).records(warn=lambda message: click.echo(message, err=True)):
+            raise PosencError(
+                f"--results {results}: no finished runs (records runs/TASK/*.json, as posenc compare --out "
+                "writes them, or *.json.gz, as benchmarks/records/ ships them)"
+            )
     output_dir(output, "-o/--output")
     start = time.perf_counter()
     path = report.build_report(

@@ -343,7 +343,7 @@ class ResultStore:
         """``{benchmark version: number of records}`` under ``runs/`` written by another
         benchmark version than this posenc's (never resumed, never summarised)."""
         counts: dict[int, int] = {}
-        for path in self.runs.glob("*/*.json"):
+        for path in self.record_files():
             data, reason = read_record_file(path)
             version = None if reason else record_version(data)
             if version is not None and version != BENCHMARK_VERSION:
@@ -417,7 +417,7 @@ class ResultStore:
         """
         wanted = set(run_ids) if run_ids is not None else (self.current_grid() if latest_grid else None)
         out = []
-        for path in sorted(self.runs.glob("*/*.json")):
+        for path in self.record_files():
             data, reason = read_record_file(path)
             if reason is None and version_problem(data):
                 continue  # another benchmark version: counted once by the caller (other_versions)
@@ -432,6 +432,14 @@ class ResultStore:
             if wanted is None or data["run_id"] in wanted:
                 out.append(data)
         return out
+
+    def record_files(self) -> list[Path]:
+        """The record files under ``runs/``, by name: ``TASK/NAME.json`` as ``posenc compare``
+        writes them, and ``TASK/NAME.json.gz`` as the published tables ship them (one whose
+        ``TASK/NAME.json`` is there too is the same record: the plain file is read)."""
+        plain = list(self.runs.glob("*/*.json"))
+        packed = [p for p in self.runs.glob("*/*.json.gz") if not p.with_suffix("").exists()]
+        return sorted([*plain, *packed], key=lambda p: str(p).removesuffix(".gz"))
 
     def clean_temp_files(self) -> int:
         """Remove temp files whose writer is gone (killed mid-write); see :func:`stale_temp_file`."""

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from posenc.core.errors import PosencError
 from posenc.records.schema import checks_metric
-from posenc.results.result_figures import plain_text
+from posenc.results.result_figures import log_scale, plain_text
 from posenc.viz.figures import new_figure
 
 #: How a held-out metric is named on an axis.
@@ -74,7 +74,7 @@ def curves_figure(records: list[dict[str, Any]], *, title: str = "") -> Figure:
             }
             loss_ax.plot(c["step"], c["train_loss"], label=legend, **style)
             metric_ax.plot(c["step"], c["metric"], label=legend, **style)
-        loss_ax.set_yscale("log")
+        log_scale(loss_ax, "y")
         loss_ax.set_ylabel("training loss (mean since the last check)")
         metric_ax.set_ylabel(METRIC_LABELS.get(metric_name, metric_name))
         loss_ax.set_title(f"{task}: training loss")

@@ -24,6 +24,7 @@ from typing import Any, ParamSpec
 import numpy as np
 from matplotlib import colormaps, rc_context
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter
 
 from posenc.records.files import safe_name
 from posenc.results import stats
@@ -44,6 +45,23 @@ def plain_text(draw: Callable[P, Figure]) -> Callable[P, Figure]:
             return draw(*args, **kwargs)
 
     return drawn
+
+
+class _PlainLogLabels(LogFormatter):
+    """matplotlib's choice of which log ticks to label, each written as plain ``%g`` text."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return f"{x:g}" if super().__call__(x, pos) else ""
+
+
+def log_scale(ax, which: str, base: float = 10.0) -> None:
+    """A log scale on ``ax``'s ``which`` ("x" or "y") axis, labelled in plain text ("0.1", "2"):
+    matplotlib's own log labels are mathtext ("$\\mathdefault{10^{-1}}$"), which
+    :func:`plain_text` figures would show verbatim."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=base)
+    axis.set_major_formatter(_PlainLogLabels(base=base))
+    axis.set_minor_formatter(_PlainLogLabels(base=base, labelOnlyBase=False, minor_thresholds=(2, 0.4)))
 
 
 def _num(x: Any) -> float:
@@ -105,7 +123,7 @@ def _plot(ax, curves: Curves, *, log_y: bool = False) -> None:
         if len(ys) > 1 or np.ndim(ys[0][0]) > 0:
             ax.fill_between(x, low, high, alpha=0.15, color=cmap(index % 20), linewidth=0)
     if log_y:
-        ax.set_yscale("log")
+        log_scale(ax, "y")
 
 
 def _title(ax, text: str, failed: list[str]) -> None:
@@ -174,7 +192,7 @@ def lm_ratio_figure(records: list[dict[str, Any]]) -> Figure:
     fig = new_figure(7, 4.2, margins=None)  # Agg canvas, no pyplot state
     ax = fig.add_subplot()
     _plot(ax, curves, log_y=True)
-    ax.set_xscale("log", base=2)
+    log_scale(ax, "x", base=2)
     ax.axhline(1.0, color="black", linewidth=0.8)
     protocols = sorted({r["result"]["eval"]["default"].get("protocol", "nonoverlapping") for r in records
                         if r["spec"]["task"] == "lm"})  # fmt: skip
@@ -198,7 +216,7 @@ def lastk_figure(records: list[dict[str, Any]]) -> Figure:
     fig = new_figure(7, 4.2, margins=None)  # Agg canvas, no pyplot state
     ax = fig.add_subplot()
     _plot(ax, curves)
-    ax.set_xscale("log", base=2)
+    log_scale(ax, "x", base=2)
     _title(ax, "byte LM: loss on the last k bytes vs context length", failed)
     ax.set_xlabel("context / L_train")
     ax.set_ylabel("loss on last k bytes (bits/byte)")

@@ -1,0 +1,74 @@
+"""Records as the published tables ship them (``benchmarks/records/PROFILE/runs/TASK/*.json.gz``)
+are read by every reader of a results directory, and the commands take such a folder as it is."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from posenc.cli import main
+from posenc.records.files import MAX_RECORD_BYTES, read_record_file
+from posenc.records.store import ResultStore
+
+SHIPPED = Path(__file__).resolve().parents[3] / "benchmarks" / "records"
+
+
+def test_a_shipped_folder_reads_as_its_grid():
+    folder = SHIPPED / "quick"
+    grid = json.loads((folder / "grid.json").read_text())
+    records = ResultStore(folder).records()
+    assert sorted(r["run_id"] for r in records) == sorted(grid["run_ids"])
+
+
+def test_a_run_both_plain_and_gzipped_is_one_record(tmp_path):
+    source = next((SHIPPED / "quick" / "runs" / "copy").glob("*.json.gz"))
+    runs = tmp_path / "runs" / "copy"
+    runs.mkdir(parents=True)
+    shutil.copy(source, runs / source.name)
+    (runs / source.name.removesuffix(".gz")).write_bytes(gzip.decompress(source.read_bytes()))
+    store = ResultStore(tmp_path)
+    assert [p.name for p in store.record_files()] == [source.name.removesuffix(".gz")]
+    assert len(store.records(latest_grid=False)) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"not gzip at all", "not a readable gzip file"),
+        (gzip.compress(b"{}")[:-6], "not a readable gzip file"),  # truncated
+        (gzip.compress(b"{" * (MAX_RECORD_BYTES + 2)), "larger than"),  # a small file that unpacks huge
+        (gzip.compress(b"\xff\xfe"), "unreadable JSON"),
+    ],
+    ids=["not-gzip", "truncated", "bomb", "not-utf8"],
+)
+def test_a_damaged_gzipped_record_is_one_reason_and_skipped(tmp_path, content, reason):
+    runs = tmp_path / "runs" / "copy"
+    runs.mkdir(parents=True)
+    path = runs / "rope__seed0__0123456789abcdef.json.gz"
+    path.write_bytes(content)
+    data, why = read_record_file(path)
+    assert data is None and why is not None and why.startswith(reason), why
+    warned: list[str] = []
+    assert ResultStore(tmp_path).records(latest_grid=False, warn=warned.append) == []
+    assert len(warned) == 1 and str(path) in warned[0]
+
+
+def test_report_and_plot_take_a_shipped_folder(tmp_path):
+    folder = str(SHIPPED / "quick")
+    plotted = CliRunner().invoke(main, ["plot", "--curves", folder, "-o", str(tmp_path / "curves.png")])
+    assert plotted.exit_code == 0, plotted.output
+    assert (tmp_path / "curves.png").stat().st_size > 0
+
+
+def test_report_refuses_a_results_folder_without_runs(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(
+        main, ["report", "-o", str(tmp_path / "r"), "--results", str(tmp_path / "empty")]
+    )
+    assert result.exit_code == 2
+    assert "--results" in result.output and "no finished runs" in result.output
