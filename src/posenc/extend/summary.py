@@ -222,7 +222,8 @@ def interval_method(documents: int) -> str:
     """How the intervals over documents are made, in words (captions and figure titles)."""
     if documents < 2:
         return "one document: no interval"
-    return f"95% Student t interval over the {documents} documents ({documents - 1} degrees of freedom)"
+    df = documents - 1
+    return f"95% Student t interval over the {documents} documents ({df} degree{'' if df == 1 else 's'} of freedom)"
 
 
 def caption(summary: dict[str, Any]) -> str:
