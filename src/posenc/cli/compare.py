@@ -14,7 +14,7 @@ from rich.console import Console
 
 from posenc import compare, report, results
 from posenc.cli.catalog import print_named
-from posenc.cli.paths import output_dir
+from posenc.cli.paths import out_dir_option, output_dir
 from posenc.cli.trust_option import TRUST_OPTION
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS
 from posenc.compare.grid import variants_note
@@ -130,14 +130,7 @@ def _profile_options(
 @click.option("--encodings", default=None, cls=RegistryOption, help_from=_encodings_help)
 @click.option("--tasks", default=None, cls=RegistryOption, help_from=_tasks_help)
 @click.option("--seeds", default=None, help="comma-separated integers (default: the profile's)")
-@click.option(
-    "-o",
-    "--out",
-    "out",
-    default="posenc-results",
-    show_default=True,
-    type=click.Path(file_okay=False, writable=True),
-)
+@out_dir_option("posenc-results")
 @click.option(
     "--executor",
     default="local",

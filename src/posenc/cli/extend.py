@@ -14,7 +14,7 @@ from rich.text import Text
 import posenc.extend as ext
 import posenc.extend.protocol as protocols
 from posenc.cli.catalog import print_named
-from posenc.cli.paths import output_dir
+from posenc.cli.paths import out_dir_option, output_dir
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_device_text
 from posenc.compare.executor import max_threads
 from posenc.compare.ray_executor import RayNotInstalled, require_ray
@@ -84,14 +84,7 @@ class _LazyHelp(click.Option):
     "--context", default=None, type=int, help="the trained context (default: max_position_embeddings)"
 )
 @click.option("--chunk", default=None, type=int, help="tokens per forward call (chunked prefill)")
-@click.option(
-    "-o",
-    "--out",
-    "out",
-    default="posenc-extend",
-    show_default=True,
-    type=click.Path(file_okay=False, writable=True),
-)
+@out_dir_option("posenc-extend")
 @click.option("--executor", default="local", show_default=True, type=click.Choice(["local", "ray"]),
               help="local processes, or Ray tasks (needs posenc[ray])")  # fmt: skip
 @click.option("--address", default=None, help="with --executor ray: auto | HOST:PORT of a Ray head")

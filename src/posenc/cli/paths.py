@@ -15,6 +15,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import click
+
 # What the OS's own words ("Not a directory", ...) leave unsaid, per errno.
 _HINTS = {
     errno.ENOTDIR: "a parent of it is a file, not a directory",
@@ -132,3 +134,13 @@ def _cannot(what: str, exc: OSError) -> str:
     reason = exc.strerror or type(exc).__name__
     hint = _HINTS.get(exc.errno) if exc.errno is not None else None
     return f"cannot {what}: {reason}" + (f" ({hint})" if hint else "")
+
+
+def out_dir_option(default: str | None, *more_names: str, dest: str = "out", **kwargs):
+    """The option of a command that writes into a directory, spelt ``-o`` / ``--out`` by every such
+    command (``more_names``: older spellings kept, e.g. ``--output``)."""
+    if default is not None:  # (an explicit default=None would count as a value given)
+        kwargs.update(default=default, show_default=True)
+    return click.option(
+        "-o", "--out", *more_names, dest, type=click.Path(file_okay=False, writable=True), **kwargs
+    )

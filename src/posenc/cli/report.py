@@ -7,22 +7,14 @@ import time
 import click
 
 from posenc import report
-from posenc.cli.paths import input_dir, output_dir
+from posenc.cli.paths import input_dir, out_dir_option, output_dir
 from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
 from posenc.records.store import ResultStore
 
 
 @click.command("report")
-@click.option(
-    "-o",
-    "--out",
-    "--output",
-    "output",
-    type=click.Path(file_okay=False, writable=True),
-    required=True,
-    help="directory to write",
-)
+@out_dir_option(None, "--output", dest="output", required=True, help="directory to write")
 @click.option(
     "--results",
     "results",

@@ -72,3 +72,20 @@ def test_report_refuses_a_results_folder_without_runs(tmp_path):
     )
     assert result.exit_code == 2
     assert "--results" in result.output and "no finished runs" in result.output
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-to-dev-zero"])
+def test_a_gzipped_record_that_is_no_file_is_refused_at_once(tmp_path, kind):
+    """A FIFO or a link to an endless device named like a shipped record: never read, never waited on."""
+    import os
+
+    runs = tmp_path / "runs" / "copy"
+    runs.mkdir(parents=True)
+    path = runs / "rope__seed0__0123456789abcdef.json.gz"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    data, why = read_record_file(path)
+    assert data is None and why is not None and "not a regular file" in why, why
+    assert ResultStore(tmp_path).records(latest_grid=False, warn=lambda _: None) == []
