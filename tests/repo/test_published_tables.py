@@ -110,6 +110,15 @@ def test_the_published_block_is_what_its_shipped_records_give(block):
     )
 
 
+def test_the_tuning_block_is_the_shipped_learning_rates():
+    """docs/benchmark.md's learning-rate table renders posenc.compare's shipped choices: a new
+    choice shipped without regenerating it fails here."""
+    assert TABLES.main(["--block", "tuning", "--check"]) == 0, (
+        "the tuning block is not the shipped learning rates: regenerate it with "
+        "python scripts/update_benchmark_tables.py --block tuning"
+    )
+
+
 def test_the_notes_verdicts_are_what_the_shipped_notes_records_give():
     try:
         records, info = shipped.load(NOTES_PAGE.BLOCK)

@@ -119,7 +119,10 @@ def hook_table(
             return title, [f"d{k}" for k in range(pe.shape[-1])], pe.tolist()
         if enc.kind == "bias":
             b = cast(BiasEncoding, enc).bias(m, n)[0, 0]  # (i, j) for head 0
-            return "bias(q_pos=i, k_pos=j) for head 0", [f"j={j}" for j in range(n)], b.double().tolist()
+            title = "bias(q_pos=i, k_pos=j) for head 0"
+            if getattr(enc.config, "bidirectional", True) is False:  # a causal variant: j > i never attended
+                title += "; j > i: keys causal attention masks (shown as the formula gives them)"
+            return title, [f"j={j}" for j in range(n)], b.double().tolist()
         if enc.kind == "rotary":
             rotated_heads = int(getattr(enc.config, "num_heads", 1) or 1)  # RoPE-Mixed rotates per head
             e = (

@@ -127,7 +127,7 @@ def plot_command(
         if option is None:
             raise PosencError(f"--positions does not apply to figure kind {kind!r}")
         options[option] = positions
-    output_file(output, "-o/--output")  # before drawing: a path that cannot be written fails now
+    output_file(output, "-o/--out")  # before drawing: a path that cannot be written fails now
     try:
         path = viz.render(name, kind, output, d_model=d_model, num_heads=num_heads, dpi=dpi, **options)
     except PosencError as exc:  # the figure's own name for the size is --positions here
@@ -159,7 +159,7 @@ def _plot_run(
             raise PosencError(f"{flag} does not apply with --run: the run's model has its own")
     if positions is not None:
         check_int("--positions", positions, minimum=1, maximum=4096)
-    output_file(output, "-o/--output")
+    output_file(output, "-o/--out")
     maps, spec, example = trained.attention_maps(run, positions, trust_remote_code=trust_remote_code)
     if name is not None and name not in (spec.encoding, spec.label):
         raise PosencError(f"NAME {name!r} does not match the run, which is {spec.label!r} (leave NAME out)")
@@ -186,7 +186,7 @@ def _plot_curves(
     records = store.records(warn=lambda message: click.echo(message, err=True))
     if not records:
         raise PosencError(f"--curves {out}: no finished runs to draw")
-    output_file(output, "-o/--output")
+    output_file(output, "-o/--out")
     fig = curves_figure(
         records, title=f"Learning curves of {out}: training loss and held-out metric per step"
     )

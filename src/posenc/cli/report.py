@@ -56,7 +56,7 @@ def report_command(
                 f"--results {results}: no finished runs (records runs/TASK/*.json, as posenc compare --out "
                 "writes them, or *.json.gz, as benchmarks/records/ ships them)"
             )
-    output_dir(output, "-o/--output")
+    output_dir(output, "-o/--out")
     start = time.perf_counter()
     path = report.build_report(
         output,

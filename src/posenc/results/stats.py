@@ -78,7 +78,8 @@ ALPHA = 1 - CONFIDENCE
 POWER = 0.8
 METHOD = (
     "95% t interval over seeds (seeds x examples variance: the seed means' spread plus the shared "
-    "examples', Satterthwaite df; rates on the logit scale, Clopper-Pearson at 0% / 100%); "
+    "examples', Satterthwaite df; seeds tied exactly: the examples' noise; rates on the logit scale, "
+    "Clopper-Pearson at 0% / 100%); "
     "converged runs only"
 )
 TEST = (
@@ -242,10 +243,19 @@ def _mean_squares(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def _seed_part(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(variance of the mean from the spread of the seed means, its df = seeds - 1, the residual mean square)."""
+    """(variance of the mean from the spread of the seed means, its df = seeds - 1, the residual mean square).
+
+    Seeds whose means tie exactly although their examples differ (rates with few errors: three
+    seeds each 253 of 256 right, on different examples) show no spread, which cannot be the truth: the
+    examples' noise alone moves a seed's mean. There the residual mean square, what a seed mean
+    varies by with no seed effect at all, stands in, with its own df, instead of a zero-width interval.
+    """
     seeds, count = values.shape[-2:]
     ms_seed, _, ms_resid = _mean_squares(values)
-    return ms_seed / (seeds * count), np.full(np.shape(ms_seed), seeds - 1.0), ms_resid
+    tie = (ms_seed == 0) & (ms_resid > 0)
+    part = np.where(tie, ms_resid, ms_seed) / (seeds * count)
+    df = np.where(tie, (seeds - 1.0) * max(count - 1, 1), seeds - 1.0)
+    return part, np.asarray(df, dtype=float), ms_resid
 
 
 def _satterthwaite(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 import posenc
 from posenc import reference
+from posenc.analysis import worked
 from posenc.cli import main
 
 
@@ -72,6 +73,15 @@ def test_show_every_registered_encoding(name):
     assert data["name"] == name and data["kind"] == posenc.ENCODINGS[name].kind
     if data["kind"] != "none":
         assert len(data["values"]) == 3
+
+
+def test_show_causal_bias_says_keys_after_the_query_are_masked():
+    """ALiBi's formula is positive above the diagonal; the table must not read as a reward for the future."""
+    causal = run("show", "alibi", "--positions", "4").output.splitlines()
+    assert "j > i: keys causal attention masks" in causal[1]
+    bidirectional = posenc.build("alibi", num_heads=2, bidirectional=True)
+    title, _, rows = worked.hook_table(bidirectional, 4, 8, 2)
+    assert "masks" not in title and rows[0][3] < 0  # -m |i - j|: nothing masked, nothing positive
 
 
 def test_show_additive_json_equals_encode():

@@ -31,7 +31,7 @@ def test_the_variance_of_a_cell_adds_the_shared_examples_spread_to_the_seeds():
     """The two-way (seeds x examples) mean squares by explicit sums, and the variance of the mean
     they give: seeds' part ms_seed / (S U) plus the examples' part (ms_unit - ms_resid) / (S U)."""
     values = np.array(
-        [[1.0, 1.0, 0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0, 1.0, 1.0]]
+        [[1.0, 1.0, 0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0, 1.0, 1.0]]
     )
     seeds, count = values.shape
     grand = sum(map(sum, values)) / (seeds * count)
@@ -61,6 +61,27 @@ def test_a_rate_at_zero_or_one_has_a_clopper_pearson_interval_never_zero_width()
     assert stats.interval(np.ones((3, 256)), rate=True)[1] == pytest.approx(1 - edge)
     inside = stats.interval(np.array([[0.0] * 250 + [1.0] * 6] * 3), rate=True)
     assert 0 < inside[1] < inside[0] < inside[2] < 1  # the logit interval stays inside [0, 1]
+
+
+def test_seeds_tied_exactly_on_different_examples_keep_the_examples_noise():
+    """Three seeds, each 253 of 256 right but on different examples (quick's sinusoidal copy, in
+    the trained length): their means tie, yet the interval is the examples' noise, not zero-width,
+    and two such cells a few examples apart are not "infinitely" different."""
+    values = np.ones((3, 256))
+    for seed, wrong in enumerate(([145, 166, 191], [86, 230, 242], [174, 195, 220])):
+        values[seed, wrong] = 0.0
+    mean, variance, df = stats.mean_variance(values)
+    _, _, ms_resid = stats._mean_squares(values)
+    assert mean == pytest.approx(253 / 256)
+    assert variance == pytest.approx(ms_resid / (3 * 256)) and variance > 0 and df == 2 * 255
+    _, low, high = stats.interval(values, rate=True)
+    assert 0.97 < low < mean < high < 0.997
+    other = values.copy()
+    other[:, :2] = 0.0  # 2 more errors on every seed: its means tie too
+    diff, dlow, dhigh, p = stats.compare_arrays(values, other, rate=True)
+    assert diff == pytest.approx(2 / 256) and dlow < diff < dhigh and 0 < p < 1
+    same = stats.compare_arrays(values, values.copy(), rate=True, paired=True)
+    assert same[0] == 0 and same[3] == 1.0  # one model evaluated twice the same way: a tie, p = 1
 
 
 def test_a_cell_averages_converged_runs_only_and_counts_the_others():
