@@ -276,6 +276,8 @@ def _figure(size: tuple[float, float]) -> Any:
 
 def _perplexity_figure(summary: dict[str, Any], labels: list[str], colors: dict[str, str], path: Path) -> str:
     """Perplexity by evaluation length per scaling, with the interval over documents as a band."""
+    from matplotlib.ticker import NullLocator
+
     context = summary["context"]
     fig = _figure((7.5, 4.5))
     ax = fig.add_subplot()
@@ -291,6 +293,10 @@ def _perplexity_figure(summary: dict[str, Any], labels: list[str], colors: dict[
     ax.axvline(context, color="grey", linestyle="--", linewidth=1)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    measured = sorted({int(n) for label in labels for n in summary["perplexity"][label]})
+    if measured:  # ticks at the lengths measured, in tokens ("16384", not "2^14")
+        ax.set_xticks(measured, [str(n) for n in measured])
+        ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel("perplexity")
     method = interval_method(summary["documents"])
