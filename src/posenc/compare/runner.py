@@ -9,7 +9,8 @@ allows mixing them with new ones (:func:`check_code`).
 The progress display: one bar covers the whole grid (in work units ~ training steps),
 with ETA, and each run in progress has a row of its own with its latest held-out
 check (step, held-out exact match or loss), as its worker reports it (local workers
-report as they go; Ray tasks only when they finish).
+report as they go; Ray tasks only when they finish). Where no bar can draw (output to a
+file or a pipe: nohup, CI), a line per finished run says the same (:class:`PlainLines`).
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ def run_grid(
     with Progress(*_columns(), disable=not show_progress, transient=False, console=console) as bar:
         task = bar.add_task(title, total=max(total, 1), runs=f"runs 0/{len(todo)}")
         rows = RunRows(bar)
+        lines = PlainLines(bar, total, len(todo), log, noun="run")
         given: dict[str, int] = {}
 
         def advance(spec: RunSpec, units: int, status: dict[str, Any] | None = None) -> None:
@@ -161,6 +163,9 @@ def run_grid(
             rows.finish(spec)
             _keep(spec, result, store, outcome, log)
             bar.update(task, runs=f"runs {finished}/{len(todo)}")
+            lines.finished(
+                sum(given.values()), f"{spec.task}: {spec.label} (seed {spec.seed}) {_ended(result)}"
+            )
     outcome.wall_seconds = time.perf_counter() - start
     return outcome
 
@@ -215,6 +220,49 @@ def status_text(status: dict[str, Any]) -> str:
     value = status.get("value")
     shown = f"{value:.3f}" if isinstance(value, (int, float)) else "-"
     return f"step {status.get('step', '?')}: {name} {shown}"
+
+
+def _ended(result: Any) -> str:
+    """How a finished run ended, in a few words: converged at which step, not converged, failed."""
+    if isinstance(result, BaseException):
+        return f"failed ({type(result).__name__})"
+    training = result.get("train", result) if isinstance(result, dict) else {}
+    if training.get("converged"):
+        return f"converged at step {training.get('steps_to_converge', training.get('steps', '?'))}"
+    if "converged" in training:
+        return f"not converged in {training.get('steps', '?')} steps"
+    return "done"
+
+
+def _clock(seconds: float) -> str:
+    """``0:18:13``, as the live bar shows elapsed and remaining time."""
+    whole = max(0, round(seconds))
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
+class PlainLines:
+    """Progress where no live bar can draw: with the display on and its console not a terminal
+    (output to a file or a pipe, as under nohup or in CI), one line per finished run or cell, with
+    the time so far and an estimate of the time left from the work done; on a terminal, nothing
+    (the bar shows it)."""
+
+    def __init__(
+        self, bar: Progress, total: int, count: int, log: Callable[[str], None], *, noun: str
+    ) -> None:
+        console = bar.console
+        self.on = not bar.disable and not (console.is_terminal or console.is_jupyter)
+        self.total, self.count, self.log, self.noun = max(total, 1), count, log, noun
+        self.done = 0
+        self.start = time.perf_counter()
+
+    def finished(self, units_done: int, text: str) -> None:
+        self.done += 1
+        if not self.on:
+            return
+        elapsed = time.perf_counter() - self.start
+        left = elapsed * max(self.total - units_done, 0) / units_done if units_done > 0 else None
+        eta = f", about {_clock(left)} left" if left is not None and self.done < self.count else ""
+        self.log(f"{self.noun} {self.done}/{self.count} ({_clock(elapsed)} so far{eta}): {text}")
 
 
 class RunRows:

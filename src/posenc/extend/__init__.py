@@ -48,6 +48,7 @@ import posenc.extend.scalings as sc
 import posenc.extend.summary as summaries
 from posenc.compare.device import check_precision, describe, resolve_device
 from posenc.compare.executor import make_executor
+from posenc.compare.runner import PlainLines
 from posenc.core.errors import PosencError
 from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.extend.cell_store import Store
@@ -443,6 +444,7 @@ def _run_cells(todo, store, about, results, *, executor, address, workers, show_
                TextColumn("{task.fields[cells]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
     with Progress(*columns, disable=not show_progress, transient=False) as bar:
         grid = bar.add_task("posenc extend", total=sum(c.units for c in todo), cells=f"cells 0/{len(todo)}")
+        lines = PlainLines(bar, sum(c.units for c in todo), len(todo), log, noun="cell")
         rows: dict[str, Any] = {}
         given: dict[str, int] = {}
 
@@ -469,4 +471,6 @@ def _run_cells(todo, store, about, results, *, executor, address, workers, show_
                 store.write(cell, about, result)
                 results[cell.run_id] = result
             bar.update(grid, cells=f"cells {finished}/{len(todo)}")
+            ended = "failed" if isinstance(result, BaseException) else "done"
+            lines.finished(sum(given.values()), f"{cell.label} {ended}")
     return failed

@@ -443,8 +443,10 @@ def test_a_run_writes_table_figures_and_records_and_a_rerun_resumes_without_comp
     records[0].write_text(json.dumps(edited))
     monkeypatch.undo()
     logged: list[str] = []
-    third = extend.run(tiny_protocol(tiny), out=out, show_progress=False, log=logged.append)
+    third = extend.run(tiny_protocol(tiny), out=out, show_progress=True, log=logged.append)
     assert third.done == 1 and third.resumed == len(records) - 1
+    # output captured (not a terminal): the live bar cannot draw, a line per finished cell says it
+    assert [line for line in logged if line.startswith("cell 1/1 (0:") and line.endswith(" done")], logged
     assert json.loads((out / "run.json").read_text())["cells_done"] == 1  # a run that computed writes it
     assert any("corrupt" in line for line in logged)
     assert (records[0].parent / (records[0].name + ".corrupt")).exists()

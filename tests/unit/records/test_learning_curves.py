@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -142,6 +143,26 @@ def test_each_running_run_has_a_row_with_its_held_out_metric():
         assert bar.tasks[0].completed == 5
         rows.finish(spec)
         assert not bar.tasks
+
+
+def test_output_to_a_file_gets_a_line_per_finished_run_and_a_terminal_none(tmp_path):
+    """Under nohup or in CI the live bar cannot draw: every finished run is a line with the time
+    so far and left; on a terminal the bar shows it and no line is added."""
+    specs = build_grid(SMOKE, encodings=("nope",), tasks=("copy", "lm"), seeds=(0,)).specs
+    for terminal, out in ((False, tmp_path / "file"), (True, tmp_path / "tty")):
+        console = Console(file=io.StringIO(), width=160, force_terminal=terminal)
+        logged: list[str] = []
+        run_grid(specs, ResultStore(out), LocalExecutor(1), log=logged.append, console=console)
+        lines = [line for line in logged if line.startswith("run ")]
+        if terminal:
+            assert not lines, logged
+            continue
+        assert len(lines) == 2, logged
+        assert re.fullmatch(
+            r"run 1/2 \(0:\d\d:\d\d so far, about 0:\d\d:\d\d left\): \w+: nope \(seed 0\) .+", lines[0]
+        )
+        assert re.fullmatch(r"run 2/2 \(0:\d\d:\d\d so far\): \w+: nope \(seed 0\) .+", lines[1])
+        assert any(" converged at step " in line or " not converged in " in line for line in lines)
 
 
 # ---------------------------------------------------------------------------
