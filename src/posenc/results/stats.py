@@ -19,7 +19,9 @@ seeds the t quantile has about 2 degrees of freedom (4.3, not 1.96).
   (exact match, token accuracy: values in [0, 1]) on the logit scale (the quasi-binomial interval,
   so that it stays inside [0, 1] and stretches away from a floor or ceiling), and at exactly 0% or
   100% (every seed and example) the Clopper-Pearson bound for the examples
-  (``scipy.stats.binomtest``), never zero width. With one converged seed there is no interval.
+  (``scipy.stats.binomtest``), never zero width. Seeds whose means tie exactly although their
+  examples differ (few errors: 253 of 256 on each seed) show no spread; the examples' noise stands
+  in for it there. With one converged seed there is no interval.
 - **Test between two rows** (:data:`TEST`): Welch's t test over seeds with the examples' variance
   of the difference added (it is ``scipy.stats.ttest_ind(equal_var=False)`` on the seed means when
   that part is zero); two rows that are one set of trained runs evaluated two ways
