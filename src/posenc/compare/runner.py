@@ -254,6 +254,8 @@ class PlainLines:
         self.total, self.count, self.log, self.noun = max(total, 1), count, log, noun
         self.done = 0
         self.start = time.perf_counter()
+        if self.on and count:
+            self.log(f"{count} {noun}(s) to do; a line as each one finishes")
 
     def finished(self, units_done: int, text: str) -> None:
         self.done += 1

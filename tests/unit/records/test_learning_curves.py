@@ -157,7 +157,7 @@ def test_output_to_a_file_gets_a_line_per_finished_run_and_a_terminal_none(tmp_p
         if terminal:
             assert not lines, logged
             continue
-        assert len(lines) == 2, logged
+        assert len(lines) == 2 and "2 run(s) to do; a line as each one finishes" in logged, logged
         assert re.fullmatch(
             r"run 1/2 \(0:\d\d:\d\d so far, about 0:\d\d:\d\d left\): \w+: nope \(seed 0\) .+", lines[0]
         )
