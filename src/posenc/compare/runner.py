@@ -163,9 +163,7 @@ def run_grid(
             rows.finish(spec)
             _keep(spec, result, store, outcome, log)
             bar.update(task, runs=f"runs {finished}/{len(todo)}")
-            lines.finished(
-                sum(given.values()), f"{spec.task}: {spec.label} (seed {spec.seed}) {_ended(result)}"
-            )
+            lines.finished(sum(given.values()), f"{spec.task}: {spec.label} (seed {spec.seed})", result)
     outcome.wall_seconds = time.perf_counter() - start
     return outcome
 
@@ -231,7 +229,7 @@ def _ended(result: Any) -> str:
         return f"converged at step {training.get('steps_to_converge', training.get('steps', '?'))}"
     if "converged" in training:
         return f"not converged in {training.get('steps', '?')} steps"
-    return "done"
+    return "done"  # work that does not train (a posenc extend cell)
 
 
 def _clock(seconds: float) -> str:
@@ -257,14 +255,17 @@ class PlainLines:
         if self.on and count:
             self.log(f"{count} {noun}(s) to do; a line as each one finishes")
 
-    def finished(self, units_done: int, text: str) -> None:
+    def finished(self, units_done: int, name: str, result: Any) -> None:
+        """One more finished: ``name`` (the run or cell) and its ``result`` (a payload or an error)."""
         self.done += 1
         if not self.on:
             return
         elapsed = time.perf_counter() - self.start
         left = elapsed * max(self.total - units_done, 0) / units_done if units_done > 0 else None
         eta = f", about {_clock(left)} left" if left is not None and self.done < self.count else ""
-        self.log(f"{self.noun} {self.done}/{self.count} ({_clock(elapsed)} so far{eta}): {text}")
+        self.log(
+            f"{self.noun} {self.done}/{self.count} ({_clock(elapsed)} so far{eta}): {name} {_ended(result)}"
+        )
 
 
 class RunRows:

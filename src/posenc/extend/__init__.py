@@ -471,6 +471,5 @@ def _run_cells(todo, store, about, results, *, executor, address, workers, show_
                 store.write(cell, about, result)
                 results[cell.run_id] = result
             bar.update(grid, cells=f"cells {finished}/{len(todo)}")
-            ended = "failed" if isinstance(result, BaseException) else "done"
-            lines.finished(sum(given.values()), f"{cell.label} {ended}")
+            lines.finished(sum(given.values()), cell.label, result)
     return failed

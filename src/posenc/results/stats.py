@@ -244,8 +244,11 @@ def _mean_squares(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return ms_seed, ms_unit, ms_resid
 
 
-def _seed_part(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(variance of the mean from the spread of the seed means, its df = seeds - 1, the residual mean square).
+def _seed_part(
+    values: np.ndarray, squares: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(variance of the mean from the spread of the seed means, its df = seeds - 1, the residual mean
+    square); ``squares``: :func:`_mean_squares` of ``values`` where the caller has them already.
 
     Seeds whose means tie exactly although their examples differ (rates with few errors: three
     seeds each 253 of 256 right, on different examples) show no spread, which cannot be the truth: the
@@ -253,7 +256,7 @@ def _seed_part(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     varies by with no seed effect at all, stands in, with its own df, instead of a zero-width interval.
     """
     seeds, count = values.shape[-2:]
-    ms_seed, _, ms_resid = _mean_squares(values)
+    ms_seed, _, ms_resid = _mean_squares(values) if squares is None else squares
     tie = (ms_seed == 0) & (ms_resid > 0)
     part = np.where(tie, ms_resid, ms_seed) / (seeds * count)
     df = np.where(tie, (seeds - 1.0) * max(count - 1, 1), seeds - 1.0)
@@ -283,8 +286,9 @@ def mean_variance(values: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if seeds < 2:
         nan = np.full(mean.shape, np.nan)
         return mean, nan, nan
-    seed_part, seed_df, ms_resid = _seed_part(values)
-    _, ms_unit, _ = _mean_squares(values)
+    squares = _mean_squares(values)
+    seed_part, seed_df, ms_resid = _seed_part(values, squares)
+    ms_unit = squares[1]
     unit_part = np.maximum(ms_unit - ms_resid, 0.0) / (seeds * count)
     variance, df = _satterthwaite(
         [(seed_part, seed_df), (unit_part, np.full(mean.shape, max(count - 1, 1.0)))]
