@@ -8,7 +8,7 @@ previous one of the same mode (:mod:`speed_compare`).
 
 Usage:
     python benchmarks/run_speed.py [--quick | --full] [--section rope|decode|bias|train ...]
-        [--no-memory] [--out DIR] [--no-save] [--threads N] [--format table|json]
+        [--no-memory] [--out DIR] [--no-save] [--threads N] [--device cpu|cuda] [--format table|json]
 
 Then ``python benchmarks/compare_speed.py`` diffs the two newest records of a mode, and
 ``python benchmarks/update_speed_table.py RECORD ...`` rewrites the README's speed table.
@@ -52,8 +52,12 @@ SECTION_CHOICES = speed.SECTIONS
 @click.option(
     "--threads", type=int, default=None, help="torch threads for the run, 1 .. 4 x cores (default: torch's)"
 )
+@click.option(
+    "--device", default="cpu", show_default=True,
+    help="cpu, or cuda / cuda:N: races rope and bias there (with --section rope --section bias)",
+)  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def run_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> None:
+def run_command(mode, sections, no_memory, out_dir, no_save, threads, device, fmt) -> None:
     """Time RoPE application, decoding, bias attention and a training step against peers.
 
     \b
@@ -70,6 +74,7 @@ def run_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> No
       python benchmarks/run_speed.py --quick
       python benchmarks/run_speed.py --quick --section rope --format json
       python benchmarks/run_speed.py --full --out benchmarks/results
+      python benchmarks/run_speed.py --quick --device cuda --section rope --section bias
     """
     if threads is not None:
         check_int("--threads", threads, minimum=1, maximum=max_threads())
@@ -81,10 +86,11 @@ def run_command(mode, sections, no_memory, out_dir, no_save, threads, fmt) -> No
         record = speed.run(
             mode, sections=sections, memory=not no_memory, out_dir=None if no_save else out_dir,
             progress=lambda message: status.update(f"speed race: {message}"), threads=threads,
+            device=device,
         )  # fmt: skip
     comparison = None
     if not no_save:
-        found = speed_compare.previous_records(out_dir, mode)
+        found = speed_compare.previous_records(out_dir, record["series"])
         if len(found) >= 2:
             comparison = speed_compare.compare(speed_compare.load(found[-2]), speed_compare.load(found[-1]))
     if fmt == "json":

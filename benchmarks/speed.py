@@ -59,6 +59,7 @@ import speed_cases as cases_mod  # benchmarks/, next to this file
 import torch
 from rich.table import Table
 
+from posenc.compare.device import resolve_device
 from posenc.compare.executor import max_threads
 from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
@@ -71,6 +72,7 @@ ROOFLINE = "roofline (copy)"
 FLOOR = "sdpa unbiased (floor)"
 DECODE_CHECKED = "posenc rotate (checked positions)"
 SECTIONS = ("rope", "decode", "bias", "train")
+GPU_SECTIONS = ("rope", "bias")  # the sections whose contenders follow --device
 
 BIAS_NAMES = [name for name, cls in ENCODINGS.items() if cls.kind == "bias"]
 #: The attention decode contenders: label -> posenc.build_for_model arguments (None: no encoding).
@@ -472,6 +474,7 @@ def _race(
     load change on a shared machine hits all of them alike."""
     out: dict[str, Any] = {}
     live: dict[str, Callable[[], object]] = {}
+    sync = _synchronizer()
     for name, case in cases.items():
         if isinstance(case, str):
             out[name] = {"skipped": case}
@@ -480,6 +483,7 @@ def _race(
         try:
             tic = time.perf_counter()
             case()  # warm-up: builds tables, compiles
+            sync()
             out[name] = {"warmup_s": time.perf_counter() - tic}
             live[name] = case
         except Exception as exc:  # noqa: BLE001 - a peer that breaks is reported, not fatal
@@ -489,9 +493,11 @@ def _race(
         progress(f"{label}: round {round_ + 1}/{repeats}")
         for name, case in live.items():
             try:
+                sync()
                 t0 = time.perf_counter()
                 for _ in range(inner):
                     case()
+                sync()  # a GPU's calls return before their work is done
                 times[name].append((time.perf_counter() - t0) / inner)
             except Exception as exc:  # noqa: BLE001
                 out[name] = {"skipped": f"failed: {type(exc).__name__}: {str(exc)[:160]}"}
@@ -500,6 +506,15 @@ def _race(
             # min_ms: the least-disturbed round, a useful second opinion on a shared machine
             out[name].update({"ms": 1e3 * statistics.median(ts), "min_ms": 1e3 * min(ts)})
     return out
+
+
+def _synchronizer() -> Callable[[], None]:
+    """Waits for the device's queued work (a no-op on the CPU, whose calls return when done)."""
+    if cases_mod.DEVICE.type == "cuda":
+        return torch.cuda.synchronize
+    if cases_mod.DEVICE.type == "mps":
+        return torch.mps.synchronize
+    return lambda: None
 
 
 def run_rope(plan: dict[str, Any], progress) -> list[dict[str, Any]]:
@@ -664,6 +679,7 @@ def machine_info() -> dict[str, Any]:
         "cpu": cpu,
         "cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "versions": versions,
     }
@@ -677,11 +693,14 @@ def run(
     out_dir: str | Path | None = "benchmarks/results",
     progress: Callable[[str], None] | None = None,
     threads: int | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Run the plan ``mode`` ("quick", "full" or "smoke"); write and return the JSON record.
 
     ``threads`` sets ``torch.set_num_threads`` for the run (and the memory subprocesses);
-    default: leave torch's setting.
+    default: leave torch's setting. ``device`` other than the CPU (a CUDA device) races the
+    ``rope`` and ``bias`` sections there, with no peak-memory subprocesses and no goals (the
+    goals are set for the CPU's C kernels).
     """
     if threads is not None:
         torch.set_num_threads(check_int("threads", threads, minimum=1, maximum=max_threads()))
@@ -691,6 +710,13 @@ def run(
         if section not in SECTIONS:
             raise PosencError(f"sections must be among {list(SECTIONS)}, got {section!r}")
     plan = PLANS[mode]
+    target = torch.device(resolve_device(device))
+    if target.type != "cpu":
+        off = [section for section in sections if section not in GPU_SECTIONS]
+        if off:
+            raise PosencError(f"--device {device} races only {list(GPU_SECTIONS)}, not {off}")
+        memory = False
+    cases_mod.DEVICE = target
     progress = progress or (lambda message: None)
     started = time.time()
     record: dict[str, Any] = {
@@ -700,6 +726,9 @@ def run(
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_info(),
         "plan": {key: value for key, value in plan.items()},
+        "device": str(cases_mod.DEVICE),
+        # the records a new one is compared with: the same mode on the same kind of device
+        "series": mode if cases_mod.DEVICE.type == "cpu" else f"{cases_mod.DEVICE.type}-{mode}",
         "notes": {
             "roofline": "clone() of q and k (forward) or q*1, k*1 through autograd (forward+backward): "
             "the bytes a rotation must read and write",
@@ -716,14 +745,14 @@ def run(
             record["bias"] = run_bias(plan, progress, memory=memory)
         else:
             record[section] = runners[section](plan, progress)
-    record["targets"] = targets(record)
+    record["targets"] = targets(record) if cases_mod.DEVICE.type == "cpu" else []
     record["machine"]["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     record["seconds"] = time.time() - started
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        path = out / f"speed-{mode}-{stamp}.json"
+        path = out / f"speed-{record['series']}-{stamp}.json"
         path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         record["path"] = str(path)
     return record

@@ -44,6 +44,9 @@ from posenc.records.spec import ModelSpec
 
 Case = Callable[[], object] | str
 POSENC_EAGER = "posenc rotate"
+#: Where the rope and bias contenders' tensors and modules live (``run_speed.py --device``); the decode
+#: and training cases stay on the CPU.
+DEVICE = torch.device("cpu")
 
 
 def _skip(exc: BaseException) -> str:
@@ -54,7 +57,7 @@ def _skip(exc: BaseException) -> str:
 
 def _inputs(shape, dtype, *, seed: int, grad: bool) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g).to(dtype).requires_grad_(grad)
+    return torch.randn(*shape, generator=g).to(DEVICE, dtype).requires_grad_(grad)
 
 
 # ---------------------------------------------------------------------------
@@ -91,7 +94,9 @@ def rope_cases(b: int, h: int, n: int, d: int, dtype: torch.dtype, *, backward: 
     enc = cast(RoPE, posenc.build("rope", head_dim=d))
     cases["posenc rotate"] = wrap(lambda x, y: enc.rotate(x, y))
     wide = compute_dtype(dtype)
-    cos, sin = enc.cos_sin(torch.arange(n)[None], wide)  # (1, n, d/2), as a model computes once
+    cos, sin = enc.cos_sin(
+        torch.arange(n, device=DEVICE)[None], wide
+    )  # (1, n, d/2), as a model computes once
     cos, sin = cos[:, None], sin[:, None]  # (1, 1, n, d/2)
 
     def fused(x, y):
@@ -112,7 +117,7 @@ def rope_cases(b: int, h: int, n: int, d: int, dtype: torch.dtype, *, backward: 
         inv = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
         freqs = torch.arange(n, dtype=torch.float32)[:, None] * inv  # (n, d/2)
         emb = torch.cat((freqs, freqs), dim=-1)[None]  # (1, n, d), as LlamaRotaryEmbedding
-        hf_cos, hf_sin = emb.cos().to(dtype), emb.sin().to(dtype)
+        hf_cos, hf_sin = emb.cos().to(DEVICE, dtype), emb.sin().to(DEVICE, dtype)
         cases["hf transformers"] = wrap(lambda x, y: hf_apply(x, y, hf_cos, hf_sin))
     except Exception as exc:  # noqa: BLE001 - any import/build failure is a skip
         cases["hf transformers"] = _skip(exc)
@@ -120,7 +125,7 @@ def rope_cases(b: int, h: int, n: int, d: int, dtype: torch.dtype, *, backward: 
     try:
         from rotary_embedding_torch import RotaryEmbedding
 
-        ret = RotaryEmbedding(dim=d)
+        ret = RotaryEmbedding(dim=d).to(DEVICE)
         cases["rotary-embedding-torch"] = wrap(
             lambda x, y: (ret.rotate_queries_or_keys(x), ret.rotate_queries_or_keys(y))
         )
@@ -131,7 +136,7 @@ def rope_cases(b: int, h: int, n: int, d: int, dtype: torch.dtype, *, backward: 
         from x_transformers.x_transformers import RotaryEmbedding as XRotary
         from x_transformers.x_transformers import apply_rotary_pos_emb as x_apply
 
-        xfreqs, xscale = XRotary(d)(torch.arange(n))
+        xfreqs, xscale = XRotary(d).to(DEVICE)(torch.arange(n, device=DEVICE))
         cases["x-transformers"] = wrap(lambda x, y: (x_apply(x, xfreqs, xscale), x_apply(y, xfreqs, xscale)))
     except Exception as exc:  # noqa: BLE001
         cases["x-transformers"] = _skip(exc)
@@ -139,7 +144,7 @@ def rope_cases(b: int, h: int, n: int, d: int, dtype: torch.dtype, *, backward: 
     try:
         from torchtune.modules import RotaryPositionalEmbeddings
 
-        tt = RotaryPositionalEmbeddings(dim=d, max_seq_len=n)
+        tt = RotaryPositionalEmbeddings(dim=d, max_seq_len=n).to(DEVICE)
         cases["torchtune"] = wrap(
             lambda x, y: (tt(x.transpose(1, 2)).transpose(1, 2), tt(y.transpose(1, 2)).transpose(1, 2))
         )
@@ -267,7 +272,7 @@ def bias_cases(
     or forward + backward into q, k, v and the encoding's parameters (``backward``)."""
     q, k, v = (_inputs((b, h, n, d), dtype, seed=s, grad=backward) for s in (1, 2, 3))
     grad = _inputs((b, h, n, d), dtype, seed=4, grad=False)
-    enc = posenc.build_for_model(name, d_model=h * d, num_heads=h)
+    enc = posenc.build_for_model(name, d_model=h * d, num_heads=h).to(DEVICE)
     enc.requires_grad_(backward)
 
     def wrap(fn: Callable[[], torch.Tensor]) -> Callable[[], object]:
@@ -289,7 +294,7 @@ def bias_cases(
         bias = (
             cast(BiasEncoding, enc).bias(n, n, device=q.device).to(dtype)
         )  # (1, h, i, j), as the dense path
-        future = torch.ones(n, n, dtype=torch.bool).triu(1)
+        future = torch.ones(n, n, dtype=torch.bool, device=DEVICE).triu(1)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(future, float("-inf")))
 
     cases["sdpa + dense bias"] = wrap(dense)
@@ -309,8 +314,8 @@ def bias_cases(
             rel = AlibiPositionalBias(heads=h, total_heads=h)
         else:
             rel = RelativePositionBias(scale=d**0.5, causal=True, heads=h)
-        rel.requires_grad_(False)
-        attend = Attend(causal=True, heads=h)
+        rel.to(DEVICE).requires_grad_(False)
+        attend = Attend(causal=True, heads=h).to(DEVICE)
 
         def x_attention():
             out, _ = attend(q, k, v, attn_bias=rel(n, n))

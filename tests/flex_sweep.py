@@ -82,6 +82,7 @@ def main() -> int:
     flex_module.flex_bias_attention = counted
     failures = []
     cases = 0
+    head_dim = 8 if args.device == "cpu" else 16  # CUDA's FlexAttention takes head_dim 16 or more
     for name in args.encodings.split(","):
         enc = posenc.build_for_model(name, d_model=16, num_heads=2).to(args.device)
         for j in parse_lengths(args.lengths):
@@ -91,7 +92,7 @@ def main() -> int:
                      "cross": (j + 5, False)}  # fmt: skip
             for i, causal in (modes[m] for m in args.modes.split(",")):
                 g = torch.Generator().manual_seed(1000 * i + j)
-                q, k, v = (torch.randn(1, 2, n, 8, generator=g).to(args.device) for n in (i, j, j))
+                q, k, v = (torch.randn(1, 2, n, head_dim, generator=g).to(args.device) for n in (i, j, j))
                 with torch.no_grad():
                     out = flex_module.bias_attention(q, k, v, enc, causal=causal, path="flex")
                 ref = dense_reference(q, k, v, enc, causal)

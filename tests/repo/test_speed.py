@@ -183,6 +183,16 @@ def test_cli_bad_threads_is_one_line_exit_2(capsys):
     assert "--threads" in _one_line_error(["--smoke", "--no-save", "--threads", "-1"], capsys)
 
 
+def test_a_device_is_checked_and_a_gpu_races_only_the_sections_that_follow_it(capsys, monkeypatch):
+    if not torch.cuda.is_available():
+        assert "no CUDA device here" in _one_line_error(["--smoke", "--no-save", "--device", "cuda"], capsys)
+    assert "--device" in _one_line_error(["--smoke", "--no-save", "--device", "gpu"], capsys)
+    monkeypatch.setattr(speed, "resolve_device", lambda text: "cuda")  # as on a machine with one
+    monkeypatch.setattr(cases_mod, "DEVICE", cases_mod.DEVICE)  # restored after the test
+    message = _one_line_error(["--smoke", "--no-save", "--device", "cuda", "--section", "decode"], capsys)
+    assert "races only ['rope', 'bias']" in message and "'decode'" in message
+
+
 @pytest.fixture(scope="module")
 def unwritable(tmp_path_factory):
     directory = tmp_path_factory.mktemp("unwritable")

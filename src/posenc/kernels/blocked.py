@@ -31,6 +31,9 @@ import torch
 from posenc.kernels import mlp_bias
 
 _FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+#: Devices whose blocks go through SDPA's CPU flash kernel (forward and backward); every other device
+#: takes the plain matrix products (the tests empty this set to run that path on the CPU too).
+FLASH_DEVICES = frozenset({"cpu"})
 
 Block = tuple[int, int, int]  # (start, stop, keys)
 
@@ -174,10 +177,10 @@ class _BlockedAttention(torch.autograd.Function):
         for start, stop, keys in blocks:
             bias = source.block(start, stop, keys)
             qb, kb, vb = q[:, :, start:stop], k_rev[:, :, j - keys :], v_rev[:, :, j - keys :]
-            if q.device.type == "cpu":  # the flash kernel returns the log-sum-exp too
+            if q.device.type in FLASH_DEVICES:  # the flash kernel returns the log-sum-exp too
                 o, m = _FLASH_CPU(qb, kb, vb, attn_mask=bias, scale=scale)
-            else:
-                logits = torch.baddbmm(bias.to(wide), qb.to(wide), kb.to(wide).transpose(-1, -2), alpha=scale)
+            else:  # (b, h, rows, keys) logits; the bias block broadcasts over the batch
+                logits = (qb.to(wide) @ kb.to(wide).transpose(-1, -2)).mul_(scale).add_(bias)
                 m = torch.logsumexp(logits, dim=-1)
                 o = (torch.exp(logits - m[..., None]) @ vb.to(wide)).to(q.dtype)
             out[:, :, start:stop] = o
@@ -193,7 +196,7 @@ class _BlockedAttention(torch.autograd.Function):
         wide = lse.dtype
         source = SOURCES[ctx.kind](tuple(t.detach() for t in tensors), j, allowed, ctx.band)
         needs_table = source.begin_backward(ctx.needs_input_grad[8:])
-        flash = q.device.type == "cpu"
+        flash = q.device.type in FLASH_DEVICES
         grad_q = torch.empty(q.shape, dtype=q.dtype if flash else wide, device=q.device)
         grad_k = torch.zeros(k_rev.shape, dtype=grad_q.dtype, device=q.device)
         grad_v = torch.zeros(v_rev.shape, dtype=grad_q.dtype, device=q.device)

@@ -231,8 +231,10 @@ def rotate_trusted(
         return [_plain(x, c, s, layout, rotary_dim) for x, c, s in items]
     x0 = items[0][0]
     if x0.device.type != "cpu" or x0.dtype not in _FUNCS or _function(x0.dtype) is None:
-        if x0.device.type != "cpu" or x0.dtype not in _FUNCS:  # (a failed build says so itself)
-            reason = f"device {x0.device.type}" if x0.device.type != "cpu" else f"dtype {x0.dtype}"
+        # a GPU's path is the plain one by design (no word); a CPU dtype the kernel lacks is said once
+        # (a failed build says so itself)
+        if x0.device.type == "cpu" and x0.dtype not in _FUNCS:
+            reason = f"dtype {x0.dtype}"
             warn_once(
                 f"rope:{reason}", f"posenc: fused rotary kernel cannot take {reason}; using the plain path"
             )
@@ -374,7 +376,7 @@ def apply_rotary_fused(
         elif out.stride(-1) != 1 or (out.data_ptr() == x.data_ptr() and out.stride() != x.stride()):
             reason = "out with a non-unit last stride or aliasing x with other strides"
     if reason is not None:
-        if reason != "torch.compile tracing":
+        if reason != "torch.compile tracing" and not reason.startswith("device "):  # a GPU's path by design
             warn_once(
                 f"rope:{reason}", f"posenc: fused rotary kernel cannot take {reason}; using the plain path"
             )

@@ -119,7 +119,7 @@ def test_a_bf16_run_computes_in_bfloat16_and_differs_from_fp32(monkeypatch):
 def test_the_cli_runs_bf16_on_the_cpu(tmp_path):
     out = tmp_path / "r"
     args = ["compare", "--profile", "smoke", "--encodings", "rope", "--tasks", "copy", "--seeds", "0"]
-    result = CliRunner().invoke(main, [*args, "--precision", "bf16", "--device", "auto", "--out", str(out),
+    result = CliRunner().invoke(main, [*args, "--precision", "bf16", "--device", "cpu", "--out", str(out),
                                        "--no-report", "--format", "json"])  # fmt: skip
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)

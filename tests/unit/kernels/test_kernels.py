@@ -192,6 +192,17 @@ def test_unsupported_calls_take_the_plain_path_with_one_log_line(caplog):
     )
 
 
+def test_a_device_other_than_the_cpu_takes_the_plain_path_without_a_word(caplog):
+    """The C kernel is the CPU's fast path; elsewhere (a GPU; here the meta device) the plain path is
+    the design, not a fallback to warn about."""
+    x = torch.empty(1, 2, 4, 8, device="meta")
+    cos, sin = (torch.empty(1, 1, 4, 4, device="meta") for _ in range(2))
+    with caplog.at_level(logging.WARNING, logger="posenc"):
+        y = apply_rotary_fused(x, cos, sin, layout="half", rotary_dim=8)
+    assert y.shape == x.shape and y.device.type == "meta"
+    assert not [r for r in caplog.records if "fused rotary" in r.getMessage()]
+
+
 def test_failed_build_degrades_to_none_with_one_line(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
@@ -309,10 +320,18 @@ def qkv(b, h, i, j, d=4, dtype=torch.float64, grad=True):
     )
 
 
+def plain_blocks(monkeypatch) -> None:
+    """The blocked path's plain matrix products (what every device but the CPU runs), on the CPU."""
+    monkeypatch.setattr(blocked, "FLASH_DEVICES", frozenset())
+
+
 @pytest.mark.parametrize("name", BIAS_NAMES)
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("checkpointed", [False, True])
-def test_chunked_bias_attention_matches_dense(name, causal, checkpointed, monkeypatch):
+@pytest.mark.parametrize("flash", [True, False], ids=["cpu-flash", "plain"])
+def test_chunked_bias_attention_matches_dense(name, causal, checkpointed, flash, monkeypatch):
+    if not flash:
+        plain_blocks(monkeypatch)
     if checkpointed:  # a tiny memory budget: every block is checkpointed and recomputed in backward
         monkeypatch.setattr(bias_attention_module, "CHUNK_BYTES", 1)
         monkeypatch.setattr(bias_attention_module, "GENERIC_CHUNK_BYTES", 1)
@@ -446,9 +465,12 @@ def test_encoding_rotate_equals_plain_apply(name, layout, dtype):
 # ---------------------------------------------------------------------------
 
 
-def test_toeplitz_blocks_pass_gradcheck():
+@pytest.mark.parametrize("flash", [True, False], ids=["cpu-flash", "plain"])
+def test_toeplitz_blocks_pass_gradcheck(flash, monkeypatch):
     """Float64 gradcheck of the custom backward (q, k, v and the per-distance table) over
     uneven causal row blocks with a KV-cache offset."""
+    if not flash:
+        plain_blocks(monkeypatch)
     i, j, h = 5, 7, 2
     q, k, v = qkv(1, h, i, j, d=3)
     table = randn(h, i + j - 1, seed=8).requires_grad_()
@@ -463,8 +485,11 @@ def test_toeplitz_blocks_pass_gradcheck():
 
 
 @pytest.mark.parametrize("name", ["t5", "kerple_log", "alibi"])
-def test_trainable_bias_gradients_reach_the_parameters_in_float32(name):
+@pytest.mark.parametrize("flash", [True, False], ids=["cpu-flash", "plain"])
+def test_trainable_bias_gradients_reach_the_parameters_in_float32(name, flash, monkeypatch):
     """The per-distance reduction gives the parameters the dense path's gradients (full tensors)."""
+    if not flash:
+        plain_blocks(monkeypatch)
     torch.manual_seed(1)
     enc = posenc.build_for_model(name, d_model=12, num_heads=3)
     with torch.no_grad():
@@ -504,10 +529,13 @@ def test_fire_float32_mlp_path_matches_dense(offset):
 
 
 @pytest.mark.parametrize("offset", [0, 6])
-def test_t5_band_backward_equals_dense(offset):
+@pytest.mark.parametrize("flash", [True, False], ids=["cpu-flash", "plain"])
+def test_t5_band_backward_equals_dense(offset, flash, monkeypatch):
     """Causal T5 is one parameter per head past max_distance: the backward forms the score
     gradient on that band of diagonals only, and the far bucket's gradient from each softmax
     row summing to zero. Float64, a KV-cache offset, blocks narrower and wider than the band."""
+    if not flash:
+        plain_blocks(monkeypatch)
     torch.manual_seed(2)
     enc = posenc.build_for_model("t5", d_model=12, num_heads=3, num_buckets=8, max_distance=5).double()
     assert enc.constant_beyond() == 5

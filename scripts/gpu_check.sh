@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# posenc's checks on a CUDA machine, in one short run (about 4 minutes on one H200):
+#   1. the CUDA tests (tests/gpu/test_cuda.py: every encoding, the KV cache, bf16, posenc.hf and
+#      posenc extend on the GPU against the CPU; the compare smoke profile on CUDA, fp32 and bf16);
+#   2. the speed races of RoPE and the bias encodings on the GPU (benchmarks/run_speed.py --device cuda);
+#   3. posenc compare on the GPU: the quick profile's protocol for two encodings on copy, one seed;
+#   4. the FlexAttention sweep on CUDA for every bias encoding (tests/flex_sweep.py; a compile per padded
+#      shape: on an H200 it did not finish within its limit, so its result may be missing).
+# Each step has its own time limit and writes its output under OUT (default ./gpu-check); a step that
+# fails or runs out of time is reported and the next one runs.
+#
+# Usage: bash scripts/gpu_check.sh [OUT]
+# Needs: a CUDA build of PyTorch and posenc's cli + test extras (transformers for the posenc.hf and
+# extend tests); run from a checkout (PYTHONPATH is set to its src/ here).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-${OUT:-gpu-check}}"
+mkdir -p "$out"
+export PYTHONPATH="$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+py="${PYTHON:-python3}"
+export POSENC_TEST_DEVICE="${POSENC_TEST_DEVICE:-cuda}"  # cpu: a dry run of this script where there is no GPU
+dev="$POSENC_TEST_DEVICE"
+
+step() {  # step NAME LIMIT_S COMMAND...: run with a time limit, output to OUT/NAME.txt, say how it went
+  local name="$1" limit="$2"
+  shift 2
+  local start=$SECONDS
+  timeout "$limit" "$@" >"$out/$name.txt" 2>&1
+  local rc=$?
+  local how="exit $rc"
+  [ "$rc" -eq 124 ] && how="stopped at its ${limit} s limit"
+  echo "== $name: $how after $((SECONDS - start)) s"
+  tail -n 4 "$out/$name.txt"
+}
+
+{
+  nvidia-smi -L
+  "$py" -c "import sys, torch, transformers; print(sys.version.split()[0], 'torch', torch.__version__, \
+'cuda', torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name(), 'transformers', transformers.__version__)"
+  nproc
+} >"$out/env.txt" 2>&1
+cat "$out/env.txt"
+
+step tests 140 "$py" -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/gpu/test_cuda.py \
+  tests/unit/compare/test_device.py
+step speed 120 "$py" benchmarks/run_speed.py --quick --device "$dev" --section rope --section bias \
+  --out "$out/speed-records"
+mv "$out"/speed-records/speed-quick-*.json "$out/speed.json" 2>/dev/null
+[ -f "$out/speed.json" ] && "$py" - "$out/speed.json" <<'EOF'
+import json, sys
+record = json.load(open(sys.argv[1]))
+print(record["machine"].get("gpu"), "torch", record["machine"]["versions"]["torch"])
+for section in ("rope", "bias"):
+    for group in record.get(section, []):
+        case = " ".join(str(x) for x in (group.get("encoding", ""), "x".join(map(str, group["shape"])),
+                                         group.get("dtype", ""), group["mode"]) if x)
+        for name, r in group["results"].items():
+            ratio = r.get("x_roofline", r.get("x_floor"))
+            print(f"{section:5} {case:32} {name:34} "
+                  + (f"{r['ms']:9.3f} ms  x{ratio:.2f}" if "ms" in r else r.get("skipped", "")))
+EOF
+step compare 120 "$py" -c 'import sys; from posenc.cli import main; sys.exit(main())' compare --profile quick --encodings rope,alibi --tasks copy --seeds 0 \
+  --device "$dev" --workers 4 --no-report --out "$out/compare"
+cp "$out/compare/runs.csv" "$out/runs.csv" 2>/dev/null
+step flex 75 "$py" tests/flex_sweep.py --device "$dev" --encodings alibi,t5,kerple_log,kerple_power,fire,sandwich --lengths 1-40,127,128,129,255,256,257
+rm -rf "$out/compare" "$out/speed-records"
