@@ -15,9 +15,10 @@ import os
 import pytest
 import torch
 from tests.tolerances import tol
+from tests.unit.nn.test_kv_cache import tiny_model as tiny
+from tests.unit.nn.test_kv_cache import tokens
 
 import posenc
-from posenc.nn.transformer import Transformer, TransformerConfig
 
 DEVICE = os.environ.get("POSENC_TEST_DEVICE", "cuda")
 pytestmark = pytest.mark.skipif(
@@ -27,25 +28,6 @@ pytestmark = pytest.mark.skipif(
 NAMES = list(posenc.ENCODINGS)
 CACHEABLE = [n for n, c in posenc.ENCODINGS.items() if c.supports_kv_cache]
 BIAS = [n for n, c in posenc.ENCODINGS.items() if c.kind == "bias"]
-VOCAB = 13
-
-
-def tiny(name: str, **overrides) -> Transformer:
-    """A small model in float64 whose learned encodings are moved off their (often zero) start."""
-    torch.manual_seed(0)
-    config = TransformerConfig(
-        vocab_size=VOCAB, d_model=16, num_heads=2, num_layers=2, ffn_dim=32, encoding=name, **overrides
-    )
-    model = Transformer(config).double().eval()
-    with torch.no_grad():
-        for enc in model.encodings():
-            for param in enc.parameters():
-                param.add_(0.1 * torch.randn_like(param))
-    return model
-
-
-def tokens(b: int, n: int, seed: int = 3) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (b, n), generator=torch.Generator().manual_seed(seed))
 
 
 @pytest.mark.parametrize("name", NAMES)
