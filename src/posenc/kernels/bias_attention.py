@@ -37,8 +37,8 @@ that does not grow with ``i * j``:
     nothing ``(i, j)``-sized is built at all. Lengths are zero-padded to whole 128-row
     blocks (see :func:`flex_bias_attention` for why); each new padded shape compiles
     (seconds on 2 cores), so it is opt-in (``path="flex"``); a failed compile, a call that
-    needs gradients, or more shapes than torch's recompile limit take the chunked path
-    with one log line.
+    needs gradients on the CPU, a head_dim under 16 on CUDA, or more shapes than torch's
+    recompile limit take the chunked path with one log line.
 
 Both are tested against dense SDPA on full tensors (tests/unit/kernels/test_kernels.py).
 """
@@ -320,6 +320,25 @@ def _compiled_flex():
 _FLEX_SHAPES: set[tuple] = set()  # what the compiled kernel has been specialised for in this process
 
 
+#: The smallest head size CUDA's FlexAttention kernel takes (torch's inductor refuses smaller ones).
+CUDA_FLEX_MIN_HEAD_DIM = 16
+
+
+def _flex_refusal(
+    device_type: str, qk_dim: int, v_dim: int, needs_grad: bool, masked: bool, dropout: float
+) -> str | None:
+    """Why the FlexAttention path cannot take a call, known before any compile (None: try it)."""
+    if needs_grad and device_type == "cpu":
+        return "gradients (no FlexAttention backward on CPU)"
+    if masked:
+        return "an explicit mask"
+    if dropout:
+        return "dropout"
+    if device_type == "cuda" and min(qk_dim, v_dim) < CUDA_FLEX_MIN_HEAD_DIM:
+        return f"head_dim {min(qk_dim, v_dim)} (CUDA's FlexAttention takes {CUDA_FLEX_MIN_HEAD_DIM} or more)"
+    return None
+
+
 def _flex_room(key: tuple) -> bool:
     """True if a call keyed ``key`` runs compiled: seen before, or under dynamo's recompile limit.
 
@@ -430,11 +449,9 @@ def bias_attention(
         return q.new_zeros(*q.shape[:-1], v.shape[-1])
     if path == "flex":
         needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-        reason = (
-            "gradients (no FlexAttention backward on CPU)" if needs_grad and q.device.type == "cpu"
-            else "an explicit mask" if allowed is not None
-            else "dropout" if dropout else None
-        )  # fmt: skip
+        reason = _flex_refusal(
+            q.device.type, q.shape[-1], v.shape[-1], needs_grad, allowed is not None, dropout
+        )
         key = (type(encoding), _padded_length(q.shape[2]), _padded_length(k.shape[2]), causal, q.dtype,
                tuple(q.shape[:2]), q.shape[3], v.shape[3], q.device.type)  # fmt: skip
         if reason is None and not _flex_room(key):

@@ -118,6 +118,19 @@ def test_flex_path_with_gradients_falls_back_to_chunked(caplog):
         flex_module.bias_attention(q, k, v, enc, path="dense")
 
 
+def test_what_flex_cannot_take_is_known_before_a_compile():
+    """An H200 run showed CUDA's FlexAttention refusing head_dim 8 only after a failed compile: posenc
+    says so up front. The other reasons: gradients on the CPU, a mask, dropout."""
+    refusal = flex_module._flex_refusal
+    assert refusal("cuda", 8, 8, False, False, 0.0) == "head_dim 8 (CUDA's FlexAttention takes 16 or more)"
+    assert refusal("cuda", 64, 8, False, False, 0.0).startswith("head_dim 8")
+    assert refusal("cuda", 16, 16, True, False, 0.0) is None  # CUDA has a FlexAttention backward
+    assert refusal("cpu", 8, 8, False, False, 0.0) is None
+    assert refusal("cpu", 8, 8, True, False, 0.0).startswith("gradients")
+    assert refusal("cuda", 64, 64, False, True, 0.0) == "an explicit mask"
+    assert refusal("cuda", 64, 64, False, False, 0.1) == "dropout"
+
+
 def test_past_the_recompile_limit_the_chunked_path_is_used(monkeypatch, caplog):
     """torch would run FlexAttention eagerly (every score materialised); posenc says so and chunks."""
     limit = torch._dynamo.config.recompile_limit
