@@ -15,6 +15,7 @@ file or a pipe: nohup, CI), a line per finished run says the same (:class:`Plain
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     Progress,
+    TaskID,
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
@@ -146,7 +148,7 @@ def run_grid(
     with Progress(*_columns(), disable=not show_progress, transient=False, console=console) as bar:
         task = bar.add_task(title, total=max(total, 1), runs=f"runs 0/{len(todo)}")
         rows = RunRows(bar)
-        lines = PlainLines(bar, total, len(todo), log, noun="run")
+        lines = PlainLines(bar, task, len(todo), log, noun="run")
         given: dict[str, int] = {}
 
         def advance(spec: RunSpec, units: int, status: dict[str, Any] | None = None) -> None:
@@ -163,7 +165,7 @@ def run_grid(
             rows.finish(spec)
             _keep(spec, result, store, outcome, log)
             bar.update(task, runs=f"runs {finished}/{len(todo)}")
-            lines.finished(sum(given.values()), f"{spec.task}: {spec.label} (seed {spec.seed})", result)
+            lines.finished(f"{spec.task}: {spec.label} (seed {spec.seed})", result)
     outcome.wall_seconds = time.perf_counter() - start
     return outcome
 
@@ -234,8 +236,7 @@ def _ended(result: Any) -> str:
 
 def _clock(seconds: float) -> str:
     """``0:18:13``, as the live bar shows elapsed and remaining time."""
-    whole = max(0, round(seconds))
-    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+    return str(datetime.timedelta(seconds=max(0, round(seconds))))
 
 
 class PlainLines:
@@ -245,23 +246,26 @@ class PlainLines:
     (the bar shows it)."""
 
     def __init__(
-        self, bar: Progress, total: int, count: int, log: Callable[[str], None], *, noun: str
+        self, bar: Progress, task: TaskID, count: int, log: Callable[[str], None], *, noun: str
     ) -> None:
         console = bar.console
         self.on = not bar.disable and not (console.is_terminal or console.is_jupyter)
-        self.total, self.count, self.log, self.noun = max(total, 1), count, log, noun
+        self.bar, self.task, self.count, self.log, self.noun = bar, task, count, log, noun
         self.done = 0
         self.start = time.perf_counter()
         if self.on and count:
             self.log(f"{count} {noun}(s) to do; a line as each one finishes")
 
-    def finished(self, units_done: int, name: str, result: Any) -> None:
-        """One more finished: ``name`` (the run or cell) and its ``result`` (a payload or an error)."""
+    def finished(self, name: str, result: Any) -> None:
+        """One more finished: ``name`` (the run or cell) and its ``result`` (a payload or an error);
+        the work done and to do are the bar's own (its task's completed and total units)."""
         self.done += 1
         if not self.on:
             return
+        grid = next(t for t in self.bar.tasks if t.id == self.task)
+        done, total = grid.completed, grid.total or 1
         elapsed = time.perf_counter() - self.start
-        left = elapsed * max(self.total - units_done, 0) / units_done if units_done > 0 else None
+        left = elapsed * max(total - done, 0) / done if done > 0 else None
         eta = f", about {_clock(left)} left" if left is not None and self.done < self.count else ""
         self.log(
             f"{self.noun} {self.done}/{self.count} ({_clock(elapsed)} so far{eta}): {name} {_ended(result)}"

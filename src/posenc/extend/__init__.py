@@ -444,7 +444,7 @@ def _run_cells(todo, store, about, results, *, executor, address, workers, show_
                TextColumn("{task.fields[cells]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
     with Progress(*columns, disable=not show_progress, transient=False) as bar:
         grid = bar.add_task("posenc extend", total=sum(c.units for c in todo), cells=f"cells 0/{len(todo)}")
-        lines = PlainLines(bar, sum(c.units for c in todo), len(todo), log, noun="cell")
+        lines = PlainLines(bar, grid, len(todo), log, noun="cell")
         rows: dict[str, Any] = {}
         given: dict[str, int] = {}
 
@@ -471,5 +471,5 @@ def _run_cells(todo, store, about, results, *, executor, address, workers, show_
                 store.write(cell, about, result)
                 results[cell.run_id] = result
             bar.update(grid, cells=f"cells {finished}/{len(todo)}")
-            lines.finished(sum(given.values()), cell.label, result)
+            lines.finished(cell.label, result)
     return failed
