@@ -62,5 +62,5 @@ EOF
 step compare 120 "$py" -c 'import sys; from posenc.cli import main; sys.exit(main())' compare --profile quick --encodings rope,alibi --tasks copy --seeds 0 \
   --device "$dev" --workers 4 --no-report --out "$out/compare"
 cp "$out/compare/runs.csv" "$out/runs.csv" 2>/dev/null
-step flex 75 "$py" tests/flex_sweep.py --device "$dev" --encodings alibi,t5,kerple_log,kerple_power,fire,sandwich --lengths 1-40,127,128,129,255,256,257
+step flex 75 "$py" tests/flex_sweep.py --device "$dev" --encodings bias --lengths 1-40,127,128,129,255,256,257
 rm -rf "$out/compare" "$out/speed-records"

@@ -8,7 +8,7 @@ start of a larger allocation whose tail is NaN, so a kernel that reads past the 
 buffer produces NaN *deterministically* instead of whatever memory happens to follow it.
 ``--no-pad`` turns posenc's padding off to show the sweep catches the raw kernel's bug.
 
-Usage: python tests/flex_sweep.py [--no-pad] [--lengths 1-130,200,...] [--encodings alibi,t5] [--modes cross]
+Usage: python tests/flex_sweep.py [--no-pad] [--lengths 1-130,200,...] [--encodings alibi,t5 | bias] [--modes cross]
        [--device cuda]
 """
 
@@ -61,7 +61,9 @@ def parse_lengths(text: str) -> list[int]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lengths", default="1-130,200,255,256,257,300")
-    parser.add_argument("--encodings", default="alibi")
+    parser.add_argument(
+        "--encodings", default="alibi", help="comma-separated names, or bias: every bias encoding"
+    )
     parser.add_argument("--no-pad", action="store_true")
     parser.add_argument("--device", default="cpu")
     # which (queries, causal) cases per length: self-causal (i = j), self (i = j, no mask),
@@ -83,7 +85,10 @@ def main() -> int:
     failures = []
     cases = 0
     head_dim = 8 if args.device == "cpu" else 16  # CUDA's FlexAttention takes head_dim 16 or more
-    for name in args.encodings.split(","):
+    names = args.encodings.split(",")
+    if args.encodings == "bias":  # every registered encoding of the bias kind
+        names = [name for name, cls in posenc.ENCODINGS.items() if cls.kind == "bias"]
+    for name in names:
         enc = posenc.build_for_model(name, d_model=16, num_heads=2).to(args.device)
         for j in parse_lengths(args.lengths):
             # (queries, causal): self-attention both ways, a KV-cache-like suffix of queries
