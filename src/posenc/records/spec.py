@@ -252,8 +252,15 @@ class RunSpec(HoldsEncodingClass):
 
     @property
     def run_id(self) -> str:
-        text = json.dumps(self.identity(), sort_keys=True, default=list)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        """The first 16 hex digits of the SHA-256 of :meth:`identity` as sorted JSON; worked out
+        once per spec (a frozen spec keeps its content), since progress reports ask for it on
+        every training step."""
+        held = self.__dict__.get("_run_id")
+        if held is None:
+            text = json.dumps(self.identity(), sort_keys=True, default=list)
+            held = hashlib.sha256(text.encode()).hexdigest()[:16]
+            object.__setattr__(self, "_run_id", held)
+        return held
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(dataclasses.asdict(self), default=list))
