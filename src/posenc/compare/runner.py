@@ -144,28 +144,12 @@ def run_grid(
     check_code(specs, store, allow_changed=allow_changed, log=log, said=said)
     todo, outcome = plan(specs, store)
     _say_plan(store, outcome, len(specs), log)
-    total = sum(s.work_units() for s in todo)
-    with Progress(*_columns(), disable=not show_progress, transient=False, console=console) as bar:
-        task = bar.add_task(title, total=max(total, 1), runs=f"runs 0/{len(todo)}")
-        rows = RunRows(bar)
-        lines = PlainLines(bar, task, len(todo), log, noun="run")
-        given: dict[str, int] = {}
-
-        def advance(spec: RunSpec, units: int, status: dict[str, Any] | None = None) -> None:
-            if status is not None:
-                rows.report(spec, status)
-            units = min(units, spec.work_units() - given.get(spec.run_id, 0))  # never overshoot a run
-            if units > 0:
-                given[spec.run_id] = given.get(spec.run_id, 0) + units
-                bar.update(task, advance=units)
-                rows.advance(spec, units)
-
-        for finished, (spec, result) in enumerate(executor.map(work_fn, todo, advance), start=1):
-            advance(spec, spec.work_units())  # top up the estimate for this run
-            rows.finish(spec)
+    with GridProgress(
+        title, todo, noun="run", show_progress=show_progress, log=log, console=console
+    ) as progress:
+        for spec, result in executor.map(work_fn, todo, progress.advance):
             _keep(spec, result, store, outcome, log)
-            bar.update(task, runs=f"runs {finished}/{len(todo)}")
-            lines.finished(f"{spec.task}: {spec.label} (seed {spec.seed})", result)
+            progress.finished(spec, result)
     outcome.wall_seconds = time.perf_counter() - start
     return outcome
 
@@ -189,7 +173,7 @@ def _columns() -> tuple[Any, ...]:
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         TaskProgressColumn(),  # of the training steps (work units), not of the runs
-        TextColumn("{task.fields[runs]}"),  # the grid: runs done; a run: its latest check
+        TextColumn("{task.fields[note]}"),  # the grid: runs done; a run: its latest check
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
@@ -272,30 +256,102 @@ class PlainLines:
         )
 
 
-class RunRows:
-    """One row per run in progress under the grid's bar: its label, its own bar and its latest
-    held-out check; the row goes when the run finishes."""
+def run_name(spec: RunSpec) -> str:
+    """How the display names a run: ``copy: rope (seed 0)``."""
+    return f"{spec.task}: {spec.label} (seed {spec.seed})"
 
-    def __init__(self, bar: Progress) -> None:
-        self.bar = bar
+
+class RunRows:
+    """One row per run in progress under the grid's bar: its name, its own bar and its latest
+    held-out check; the row goes when the run finishes. Runs are told apart by ``run_id``; ``name``
+    and ``units`` say how a run is called and how much work it is (a :class:`RunSpec`'s by default;
+    ``posenc extend`` passes its cells')."""
+
+    def __init__(
+        self,
+        bar: Progress,
+        *,
+        name: Callable[[Any], str] = run_name,
+        units: Callable[[Any], int] = RunSpec.work_units,
+    ) -> None:
+        self.bar, self.name, self.units = bar, name, units
         self.rows: dict[str, Any] = {}  # run id -> the row's task id
         self.last: dict[str, str] = {}  # run id -> its latest status text (kept for tests)
 
-    def _row(self, spec: RunSpec) -> Any:
-        row = self.rows.get(spec.run_id)
+    def _row(self, item: Any) -> Any:
+        row = self.rows.get(item.run_id)
         if row is None:
-            label = f"  {spec.task}: {spec.label} (seed {spec.seed})"
-            row = self.rows[spec.run_id] = self.bar.add_task(label, total=spec.work_units(), runs="")
+            row = self.rows[item.run_id] = self.bar.add_task(
+                f"  {self.name(item)}", total=self.units(item), note=""
+            )
         return row
 
-    def report(self, spec: RunSpec, status: dict[str, Any]) -> None:
-        self.last[spec.run_id] = text = status_text(status)
-        self.bar.update(self._row(spec), runs=text)
+    def report(self, item: Any, status: dict[str, Any]) -> None:
+        self.last[item.run_id] = text = status_text(status)
+        self.bar.update(self._row(item), note=text)
 
-    def advance(self, spec: RunSpec, units: int) -> None:
-        self.bar.update(self._row(spec), advance=units)
+    def advance(self, item: Any, units: int) -> None:
+        self.bar.update(self._row(item), advance=units)
 
-    def finish(self, spec: RunSpec) -> None:
-        row = self.rows.pop(spec.run_id, None)
+    def finish(self, item: Any) -> None:
+        row = self.rows.pop(item.run_id, None)
         if row is not None:
             self.bar.remove_task(row)
+
+
+class GridProgress:
+    """The display of a grid of work (the runs of ``posenc compare``, the cells of ``posenc
+    extend``) while it runs: one bar over the grid's work units with the count done, a row per
+    item in progress (:class:`RunRows`) and, where no bar can draw, a line per finished item
+    (:class:`PlainLines`). A context manager; :meth:`advance` is what an executor reports to
+    (``executor.map(fn, items, progress.advance)``) and :meth:`finished` takes each result."""
+
+    def __init__(
+        self,
+        title: str,
+        items: Sequence[Any],
+        *,
+        noun: str,
+        name: Callable[[Any], str] = run_name,
+        units: Callable[[Any], int] = RunSpec.work_units,
+        show_progress: bool = True,
+        log: Callable[[str], None] = print,
+        console: Console | None = None,
+    ) -> None:
+        self.noun, self.count, self.done = noun, len(items), 0
+        self.name, self.units = name, units
+        self.bar = Progress(*_columns(), disable=not show_progress, transient=False, console=console)
+        total = sum(units(item) for item in items)
+        self.task = self.bar.add_task(title, total=max(total, 1), note=self._count())
+        self.rows = RunRows(self.bar, name=name, units=units)
+        self.lines = PlainLines(self.bar, self.task, self.count, log, noun=noun)
+        self.given: dict[str, int] = {}  # run id -> units shown so far
+
+    def _count(self) -> str:
+        return f"{self.noun}s {self.done}/{self.count}"
+
+    def __enter__(self) -> GridProgress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.__exit__(*exc)
+
+    def advance(self, item: Any, units: int, status: dict[str, Any] | None = None) -> None:
+        """``units`` more of ``item``'s work done (never past its share), and its latest check."""
+        if status is not None:
+            self.rows.report(item, status)
+        key = item.run_id
+        units = min(units, self.units(item) - self.given.get(key, 0))
+        if units > 0:
+            self.given[key] = self.given.get(key, 0) + units
+            self.bar.update(self.task, advance=units)
+            self.rows.advance(item, units)
+
+    def finished(self, item: Any, result: Any) -> None:
+        """``item`` is done (``result``: its payload or its error): its share topped up, its row gone."""
+        self.advance(item, self.units(item))
+        self.rows.finish(item)
+        self.done += 1
+        self.bar.update(self.task, note=self._count())
+        self.lines.finished(self.name(item), result)

@@ -31,15 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from rich.progress import (
-    BarColumn,
-    Progress,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-
 import posenc.extend.checkpoint as checkpoints
 import posenc.extend.documents as texts
 import posenc.extend.passkey as pk
@@ -48,7 +39,7 @@ import posenc.extend.scalings as sc
 import posenc.extend.summary as summaries
 from posenc.compare.device import check_precision, describe, resolve_device
 from posenc.compare.executor import make_executor
-from posenc.compare.runner import PlainLines
+from posenc.compare.runner import GridProgress
 from posenc.core.errors import PosencError
 from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.extend.cell_store import Store
@@ -433,6 +424,14 @@ def run(
                         failed, wall, plan.flops())  # fmt: skip
 
 
+def _cell_label(cell: Any) -> str:
+    return cell.label
+
+
+def _cell_units(cell: Any) -> int:
+    return cell.units
+
+
 def _run_cells(todo, store, about, results, *, executor, address, workers, show_progress, log):
     """Run the cells left, writing each record the moment it lands; ``[(label, error)]`` of failures."""
 
@@ -440,36 +439,21 @@ def _run_cells(todo, store, about, results, *, executor, address, workers, show_
     if not todo:
         return failed
     runner = make_executor(executor, workers=min(workers, len(todo)), address=address)
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
-               TextColumn("{task.fields[cells]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
-    with Progress(*columns, disable=not show_progress, transient=False) as bar:
-        grid = bar.add_task("posenc extend", total=sum(c.units for c in todo), cells=f"cells 0/{len(todo)}")
-        lines = PlainLines(bar, grid, len(todo), log, noun="cell")
-        rows: dict[str, Any] = {}
-        given: dict[str, int] = {}
-
-        def advance(cell, units: int, status: Any = None) -> None:
-            if cell.run_id not in rows:
-                rows[cell.run_id] = bar.add_task(f"  {cell.label}", total=cell.units, cells="")
-            units = min(units, cell.units - given.get(cell.run_id, 0))
-            if units > 0:
-                given[cell.run_id] = given.get(cell.run_id, 0) + units
-                bar.update(grid, advance=units)
-                bar.update(rows[cell.run_id], advance=units)
-
-        finished = 0
-        for cell, result in cast(Any, runner).map(execute, todo, advance):
-            finished += 1
-            advance(cell, cell.units)
-            row = rows.pop(cell.run_id, None)
-            if row is not None:
-                bar.remove_task(row)
+    with GridProgress(
+        "posenc extend",
+        todo,
+        noun="cell",
+        name=_cell_label,
+        units=_cell_units,
+        show_progress=show_progress,
+        log=log,
+    ) as progress:
+        for cell, result in cast(Any, runner).map(execute, todo, progress.advance):
             if isinstance(result, BaseException):
                 failed.append((cell.label, f"{type(result).__name__}: {result}"))
                 log(f"cell {cell.label} failed: {type(result).__name__}: {result}")
             else:
                 store.write(cell, about, result)
                 results[cell.run_id] = result
-            bar.update(grid, cells=f"cells {finished}/{len(todo)}")
-            lines.finished(cell.label, result)
+            progress.finished(cell, result)
     return failed

@@ -138,7 +138,7 @@ def test_each_running_run_has_a_row_with_its_held_out_metric():
         rows.report(spec, {"step": 300, "metric": "valid_exact_match", "value": 0.84})
         (task,) = bar.tasks
         assert task.description == "  copy: nope (seed 0)"
-        assert task.fields["runs"] == "step 300: held-out exact match 0.840"
+        assert task.fields["note"] == "step 300: held-out exact match 0.840"
         rows.advance(spec, 5)
         assert bar.tasks[0].completed == 5
         rows.finish(spec)
