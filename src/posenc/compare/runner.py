@@ -321,8 +321,8 @@ class GridProgress:
         self.noun, self.count, self.done = noun, len(items), 0
         self.name, self.units = name, units
         self.bar = Progress(*_columns(), disable=not show_progress, transient=False, console=console)
-        total = sum(units(item) for item in items)
-        self.task = self.bar.add_task(title, total=max(total, 1), note=self._count())
+        self.share = {item.run_id: units(item) for item in items}  # run id -> its work units, worked out once
+        self.task = self.bar.add_task(title, total=max(sum(self.share.values()), 1), note=self._count())
         self.rows = RunRows(self.bar, name=name, units=units)
         self.lines = PlainLines(self.bar, self.task, self.count, log, noun=noun)
         self.given: dict[str, int] = {}  # run id -> units shown so far
@@ -342,7 +342,7 @@ class GridProgress:
         if status is not None:
             self.rows.report(item, status)
         key = item.run_id
-        units = min(units, self.units(item) - self.given.get(key, 0))
+        units = min(units, self.share[key] - self.given.get(key, 0))
         if units > 0:
             self.given[key] = self.given.get(key, 0) + units
             self.bar.update(self.task, advance=units)
@@ -350,7 +350,7 @@ class GridProgress:
 
     def finished(self, item: Any, result: Any) -> None:
         """``item`` is done (``result``: its payload or its error): its share topped up, its row gone."""
-        self.advance(item, self.units(item))
+        self.advance(item, self.share[item.run_id])
         self.rows.finish(item)
         self.done += 1
         self.bar.update(self.task, note=self._count())

@@ -28,6 +28,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, cast
 
@@ -424,14 +425,6 @@ def run(
                         failed, wall, plan.flops())  # fmt: skip
 
 
-def _cell_label(cell: Any) -> str:
-    return cell.label
-
-
-def _cell_units(cell: Any) -> int:
-    return cell.units
-
-
 def _run_cells(todo, store, about, results, *, executor, address, workers, show_progress, log):
     """Run the cells left, writing each record the moment it lands; ``[(label, error)]`` of failures."""
 
@@ -443,8 +436,8 @@ def _run_cells(todo, store, about, results, *, executor, address, workers, show_
         "posenc extend",
         todo,
         noun="cell",
-        name=_cell_label,
-        units=_cell_units,
+        name=attrgetter("label"),
+        units=attrgetter("units"),
         show_progress=show_progress,
         log=log,
     ) as progress:
