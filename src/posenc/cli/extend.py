@@ -80,9 +80,10 @@ class _LazyHelp(click.Option):
 )
 @click.option("--passkey-lengths", default=None, help="passkey prompt lengths (empty: no passkey test)")
 @click.option("--passkey-depths", default=None, help="key depths in the filler, 0 .. 1, e.g. 0.1,0.5,0.9")
-@click.option(
-    "--context", default=None, type=int, help="the trained context (default: max_position_embeddings)"
-)
+@click.option("--context", default=None, type=int,
+              help="the trained context every scaling starts from (default: the original_max_position_embeddings "
+              "the config's RoPE scaling states, as LongRoPE, YaRN and Llama 3.1 configs do, else "
+              "max_position_embeddings)")  # fmt: skip
 @click.option("--chunk", default=None, type=int, help="tokens per forward call (chunked prefill)")
 @out_dir_option("posenc-extend")
 @click.option("--executor", default="local", show_default=True, type=click.Choice(["local", "ray"]),

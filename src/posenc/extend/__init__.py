@@ -3,7 +3,9 @@
 One command puts every context-extension scaling side by side on one checkpoint
 (:mod:`posenc.extend.scalings`: none, position interpolation, NTK-aware, dynamic NTK, YaRN,
 dynamic YaRN, Llama 3, LongRoPE where the config carries its factors) x factors x evaluation
-lengths from well inside the trained context to past it, and measures
+lengths from well inside the trained context to past it (the original context the config's RoPE
+scaling states, as Phi-3's LongRoPE checkpoints do, else ``max_position_embeddings``:
+:func:`posenc.extend.scalings.trained_context`), and measures
 
 - loss by position and perplexity by length on real text (:mod:`posenc.extend.documents`), with
   intervals over documents;
@@ -96,6 +98,7 @@ class Preflight:
     base: float
     longrope: dict[str, Any] | None
     shape: plans.Shape
+    context_note: str = ""  # where the trained context comes from, when not max_position_embeddings
 
 
 def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoints.Checkpoint) -> Preflight:
@@ -117,7 +120,8 @@ def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoin
         raise PosencError(f"--scalings: {family.label} models take no RoPE scaling in posenc.hf")
     layer_type = (family.scaled_layer_type or text_config.layer_types[0]) if family.layer_types else None
     rope = own_rope(family, cfg, layer_type)
-    context = protocol.context or int(cfg.get("max_position_embeddings") or 0)
+    scaling = rope.get("scaling") if isinstance(rope.get("scaling"), dict) else None
+    context, context_note = sc.trained_context(cfg, scaling, protocol.context)
     if context < 2:
         raise PosencError(
             f"--model {checkpoint.path!r}: the config gives no max_position_embeddings; set the trained context "
@@ -125,11 +129,32 @@ def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoin
         )
     dim = int(rope.get("rotary_dim") or int(rope["head_dim"] * rope.get("partial_rotary_factor", 1.0)))
     longrope = sc.longrope_of(cfg)
+    _check_longrope_context(entries, context, longrope)
     _check_scalings(protocol, entries, context=context, dim=dim, base=float(rope["base"]), longrope=longrope)
     shape = plans.Shape.of(text_config, _parameters(config, checkpoint))
     return Preflight(
-        checkpoint, text_config, family.label, context, dim, float(rope["base"]), longrope, shape
+        checkpoint,
+        text_config,
+        family.label,
+        context,
+        dim,
+        float(rope["base"]),
+        longrope,
+        shape,
+        context_note,
     )
+
+
+def _check_longrope_context(entries: list[sc.Entry], context: int, longrope: dict[str, Any] | None) -> None:
+    """LongRoPE's factors were searched for the config's original context and switch from the short
+    ones to the long ones there: a trained context of another length would measure another model."""
+    original = (longrope or {}).get(sc.ORIGINAL)
+    if original and original != context and any(entry.name == "longrope" for entry in entries):
+        raise PosencError(
+            f"--context {context}: this checkpoint's LongRoPE factors switch from short to long past its "
+            f"original_max_position_embeddings, {original} tokens; leave --context out (or set it to {original}) "
+            "to measure longrope"
+        )
 
 
 def _read_config(checkpoint: checkpoints.Checkpoint) -> Any:
@@ -393,9 +418,13 @@ def run(
         atomic_write_text(store.root / "protocol.toml", dump(protocol, header=header))
     about = {"label": checkpoint.label, "fingerprint": checkpoint.fingerprint, "family": facts.family,
              "context": facts.context, "text": setup.documents.describe()}  # fmt: skip
+    if facts.context_note:
+        about["context_from"] = facts.context_note
+    note = f" ({facts.context_note})" if facts.context_note else ""
     log(
-        f"{checkpoint.label}: {facts.family}, trained context {facts.context}, {facts.shape.parameters / 1e6:.0f}M "
-        f"parameters; {len(setup.entries)} scalings, {len(plan.cells)} cells, {_flops(plan.flops())}"
+        f"{checkpoint.label}: {facts.family}, trained context {facts.context} tokens{note}, "
+        f"{facts.shape.parameters / 1e6:.0f}M parameters; {len(setup.entries)} scalings, {len(plan.cells)} cells, "
+        f"{_flops(plan.flops())}"
     )
     if plan_only:
         for cell in plan.cells:

@@ -4,7 +4,8 @@ Every key, with its meaning (``posenc extend --print-config`` writes them all)::
 
     name, description, needs     what it is; needs: what the user must supply (model, text)
     model = ""                   checkpoint directory, .gguf file or hub id ("" = SmolLM2-135M-Instruct)
-    context = 0                  the trained context L0 (0 = the config's max_position_embeddings)
+    context = 0                  the trained context L0 (0 = the config's: the original_max_position_embeddings
+                                 its RoPE scaling states, else max_position_embeddings)
     text = "python-docs"         real text: "python-docs" or a path (see posenc.extend.documents)
     documents = 2                documents (each as long as the longest length) perplexity averages over
     lengths = [...]              evaluation lengths in tokens (perplexity and loss by position)

@@ -20,6 +20,13 @@ entry              what the model runs at length ``L`` (``L0`` its trained conte
                    model's config carries them (they come from a search made for that model)
 =================  ========================================================================
 
+``L0`` is :func:`trained_context`: the original context the config's RoPE scaling states
+(``original_max_position_embeddings``, which transformers reads for YaRN, Llama 3 and LongRoPE;
+Phi-3's 128k checkpoints: 4,096 tokens, their ``max_position_embeddings`` of 131,072 being the
+window LongRoPE extends it to), else ``max_position_embeddings``. Every entry scales from that one
+``L0``, and ``none`` is plain RoPE even where the config carries a scaling (on a LongRoPE
+checkpoint the model as it ships is the ``longrope`` entry).
+
 Length-dependent scalings (``dynamic``, ``dynamic-yarn``, ``longrope``) take, for a sequence of
 ``L`` tokens, the frequencies one forward pass over those ``L`` tokens would use, for every
 token (the YaRN paper's sliding-window evaluation does exactly that); the entry's static dict at
@@ -189,10 +196,44 @@ def longrope_of(config: dict[str, Any]) -> dict[str, Any] | None:
     keep = {
         k: rope[k] for k in ("short_factor", "long_factor", "attention_factor") if rope.get(k) is not None
     }
+    # the original context its factors switch at: a top-level key wins over the rope dict's (Phi-3
+    # writes it there; transformers reads it so), else max_position_embeddings
     context = config.get(ORIGINAL) or rope.get(ORIGINAL) or config.get("max_position_embeddings")
     maximum = config.get("max_position_embeddings")
     keep["factor"] = float(rope.get("factor") or (maximum / context if maximum and context else 1.0))
+    if context:
+        keep[ORIGINAL] = int(context)
     return keep
+
+
+#: how the trained-context line names the scaling a config's original context belongs to
+SCALING_PAPERS = {"longrope": "LongRoPE", "yarn": "YaRN", "llama3": "Llama 3.1's RoPE scaling"}
+
+
+def trained_context(
+    config: dict[str, Any], scaling: dict[str, Any] | None, given: int = 0
+) -> tuple[int, str]:
+    """``(L0, where it comes from)``: the trained context every entry scales from.
+
+    ``given`` (``--context``) where set; else the original context the config's RoPE scaling
+    states (``scaling``: the config's scaling dict as :func:`posenc.hf.apply` resolves it, whose
+    ``original_max_position_embeddings`` transformers reads for YaRN, Llama 3 and LongRoPE, a
+    top-level key winning); else ``max_position_embeddings``. The text is empty for the last.
+    """
+    maximum = int(config.get("max_position_embeddings") or 0)
+    if given:
+        said = f"; the config's max_position_embeddings is {maximum}" if maximum and maximum != given else ""
+        return given, f"set by --context{said}"
+    original = int((scaling or {}).get(ORIGINAL) or 0)
+    if not original or original == maximum:
+        return maximum, ""
+    name = (scaling or {}).get("rope_type", "")
+    paper = SCALING_PAPERS.get(name, f"its {name} scaling")
+    if original < maximum:
+        return original, (
+            f"the config's {ORIGINAL}; its max_position_embeddings {maximum} is the window {paper} extends it to"
+        )
+    return original, f"the config's {ORIGINAL}, which {paper} scales from (max_position_embeddings {maximum})"
 
 
 def check_equivalent(
@@ -212,4 +253,13 @@ def check_equivalent(
         )
 
 
-__all__ = ["NAMES", "Entry", "check_equivalent", "longrope_of", "parse", "parse_all", "tables_key"]
+__all__ = [
+    "NAMES",
+    "Entry",
+    "check_equivalent",
+    "longrope_of",
+    "parse",
+    "parse_all",
+    "tables_key",
+    "trained_context",
+]

@@ -228,6 +228,7 @@ def interval_method(documents: int) -> str:
 
 def caption(summary: dict[str, Any]) -> str:
     n = summary["documents"]
+    source = (summary.get("model") or {}).get("context_from")  # where the trained context comes from
     parts = [
         f"Perplexity over {n} document(s) truncated to each length, [low, high]: "
         + interval_method(n)
@@ -237,7 +238,7 @@ def caption(summary: dict[str, Any]) -> str:
             else " of the per-document mean loss, through exp; with few documents it is wide, and it "
             "speaks for documents of this text, not for text in general"
         ),
-        f"trained context {summary['context']} tokens",
+        f"trained context {summary['context']} tokens" + (f" ({source})" if source else ""),
     ]
     if summary["inside"]:
         parts.append(

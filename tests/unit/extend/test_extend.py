@@ -50,6 +50,26 @@ def tiny(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def tiny_phi3(tmp_path_factory) -> Path:
+    """A random-weight Phi-3 whose config carries LongRoPE as Phi-3's 128k checkpoints do: short and
+    long factors, no factor of its own, and original_max_position_embeddings (CONTEXT) a quarter of
+    max_position_embeddings (the window LongRoPE extends it to)."""
+    root = tmp_path_factory.mktemp("tiny-phi3")
+    _tokenizer(root)
+    vocab = len(transformers.AutoTokenizer.from_pretrained(root))
+    torch.manual_seed(0)
+    rope = {"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.0, 1.1, 1.3, 1.5],
+            "long_factor": [1.0, 2.0, 3.0, 4.0], "original_max_position_embeddings": CONTEXT}  # fmt: skip
+    config = transformers.Phi3Config(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=vocab, max_position_embeddings=4 * CONTEXT, original_max_position_embeddings=CONTEXT,
+        initializer_range=0.5, pad_token_id=0, bos_token_id=1, eos_token_id=2, rope_parameters=rope,
+    )  # fmt: skip
+    transformers.Phi3ForCausalLM(config).save_pretrained(root)
+    return root
+
+
 def tiny_protocol(model: Path, **changes) -> protocols.Protocol:
     base = protocols.Protocol(
         name="tiny", model=str(model), documents=2, lengths=(32, 64, 128), chunk=40, workers=1,
@@ -517,6 +537,70 @@ def test_the_plan_prints_an_estimate_said_to_be_one(tiny, tmp_path):
     assert len(lines) == 1 and "an estimate, not a measurement" in lines[0] and "on 2 worker(s)" in lines[0]
     assert "6 cell(s)" in lines[0]  # 2 scalings x 2 documents + 2 passkey trunks
     assert not list((tmp_path / "o" / "cells").glob("*.json"))  # nothing ran
+
+
+def test_a_longrope_checkpoint_reads_from_its_original_context_and_longrope_is_the_stock_model(
+    tiny_phi3, tmp_path
+):
+    """On a LongRoPE checkpoint (Phi-3 128k) the trained context is the config's
+    original_max_position_embeddings, not max_position_embeddings (LongRoPE's extended window): the
+    run says so, every scaling starts from it, and the longrope cell's per-document losses are the
+    stock transformers model's on the same tokens (one forward pass each, no cache) within 1e-4
+    nats, inside the original context (short factors) and past it (long factors)."""
+    from posenc import extend
+    from posenc.extend.cell_store import Store
+
+    out = tmp_path / "out"
+    prot = tiny_protocol(tiny_phi3, lengths=(48, 128), scalings=("none", "longrope", "yarn:2"),
+                         passkey=protocols.Passkey(lengths=(), depths=(0.5,), trials=1))  # fmt: skip
+    logged: list[str] = []
+    result = extend.run(prot, out=out, show_progress=False, log=logged.append, figures=False)
+    assert not result.failed
+    said = [line for line in logged if "trained context" in line]
+    assert (
+        said
+        and (
+            f"trained context {CONTEXT} tokens (the config's original_max_position_embeddings; its "
+            f"max_position_embeddings {4 * CONTEXT} is the window LongRoPE extends it to)"
+        )
+        in said[0]
+    ), said
+    assert result.summary["context"] == CONTEXT and result.summary["model"]["context"] == CONTEXT
+    assert (
+        f"trained context {CONTEXT} tokens (the config's original_max_position_embeddings"
+        in (out / "summary.md").read_text()
+    )
+    # YaRN scales from the same original context; `none` is plain RoPE (no factors of the config's)
+    plan_ = extend._setup(prot, out, 1, False, lambda m: None).plan
+    assert json.loads(plan_.text_tables[("yarn:2", 128)])[rope_scaling.ORIGINAL] == CONTEXT
+    assert json.loads(plan_.text_tables[("none", 128)]) is None
+
+    stock = transformers.AutoModelForCausalLM.from_pretrained(tiny_phi3, dtype=torch.float32).eval()
+    store = Store(out)
+    cells = {cell.run_id: cell for cell in plan_.cells}
+    for length, factors in ((48, "short_factor"), (128, "long_factor")):
+        key = plan_.text_tables[("longrope", length)]
+        assert (
+            json.loads(key)["short_factor"]
+            == json.loads((tiny_phi3 / "config.json").read_text())["rope_parameters"][factors]
+        )
+        for index in range(prot.documents):
+            run_id = plan_.text_cells[(key, index)]
+            record, _ = store.load(run_id)
+            assert record is not None
+            ids = torch.tensor([cells[run_id].tokens[:length]])
+            with torch.inference_mode():
+                logits = stock(input_ids=ids, use_cache=False).logits[0].float()
+            want = torch.nn.functional.cross_entropy(logits[:-1], ids[0, 1:], reduction="none").double()
+            got = torch.tensor(record["result"]["nll"][: length - 1], dtype=torch.float64)
+            assert torch.allclose(got, want, atol=1e-4, rtol=0), (length, index, (got - want).abs().max())
+
+
+def test_a_context_other_than_longropes_original_is_refused_for_longrope(tiny_phi3, tmp_path):
+    out = ["--out", str(tmp_path / "o"), "--device", "cpu", "--passkey-lengths", "", "--plan"]
+    _refused(["--model", str(tiny_phi3), "--scalings", "none,longrope", "--context", "100", *out],
+             f"--context 100: this checkpoint's LongRoPE factors switch from short to long past its "
+             f"original_max_position_embeddings, {CONTEXT} tokens")  # fmt: skip
 
 
 # --- bad input: one line, exit 2 ------------------------------------------------------------------
