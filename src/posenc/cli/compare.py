@@ -21,6 +21,7 @@ from posenc.compare.grid import variants_note
 from posenc.compare.profile import PROFILES, ProfileOptions, dump_profile, load_profile
 from posenc.core import trust
 from posenc.core.errors import PosencError
+from posenc.records import benchmark_scalings
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.tasks.task_registry import task_names
 
@@ -50,6 +51,11 @@ def _tasks_help() -> str:
 def _encodings_help() -> str:
     return f"comma-separated encoding names or import specs package.module:Class: {', '.join(ENCODING_GROUP.names())} " \
         "(posenc list; default: the profile's)"  # fmt: skip
+
+
+def _scalings_help() -> str:
+    return f"comma-separated RoPE scalings evaluated on rotary models, {benchmark_scalings.forms()}, " \
+        "e.g. yarn:4,dynamic:4 (default: the profile's)"  # fmt: skip
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -92,13 +98,14 @@ def _kv_heads(text: str | None) -> int | str | None:
 
 def _profile_options(
     *, encodings: str | None, tasks: str | None, seeds: str | None, variants: str | None,
-    schedules: str | None, kv_heads: str | None, **given: Any,
+    schedules: str | None, scalings: str | None, kv_heads: str | None, **given: Any,
 ) -> ProfileOptions:  # fmt: skip
     """The options that set a key of the profile, parsed; the profile's loader checks their values
     (and names the option in an error)."""
     return ProfileOptions(
         encodings=_split(encodings), tasks=_split(tasks), seeds=_seeds(seeds), kv_heads=_kv_heads(kv_heads),
-        variants=_items("--variants", variants), schedules=_items("--schedules", schedules), **given,
+        variants=_items("--variants", variants), schedules=_items("--schedules", schedules),
+        scalings=_split(scalings), **given,
     )  # fmt: skip
 
 
@@ -163,6 +170,7 @@ def _profile_options(
     help="per-layer schedules run as extra grid entries, comma-separated: irope[:k] (NoPE every k-th layer, "
     "Llama 4), local_global[:k] (RoPE base 1e6 every k-th layer, 1e4 elsewhere, Gemma 3)",
 )
+@click.option("--scalings", default=None, cls=RegistryOption, help_from=_scalings_help)
 @click.option(
     "--kv-heads",
     default=None,
@@ -222,7 +230,7 @@ def _profile_options(
 @FORMAT
 def compare_command(
     profile, config, settings, print_config, encodings, tasks, seeds, out, executor, address, workers, threads,
-    no_report, variants, schedules, kv_heads, finetune, lm_protocol, sliding_stride, retune, device, precision,
+    no_report, variants, schedules, scalings, kv_heads, finetune, lm_protocol, sliding_stride, retune, device, precision,
     allow_changed, no_check, list_profiles, trust_remote_code, fmt,
 ):  # fmt: skip
     """Train tiny Transformers short, test them long, for each encoding.
@@ -250,6 +258,7 @@ def compare_command(
       posenc compare --encodings rope,nope --schedules irope:2,local_global:3
       posenc compare --encodings rope,alibi --kv-heads llama-3.1   # grouped-query, as Llama 3.1
       posenc compare --encodings rope --tasks lm --finetune 400
+      posenc compare --encodings rope --scalings dynamic:4,ntk:4   # RoPE scalings on the trained models
       posenc compare --tasks lm --lm-protocol sliding --sliding-stride 32
 
     --variants adds runs of each additive encoding that change how position is
@@ -284,7 +293,7 @@ def compare_command(
         ctx.with_resource(trust.reading(where, trust_remote_code=trust_remote_code, allowed=typed))
     given = _profile_options(
         encodings=encodings, tasks=tasks, seeds=seeds, workers=workers, variants=variants, schedules=schedules,
-        kv_heads=kv_heads, finetune=finetune, lm_protocol=lm_protocol, sliding_stride=sliding_stride,
+        scalings=scalings, kv_heads=kv_heads, finetune=finetune, lm_protocol=lm_protocol, sliding_stride=sliding_stride,
         device=device, precision=precision,
     )  # fmt: skip
     prof = load_profile(config if config is not None else profile, settings, given)

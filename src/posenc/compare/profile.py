@@ -331,6 +331,7 @@ OPTION_KEYS: dict[str, tuple[str, str, bool]] = {
     "workers": ("--workers", "workers", False),
     "variants": ("--variants", "variants", True),
     "schedules": ("--schedules", "schedules", True),
+    "scalings": ("--scalings", "scalings", False),
     "kv_heads": ("--kv-heads", "model.num_kv_heads", False),
     "finetune": ("--finetune", "finetune", False),
     "lm_protocol": ("--lm-protocol", "eval.lm_protocol", False),
@@ -355,6 +356,7 @@ class ProfileOptions:
     workers: int | None = None
     variants: Sequence[str] | None = None  # added to the profile's own
     schedules: Sequence[str] | None = None  # added to the profile's own
+    scalings: Sequence[str] | None = None  # RoPE scalings, "yarn:4" (replace the profile's own)
     kv_heads: int | str | None = None  # a divisor of model.num_heads, or a preset name (its grouping)
     finetune: int | None = None
     lm_protocol: str | None = None

@@ -157,6 +157,13 @@ class RotaryEncoding(PositionalEncoding):
         :class:`posenc.encoding.rotary.scaling.Scaling`, or None)."""
         raise NotImplementedError(f"{type(self).__name__} has no context-extension scalings")
 
+    def check_scaling(self, scaling: Any) -> Any:
+        """``scaling`` checked for this encoding without installing it, in the form
+        :meth:`set_scaling` takes without checking it again (RoPE: a parsed
+        :class:`posenc.encoding.rotary.scaling.Scaling`); by default unchanged (checked by
+        :meth:`set_scaling`)."""
+        return scaling
+
     @property
     def cache_unrotated_keys(self) -> bool:
         """True when the frequencies depend on the current length (RoPE's dynamic scalings):

@@ -175,11 +175,15 @@ class Applied:
     hooks: list[Any] = field(default_factory=list)  # removable handles of the layers' pre-hooks
     attn_implementation: str | None = None  # the model's before "posenc" (None: not switched)
 
-    def set_scaling(self, scaling: dict | None, *, layer_type: str | None = None) -> int:
+    def set_scaling(
+        self, scaling: dict | rope_scaling.Scaling | None, *, layer_type: str | None = None
+    ) -> int:
         """Swap the context-extension scaling (any posenc ``rope_type``, or None) of RoPE layers.
 
         Args:
-            scaling: an HF-style rope dict with ``rope_type``, or None for plain RoPE.
+            scaling: an HF-style rope dict with ``rope_type``, a parsed
+                :class:`~posenc.encoding.rotary.scaling.Scaling`, or None for plain RoPE. It is
+                parsed and checked once, before anything changes.
             layer_type: for families with layer types (Gemma 3), which layers: the default is
                 the family's own choice (Gemma 3: ``"full_attention"``, the layers its config
                 scales; the sliding-window layers never are), ``"all"`` for every layer.
@@ -188,7 +192,6 @@ class Applied:
         """
         if self.family.rescaling:
             raise PosencError(self.family.rescaling)
-        rope_scaling.split(scaling)  # a bad rope_type fails before anything changes
         chosen = self._layers_of(layer_type)
         targets: list[PositionalEncoding] = []
         for index in chosen:
@@ -202,9 +205,7 @@ class Applied:
                     f"layers {shared} share one encoding with the {layer_type or self.family.scaled_layer_type} "
                     "layers; apply one encoding per layer type, or set_scaling(..., layer_type='all')"
                 )
-        for enc in targets:
-            cast(RotaryEncoding, enc).set_scaling(scaling)
-        return len(targets)
+        return rope_scaling.set_on([cast(RotaryEncoding, enc) for enc in targets], scaling)
 
     def _layers_of(self, layer_type: str | None) -> list[int]:
         types = [t for t in dict.fromkeys(self.layer_types) if t is not None]

@@ -58,16 +58,27 @@ class BenchmarkScaling:
         return self.factor is None
 
 
+def types() -> list[str]:
+    """The ``TYPE`` a profile's ``"TYPE:FACTOR"`` may name: every registered RoPE scaling
+    (:data:`posenc.encoding.rotary.scaling.ROPE_SCALINGS`, entry points included) but plain RoPE."""
+    return [name for name in ROPE_SCALINGS if name != "default"]
+
+
+def forms() -> str:
+    """The forms a profile's scaling is written in, for help text: ``TYPE:FACTOR (TYPE: ...) or yarn-dynamic``."""
+    return f"TYPE:FACTOR (TYPE: {', '.join(types())}) or {DYNAMIC_YARN}"
+
+
 def parse(text: str) -> BenchmarkScaling:
     """``"yarn:4"`` -> BenchmarkScaling; ``"yarn-dynamic"`` -> YaRN with s = max(1, L / L0)."""
     if text == DYNAMIC_YARN:
         return BenchmarkScaling(text, "yarn", None)
     rope_type, sep, factor = text.partition(":")
     if rope_type not in ROPE_SCALINGS or rope_type == "default" or not sep:
-        types = [n for n in ROPE_SCALINGS if n != "default"]
+        valid = types()
         raise PosencError(
-            f"scaling {text!r}: expected TYPE:FACTOR with TYPE one of {', '.join(types)}, or "
-            f"{DYNAMIC_YARN!r}{did_you_mean(rope_type if sep else text, [*types, DYNAMIC_YARN])}"
+            f"scaling {text!r}: expected TYPE:FACTOR with TYPE one of {', '.join(valid)}, or "
+            f"{DYNAMIC_YARN!r}{did_you_mean(rope_type if sep else text, [*valid, DYNAMIC_YARN])}"
         )
     try:
         value = float(factor)

@@ -77,6 +77,16 @@ def _check_rotary_dim(rotary_dim: Any, head_dim: int, name: str = "rotary_dim") 
 # ---------------------------------------------------------------------------
 
 
+def _scaling_for(
+    scaling: dict | rope_scaling.Scaling | None, *, dim: int, max_position_embeddings: int | None
+) -> rope_scaling.Scaling:
+    """``scaling`` typed and checked for the rotated dimension ``dim``: a Scaling already checked
+    for ``dim`` travels as it is (nothing is parsed again), anything else is parsed once."""
+    if isinstance(scaling, rope_scaling.Scaling) and scaling.dim == dim:
+        return scaling
+    return rope_scaling.Scaling.parse(scaling, dim=dim, max_position_embeddings=max_position_embeddings)
+
+
 @dataclass(frozen=True)
 class RoPEConfig(EncodingConfig):
     head_dim: int = model_field("head_dim")  # per-head feature size; even
@@ -84,7 +94,9 @@ class RoPEConfig(EncodingConfig):
     layout: str = "half"  # "half" (HF / GPT-NeoX) or "interleaved" (Meta / GPT-J)
     rotary_dim: int | None = None  # rotate only the leading block of this size (GPT-NeoX / GPT-J)
     partial_rotary_factor: float = 1.0  # HF style: rotary_dim = int(head_dim * factor)
-    scaling: dict | None = None  # HF-style rope_scaling dict with "rope_type" (see rope_scaling.py)
+    # HF-style rope_scaling dict with "rope_type" (see posenc.encoding.rotary.scaling); a typed Scaling
+    # given here is kept as parsed_scaling and the field holds its dict
+    scaling: dict | rope_scaling.Scaling | None = None
     max_position_embeddings: int | None = length_field(
         "context", default=None
     )  # training context; only read by scalings
@@ -97,9 +109,11 @@ class RoPEConfig(EncodingConfig):
         if self.max_position_embeddings is not None:
             check_int("max_position_embeddings", self.max_position_embeddings, minimum=1)
         # the scaling is parsed (filled as Hugging Face does, checked) once, here, and kept typed
-        scaling = rope_scaling.Scaling.parse(
+        scaling = _scaling_for(
             self.scaling, dim=self.resolved_rotary_dim(), max_position_embeddings=self.max_position_embeddings
         )
+        if isinstance(self.scaling, rope_scaling.Scaling):
+            object.__setattr__(self, "scaling", scaling.to_dict())  # the field: the HF-style dict
         object.__setattr__(self, "_parsed_scaling", scaling)
 
     @property
@@ -157,18 +171,29 @@ class RoPE(RotaryEncoding):
         self.rotary_dim = config.resolved_rotary_dim()
         self._sincos: SinCosCache | None = None
         self._sincos_source: tuple[torch.Tensor, float] | None = None  # what _sincos was built from
-        self.set_scaling(config.scaling)
+        self._install(config.parsed_scaling)  # parsed once, by the config
 
     # -- scaling -------------------------------------------------------------
 
     def set_scaling(self, scaling: dict | rope_scaling.Scaling | None) -> None:
         """Swap the context-extension scaling (HF ``rope_scaling`` dict, a parsed
-        :class:`~posenc.encoding.rotary.scaling.Scaling`, or None) in place; it is parsed and checked once."""
-        if isinstance(scaling, rope_scaling.Scaling):
-            scaling = scaling.to_dict()
-        scaling = None if scaling is None else dict(scaling)
-        self.config = dataclasses.replace(self.config, scaling=scaling)  # parses and checks it, once
-        self._scaling = self.config.parsed_scaling
+        :class:`~posenc.encoding.rotary.scaling.Scaling`, or None) in place. A dict is parsed and
+        checked once; a Scaling checked for this ``rotary_dim`` is installed as it is."""
+        if not isinstance(scaling, rope_scaling.Scaling) and scaling is not None:
+            scaling = dict(scaling)
+        self.config = dataclasses.replace(self.config, scaling=scaling)  # parses a dict, once
+        self._install(self.config.parsed_scaling)
+
+    def check_scaling(self, scaling: dict | rope_scaling.Scaling | None) -> rope_scaling.Scaling:
+        """``scaling`` parsed and checked for this encoding (its ``rotary_dim`` and context), not
+        installed; a Scaling already checked for this ``rotary_dim`` is returned as it is."""
+        return _scaling_for(
+            scaling, dim=self.rotary_dim, max_position_embeddings=self.config.max_position_embeddings
+        )
+
+    def _install(self, scaling: rope_scaling.Scaling) -> None:
+        """Use the parsed ``scaling`` (the config's ``parsed_scaling``) from the next call on."""
+        self._scaling = scaling
         self._dynamic = self._scaling.length_dependent
         self.translation_invariant = not self._dynamic  # dynamic frequencies follow the largest position
         # Static scalings are computed once here; dynamic ones again per call (seq_len known then).

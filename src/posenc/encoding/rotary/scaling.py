@@ -115,6 +115,7 @@ __all__ = [  # the formulas' public helpers are part of this module's face
     "reference",
     "register_scaling",
     "resolve",
+    "set_on",
     "split",
     "unregister_scaling",
     "validate",
@@ -356,13 +357,21 @@ def resolve(scaling: Params | None, *, max_position_embeddings: int | None = Non
     name, params = split(scaling)
     if max_position_embeddings is None or name == "default":
         return None if scaling is None else dict(scaling)
+    return {"rope_type": name, **_filled(name, params, max_position_embeddings)}
+
+
+def _filled(name: str, params: Params, max_position_embeddings: int | None) -> Params:
+    """``params`` (of the scaling ``name``, already split) with what :func:`resolve` fills, a new dict."""
+    params = dict(params)
+    if max_position_embeddings is None or name == "default":
+        return params
     max_position_embeddings = check_int("max_position_embeddings", max_position_embeddings, minimum=1)
     spec = ROPE_SCALINGS[name]
     if ORIGINAL in spec.required + spec.optional and params.get(ORIGINAL) is None:
         params[ORIGINAL] = max_position_embeddings
     if spec.factor_from_context and params.get("factor") is None:
         params["factor"] = max_position_embeddings / params[ORIGINAL]
-    return {"rope_type": name, **params}
+    return params
 
 
 def validate(scaling: Params | None, *, dim: int) -> Params | None:
@@ -373,12 +382,17 @@ def validate(scaling: Params | None, *, dim: int) -> Params | None:
     lists of the wrong length, beta_fast < beta_slow, high_freq_factor <=
     low_freq_factor, odd dim.
     """
-    check_int("dim (rotary_dim)", dim, minimum=2, even=True)
     name, params = split(scaling)
+    _checked(name, params, dim)
+    return scaling
+
+
+def _checked(name: str, params: Params, dim: int) -> None:
+    """:func:`validate` of a scaling already split into ``(name, params)``."""
+    check_int("dim (rotary_dim)", dim, minimum=2, even=True)
     _check_keys(name, params)
     check_common(name, params, dim)
     ROPE_SCALINGS[name].validate(params, dim=dim)
-    return scaling
 
 
 @dataclass(frozen=True)
@@ -399,13 +413,18 @@ class Scaling:
     def parse(
         cls, scaling: Params | Scaling | None, *, dim: int, max_position_embeddings: int | None = None
     ) -> Scaling:
-        """A dict (``{"rope_type": ..., **keys}``), None (plain RoPE) or a Scaling, checked for ``dim``."""
+        """A dict (``{"rope_type": ..., **keys}``), None (plain RoPE) or a Scaling, checked for ``dim``.
+
+        The dict is split (its name looked up) once, filled (:func:`resolve`) and checked
+        (:func:`validate`); a Scaling already checked for ``dim`` is returned as it is."""
         if isinstance(scaling, Scaling):
             if scaling.dim == dim:
                 return scaling
-            scaling = scaling.to_dict()
-        resolved = validate(resolve(scaling, max_position_embeddings=max_position_embeddings), dim=dim)
-        name, params = split(resolved)
+            name, params = scaling.rope_type, scaling.params  # typed: no dict round trip
+        else:
+            name, params = split(scaling)
+        params = _filled(name, params, max_position_embeddings)
+        _checked(name, params, dim)
         return cls(name, tuple(params.items()), dim)
 
     @property
@@ -544,14 +563,30 @@ def apply_to_model(model: nn.Module, scaling: Params | Scaling | None) -> int:
     """
     if not isinstance(model, nn.Module):
         raise PosencTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if not isinstance(scaling, Scaling):
-        split(scaling)  # fail fast on a bad rope_type, before touching any module
-    count = 0
-    for module in model.modules():
-        if isinstance(module, RotaryEncoding) and module.supports_scaling:
-            module.set_scaling(scaling)
-            count += 1
-    return count
+    targets = [m for m in model.modules() if isinstance(m, RotaryEncoding) and m.supports_scaling]
+    return set_on(targets, scaling)
+
+
+def set_on(encodings: list[RotaryEncoding], scaling: Params | Scaling | None) -> int:
+    """Set ``scaling`` on each of ``encodings`` (each instance once); returns how many.
+
+    Everything is checked before any encoding changes. The scaling is parsed once, for the first
+    encoding (its rotated dimension and context), and that typed :class:`Scaling` travels to the
+    others (one of another rotated dimension checks it again for its own); a bad ``rope_type``
+    fails even when there is no encoding to set.
+    """
+    targets = list(dict.fromkeys(encodings))
+    if not targets and not isinstance(scaling, Scaling):
+        split(scaling)
+    checked: list[Any] = []
+    typed: Scaling | None = None
+    for enc in targets:
+        checked.append(enc.check_scaling(scaling if typed is None else typed))
+        if typed is None and isinstance(checked[-1], Scaling):
+            typed = checked[-1]
+    for enc, value in zip(targets, checked):
+        enc.set_scaling(value)
+    return len(targets)
 
 
 def describe(

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc import reference
+from posenc.encoding.base import RotaryEncoding
 from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.encoding.rotary.scaling import ROPE_SCALINGS, compute
 from tolerances import tol
@@ -514,9 +515,10 @@ def test_every_scaling_has_a_numpy_reference_and_an_example_and_they_agree(name)
 
 
 def test_a_scaling_is_parsed_once_and_never_checked_on_the_forward_path(monkeypatch):
-    """set_scaling resolves and validates its scaling once; a dynamic scaling's forward (new
-    frequencies at every length) checks nothing again. The typed Scaling round-trips."""
-    calls = {"resolve": 0, "validate": 0}
+    """set_scaling fills (as ``resolve`` does) and checks (as ``validate`` does) its scaling once; a
+    dynamic scaling's forward (new frequencies at every length) checks nothing again. The typed
+    Scaling round-trips."""
+    calls = {"_filled": 0, "_checked": 0}
     for name in calls:
         original = getattr(rope_scaling, name)
 
@@ -526,15 +528,15 @@ def test_a_scaling_is_parsed_once_and_never_checked_on_the_forward_path(monkeypa
 
         monkeypatch.setattr(rope_scaling, name, counted)
     enc = posenc.build("rope", head_dim=8, max_position_embeddings=16)
-    calls.update(resolve=0, validate=0)
+    calls.update(_filled=0, _checked=0)
     enc.set_scaling({"rope_type": "dynamic", "factor": 2.0})
-    assert calls == {"resolve": 1, "validate": 1}
+    assert calls == {"_filled": 1, "_checked": 1}
     assert isinstance(enc.config.parsed_scaling, rope_scaling.Scaling)
     assert enc.config.parsed_scaling.params == {"factor": 2.0, "original_max_position_embeddings": 16}
     q = torch.randn(1, 2, 40, 8)
     for n in (8, 24, 40):  # within and past the original context: the frequencies change
         enc.rotate(q[:, :, :n], q[:, :, :n])
-    assert calls == {"resolve": 1, "validate": 1}
+    assert calls == {"_filled": 1, "_checked": 1}
     parsed = rope_scaling.Scaling.parse(
         {"rope_type": "yarn", "factor": 4.0}, dim=8, max_position_embeddings=32
     )
@@ -547,3 +549,69 @@ def test_a_scaling_is_parsed_once_and_never_checked_on_the_forward_path(monkeypa
             {"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [1.0] * 4}, dim=16,
             max_position_embeddings=32,
         )  # fmt: skip
+
+
+@pytest.fixture
+def parses(monkeypatch):
+    """Calls of ``Scaling.parse`` (a scaling dict turned typed) and ``split`` (its name looked up),
+    counted wherever they happen (posenc.hf and RoPE call them through the module)."""
+    calls = {"parse": 0, "split": 0}
+    parse, split = rope_scaling.Scaling.parse.__func__, rope_scaling.split
+
+    def counted_parse(cls, *args, **kwargs):
+        calls["parse"] += 1
+        return parse(cls, *args, **kwargs)
+
+    def counted_split(*args, **kwargs):
+        calls["split"] += 1
+        return split(*args, **kwargs)
+
+    monkeypatch.setattr(rope_scaling.Scaling, "parse", classmethod(counted_parse))
+    monkeypatch.setattr(rope_scaling, "split", counted_split)
+    return calls
+
+
+def test_rope_set_scaling_parses_a_dict_once_and_keeps_a_typed_scaling(parses):
+    """A dict is parsed (and its name looked up) once per set_scaling; a ``Scaling`` travels typed
+    to the frequencies, never turned back into a dict and parsed again."""
+    enc = posenc.build("rope", head_dim=8, max_position_embeddings=16)
+    assert parses["parse"] <= 1 and parses["split"] <= 1, parses  # building parses it once
+    parses.update(parse=0, split=0)
+    enc.set_scaling({"rope_type": "yarn", "factor": 4.0})
+    assert parses["parse"] <= 1 and parses["split"] <= 1, parses
+    typed = rope_scaling.Scaling.parse({"rope_type": "linear", "factor": 2.0}, dim=8)
+    parses.update(parse=0, split=0)
+    enc.set_scaling(typed)
+    assert parses["parse"] <= 1 and parses["split"] <= 1, parses
+    assert enc.config.parsed_scaling is typed and enc.config.scaling == {"rope_type": "linear", "factor": 2.0}
+    torch.testing.assert_close(enc.frequencies(0)[0], compute(typed, dim=8, base=10000.0)[0], rtol=0, atol=0)
+
+
+def test_hf_apply_set_scaling_parses_once_for_every_layer(parses):
+    """``posenc.hf.apply(model).set_scaling``: one parse for all of a model's RoPE layers, checked
+    before any changes; a ``Scaling`` reaches every layer as it is."""
+    transformers = pytest.importorskip("transformers")
+    import posenc.hf
+
+    config = transformers.LlamaConfig(
+        vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=16,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    handle = posenc.hf.apply(transformers.LlamaForCausalLM(config).eval())
+    parses.update(parse=0, split=0)
+    assert handle.set_scaling({"rope_type": "yarn", "factor": 4.0}) >= 1
+    assert parses["parse"] <= 1 and parses["split"] <= 1, parses
+    ropes = [enc for enc in handle.encodings if isinstance(enc, RotaryEncoding)]
+    assert {enc.config.parsed_scaling.params[rope_scaling.ORIGINAL] for enc in ropes} == {16}
+    typed = ropes[0].config.parsed_scaling
+    parses.update(parse=0, split=0)
+    handle.set_scaling(None)
+    assert parses["parse"] <= 1 and parses["split"] <= 1, parses
+    parses.update(parse=0, split=0)
+    handle.set_scaling(typed)
+    assert parses["parse"] <= 1 and parses["split"] <= 1, parses
+    assert all(enc.config.parsed_scaling is typed for enc in ropes)
+    with pytest.raises(posenc.PosencError, match="rope_type must be one of"):
+        handle.set_scaling({"rope_type": "yran", "factor": 4.0})
+    assert all(enc.config.parsed_scaling is typed for enc in ropes)  # nothing changed

@@ -1,7 +1,8 @@
 """RoPE context-extension scalings are an open registry, as encodings and tasks are: a scaling from
 outside posenc (``tests/outoftree/posenc_halfscale``, installed nowhere; a dist-info on ``sys.path``
 declares it in the entry-point group ``posenc.rope_scalings``) runs through ``RoPE.set_scaling``,
-``posenc.hf.apply(...).set_scaling`` and ``posenc compare`` (the profile's ``scalings``)."""
+``posenc.hf.apply(...).set_scaling`` and ``posenc compare --scalings`` (the profile's ``scalings``,
+also set with ``--set``)."""
 
 from __future__ import annotations
 
@@ -131,11 +132,31 @@ def test_posenc_hf_apply_set_scaling_runs_the_out_of_tree_scaling(installed):
     torch.testing.assert_close(inv, expected(2.0, dim=16), rtol=0, atol=0)
 
 
+def test_posenc_compare_scalings_lists_and_takes_the_out_of_tree_scaling(installed, tmp_path):
+    """``--scalings``' help is the registry's (the entry point's name included); the option sets the
+    profile's key as ``--set scalings=[...]`` does, and a name that is none is one line, exit 2."""
+    help_text = " ".join(CliRunner().invoke(main, ["compare", "--help"]).output.split())
+    assert "--scalings" in help_text and "halfscale" in help_text and "yarn-dynamic" in help_text
+    printed = CliRunner().invoke(main, ["compare", "--profile", "smoke", "--scalings", "halfscale:2,yarn:4",
+                                        "--print-config"])  # fmt: skip
+    assert printed.exit_code == 0, printed.output
+    assert 'scalings = ["halfscale:2", "yarn:4"]' in printed.output
+    result = CliRunner().invoke(main, ["compare", "--profile", "smoke", "--scalings", "halfscal:2",
+                                       "--out", str(tmp_path)])  # fmt: skip
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith("posenc: error: --scalings: scalings = 'halfscal:2'")
+    assert "did you mean 'halfscale'" in lines[0] and not (tmp_path / "runs").exists()
+
+
 @pytest.mark.slow
-def test_posenc_compare_evaluates_the_out_of_tree_scaling(installed, tmp_path):
+@pytest.mark.parametrize(
+    "given", [["--scalings", "halfscale:2"], ["--set", 'scalings=["halfscale:2"]']], ids=["option", "set"]
+)
+def test_posenc_compare_evaluates_the_out_of_tree_scaling(installed, tmp_path, given):
     args = [
         "compare", "--profile", "smoke", "--encodings", "rope", "--tasks", "copy", "--seeds", "0",
-        "--set", 'scalings=["halfscale:2"]', "--out", str(tmp_path), "--format", "json", "--no-report",
+        *given, "--out", str(tmp_path), "--format", "json", "--no-report",
     ]  # fmt: skip
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
