@@ -698,3 +698,32 @@ def test_the_ray_executor_writes_the_records_a_local_run_writes(tiny, tmp_path, 
             assert max(abs(a - b) for a, b in zip(result["nll"], there[run_id]["nll"])) <= 1e-4
         else:
             assert result["answers"] == there[run_id]["answers"]
+
+
+@pytest.mark.slow
+def test_bf16_runs_the_grid_in_bfloat16_and_keeps_its_own_records(tiny, tmp_path):
+    """--precision bf16 (what a GPU run uses; on CPU too): the weights in bfloat16, records of their
+    own (a cell's name hashes the precision), perplexity within bfloat16's rounding of float32's."""
+    from posenc import extend
+
+    small = dict(
+        documents=1,
+        lengths=(32, 64),
+        scalings=("none", "yarn"),
+        passkey=protocols.Passkey(lengths=(256,), depths=(0.5,), trials=1),
+    )
+    out = tmp_path / "out"
+    fp32 = extend.run(tiny_protocol(tiny, **small), out=out, show_progress=False, log=lambda m: None)
+    bf16 = extend.run(
+        tiny_protocol(tiny, precision="bf16", **small), out=out, show_progress=False, log=lambda m: None
+    )
+    assert not fp32.failed and not bf16.failed
+    assert bf16.resumed == 0 and bf16.done == fp32.done  # nothing of the float32 run is reused
+    records = [json.loads(p.read_text()) for p in (out / "cells").glob("*.json")]
+    assert sorted(r["cell"]["precision"] for r in records) == ["bf16"] * bf16.done + ["fp32"] * fp32.done
+    for label in ("none", "yarn x2"):
+        a, b = (
+            fp32.summary["perplexity"][label]["64"]["value"],
+            bf16.summary["perplexity"][label]["64"]["value"],
+        )
+        assert a != b and b == pytest.approx(a, rel=0.05)
