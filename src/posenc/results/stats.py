@@ -4,7 +4,7 @@ A *cell* is one encoding variant (label) x task x column (e.g. ``copy`` / ``em_2
 in the 2x length bucket). Its runs are the label's seeds; only runs that converged in-distribution
 count (a run that did not is reported, never averaged in). Each converged run contributes the same
 *units*: the evaluation examples of the bucket's lengths (tasks; one value per example) or the LM's
-scored windows, so a cell's data is a seeds x units array, and the units are shared (every seed and
+test files, so a cell's data is a seeds x units array, and the units are shared (every seed and
 every encoding scores the same examples or bytes).
 
 **The seed is the unit.** A training run is one draw; the examples it is scored on are another
@@ -24,12 +24,16 @@ seeds the t quantile has about 2 degrees of freedom (4.3, not 1.96).
   in for it there. With one converged seed there is no interval.
 - **Test between two rows** (:data:`TEST`): Welch's t test over seeds with the examples' variance
   of the difference added (it is ``scipy.stats.ttest_ind(equal_var=False)`` on the seed means when
-  that part is zero); two rows that are one set of trained runs evaluated two ways
+  that part is zero) and Welch's degrees of freedom of the seed parts alone: the examples' part of
+  a difference (what is left of the shared examples after they cancel: mostly a noisy zero) widens
+  the interval but never raises the df, which made p-values far in the tail, where a correction
+  over a whole table reads them, too small; two rows that are one set of trained runs evaluated two ways
   (``rope`` and ``rope[dynamic:4]``) are compared by a paired t test over seeds on the per-seed
   differences. A row at 0% or 100% on every seed and example has the variance of its Clopper-Pearson
   bound, so a difference from a floor is never "infinitely" significant.
-- **Multiplicity** (:data:`CORRECTION`): the tests of a column (or of one claim) are corrected
-  together by Benjamini-Hochberg (``scipy.stats.false_discovery_control``).
+- **Multiplicity** (:data:`CORRECTION`): the tests of a table (every pair of every column, the
+  columns a table leaves out for having no significant pair included), or of one claim, are
+  corrected together by Benjamini-Hochberg (``scipy.stats.false_discovery_control``).
 - **Power**: the smallest difference a column detects with 80% power at its seeds, from the
   observed seed variance (the Welch test's power: Monte Carlo up to 10 seeds, the noncentral t
   past them), and how many seeds a target difference needs.
@@ -47,10 +51,13 @@ Columns:
 | ``em_in`` / ``em_1.25x`` / ``em_1.5x`` / ``em_2x`` / ``em_4x`` | one evaluation example | mean exact match (greedy decoding; the teacher-forced pass where a record has no free-running scores) |
 | ``pre_*`` | one evaluation example | mean share of the answer's tokens right before the first error, free-running |
 | ``tok_*`` | one evaluation example | mean teacher-forced answer-token accuracy (the answer's tokens, EOS left out) |
-| ``bpb_train`` | one scored window at L_train | mean bits per byte |
-| ``ratio_2x`` / ``ratio_4x`` | m x L_train bytes (one window at m L, m at L) | mean over seeds of exp(mean loss at mL - mean loss at L) |
+| ``bpb_train`` / ``bpb_2x`` / ``bpb_4x`` | one test file (its windows at L_train, 2x, 4x averaged) | mean bits per byte |
+| ``ratio_2x`` / ``ratio_4x`` | one test file (the same bytes at m L and at L) | mean over seeds of exp(mean loss at mL - mean loss at L) |
 
-For a ratio, the unit values are the linearised (delta-method) contributions of each block to the
+The LM scores every file of its test split over the same bytes, window by window; a file's windows
+share its style and vocabulary, so the file, not the window, is the unit (records written before the
+test split, one stretch of validation text, keep the window: m windows at L per window at m L). For
+a ratio, the unit values are the linearised (delta-method) contributions of each file to the
 ratio of its run, so the same seeds x units code serves it.
 
 :func:`cells` is the public entry point: every cell of a results directory (or of a list
@@ -85,9 +92,10 @@ METHOD = (
     "converged runs only"
 )
 TEST = (
-    "Welch t test over seeds (examples' variance added; paired t over seeds for one model evaluated two ways)"
+    "Welch t test over seeds (examples' variance added, Welch's degrees of freedom of the seed means; "
+    "paired t over seeds for one model evaluated two ways)"
 )
-CORRECTION = "Benjamini-Hochberg over the column's pairs"
+CORRECTION = "Benjamini-Hochberg over every pair of every column of the table"
 #: The difference the summary asks "how many seeds would detect it?" for: 10 points for rates,
 #: 0.05 for the LM's bits/byte and perplexity ratios.
 TARGET = {"rate": 0.10, "lm": 0.05}
@@ -102,7 +110,7 @@ UP_TO_2X = ("to2x", 1.0, 2.0)
 #: What a task column may read: the buckets and the two wider ranges.
 RANGES = (*BUCKETS, UNSEEN, UP_TO_2X)
 TASK_COLUMNS = tuple(f"{m}_{b}" for m in ("em", "pre", "tok") for b, _, _ in BUCKETS)
-LM_COLUMNS = ("bpb_train", "ratio_2x", "ratio_4x")
+LM_COLUMNS = ("bpb_train", "bpb_2x", "bpb_4x", "ratio_2x", "ratio_4x")
 
 
 def _scipy_stats() -> Any:
@@ -198,21 +206,34 @@ def units(record: dict[str, Any], variant: str, column: str) -> Any:
     return np.concatenate([np.asarray(rows[i], dtype=float) for i in picked])
 
 
+def by_file(values: Any, files: int) -> np.ndarray:
+    """Per-file means of values laid out file by file (``files`` equal runs of windows along the
+    last axis): the LM's unit. Windows of one file move together (one file's style, vocabulary and
+    topic), so treating them as independent units would understate the spread over files."""
+    values = np.asarray(values, dtype=float)
+    return values.reshape(*values.shape[:-1], files, values.shape[-1] // files).mean(-1)
+
+
 def _lm_units(ev: dict[str, Any], spec: dict[str, Any], column: str) -> Any:
     lengths, l_train = ev["lengths"], spec["train"]["max_len"]
     windows = [np.asarray([_num(v) for v in row], dtype=float) for row in ev["window_nats"]]
     if l_train not in lengths:
         return None
+    files = len(ev.get("files") or ())
+    if files and all(len(w) % files == 0 for w in windows):
+        windows = [by_file(w, files) for w in windows]  # scored file by file: the file is the unit
     base = windows[lengths.index(l_train)]
     if column == "bpb_train":
         return base / math.log(2)
-    if not column.startswith("ratio_"):
+    kind, _, times = column.partition("_")
+    if kind not in ("bpb", "ratio") or not times.endswith("x") or int(times[:-1]) * l_train not in lengths:
         return None
-    multiple = int(column[len("ratio_") : -1])
-    if multiple * l_train not in lengths:
-        return None
-    longer = windows[lengths.index(multiple * l_train)]
-    if ev.get("protocol", "nonoverlapping") == "nonoverlapping":  # m windows at L per window at mL
+    longer = windows[lengths.index(int(times[:-1]) * l_train)]
+    if kind == "bpb":
+        return longer / math.log(2)
+    multiple = int(times[:-1])
+    if not files and ev.get("protocol", "nonoverlapping") == "nonoverlapping":
+        # older records (one stretch of validation text): m windows at L per window at mL
         base = base[: len(longer) * multiple].reshape(len(longer), multiple).mean(1)
     return longer, base
 
@@ -413,6 +434,13 @@ def compare_arrays(
             variance, df = _satterthwaite(
                 [(part_a, df_a), (part_b, df_b), (unit, np.full(np.shape(diff), max(count - 1, 1.0)))]
             )
+            # The units' part of a difference estimates what is left of the shared examples after
+            # they cancel (nothing, when two rows differ alike on every example): a noisy, mostly
+            # zero estimate. It adds to the variance but never to the df, which stay the seeds'
+            # (Welch's): letting it raise them made p-values far in the tail, where a correction over
+            # a whole table reads them, too small (measured: 1.2-2.2x the nominal rate at 0.0005).
+            _, seed_df = _satterthwaite([(part_a, df_a), (part_b, df_b)])
+            df = np.minimum(df, seed_df)
     with np.errstate(divide="ignore", invalid="ignore"):
         se = np.sqrt(variance)
         half = sp.t.ppf(1 - (1 - confidence) / 2, df) * se
@@ -627,8 +655,9 @@ def per_seed(values: Sequence[float]) -> Cell:
 class Separation:
     """What one column can tell apart, from the runs of its rows.
 
-    ``significant`` of ``pairs`` tested pairs of rows differ by :data:`TEST` after the
-    :data:`CORRECTION` of the column (5%). Rows that are one set of trained runs evaluated several
+    ``significant`` of ``pairs`` tested pairs of rows (``significant_pairs``: each as "a > b", the
+    row with the larger value first) differ by :data:`TEST` after the :data:`CORRECTION` (5%;
+    :func:`separation`: the column's pairs alone). Rows that are one set of trained runs evaluated several
     ways (:func:`group`) are compared within their group (paired) and stand for their group by
     their base row against other groups, so one model is not counted as several encodings.
     ``untestable``: pairs with fewer than 2 converged seeds on a side. ``detectable``: the smallest
@@ -641,6 +670,7 @@ class Separation:
     """
 
     significant: int
+    significant_pairs: list[str]
     pairs: int
     untestable: int
     detectable: float
@@ -662,34 +692,47 @@ def _seed_sd(values: np.ndarray) -> float:
     return float(math.sqrt(float(part) * values.shape[0]))
 
 
-def separation(
+def _column_tests(
     records: Sequence[dict[str, Any]], task: str, column: str, labels: Iterable[str] | None = None
-) -> Separation:
-    """:class:`Separation` of one column over the rows ``labels`` (default: every row of ``task``)."""
+) -> tuple[list[float], dict[str, dict[int, Any]], dict[str, str | None], list[str]]:
+    """The raw p-values of one column's pairs (NaN: untestable), its rows' data and groups, and
+    each pair as "a > b" (the row ahead first)."""
     rows = [lab for lab, t in labels_and_tasks(records) if t == task] if labels is None else list(labels)
     data = {lab: _collect(records, lab, task, column)[0] for lab in rows}
-    rows = [lab for lab in rows if data[lab]]
-    groups = {lab: group(records, lab, task) for lab in rows}
+    data = {lab: got for lab, got in data.items() if got}
+    groups = {lab: group(records, lab, task) for lab in data}
     pairs: list[tuple[str, str]] = []
-    for i, a in enumerate(rows):
-        for b in rows[i + 1 :]:
+    for i, a in enumerate(data):
+        for b in list(data)[i + 1 :]:
             if groups[a] == groups[b]:
                 pairs.append((a, b))  # one model, two evaluations: paired, within the group
             elif a == groups[a] and b == groups[b]:
                 pairs.append((a, b))  # two trained models, by their base rows
     tests = [pair_test(records, a, b, task=task, column=column) for a, b in pairs]
-    p = [t.p if t.testable else math.nan for t in tests]
-    adjusted = adjust(p)
-    significant = sum(1 for q in adjusted if not math.isnan(q) and q < ALPHA)
-    sds = [_seed_sd(_matrix(data[lab])) for lab in rows if groups[lab] == lab]
+    order = [f"{a} > {b}" if t.diff > 0 else f"{b} > {a}" for (a, b), t in zip(pairs, tests)]
+    return [t.p if t.testable else math.nan for t in tests], data, groups, order
+
+
+def _separation(
+    p: Sequence[float],
+    adjusted: Sequence[float],
+    data: dict[str, dict[int, Any]],
+    groups: dict[str, Any],
+    order: Sequence[str],
+    column: str,
+) -> Separation:
+    found = [pair for pair, q in zip(order, adjusted) if not math.isnan(q) and q < ALPHA]
+    significant = len(found)
+    sds = [_seed_sd(_matrix(data[lab])) for lab in data if groups[lab] == lab]
     sds = [s for s in sds if not math.isnan(s)]
     spread = [s for s in sds if s > 0]
     seed_sd = float(np.median(spread)) if spread else math.nan
-    counts = [len(data[lab]) for lab in rows]
+    counts = [len(got) for got in data.values()]
     seeds = int(np.median(counts)) if counts else 0
     target = TARGET["rate"] if bounded(column) else TARGET["lm"]
     return Separation(
         significant=significant,
+        significant_pairs=found,
         pairs=sum(1 for q in p if not math.isnan(q)),
         untestable=sum(1 for q in p if math.isnan(q)),
         detectable=detectable(seed_sd, seeds),
@@ -699,6 +742,33 @@ def separation(
         seeds_for_target=seeds_needed(target, seed_sd) if spread else None,
         permutation_min_p=min_permutation_p(seeds, seeds) if seeds else math.nan,
     )
+
+
+def separation(
+    records: Sequence[dict[str, Any]], task: str, column: str, labels: Iterable[str] | None = None
+) -> Separation:
+    """:class:`Separation` of one column over the rows ``labels`` (default: every row of ``task``),
+    its pairs corrected on their own (a table of one column; :func:`table_separation` corrects a
+    table's columns together)."""
+    p, data, groups, order = _column_tests(records, task, column, labels)
+    return _separation(p, adjust(p), data, groups, order, column)
+
+
+def table_separation(
+    records: Sequence[dict[str, Any]], columns_: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], Separation]:
+    """:class:`Separation` of every ``(task, column)`` of a table, every pair of every column
+    corrected together (:data:`CORRECTION`), so that the table as a whole, not each column, holds
+    its false discovery rate at 5% (a column left out of the printed table for having no significant
+    pair was still in the correction)."""
+    found = {key: _column_tests(records, *key) for key in columns_}
+    flat = [q for p, _, _, _ in found.values() for q in p]
+    adjusted = adjust(flat)
+    out, at = {}, 0
+    for (task, column), (p, data, groups, order) in found.items():
+        out[(task, column)] = _separation(p, adjusted[at : at + len(p)], data, groups, order, column)
+        at += len(p)
+    return out
 
 
 def labels_and_tasks(records: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -733,7 +803,7 @@ def cells(
     evaluation units per seed, and ``converged`` (every seed converged in-distribution);
     with no converged seed, ``mean``/``low``/``high`` are NaN (``measured`` is False).
     Columns are :data:`TASK_COLUMNS` for tasks (``em_in``, ``em_2x``, ``em_4x``, ``tok_*``)
-    and :data:`LM_COLUMNS` for the LM (``bpb_train``, ``ratio_2x``, ``ratio_4x``).
+    and :data:`LM_COLUMNS` for the LM (``bpb_train``, ``bpb_2x``, ``bpb_4x``, ``ratio_2x``, ``ratio_4x``).
 
     >>> table = cells("posenc-results", tasks=["copy"])  # doctest: +SKIP
     >>> c = table[("alibi", "copy", "em_2x")]  # doctest: +SKIP

@@ -26,10 +26,10 @@ at L_valid = 2 and 4 L_train (the protocol each record names: non-overlapping wi
 the ALiBi paper, or sliding windows); below 1 means longer windows help.
 
 Tests and power: for every column the summary says how many pairs of rows a seed-level test
-tells apart after a multiplicity correction over the column (Welch t over seeds, paired for one
-model evaluated several ways; Benjamini-Hochberg), the smallest difference it detects with 80%
-power at its seeds, and how many seeds per encoding a 10-point (LM: 0.05) difference needs
-(:func:`posenc.results.stats.separation`). The tables show the in-distribution exact match, the
+tells apart after a multiplicity correction over every pair of every column of the table
+(Welch t over seeds, paired for one model evaluated several ways; Benjamini-Hochberg), which
+pairs, the smallest difference it detects with 80% power at its seeds, and how many seeds per
+encoding a 10-point (LM: 0.05) difference needs (:func:`posenc.results.stats.table_separation`). The tables show the in-distribution exact match, the
 LM columns and every bucket column with at least one significant pair; the others (every
 encoding at the same floor or ceiling, or too few seeds for the spread) are named under the
 table and kept in ``summary.csv``.
@@ -158,10 +158,10 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         for r in records
         if not stats.converged(r)
     )
-    power = {}
-    for task in tasks:
-        for column in stats.columns(task):
-            power[f"{task}:{column}"] = stats.separation(records, task, column).to_dict()
+    separated = stats.table_separation(
+        records, [(task, column) for task in tasks for column in stats.columns(task)]
+    )
+    power = {f"{task}:{column}": sep.to_dict() for (task, column), sep in separated.items()}
     return {
         "tasks": tasks,
         "method": METHOD,
@@ -281,7 +281,8 @@ def format_cell(c: dict[str, Any] | None, percent: bool, sep: str = " ") -> str:
         text = f"{100 * mean:.0f}%" if percent else _fmt(mean, False)
         return text + f"{sep}[one seed] {c['n']}/{c['runs']}"
     if percent:
-        text = f"{100 * mean:.0f}%{sep}[{100 * low:.0f}{comma}{100 * high:.0f}]"
+        digits = 1 if round(100 * high) == round(100 * low) else 0  # never "0% [0, 0]": 0.2% [0.1, 0.4]
+        text = f"{100 * mean:.{digits}f}%{sep}[{100 * low:.{digits}f}{comma}{100 * high:.{digits}f}]"
     else:
         text = f"{_fmt(mean, False)}{sep}[{_fmt(low, False)}{comma}{_fmt(high, False)}]"
     if c["n"] < c["runs"]:
@@ -298,7 +299,8 @@ def _all_columns(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
     cols = []
     for task in summary["tasks"]:
         if task == "lm":
-            cols += [("LM bpb@L", "lm:bpb_train", False), ("LM ppl 2x", "lm:ratio_2x", False)]
+            cols += [("LM bpb@L", "lm:bpb_train", False), ("LM bpb 2x", "lm:bpb_2x", False)]
+            cols += [("LM bpb 4x", "lm:bpb_4x", False), ("LM ppl 2x", "lm:ratio_2x", False)]
             cols += [("LM ppl 4x", "lm:ratio_4x", False)]
             continue
         cols.append((f"{task} in", f"{task}:em_in", True))
@@ -383,7 +385,7 @@ def caption(summary: dict[str, Any], *, per_task: bool = False) -> str:
         "exact match (greedy decoding), prefix (free-running: the share of the answer the model's own greedy "
         "output gets right before its first error) and tf-tok (teacher-forced answer-token accuracy: each answer "
         "token predicted with the gold answer before it fed in, EOS left out); "
-        f"LM{_lm_scored(summary)}: bits/byte at L_train, perplexity ratio to L_train at 2x / 4x. "
+        f"LM{_lm_scored(summary)}: bits/byte at L_train, 2x and 4x L_train, and the perplexity ratio to L_train at 2x / 4x (units: the test files). "
         "Cells: mean [95% interval], "
         f"{summary.get('method', METHOD)}. {NOT_CONVERGED} = not converged in-distribution (a failure in the "
         "rankings of papers that train for fixed steps, left out of other claims); k/N = only k of N seeds "
@@ -391,8 +393,8 @@ def caption(summary: dict[str, Any], *, per_task: bool = False) -> str:
         f"significant: pairs of rows that differ at 5% by a {summary.get('test', stats.TEST)}, "
         f"{summary.get('correction', stats.CORRECTION)}; one model evaluated several ways (rope, "
         "rope[dynamic:4], ...) is one encoding against the others and is compared within itself. "
-        "detectable: the difference such a test detects with 80% power at these seeds (from the column's "
-        "seed spread); seeds for 10 pts: seeds per encoding that a 10-point difference (LM columns: 0.05) needs."
+        "detectable: the difference such a test detects with 80% power at 5% at these seeds (before the "
+        "table's correction, from the column's seed spread); seeds for 10 pts: seeds per encoding that a 10-point difference (LM columns: 0.05) needs."
     )
     few = [n for n in seeds if stats.min_permutation_p(n, n) > stats.ALPHA]
     if few:

@@ -122,6 +122,30 @@ def test_lm_ratio_units_pair_each_long_window_with_the_short_ones_it_covers():
     assert linear[1] - linear[0] == pytest.approx(math.exp(0.5) * 1.0)  # delta method: r x (d_1 - d_0)
 
 
+def test_the_lm_unit_is_the_test_file_not_the_window():
+    """Windows are scored file by file; a file's windows share its style and vocabulary, so the
+    cell's units are the files (each the mean of its windows), the same at every length."""
+    ev = {
+        "lengths": [2, 4],
+        "files": ["a.py", "b.py"],
+        # two files of 8 bytes: four windows of 2 bytes each, then two of 4 bytes each
+        "window_nats": [[1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 5.0, 5.0], [1.0, 3.0, 3.0, 5.0]],
+        "protocol": "nonoverlapping",
+    }
+    record = {"spec": {"task": "lm", "train": {"max_len": 2}}, "result": {"eval": {"default": ev}}}
+    np.testing.assert_allclose(
+        stats.units(record, "default", "bpb_train"), np.array([1.5, 4.0]) / math.log(2)
+    )
+    longer, base = stats.units(record, "default", "ratio_2x")
+    np.testing.assert_array_equal(longer, [2.0, 4.0])
+    np.testing.assert_array_equal(base, [1.5, 4.0])
+    seeds = [dict(record, label="x", spec=dict(record["spec"], seed=s)) for s in range(3)]
+    for r in seeds:
+        r["result"] = {"eval": {"default": ev}, "train": {"converged": True}}
+        r["spec"]["encoding"] = "x"
+    assert stats.cell(seeds, label="x", task="lm", column="bpb_train").units == 2
+
+
 @pytest.mark.parametrize(
     ("cell", "side", "verdict"),
     [
