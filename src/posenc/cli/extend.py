@@ -15,10 +15,7 @@ import posenc.extend as ext
 import posenc.extend.protocol as protocols
 from posenc.cli.catalog import print_named
 from posenc.cli.paths import out_dir_option, output_dir
-from posenc.compare.device import DEVICE_FORMS, PRECISIONS, check_device_text
-from posenc.compare.executor import max_threads
-from posenc.compare.ray_executor import RayNotInstalled, require_ray
-from posenc.core.checks import check_int
+from posenc.compare.device import DEVICE_FORMS, PRECISIONS
 from posenc.core.errors import PosencError
 from posenc.extend.protocol import shipped_names
 from posenc.extend.summary import rows as table_rows
@@ -137,8 +134,6 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
     ctx = click.get_current_context()
     if config is not None and ctx.get_parameter_source("protocol") is not click.core.ParameterSource.DEFAULT:
         raise click.UsageError("give --protocol NAME or --config FILE, not both")
-    if address and executor != "ray":
-        raise click.UsageError("--address needs --executor ray")
     prot = _protocol(config if config is not None else protocol, settings, model=model, text=text,
                      documents=documents, context=context, chunk=chunk, workers=workers, precision=precision,
                      device=device, scalings=scalings, factors=factors, lengths=lengths,
@@ -148,13 +143,6 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
             protocols.dump(prot, header=f"posenc extend: the effective protocol {prot.name}"), nl=False
         )
         return
-    if threads is not None:
-        check_int("--threads", threads, minimum=1, maximum=max_threads())
-    if executor == "ray":
-        try:
-            require_ray()
-        except RayNotInstalled as exc:
-            raise click.UsageError(str(exc)) from None
     output_dir(out, "--out")
     command = " ".join(["posenc", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("posenc") else ""
     result = ext.run(
@@ -182,7 +170,7 @@ def _protocol(
     (``plain``: the ones taken as they are) over it; the library checks every value."""
     changes = {
         **plain,
-        "device": None if device is None else check_device_text(device, "--device"),
+        "device": device,
         "scalings": None if scalings is None else tuple(p.strip() for p in scalings.split(",") if p.strip()),
         "factors": _floats("--factors", factors), "lengths": _ints("--lengths", lengths),
         "passkey_lengths": _ints("--passkey-lengths", passkey_lengths),

@@ -390,6 +390,22 @@ def _write_run_info(
     return {"run": str(run_json)} if run_json.exists() else {}
 
 
+def _check_run_options(executor: str, address: str | None, threads: int | None) -> None:
+    """How to run, checked before anything loads (each in one line naming the option)."""
+    from posenc.compare.executor import max_threads
+    from posenc.compare.ray_executor import require_ray
+    from posenc.core.checks import check_int
+
+    if executor not in ("local", "ray"):
+        raise PosencError(f"executor must be 'local' or 'ray', got {executor!r}")
+    if address and executor != "ray":
+        raise PosencError("address needs executor 'ray' (--executor ray)")
+    if threads is not None:
+        check_int("threads (--threads)", threads, minimum=1, maximum=max_threads())
+    if executor == "ray":
+        require_ray()
+
+
 def run(
     protocol: Protocol,
     *,
@@ -410,6 +426,7 @@ def run(
     ``summarize_only``: write the table and figures from the records there are, run nothing)."""
 
     start = time.perf_counter()
+    _check_run_options(executor, address, threads)
     setup = _setup(protocol, out, threads, trust_remote_code, log)
     checkpoint, facts, plan, store = setup.checkpoint, setup.facts, setup.plan, setup.store
     device, workers = setup.device, protocol.workers

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -727,3 +728,25 @@ def test_bf16_runs_the_grid_in_bfloat16_and_keeps_its_own_records(tiny, tmp_path
             bf16.summary["perplexity"][label]["64"]["value"],
         )
         assert a != b and b == pytest.approx(a, rel=0.05)
+
+
+def test_how_to_run_is_checked_by_the_library_before_anything_loads(tmp_path, monkeypatch):
+    """The command line parses; posenc.extend.run checks threads, executor and address itself, in
+    one line each, before a checkpoint is read (the command shows the same lines)."""
+    from posenc import extend
+
+    def never(*args, **kwargs):
+        raise AssertionError("the checkpoint was read before the options were checked")
+
+    monkeypatch.setattr(extend, "_setup", never)
+    prot = protocols.load("smollm2")
+    for kwargs, words in (
+        ({"threads": 0}, "threads (--threads) must be an integer in [1,"),
+        ({"executor": "slurm"}, "executor must be 'local' or 'ray'"),
+        ({"address": "head:6379"}, "address needs executor 'ray'"),
+    ):
+        with pytest.raises(PosencError, match=re.escape(words)):
+            extend.run(prot, out=tmp_path / "o", show_progress=False, log=lambda m: None, **kwargs)
+    monkeypatch.undo()
+    _refused(["--threads", "0", "--out", str(tmp_path / "o")], "threads (--threads)")
+    _refused(["--device", "cudaa", "--out", str(tmp_path / "o")], "device must be one of")
