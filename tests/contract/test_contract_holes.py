@@ -73,19 +73,60 @@ def test_every_kind_has_its_output_shapes_checked_against_its_input():
 # -- NaN: a reason in every property that compares, never an internal error or a false PASS -------
 
 
-@pytest.mark.slow
-def test_nan_outputs_fail_every_comparison_with_a_nan_reason(broken):
-    report = posenc.testing.check_encoding(broken.NaNOutput)
-    compared = {
+#: The properties that compare what each NaN class returns (the others do not apply to it).
+NAN_COMPARED = {
+    "NaNOutput": {
         "shapes_and_dtypes", "default_positions", "offsets", "padding", "packing", "kv_cache",
         "gradients", "numpy_reference", "compile",
-    }  # fmt: skip
+    },
+    "NaNTurn": {
+        "shapes_and_dtypes", "layout", "default_positions", "offsets", "padding", "packing",
+        "kv_cache", "grouped_kv", "relative_invariance", "gradients", "compile",
+    },
+    "NaNRoPE": {
+        "shapes_and_dtypes", "layout", "default_positions", "offsets", "padding", "packing",
+        "kv_cache", "grouped_kv", "relative_invariance", "capabilities", "gradients",
+        "numpy_reference", "compile",
+    },
+}  # fmt: skip
+
+
+def _assert_nan_reasons(report, compared: set[str]) -> None:
     assert set(failures(report)) == compared, str(report)
     for name, why in failures(report).items():
         assert "NaN" in why, (name, why)
         assert "Expected reduction dim" not in why and "not deterministic" not in why, (name, why)
         assert not why.startswith("raised"), (name, why)  # a reason, not an exception from inside
     assert not any(r.passed for r in report.results if r.name in compared)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(NAN_COMPARED))
+def test_nan_outputs_fail_every_comparison_with_a_nan_reason(broken, name):
+    _assert_nan_reasons(posenc.testing.check_encoding(getattr(broken, name)), NAN_COMPARED[name])
+
+
+@pytest.mark.parametrize("name", ["NaNTurn", "NaNRoPE"])
+def test_nan_from_rotate_fails_every_fast_comparison_even_where_attention_hides_it(broken, name):
+    """PyTorch's fused CPU attention outputs 0 for a row of NaN scores (rotary q and k, finite v):
+    grouped_kv, which compares attention outputs, must still fail, and capabilities must say NaN."""
+    report = posenc.testing.check_encoding(getattr(broken, name), properties=FAST)
+    _assert_nan_reasons(report, NAN_COMPARED[name] - {"compile"})
+
+
+# -- a wrong output shape: every later property says so, never a raw torch error ---------------
+
+
+def test_a_wrong_rotary_shape_fails_every_later_property_naming_the_shape(broken):
+    report = posenc.testing.check_encoding(broken.DroppedKeyPair, properties=FAST)
+    assert "(3, 2, 7, 6), the input's is (3, 2, 7, 8)" in failures(report)["shapes_and_dtypes"]
+    for name in ("padding", "packing", "kv_cache", "grouped_kv", "relative_invariance"):
+        why = failures(report).get(name)
+        assert why is not None, (name, str(report))
+        assert "shape" in why and "see shapes_and_dtypes" in why, (name, why)
+        assert not why.startswith("raised"), (name, why)
+    for result in report.failures:
+        assert not result.detail.startswith("raised"), result.line()
 
 
 # -- every declared capability has a check that names it when false ----------------------------
@@ -147,6 +188,9 @@ def test_numpy_reference_none_means_no_reference(broken):
         ("DroppedPair", "shapes_and_dtypes", "(3, 2, 5, 6), the input's is (3, 2, 5, 8)"),
         ("IgnoresLayout", "layout", "rotate must honour layout"),
         ("NaNOutput", "kv_cache", "NaN in both outputs"),
+        ("NaNTurn", "grouped_kv", "NaN in what rotate returned"),
+        ("NaNRoPE", "capabilities", "NaN in what rotate returned"),
+        ("DroppedKeyPair", "padding", "rotate returned k of shape"),
         ("QueryTerm", "relative_invariance", "declares translation_invariant = True"),
     ],
 )

@@ -182,7 +182,7 @@ def _profile_options(
     default=None,
     type=int,
     help="fine-tuning steps at the target length for the RoPE scalings whose papers fine-tune "
-    "(PI, YaRN); 0 evaluates them without, marked as outside their regime (default: the profile's)",
+    "(PI, YaRN, Llama 3.1); 0 evaluates them without, marked as outside their regime (default: the profile's)",
 )
 @click.option(
     "--lm-protocol",

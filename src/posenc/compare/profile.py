@@ -127,7 +127,7 @@ class Profile:
     scalings: tuple[
         str, ...
     ] = ()  # RoPE scalings evaluated on rotary models (posenc.records.benchmark_scalings)
-    finetune: int = 0  # fine-tuning steps of the scalings whose papers fine-tune (PI, YaRN); LM only
+    finetune: int = 0  # fine-tuning steps of the scalings whose papers fine-tune (PI, YaRN, Llama 3); LM only
     variants: tuple[str, ...] = ()  # architecture variants of additive encodings, "combine=concat"
     # encodings the variants apply to (None: every additive one)
     variant_encodings: tuple[str, ...] | None = None
@@ -678,6 +678,8 @@ def _check(profile: Profile, where: _Sources) -> None:
     for key in TRAIN_TABLES:
         _check_training(key, getattr(profile, key), where)
     _check_learning_rates(profile, where)
+    for key in TRAIN_TABLES:
+        _check_decay(profile, key, where)
     _check_eval(profile, where)
     for key, values, parse in (
         ("scalings", profile.scalings, scalings.parse),
@@ -790,6 +792,35 @@ def _check_learning_rates(profile: Profile, where: _Sources) -> None:
             list(profile.lr_grid),
             f"one rate, which every run trains at, but {part}.lr = {lr:g}; {fixes}",
         )
+
+
+def _check_decay(profile: Profile, part: str, where: _Sources) -> None:
+    """AdamW's decoupled weight decay multiplies each decayed weight by ``1 - lr x weight_decay``
+    per step (Loshchilov & Hutter 2019): at 1 or more it zeroes the weights or flips their sign,
+    so no rate a run of ``part`` may train at (its ``lr``, which a run falls back to when tuning
+    fails, and each of ``lr_grid``) may reach it."""
+    train = getattr(profile, part)
+    rates = {f"{part}.lr": train.lr, **{f"lr_grid[{i}]": rate for i, rate in enumerate(profile.lr_grid)}}
+    rate_key, rate = max(rates.items(), key=lambda item: item[1])
+    decay = train.weight_decay
+    if rate * decay < 1:
+        return
+    rule = (
+        f"lr x weight_decay must be < 1 for every rate {part} may train at ({part}.lr and each of "
+        "lr_grid): AdamW's decoupled decay multiplies each weight by 1 - lr x weight_decay per step, "
+        "which at 1 or more zeroes the weights or flips their sign"
+    )
+    if where.set_by(f"{part}.weight_decay") or not where.set_by(rate_key.split("[")[0]):
+        raise where.error(
+            f"{part}.weight_decay", decay,
+            f"times {rate_key} = {rate:g} is {rate * decay:g}; {rule}, so {part}.weight_decay must be < {1 / rate:g}",
+        )  # fmt: skip
+    in_grid = rate_key.startswith("lr_grid")
+    raise where.error(
+        rate_key.split("[")[0], list(profile.lr_grid) if in_grid else rate,
+        f"{f'{rate_key} = {rate:g} ' if in_grid else ''}times {part}.weight_decay ({decay:g}) is "
+        f"{rate * decay:g}; {rule}, so every rate must be < {1 / decay:g}",
+    )  # fmt: skip
 
 
 def _check_eval(profile: Profile, where: Where) -> None:

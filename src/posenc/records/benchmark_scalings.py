@@ -11,6 +11,7 @@ plain RoPE follows its paper:
 | ``ntk`` (NTK-aware, bloc97 2023) | no fine-tuning | applied to the trained model |
 | ``linear`` (PI, Chen et al. 2023) | fine-tuned ~1000 steps at the target length | ``finetune`` steps at factor x L_train (LM only) |
 | ``yarn`` (Peng et al. 2023) | fine-tuned ~400 steps at the target length | ``finetune`` steps at factor x L_train (LM only) |
+| ``llama3`` (Meta 2024, Llama 3.1) | long-context continued pre-training with the scaling in place | ``finetune`` steps at factor x L_train (LM only), with Llama 3.1's bands |
 
 A scaling that needs fine-tuning is never evaluated on a synthetic task (fine-tuning
 on longer examples would train on the test lengths), and on the LM without
@@ -22,6 +23,14 @@ L0 4096), where about a third of the pairs turn more than 32 times; a head_dim-1
 model trained on 64 tokens has no pair that turns more than ~10 times, so the
 defaults leave no pair unchanged. :func:`yarn_betas` expresses the limits for the
 model instead: the same fraction of pairs in each band as in the paper's setting.
+
+Llama 3's bands take the values of Llama 3.1's released configs (``low_freq_factor`` 1,
+``high_freq_factor`` 4: pairs that turn fewer than once over the original context are
+interpolated, those that turn more than 4 times are left alone), which count turns over the
+original context and so carry over to any model (:data:`PUBLISHED_KEYS`). A scaling that needs
+keys no benchmark can choose (LongRoPE's per-frequency factors, searched for one model; a
+registered scaling's keys of its own) is refused when the profile is read (:func:`parse`), not
+when a run evaluates it.
 """
 
 from __future__ import annotations
@@ -35,7 +44,17 @@ from posenc.core.errors import PosencError
 from posenc.encoding.rotary.scaling import ORIGINAL, ROPE_SCALINGS
 
 #: Scalings whose papers fine-tune at the target length before evaluating.
-NEEDS_FINETUNE = frozenset({"linear", "yarn"})
+NEEDS_FINETUNE = frozenset({"linear", "yarn", "llama3"})
+#: Keys a scaling requires beyond its factor and the original context, with the values its
+#: paper's released models use (see the module's doc).
+PUBLISHED_KEYS: dict[str, dict[str, float]] = {
+    "llama3": {"low_freq_factor": 1.0, "high_freq_factor": 4.0},  # Llama 3.1's configs
+}
+#: Why a benchmark cannot build a scaling, where there is more to say than the keys it lacks.
+CANNOT_BUILD = {
+    "longrope": "LongRoPE's per-frequency factors come from a search made for one model (Ding et al. "
+    "2024); posenc extend --scalings longrope measures a checkpoint whose config carries them",
+}
 #: YaRN's own setting (Peng et al. 2023, Llama 2): head_dim, base, L0, beta_fast, beta_slow.
 YARN_REFERENCE = (128, 10000.0, 4096, 32.0, 1.0)
 DYNAMIC_YARN = "yarn-dynamic"
@@ -58,10 +77,18 @@ class BenchmarkScaling:
         return self.factor is None
 
 
+def missing_keys(rope_type: str) -> list[str]:
+    """The keys scaling ``rope_type`` requires that the benchmark cannot fill (it gives the
+    factor, the original context and :data:`PUBLISHED_KEYS`)."""
+    built = {"factor", ORIGINAL, *PUBLISHED_KEYS.get(rope_type, {})}
+    return [key for key in ROPE_SCALINGS[rope_type].required if key not in built]
+
+
 def types() -> list[str]:
     """The ``TYPE`` a profile's ``"TYPE:FACTOR"`` may name: every registered RoPE scaling
-    (:data:`posenc.encoding.rotary.scaling.ROPE_SCALINGS`, entry points included) but plain RoPE."""
-    return [name for name in ROPE_SCALINGS if name != "default"]
+    (:data:`posenc.encoding.rotary.scaling.ROPE_SCALINGS`, entry points included) but plain RoPE
+    and those the benchmark cannot build (:func:`missing_keys`)."""
+    return [name for name in ROPE_SCALINGS if name != "default" and not missing_keys(name)]
 
 
 def forms() -> str:
@@ -74,6 +101,12 @@ def parse(text: str) -> BenchmarkScaling:
     if text == DYNAMIC_YARN:
         return BenchmarkScaling(text, "yarn", None)
     rope_type, sep, factor = text.partition(":")
+    if rope_type in ROPE_SCALINGS and rope_type != "default" and missing_keys(rope_type):
+        why = CANNOT_BUILD.get(rope_type, "values a benchmark cannot choose for the models it trains")
+        raise PosencError(
+            f"scaling {text!r}: {rope_type} needs {', '.join(missing_keys(rope_type))}: {why}; "
+            f"the benchmark's scalings: {forms()}"
+        )
     if rope_type not in ROPE_SCALINGS or rope_type == "default" or not sep:
         valid = types()
         raise PosencError(
@@ -140,6 +173,7 @@ def scaling_dict(
     if factor is None:
         factor = max(1.0, (seq_len or original) / original)
     out: dict[str, Any] = {"rope_type": scaling.rope_type, "factor": float(factor)}
+    out.update(PUBLISHED_KEYS.get(scaling.rope_type, {}))
     if ORIGINAL in ROPE_SCALINGS[scaling.rope_type].required:
         out[ORIGINAL] = original
     if scaling.rope_type == "yarn":

@@ -6,7 +6,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -14,7 +14,7 @@ from torch.autograd.gradcheck import GradcheckError
 
 from posenc.core.errors import PosencError, PosencTypeError
 from posenc.core.positions import Positions, as_positions, from_attention_mask, from_document_ids
-from posenc.encoding.base import KINDS, BiasEncoding, PositionalEncoding
+from posenc.encoding.base import KINDS, BiasEncoding, PositionalEncoding, RotaryEncoding
 from posenc.kernels.rotation import apply_rotary
 from posenc.nn.attention import MultiHeadAttention
 from posenc.nn.kv_cache import KVCache
@@ -122,6 +122,58 @@ class _Subject:
     @property
     def dims(self) -> tuple[int, int, int]:
         return self.d_model, self.num_heads, self.d_model // self.num_heads
+
+
+class _HookFault(BaseException):
+    """What a rotary's ``rotate`` returned inside a property makes every comparison through it
+    meaningless (the message says why). A BaseException, so that no ``except Exception`` on the
+    way (the encoding's, or a property's around a call it expects may fail) turns it into
+    another reason."""
+
+
+def _rotate_fault(q: torch.Tensor, k: torch.Tensor, out: Any) -> str | None:
+    """Why ``rotate(q, k)``'s ``out`` cannot be compared (not q and k of their input's shapes, or
+    NaN), or None."""
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        return f"rotate(q, k) returned {type(out).__name__}, not (q, k): see shapes_and_dtypes"
+    for name, given, got in (("q", q, out[0]), ("k", k, out[1])):
+        if not isinstance(got, torch.Tensor):
+            return f"rotate returned {name} as {type(got).__name__}, not a tensor: see shapes_and_dtypes"
+        if got.shape != given.shape:
+            return (
+                f"rotate returned {name} of shape {tuple(got.shape)}, the input's is "
+                f"{tuple(given.shape)}: see shapes_and_dtypes"
+            )
+        if got.is_floating_point() and bool(torch.isnan(got.detach()).any()):
+            return f"NaN in what rotate returned ({name}): nothing compared through it holds"
+    return None
+
+
+def _watching(make: Callable[[], PositionalEncoding]) -> Callable[[], PositionalEncoding]:
+    """``make``, with each rotary instance's ``rotate`` checked on every call (:func:`_rotate_fault`).
+
+    The properties that see rotate only through attention need it: a wrong shape there ends in a
+    torch error from inside attention, and NaN may not reach the output at all (PyTorch's fused
+    CPU attention returns 0 for a row of NaN scores when the values are finite, and only q and k
+    are rotated). The other kinds' outputs reach attention's output, NaN included."""
+
+    def make_watched() -> PositionalEncoding:
+        enc = make()
+        if enc.kind != "rotary":
+            return enc
+        rotate = cast(RotaryEncoding, enc).rotate
+
+        def watched(q: torch.Tensor, k: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            out = rotate(q, k, *args, **kwargs)
+            fault = _rotate_fault(q, k, out)
+            if fault is not None:
+                raise _HookFault(fault)
+            return out
+
+        setattr(enc, "rotate", watched)  # noqa: B010  (an instance attribute: this instance only)
+        return enc
+
+    return make_watched
 
 
 def _diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -744,6 +796,10 @@ PROPERTIES: dict[str, Callable[[_Subject], PropertyResult]] = {
     "compile": _compile,
 }
 
+#: The properties that get rotary instances whose ``rotate`` is watched (:func:`_watching`):
+#: those after the two that check its outputs themselves, but ``compile`` (a graph of its own).
+_WATCHED = frozenset(PROPERTIES) - {"declares", "shapes_and_dtypes", "layout", "compile"}
+
 #: The properties ``posenc compare`` checks an outside encoding against before training it
 #: (every one but ``compile``, which takes seconds per encoding).
 FAST_PROPERTIES: tuple[str, ...] = tuple(name for name in PROPERTIES if name != "compile")
@@ -805,10 +861,13 @@ def check_encoding(
         if name not in PROPERTIES:
             raise PosencError(f"unknown property {name!r}; valid: {list(PROPERTIES)}")
     subject, cls, label = _subject(encoding, d_model, num_heads, config, compile_backend)
+    watched = dataclasses.replace(subject, make=_watching(subject.make))
     results = []
     for name in names:
         try:
-            results.append(PROPERTIES[name](subject))
+            results.append(PROPERTIES[name](watched if name in _WATCHED else subject))
+        except _HookFault as fault:
+            results.append(PropertyResult(name, False, str(fault)))
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001  (a user's class may fail in any way, sys.exit too)

@@ -5,7 +5,11 @@ directory is put on ``sys.path`` by the tests, and installed nowhere).
 - :class:`DroppedPair`: a rotary whose ``rotate`` returns q and k without their last pair.
 - :class:`IgnoresLayout`: a rotary of its own that always reads ``(b, h, n, d)``, whatever
   ``layout`` says.
+- :class:`DroppedKeyPair`: a rotary whose ``rotate`` drops the last pair of k only (q is right).
 - :class:`NaNOutput`: sinusoidal positions whose ``embed`` returns NaN.
+- :class:`NaNTurn`: PlainTurn whose ``rotate`` returns NaN (PyTorch's fused CPU attention turns a
+  row of NaN scores into zeros, so attention's outputs alone do not show it).
+- :class:`NaNRoPE`: RoPE whose ``rotate`` returns NaN, with RoPE's declarations (scalings, tables).
 - :class:`QueryTerm`: a bias that declares ``translation_invariant = True`` but adds a term of the
   query position alone (which softmax cancels, so attention alone does not show it).
 - :class:`PlainTurn`: IgnoresLayout fixed (correct), the start of the three below.
@@ -114,6 +118,31 @@ class LengthTurn(PlainTurn):
         return super()._turn(x, (pos.double() / stretch * 4).round().long())
 
 
+class NaNTurn(PlainTurn):
+    """PlainTurn whose rotate returns NaN everywhere."""
+
+    def rotate(self, q, k, *, q_positions=None, k_positions=None, layout="bhsd"):
+        q, k = super().rotate(q, k, q_positions=q_positions, k_positions=k_positions, layout=layout)
+        return q * math.nan, k * math.nan
+
+
+class NaNRoPE(RoPE):
+    """RoPE whose rotate returns NaN everywhere (it keeps RoPE's scalings and ``cos_sin``)."""
+
+    def rotate(self, q, k, *, q_positions=None, k_positions=None, layout="bhsd"):
+        q, k = super().rotate(q, k, q_positions=q_positions, k_positions=k_positions, layout=layout)
+        return q * math.nan, k * math.nan
+
+
+class DroppedKeyPair(PlainTurn):
+    """PlainTurn whose rotate loses the last feature pair of k only: q (2, 3, 5, 8) stays, k
+    (2, 3, 7, 8) -> (2, 3, 7, 6)."""
+
+    def rotate(self, q, k, *, q_positions=None, k_positions=None, layout="bhsd"):
+        q, k = super().rotate(q, k, q_positions=q_positions, k_positions=k_positions, layout=layout)
+        return q, k[..., :-2]
+
+
 class NaNOutput(Sinusoidal):
     """Sinusoidal positions whose embed returns NaN everywhere."""
 
@@ -162,11 +191,14 @@ class MarkerTask(Task):
 
 __all__ = [
     "ClaimsScaling",
+    "DroppedKeyPair",
     "DroppedPair",
     "IgnoresLayout",
     "LengthTurn",
     "MarkerTask",
     "NaNOutput",
+    "NaNRoPE",
+    "NaNTurn",
     "NoReference",
     "PerHeadTurn",
     "PlainTurn",

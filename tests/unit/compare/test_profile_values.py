@@ -30,8 +30,9 @@ from posenc.compare.profile import (
     parse_set,
 )
 from posenc.core.errors import PosencError
+from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.nn import transformer as posenc_model
-from posenc.records import files
+from posenc.records import benchmark_scalings, files
 from posenc.results import write_outputs
 
 
@@ -137,6 +138,50 @@ def test_a_one_rate_grid_is_the_lr_of_every_table_that_sets_none():
 @pytest.mark.parametrize(
     ("settings", "words"),
     [
+        (
+            ["task_train.weight_decay=1e300"],
+            ["--set: task_train.weight_decay = 1e+300", "task_train.lr = 0.001", "must be < 1000"],
+        ),
+        (["lm_train.weight_decay=1000.0"], ["--set: lm_train.weight_decay = 1000.0", "is 1"]),  # exactly 1
+        (
+            ["lr_grid=[1e300]", "task_train.lr=1e300", "lm_train.lr=1e300"],
+            ["--set: task_train.lr = 1e+300", "task_train.weight_decay (0.01)", "must be < 100"],
+        ),
+        (["lr_grid=[0.001, 200.0]"], ["--set: lr_grid = [0.001, 200.0]", "lr_grid[1] = 200", "< 100"]),
+        (["lr_grid=[]", "lm_train.lr=150.0"], ["--set: lm_train.lr = 150.0", "lm_train.weight_decay"]),
+    ],
+)
+def test_a_learning_rate_times_weight_decay_of_1_or_more_is_refused(settings, words):
+    """Found: --set task_train.weight_decay=1e300 (or lr_grid = [1e300] with lr = 1e300) passed the
+    check, then every run stopped at step 1 ("training loss became nan"): AdamW's decoupled decay
+    multiplies each weight by 1 - lr x weight_decay per step, so no run can train at lr x
+    weight_decay >= 1, for any rate it may train at (each of lr_grid, or the table's lr)."""
+    message = refused(*settings)
+    assert all(word in message for word in words), message
+    assert "lr x weight_decay" in message and "< 1" in message, message
+
+
+def test_a_learning_rate_times_weight_decay_just_below_1_loads():
+    prof = load_profile("smoke", ["task_train.weight_decay=999.0", "lr_grid=[]", "lm_train.lr=99.0"])
+    assert prof.task_train.weight_decay == 999.0 and prof.lm_train.lr == 99.0
+    assert load_profile("smoke", ["lr_grid=[1e300]", "task_train.lr=1e300", "lm_train.lr=1e300",
+                                  "task_train.weight_decay=0.0", "lm_train.weight_decay=0.0"])  # fmt: skip
+
+
+def test_compare_refuses_a_weight_decay_that_zeroes_the_weights_in_one_line(tmp_path):
+    result = CliRunner().invoke(
+        main,
+        ["compare", "--profile", "smoke", "--set", "task_train.weight_decay=1e300", "--out", str(tmp_path)],
+    )
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert "task_train.weight_decay" in lines[0] and "lr x weight_decay" in lines[0], lines
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
         (["task_train.check_every=7"], ["task_train.check_every = 7", "<= steps (6)", "no held-out check"]),
         (["lm_train.plateau_after=7"], ["lm_train.plateau_after = 7", "<= steps (6)"]),
         (["eval.lastk_contexts=[0.25]"], ["eval.lastk_contexts", "fewer than the lastk_k (8)"]),
@@ -196,6 +241,70 @@ def test_every_valid_name_spelling_still_loads():
         "smoke", ['randomized="all"', 'tune_share={passkey="copy", "architecture variants"="default"}']
     )
     assert prof.randomized == ("*",) and dict(prof.tune_share)["passkey"] == "copy"
+
+
+# ---------------------------------------------------------------------------
+# RoPE scalings: every one the check accepts is one the benchmark builds.
+# ---------------------------------------------------------------------------
+
+
+def test_every_scaling_the_check_accepts_is_one_the_benchmark_builds():
+    """Found: scalings = ["llama3:4"] (or longrope:4) passed the check, then failed at evaluation:
+    the benchmark gave each scaling only its factor and the original context."""
+    assert {"linear", "ntk", "dynamic", "yarn", "llama3"} <= set(benchmark_scalings.types())
+    for name in [f"{rope_type}:4" for rope_type in benchmark_scalings.types()] + ["yarn-dynamic"]:
+        assert load_profile("smoke", [f'scalings=["{name}"]']).scalings == (name,)
+        params = benchmark_scalings.scaling_dict(
+            benchmark_scalings.parse(name), dim=16, base=10000.0, original=64, seq_len=256
+        )
+        rope_scaling.validate(params, dim=16)  # a missing key or a bad value raises here
+        inv_freq, _ = rope_scaling.compute(params, dim=16, base=10000.0, seq_len=256)
+        assert inv_freq.shape == (8,), name
+    llama3 = benchmark_scalings.scaling_dict(
+        benchmark_scalings.parse("llama3:4"), dim=16, base=10000.0, original=64
+    )
+    assert (llama3["low_freq_factor"], llama3["high_freq_factor"]) == (1.0, 4.0)  # Llama 3.1's bands
+
+
+def test_llama3_is_evaluated_with_llama_3_1_bands_after_its_fine_tune(tmp_path):
+    args = [
+        "compare", "--profile", "smoke", "--encodings", "rope", "--tasks", "lm", "--seeds", "0",
+        "--scalings", "llama3:2", "--finetune", "2", "--out", str(tmp_path), "--format", "json", "--no-report",
+    ]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    (record,) = [
+        json.loads(p.read_text()) for p in tmp_path.rglob("*.json") if p.parent.parent.name == "runs"
+    ]
+    method = record["result"]["eval"]["llama3:2"]["method"]
+    assert method["params"]["low_freq_factor"] == 1.0 and method["params"]["high_freq_factor"] == 4.0
+    assert method["finetune"]["steps"] == 2 and "outside_regime" not in method
+
+
+@pytest.mark.parametrize(
+    "given",
+    [["--scalings", "longrope:4"], ["--set", 'scalings=["longrope:4"]']],
+    ids=["option", "set"],
+)
+def test_a_scaling_the_benchmark_cannot_build_is_refused_in_one_line(tmp_path, given):
+    """LongRoPE's per-frequency factors are searched for one model: no benchmark can choose them."""
+    result = CliRunner().invoke(main, ["compare", "--profile", "smoke", *given, "--out", str(tmp_path)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert "scalings = 'longrope:4'" in lines[0], lines
+    assert "short_factor" in lines[0] and "long_factor" in lines[0] and "posenc extend" in lines[0], lines
+    assert not (tmp_path / "runs").exists()
+    assert "longrope" not in benchmark_scalings.types()  # nor offered in --scalings' help
+
+
+def test_a_registered_scaling_with_keys_of_its_own_is_refused_naming_them():
+    base = rope_scaling.ROPE_SCALINGS["linear"]
+    rope_scaling.register_scaling("banded", dataclasses.replace(base, required=("factor", "band_edges")))
+    try:
+        message = refused('scalings=["banded:2"]')
+        assert "scalings = 'banded:2'" in message and "band_edges" in message, message
+    finally:
+        rope_scaling.unregister_scaling("banded")
 
 
 # ---------------------------------------------------------------------------
