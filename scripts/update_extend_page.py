@@ -1,12 +1,17 @@
-"""Write the measured part of docs/extend.md from a ``posenc extend`` results directory.
+"""Write the measured parts of docs/extend.md from ``posenc extend`` results directories.
 
-    python scripts/update_extend_page.py --results DIR [--idle]   # DIR: the --out of a run of `posenc extend`
+    python scripts/update_extend_page.py --results DIR [--idle] [--block NAME]   # write, and ship
+    python scripts/update_extend_page.py --block NAME [--check]                  # from what is shipped
 
-Replaces what is between the page's ``extend-results`` markers with the run's provenance, table,
-caption and figures (copied to docs/extend/). ``--idle``: the run had the machine to itself, so
-its wall-clock is stated as the default's time on that machine (without it, the wall-clock is
-said to be no timing result). The reading of the numbers next to the papers stays hand-written
-below the markers and cites the table, not numbers of its own.
+Replaces what is between the page's ``extend-NAME`` markers (NAME ``results``: the default's run,
+``more``: every scaling SmolLM2 takes) with the run's provenance, table, caption and figures
+(copied to docs/extend/, ``docs/extend/NAME/`` for blocks other than ``results``), and ships
+what the block is made from, the run's ``summary.json`` and ``run.json`` (every number the table
+shows, per document), to ``benchmarks/records/extend/NAME/``. Without ``--results`` the block is
+rendered from the shipped files; ``--check`` only compares (exit 1 when the page differs), as the
+test suite does. ``--idle``: the run had the machine to itself, so its wall-clock is stated as a
+time on that machine (without it, the wall-clock is said to be no timing result). The reading of
+the numbers next to the papers stays hand-written outside the markers and cites the tables.
 """
 
 from __future__ import annotations
@@ -22,7 +27,13 @@ from docblocks import shown_command  # noqa: E402  (next to this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "extend.md"
-START, END = "<!-- extend-results:start -->", "<!-- extend-results:end -->"
+SHIPPED = ROOT / "benchmarks" / "records" / "extend"
+
+
+def markers(block: str) -> tuple[str, str]:
+    return f"<!-- extend-{block}:start -->", f"<!-- extend-{block}:end -->"
+
+
 FIGURES = ("perplexity", "loss_by_position", "passkey")
 
 
@@ -56,39 +67,77 @@ def provenance(summary: dict, run: dict, idle: bool) -> str:
     )
 
 
-def section(results: Path, idle: bool = False) -> str:
+def section(shipped: Path, block: str) -> str:
+    """The block's text from its shipped files (``summary.json``, ``run.json``, ``page.json``)."""
     from posenc.extend.summary import caption, markdown
 
-    summary = json.loads((results / "summary.json").read_text())
-    run = json.loads((results / "run.json").read_text()) if (results / "run.json").exists() else {}
-    lines = [START, provenance(summary, run, idle), "", markdown(summary).rstrip(), "", caption(summary), ""]
-    figures = ROOT / "docs" / "extend"
-    figures.mkdir(exist_ok=True)
+    summary = json.loads((shipped / "summary.json").read_text())
+    run = json.loads((shipped / "run.json").read_text()) if (shipped / "run.json").exists() else {}
+    idle = json.loads((shipped / "page.json").read_text())["idle"]
+    start, end = markers(block)
+    lines = [start, provenance(summary, run, idle), "", markdown(summary).rstrip(), "", caption(summary), ""]
+    where = "extend" if block == "results" else f"extend/{block}"
+    for name in FIGURES:
+        if (PAGE.parent / where / f"{name}.png").exists():
+            lines.append(f"![{name.replace('_', ' ')}]({where}/{name}.png)")
+    lines.append(end)
+    return "\n".join(lines)
+
+
+def ship(results: Path, block: str, idle: bool) -> Path:
+    """Copy what the block is made from, and its figures, out of a results directory."""
+    shipped = SHIPPED / block
+    shipped.mkdir(parents=True, exist_ok=True)
+    for name in ("summary.json", "run.json"):
+        if (results / name).exists():
+            shutil.copyfile(results / name, shipped / name)
+    (shipped / "page.json").write_text(json.dumps({"idle": idle}) + "\n")
+    figures = PAGE.parent / ("extend" if block == "results" else f"extend/{block}")
+    figures.mkdir(parents=True, exist_ok=True)
     for name in FIGURES:
         source = results / "figures" / f"{name}.png"
         if source.exists():
             shutil.copyfile(source, figures / f"{name}.png")
-            lines.append(f"![{name.replace('_', ' ')}](extend/{name}.png)")
-    lines.append(END)
-    return "\n".join(lines)
+    return shipped
+
+
+def render(text: str, block: str) -> str:
+    """``text`` (the page) with the block rendered from its shipped files."""
+    start, end = markers(block)
+    head, found, rest = text.partition(start)
+    if not found:
+        raise SystemExit(f"docs/extend.md has no {start} marker")
+    _, _, tail = rest.partition(end)
+    return head + section(SHIPPED / block, block) + tail
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--results", required=True, type=Path, help="the --out directory of a posenc extend run"
-    )
+    parser.add_argument("--results", type=Path, help="the --out directory of a posenc extend run (ships it)")
+    parser.add_argument("--block", default="results", help="which block of the page (default: results)")
     parser.add_argument(
         "--idle",
         action="store_true",
         help="the run had the machine to itself: state its wall-clock as a time",
     )
+    parser.add_argument("--check", action="store_true", help="only compare the page with the shipped files")
     args = parser.parse_args()
+    if args.results and args.check:
+        parser.error("--check compares with what is shipped: no --results")
+    if args.results:
+        ship(args.results, args.block, args.idle)
     text = PAGE.read_text()
-    head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    PAGE.write_text(head + section(args.results, args.idle) + tail)
-    print(f"wrote {PAGE.relative_to(ROOT)} from {args.results}")
+    new = render(text, args.block)
+    if args.check:
+        if new != text:
+            print(
+                f"docs/extend.md: the {args.block} block differs from benchmarks/records/extend/{args.block}"
+            )
+            raise SystemExit(1)
+        print(f"docs/extend.md: the {args.block} block is what its shipped files give")
+        return
+    PAGE.write_text(new)
+    print(f"wrote {PAGE.relative_to(ROOT)} ({args.block} block) from benchmarks/records/extend/{args.block}")
 
 
 if __name__ == "__main__":

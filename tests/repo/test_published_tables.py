@@ -285,3 +285,26 @@ def test_the_notes_verdicts_are_measured_from_the_shipped_notes_records(results,
     assert NOTES_PAGE.main(["--check"]) == 0
     measured.write_text(measured.read_text().replace("posenc compare", "posenc  compare"))
     assert NOTES_PAGE.main(["--check"]) == 1
+
+
+EXTEND_PAGE = _script("update_extend_page")
+
+
+@pytest.mark.parametrize(
+    "block", sorted(p.name for p in EXTEND_PAGE.SHIPPED.iterdir()) if EXTEND_PAGE.SHIPPED.is_dir() else []
+)
+def test_the_extend_page_is_what_its_shipped_summaries_give(block):
+    """docs/extend.md's measured blocks: provenance, table and caption rendered from the run's
+    shipped summary.json (every number the table shows, per document) and run.json."""
+    text = EXTEND_PAGE.PAGE.read_text()
+    assert EXTEND_PAGE.markers(block)[0] in text
+    assert EXTEND_PAGE.render(text, block) == text, (
+        f"run: python scripts/update_extend_page.py --block {block}"
+    )
+
+
+def test_every_extend_block_ships_what_it_is_made_from():
+    text = EXTEND_PAGE.PAGE.read_text()
+    blocks = [part.split(":start -->")[0] for part in text.split("<!-- extend-")[1:] if ":start -->" in part]
+    missing = [b for b in blocks if not (EXTEND_PAGE.SHIPPED / b / "summary.json").exists()]
+    assert blocks and not missing, missing

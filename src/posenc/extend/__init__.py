@@ -41,8 +41,10 @@ import posenc.extend.plan as plans
 import posenc.extend.scalings as sc
 import posenc.extend.summary as summaries
 from posenc.compare.device import check_precision, describe, resolve_device
-from posenc.compare.executor import make_executor
+from posenc.compare.executor import make_executor, max_threads
+from posenc.compare.ray_executor import require_ray
 from posenc.compare.runner import GridProgress
+from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
 from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.extend.cell_store import Store
@@ -392,10 +394,6 @@ def _write_run_info(
 
 def _check_run_options(executor: str, address: str | None, threads: int | None) -> None:
     """How to run, checked before anything loads (each in one line naming the option)."""
-    from posenc.compare.executor import max_threads
-    from posenc.compare.ray_executor import require_ray
-    from posenc.core.checks import check_int
-
     if executor not in ("local", "ray"):
         raise PosencError(f"executor must be 'local' or 'ray', got {executor!r}")
     if address and executor != "ray":
