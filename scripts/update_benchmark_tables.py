@@ -36,6 +36,7 @@ import sys
 from pathlib import Path
 
 from posenc.compare import tuning
+from posenc.compare.profile import load_profile
 from posenc.records.spec import BENCHMARK_VERSION
 from posenc.records.store import ResultStore
 from posenc.results import claims, tables
@@ -52,7 +53,16 @@ FILES = {
 }
 # (path -> with the claims table)
 #: Blocks written from a results directory: the profiles whose runs the docs show.
-RUN_BLOCKS = ("quick", "standard", "notes", "paper-nope-cpu", "paper-alibi-cpu", "grid")
+RUN_BLOCKS = ("quick", "standard", "notes", "paper-nope-cpu", "paper-alibi-cpu", "grid", "copy-symbols")
+#: Blocks whose profile is a file of this repository (a study the docs show), not a shipped profile.
+PROFILE_FILES = {"copy-symbols": ROOT / "benchmarks" / "profiles" / "copy-symbols.toml"}
+#: Blocks shown without a claims table (a study of one question, whose claims a profile's table judges).
+NO_CLAIMS = frozenset({"copy-symbols"})
+
+
+def claims_for(block: str, with_claims: bool) -> bool:
+    """Whether ``block`` shows the claims table in a file that shows claims (``with_claims``)."""
+    return with_claims and block not in NO_CLAIMS
 
 
 def render(results: Path, *, with_claims: bool) -> str:
@@ -187,7 +197,8 @@ def main(argv: list[str]) -> int:
     if args.run_info is not None and not args.ship:
         parser.error("--run-info goes with --ship")
     if args.ship:
-        folder = shipped_records.export(args.results, args.block, run_info=args.run_info)
+        profile = load_profile(PROFILE_FILES[args.block]) if args.block in PROFILE_FILES else None
+        folder = shipped_records.export(args.results, args.block, profile=profile, run_info=args.run_info)
         print(f"{shipped_records.shown(folder)}: the {args.block} block's records, from {args.results}")
     source = args.results if args.results is not None and not args.ship else None
     records: list[dict] | None = None
@@ -202,12 +213,14 @@ def main(argv: list[str]) -> int:
         elif args.withdraw:
             body = withdrawn(args.block)
         elif source is not None:
-            body = render(source, with_claims=with_claims)
+            body = render(source, with_claims=claims_for(args.block, with_claims))
         else:
             if records is None:
                 records, info = shipped_records.load(args.block)
                 summary = tables.summarize(records)
-            body = render_records(records, info, with_claims=with_claims, summary=summary)
+            body = render_records(
+                records, info, with_claims=claims_for(args.block, with_claims), summary=summary
+            )
         new = splice(text, f"compare-{args.block}", body, path)
         if new == text:
             continue

@@ -48,7 +48,9 @@ def stale_files(block: str, files: dict[Path, bool]) -> list[str]:
         if TABLES.markers(name)[0] not in text:
             continue
         found += 1
-        body = TABLES.render_records(records, info, with_claims=with_claims, summary=summary)
+        body = TABLES.render_records(
+            records, info, with_claims=TABLES.claims_for(block, with_claims), summary=summary
+        )
         if TABLES.splice(text, name, body, path) != text:
             stale.append(path.name)
     assert found, f"no file has the {block} block"
