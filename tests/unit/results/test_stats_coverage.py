@@ -146,6 +146,27 @@ def test_a_table_corrects_every_column_together(monkeypatch):
     assert table[("copy", "em_2x")].significant == 0 and table[("copy", "em_4x")].pairs == 20
 
 
+@pytest.mark.parametrize("rate", [False, True], ids=["per-file values", "binary examples"])
+def test_a_paired_test_keeps_its_level_far_in_the_tail(rate):
+    """One model evaluated two ways alike (rope and rope[dynamic:4] where the scaling changes
+    nothing): p < 0.005 at most at that rate (a correction over a table reads p-values that small).
+    Before the paired test kept the seeds' degrees of freedom, 1.4x (files) and 2.1x (examples)."""
+    from scipy.special import expit
+
+    rng = np.random.default_rng(11)
+    reps, units = 20000, (256 if rate else 20)
+    seed = rng.normal(0.0, 0.3, (reps, 3, 1))
+    unit = rng.normal(0.0, 0.5, (reps, 1, units))
+
+    def evaluation():
+        if rate:
+            return (rng.random((reps, 3, units)) < expit(seed + unit)).astype(float)
+        return 2.0 + seed + unit + 0.3 * rng.normal(size=(reps, 3, units))
+
+    p = stats.compare_arrays(evaluation(), evaluation(), rate=rate, paired=True)[3]
+    assert np.mean(p < 0.005) <= 0.005 * 1.25, np.mean(p < 0.005) / 0.005
+
+
 def test_the_test_is_welch_and_paired_t_where_the_examples_add_nothing():
     """One unit per seed: exactly scipy's Welch test and paired t test."""
     rng = np.random.default_rng(1)
