@@ -178,9 +178,10 @@ def _read_config(checkpoint: checkpoints.Checkpoint) -> Any:
         return transformers.AutoConfig.from_pretrained(
             checkpoint.path, trust_remote_code=checkpoint.trust_remote_code
         )
-    except (OSError, ValueError, KeyError) as exc:
+    except Exception as exc:  # noqa: BLE001  (a config is data: whatever transformers' checks raise on it)
+        said = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:300]
         raise PosencError(
-            f"--model {checkpoint.path!r}: transformers cannot read its config ({exc})"
+            f"--model {checkpoint.path!r}: transformers cannot read its config ({said or type(exc).__name__})"
         ) from None
     finally:
         transformers.logging.set_verbosity(verbosity)

@@ -750,3 +750,21 @@ def test_how_to_run_is_checked_by_the_library_before_anything_loads(tmp_path, mo
     monkeypatch.undo()
     _refused(["--threads", "0", "--out", str(tmp_path / "o")], "threads (--threads)")
     _refused(["--device", "cudaa", "--out", str(tmp_path / "o")], "device must be one of")
+
+
+@pytest.mark.parametrize(("value", "words"), [(0, "must be an integer >= 1"), (-5, "must be an integer >= 1"),
+                                              ("abc", "cannot read its config"), (64.7, "cannot read its config"),
+                                              ([1], "cannot read its config")])  # fmt: skip
+def test_a_hostile_original_context_in_a_config_is_one_line(tiny_phi3, tmp_path, value, words):
+    """A config is data: original_max_position_embeddings of 0, negative, a string, a float or a list
+    is refused in one line (it was a ZeroDivisionError, or transformers' validation traceback)."""
+    import shutil
+
+    model = tmp_path / "m"
+    shutil.copytree(tiny_phi3, model)
+    config = json.loads((model / "config.json").read_text())
+    config["original_max_position_embeddings"] = value
+    config["rope_parameters"]["original_max_position_embeddings"] = value
+    (model / "config.json").write_text(json.dumps(config))
+    _refused(["--model", str(model), "--plan", "--scalings", "none,longrope", "--lengths", "32,128",
+              "--passkey-lengths", "256", "--out", str(tmp_path / "o")], words)  # fmt: skip

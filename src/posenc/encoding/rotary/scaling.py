@@ -370,7 +370,8 @@ def _filled(name: str, params: Params, max_position_embeddings: int | None) -> P
     if ORIGINAL in spec.required + spec.optional and params.get(ORIGINAL) is None:
         params[ORIGINAL] = max_position_embeddings
     if spec.factor_from_context and params.get("factor") is None:
-        params["factor"] = max_position_embeddings / params[ORIGINAL]
+        original = check_int(ORIGINAL, params[ORIGINAL], minimum=1)  # a config's value, whatever it says
+        params["factor"] = max_position_embeddings / original
     return params
 
 

@@ -615,3 +615,16 @@ def test_hf_apply_set_scaling_parses_once_for_every_layer(parses):
     with pytest.raises(posenc.PosencError, match="rope_type must be one of"):
         handle.set_scaling({"rope_type": "yran", "factor": 4.0})
     assert all(enc.config.parsed_scaling is typed for enc in ropes)  # nothing changed
+
+
+def test_an_original_context_of_zero_is_refused_by_name_not_divided_by():
+    from posenc.core.errors import PosencError
+    from posenc.encoding.rotary import scaling as rope_scaling
+
+    for value in (0, -3):
+        with pytest.raises(PosencError, match="original_max_position_embeddings must be an integer >= 1"):
+            rope_scaling.resolve(
+                {"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
+                 "original_max_position_embeddings": value},
+                max_position_embeddings=256,
+            )  # fmt: skip
