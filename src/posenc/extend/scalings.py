@@ -23,7 +23,7 @@ entry              what the model runs at length ``L`` (``L0`` its trained conte
 ``L0`` is :func:`trained_context`: the original context the config's RoPE scaling states
 (``original_max_position_embeddings``, which transformers reads for YaRN, Llama 3 and LongRoPE;
 Phi-3's 128k checkpoints: 4,096 tokens, their ``max_position_embeddings`` of 131,072 being the
-window LongRoPE extends it to), else ``max_position_embeddings``. Every entry scales from that one
+window its longrope scaling extends it to), else ``max_position_embeddings``. Every entry scales from that one
 ``L0``, and ``none`` is plain RoPE even where the config carries a scaling (on a LongRoPE
 checkpoint the model as it ships is the ``longrope`` entry).
 
@@ -206,10 +206,6 @@ def longrope_of(config: dict[str, Any]) -> dict[str, Any] | None:
     return keep
 
 
-#: how the trained-context line names the scaling a config's original context belongs to
-SCALING_PAPERS = {"longrope": "LongRoPE", "yarn": "YaRN", "llama3": "Llama 3.1's RoPE scaling"}
-
-
 def trained_context(
     config: dict[str, Any], scaling: dict[str, Any] | None, given: int = 0
 ) -> tuple[int, str]:
@@ -228,7 +224,9 @@ def trained_context(
     if not original or original == maximum:
         return maximum, ""
     name = (scaling or {}).get("rope_type", "")
-    paper = SCALING_PAPERS.get(name, f"its {name} scaling")
+    spec = rope_scaling.ROPE_SCALINGS.get(name)
+    source = spec.paper.split(", ")[0] if spec is not None else ""  # "Ding et al. 2024"
+    paper = f"its {name} scaling" + (f" ({source})" if source else "")
     if original < maximum:
         return original, (
             f"the config's {ORIGINAL}; its max_position_embeddings {maximum} is the window {paper} extends it to"

@@ -562,7 +562,7 @@ def test_a_longrope_checkpoint_reads_from_its_original_context_and_longrope_is_t
         said
         and (
             f"trained context {CONTEXT} tokens (the config's original_max_position_embeddings; its "
-            f"max_position_embeddings {4 * CONTEXT} is the window LongRoPE extends it to)"
+            f"max_position_embeddings {4 * CONTEXT} is the window its longrope scaling (Ding et al. 2024) extends it to)"
         )
         in said[0]
     ), said
