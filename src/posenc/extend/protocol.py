@@ -9,7 +9,8 @@ Every key, with its meaning (``posenc extend --print-config`` writes them all)::
     text = "python-docs"         real text: "python-docs" or a path (see posenc.extend.documents)
     documents = 2                documents (each as long as the longest length) perplexity averages over
     lengths = [...]              evaluation lengths in tokens (perplexity and loss by position)
-    scalings = [...]             the grid's scalings, name or name:factor (posenc.extend.scalings)
+    scalings = [...]             the grid's scalings, name or name:factor (posenc.extend.scalings;
+                                 posenc.records.benchmark_scalings: the same names as posenc compare's)
     factors = [2.0]              factors of the scalings named without one
     chunk = 2048                 tokens per forward call (prefill in chunks through the KV cache)
     seed = 0                     draws the passkeys
@@ -20,6 +21,7 @@ Every key, with its meaning (``posenc extend --print-config`` writes them all)::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 from dataclasses import dataclass, field
@@ -34,6 +36,7 @@ from posenc.compare.profile import parse_set
 from posenc.core.checks import did_you_mean
 from posenc.core.datafiles import Where, typed
 from posenc.core.errors import PosencError
+from posenc.extend.scalings import Entry, parse_all
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -61,7 +64,7 @@ class Protocol:
     text: str = "python-docs"
     documents: int = 2
     lengths: tuple[int, ...] = (1024, 4096, 8192, 16384)
-    scalings: tuple[str, ...] = ("none", "linear", "ntk", "dynamic:1", "yarn", "dynamic-yarn", "llama3")
+    scalings: tuple[str, ...] = ("none", "linear", "ntk", "dynamic:1", "yarn", "yarn-dynamic", "llama3")
     factors: tuple[float, ...] = (2.0,)
     chunk: int = 2048
     seed: int = 0
@@ -73,6 +76,13 @@ class Protocol:
     @property
     def longest(self) -> int:
         return max((*self.lengths, *self.passkey.lengths))
+
+    @functools.cached_property
+    def entries(self) -> list[Entry]:
+        """The grid's scalings parsed (:func:`posenc.extend.scalings.parse_all`): a cache, filled
+        when :func:`check` reads it (so a checked protocol holds them, parsed once) and kept, since a
+        frozen protocol never changes its ``scalings`` or ``factors``; not data (no TOML key)."""
+        return parse_all(self.scalings, self.factors, "scalings")
 
 
 def shipped_dir() -> Any:
@@ -106,8 +116,11 @@ def _read(source: str) -> tuple[str, str, str]:
     return path.stem, os.path.basename(source), text
 
 
-def load(source: str, overrides: tuple[str, ...] | list[str] = ()) -> Protocol:
-    """The protocol ``source`` (a shipped name or a TOML file) with ``--set KEY=VALUE`` items on top."""
+def load(
+    source: str, overrides: tuple[str, ...] | list[str] = (), options: dict[str, Any] | None = None
+) -> Protocol:
+    """The protocol ``source`` (a shipped name or a TOML file) with ``--set KEY=VALUE`` items on top,
+    then ``options`` (command-line options, named as :func:`replace` names them); checked once."""
     name, label, text = _read(source)
     try:
         table = tomllib.loads(text)
@@ -122,7 +135,10 @@ def load(source: str, overrides: tuple[str, ...] | list[str] = ()) -> Protocol:
             else:
                 table[key] = value
         label = f"{label} with --set"
-    return check(typed(Protocol, table, Where(label)), label)
+    protocol = typed(Protocol, table, Where(label))
+    if options:
+        protocol, label = _changed(protocol, options), f"{label} with options"
+    return check(protocol, label)
 
 
 def _positive(where: str, values: tuple[int, ...], label: str) -> None:
@@ -134,7 +150,8 @@ def _positive(where: str, values: tuple[int, ...], label: str) -> None:
 
 
 def check(protocol: Protocol, label: str = "protocol") -> Protocol:
-    """Range checks of every key (names of scalings are checked against the model later)."""
+    """Range checks of every key; the scalings parsed (:attr:`Protocol.entries`; whether the model
+    takes each is checked against its config later)."""
     if not protocol.lengths:
         raise PosencError(f"{label}: lengths must name at least one evaluation length")
     _positive("lengths", protocol.lengths, label)
@@ -161,16 +178,26 @@ def check(protocol: Protocol, label: str = "protocol") -> Protocol:
             f"{label}: precision must be one of {', '.join(PRECISIONS)}, got {protocol.precision!r}"
         )
     check_device_text(protocol.device, f"{label}: device")
+    try:
+        protocol.entries  # noqa: B018  (parsed here, once, and kept: the cache check fills)
+    except PosencError as exc:
+        raise PosencError(f"{label}: {exc}") from None
     return protocol
 
 
-def replace(protocol: Protocol, **changes: Any) -> Protocol:
-    """The protocol with some keys changed (command-line options), checked again."""
+def _changed(protocol: Protocol, changes: dict[str, Any]) -> Protocol:
+    """The protocol with some keys changed (``passkey_KEY`` for a key of ``[passkey]``), not checked."""
     passkey = {k.removeprefix("passkey_"): v for k, v in changes.items() if k.startswith("passkey_")}
     top = {k: v for k, v in changes.items() if not k.startswith("passkey_")}
     if passkey:
         top["passkey"] = dataclasses.replace(protocol.passkey, **passkey)
-    return check(dataclasses.replace(protocol, **top), "options")
+    return dataclasses.replace(protocol, **top)
+
+
+def replace(protocol: Protocol, **changes: Any) -> Protocol:
+    """The protocol with some keys changed (command-line options), checked (the new protocol's own
+    check: the keys it took from ``protocol`` were checked there, its scalings are parsed anew)."""
+    return check(_changed(protocol, changes), "options")
 
 
 def dump(protocol: Protocol, header: str = "") -> str:

@@ -86,7 +86,10 @@ def tiny_protocol(model: Path, **changes) -> protocols.Protocol:
 def test_scaling_entries_parse_with_the_grid_factors_and_refuse_bad_names():
     assert sc.parse("yarn", (2.0, 4.0)) == [sc.Entry("yarn", 2.0), sc.Entry("yarn", 4.0)]
     assert sc.parse("YaRN:8", (2.0,)) == [sc.Entry("yarn", 8.0)]
-    assert sc.parse("dynamic_yarn", (2.0,)) == [sc.Entry("dynamic-yarn")]
+    assert sc.parse("dynamic_yarn", (2.0,)) == [sc.Entry("yarn-dynamic")]
+    # dynamic YaRN has one spelling, compare's; the one this command first had is read as the same
+    assert sc.parse("dynamic-yarn", (2.0,)) == sc.parse("yarn-dynamic", (2.0,)) == [sc.Entry("yarn-dynamic")]
+    assert sc.parse("dynamic-yarn", (2.0,))[0].key == "yarn-dynamic"
     for bad, words in [("yarm", "did you mean"), ("none:2", "takes no factor"), ("linear:0.5", "[1, 1024]"),
                        ("linear:x", "must be a number")]:  # fmt: skip
         with pytest.raises(PosencError, match=words.replace("[", r"\[")):
@@ -105,9 +108,9 @@ def test_length_dependent_entries_are_posenc_own_formulas_at_each_length():
             static = rope_scaling.compute(entry.at(length, CONTEXT), dim=dim, base=base, seq_len=length)
             assert torch.equal(own[0], static[0])
     assert sc.Entry("dynamic", 1.0).at(2 * CONTEXT, CONTEXT) == sc.Entry("ntk", 2.0).at(2 * CONTEXT, CONTEXT)
-    assert sc.Entry("dynamic-yarn").at(2 * CONTEXT, CONTEXT) == sc.Entry("yarn", 2.0).at(2 * CONTEXT, CONTEXT)
+    assert sc.Entry("yarn-dynamic").at(2 * CONTEXT, CONTEXT) == sc.Entry("yarn", 2.0).at(2 * CONTEXT, CONTEXT)
     assert sc.Entry("dynamic", 2.0).at(2 * CONTEXT, CONTEXT) == {"rope_type": "ntk", "factor": 3.0}
-    for entry in (sc.Entry("dynamic", 2.0), sc.Entry("dynamic-yarn")):
+    for entry in (sc.Entry("dynamic", 2.0), sc.Entry("yarn-dynamic")):
         assert entry.at(CONTEXT, CONTEXT) is None
     longrope = {"short_factor": [1.0] * 4, "long_factor": [2.0, 3.0, 4.0, 5.0], "factor": 4.0}
     for length in (CONTEXT, CONTEXT + 1):
@@ -207,7 +210,7 @@ def test_the_default_has_intervals_over_documents_and_is_estimated_well_under_a_
     estimate from the measured rates leaves a margin to 15 minutes."""
     smol = protocols.load("smollm2")
     assert smol.documents >= 2 and smol.workers == 2
-    assert {"none", "yarn", "dynamic-yarn"} <= set(smol.scalings) and max(smol.lengths) == 2 * 8192
+    assert {"none", "yarn", "yarn-dynamic"} <= set(smol.scalings) and max(smol.lengths) == 2 * 8192
     assert len(smol.passkey.depths) >= 2
     grid = _plan(smol, 8192)
     text = [c for c in grid.cells if c.kind == "text"]
@@ -217,7 +220,7 @@ def test_the_default_has_intervals_over_documents_and_is_estimated_well_under_a_
     seconds = plan.estimate_seconds(grid.cells, workers=smol.workers)
     assert 9 * 60 < seconds <= 12.5 * 60, seconds / 60
     # the costs the protocol file's comments give: one more scaling, one more document
-    for change, minutes in [(dict(scalings=("none", "linear", "yarn", "dynamic-yarn")), 6.5), (dict(documents=3), 5.3),
+    for change, minutes in [(dict(scalings=("none", "linear", "yarn", "yarn-dynamic")), 6.5), (dict(documents=3), 5.3),
                             (dict(passkey_lengths=(2048, 4096, 16384)), 9.1)]:  # fmt: skip
         more = plan.estimate_seconds(_plan(protocols.replace(smol, **change), 8192).cells, workers=2)
         assert (more - seconds) / 60 == pytest.approx(minutes, abs=0.1), change
@@ -227,7 +230,7 @@ def test_the_long_protocol_takes_every_llama_scaling_and_the_passkey_past_the_co
     """smollm2-long: what the default leaves out (PI, NTK, dynamic NTK, Llama 3; a third document;
     the key at 2x the trained context), with the time its description states."""
     long = protocols.load("smollm2-long")
-    assert {"none", "linear", "ntk", "dynamic:1", "yarn", "dynamic-yarn", "llama3"} <= set(long.scalings)
+    assert {"none", "linear", "ntk", "dynamic:1", "yarn", "yarn-dynamic", "llama3"} <= set(long.scalings)
     assert max(long.lengths) == 2 * 8192 and max(long.passkey.lengths) == 2 * 8192
     assert long.documents == 3 and len(long.passkey.depths) == 3
     minutes = plan.estimate_seconds(_plan(long, 8192).cells, workers=long.workers) / 60
@@ -428,16 +431,16 @@ def test_a_run_writes_table_figures_and_records_and_a_rerun_resumes_without_comp
         "linear x2",
         "dynamic x1",
         "yarn x2",
-        "dynamic-yarn",
+        "yarn-dynamic",  # written dynamic-yarn in the protocol: one entry, its canonical name
     ]
     ppl = summary["perplexity"]
     for label in ppl:
         assert set(ppl[label]) == {"32", "64", "128"} and ppl[label]["128"]["documents"] == 2
         assert ppl[label]["32"]["low"] <= ppl[label]["32"]["value"] <= ppl[label]["32"]["high"]
     # inside the context dynamic scalings are plain RoPE exactly; static ones are not
-    assert ppl["dynamic x1"]["64"] == ppl["none"]["64"] and ppl["dynamic-yarn"]["64"] == ppl["none"]["64"]
+    assert ppl["dynamic x1"]["64"] == ppl["none"]["64"] and ppl["yarn-dynamic"]["64"] == ppl["none"]["64"]
     assert ppl["linear x2"]["64"]["value"] != ppl["none"]["64"]["value"]
-    assert ppl["dynamic-yarn"]["128"] == ppl["yarn x2"]["128"]
+    assert ppl["yarn-dynamic"]["128"] == ppl["yarn x2"]["128"]
     assert summary["inside"]["none"]["value"] == pytest.approx(1.0)
     assert set(summary["passkey"]["none"]) == {"256", "320"}
     assert summary["passkey"]["none"]["320"]["prompts"] == 2
@@ -600,8 +603,9 @@ def test_a_longrope_checkpoint_reads_from_its_original_context_and_longrope_is_t
 def test_a_context_other_than_longropes_original_is_refused_for_longrope(tiny_phi3, tmp_path):
     out = ["--out", str(tmp_path / "o"), "--device", "cpu", "--passkey-lengths", "", "--plan"]
     _refused(["--model", str(tiny_phi3), "--scalings", "none,longrope", "--context", "100", *out],
-             f"--context 100: this checkpoint's LongRoPE factors switch from short to long past its "
-             f"original_max_position_embeddings, {CONTEXT} tokens")  # fmt: skip
+             f"--context 100: this checkpoint's longrope keys were made for its "
+             f"original_max_position_embeddings, {CONTEXT} tokens (LongRoPE's factors switch from short to long "
+             "past it)")  # fmt: skip
 
 
 # --- bad input: one line, exit 2 ------------------------------------------------------------------
@@ -650,7 +654,7 @@ def test_a_scaling_the_family_refuses_is_refused(tmp_path):
 
 def test_a_scaling_the_config_cannot_take_and_unknown_names_are_refused(tiny, tmp_path):
     out = ["--out", str(tmp_path / "o"), "--device", "cpu"]
-    _refused(["--model", str(tiny), "--scalings", "longrope", *out], "no LongRoPE factors")
+    _refused(["--model", str(tiny), "--scalings", "longrope", *out], "no longrope scaling")
     _refused(["--model", str(tiny), "--scalings", "none,yarm", *out], "did you mean")
     _refused(["--model", str(tiny), "--set", "documentz=1", *out], "unknown key")
 

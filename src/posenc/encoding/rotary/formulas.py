@@ -193,6 +193,38 @@ def longrope_freqs(*, dim: int, base: float, seq_len: int | None, params: Params
 
 
 # ---------------------------------------------------------------------------
+# Length-dependent variants at one length: the length-independent scaling with their frequencies
+# there. Each: fn(params, seq_len) -> {"rope_type": ..., **keys}, or None for plain RoPE.
+# ---------------------------------------------------------------------------
+
+
+def dynamic_at(params: Params, seq_len: int) -> Params | None:
+    """Dynamic NTK at ``seq_len`` tokens: plain RoPE up to L0, past it NTK-aware with the factor
+    ``s L / L0 - (s - 1)``, term for term :func:`dynamic_freqs` at that length."""
+    factor, original = params["factor"], params["original_max_position_embeddings"]
+    if seq_len <= original:
+        return None
+    return {"rope_type": "ntk", "factor": factor * seq_len / original - (factor - 1)}
+
+
+def longrope_at(params: Params, seq_len: int) -> Params | None:
+    """LongRoPE at ``seq_len`` tokens: the long factors past L0, else the short ones, as both sets
+    (so the scaling no longer switches), with the attention scaling of the whole."""
+    original = params["original_max_position_embeddings"]
+    factors = params["long_factor"] if seq_len > original else params["short_factor"]
+    static: Params = {
+        "rope_type": "longrope",
+        "short_factor": list(factors),
+        "long_factor": list(factors),
+        "original_max_position_embeddings": original,
+        "factor": float(params["factor"]),
+    }
+    if params.get("attention_factor") is not None:
+        static["attention_factor"] = float(params["attention_factor"])
+    return static
+
+
+# ---------------------------------------------------------------------------
 # Validation: range checks per variant (the keys are checked by posenc.encoding.rotary.scaling).
 # ---------------------------------------------------------------------------
 

@@ -15,9 +15,11 @@ never branches on the variant::
 Hugging Face ``rope_scaling`` / ``rope_parameters`` keys (``factor``,
 ``original_max_position_embeddings``, ``beta_fast``, ...), so a Hugging Face
 config maps onto posenc one to one (see :mod:`posenc.hf`). Each variant is one
-:class:`RopeScaling` entry of the registry ``ROPE_SCALINGS`` (built-ins: ``BUILTIN_SCALINGS``): its function,
+:class:`RopeScaling` entry of the registry ``ROPE_SCALINGS`` (its fields and the built-ins,
+``BUILTIN_SCALINGS``, are in :mod:`posenc.encoding.rotary.scaling_spec`): its function,
 paper, required and optional keys, range checks, whether it depends on the current
-length, its frequency bands and how Hugging Face fills its original context.
+length, its frequency bands, how Hugging Face fills its original context, and what the
+benchmarks build it with (published keys, fine-tuning, how it reads at one length).
 ``PAPERS``, ``ROPE_SCALING_KEYS`` and ``ROPE_SCALING_VALIDATORS`` are views of the built-ins;
 :func:`compute` validates, then dispatches.
 
@@ -28,8 +30,9 @@ may also be an import spec ``"package.module:NAME"``), and the entry points of t
 (``[project.entry-points."posenc.rope_scalings"] mine = "mypkg.rope:MINE"``, a :class:`RopeScaling`).
 :data:`ROPE_SCALINGS` is the live read-only view of all of them: a ``rope_type`` names one
 wherever a scaling is taken (``RoPE.set_scaling``, ``posenc.hf.apply(...).set_scaling``,
-``posenc compare --scalings``). A ``rope_type`` read from a file is a name, never an import spec:
-data does not choose code.
+``posenc compare --scalings`` and ``posenc extend --scalings``, whose names and help come from
+:mod:`posenc.records.benchmark_scalings`). A ``rope_type`` read from a file is a name, never an
+import spec: data does not choose code.
 
 ``attention_scaling`` multiplies both cos and sin (as in Hugging Face), so it
 multiplies the rotated q and k and hence the attention logits by its square.
@@ -53,7 +56,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,29 +73,19 @@ from posenc.encoding.rotary.formulas import (
     ORIGINAL,
     Params,
     check_common,
-    default_freqs,
-    dynamic_freqs,
-    linear_freqs,
-    llama3_bands,
-    llama3_freqs,
     llama3_smooth,
     longrope_attention_factor,
-    longrope_freqs,
-    ntk_freqs,
-    validate_llama3,
-    validate_longrope,
-    validate_nothing,
-    validate_ntk,
-    validate_yarn,
-    yarn_bands,
     yarn_correction_range,
-    yarn_freqs,
     yarn_mscale,
     yarn_ramp,
 )
-from posenc.reference import rope_scaling as ref
-
-ScalingFn = Callable[..., tuple[torch.Tensor, float]]
+from posenc.encoding.rotary.scaling_spec import (
+    BUILTIN_SCALINGS,
+    PAPERS,
+    ROPE_SCALING_KEYS,
+    ROPE_SCALING_VALIDATORS,
+    RopeScaling,
+)
 
 __all__ = [  # the formulas' public helpers are part of this module's face
     "BUILTIN_SCALINGS",
@@ -143,120 +136,9 @@ def _check_keys(name: str, params: Params) -> None:
 
 
 # ---------------------------------------------------------------------------
-# The registry: one spec per scaling. A built-in = one entry here (+ its tests); yours: register_scaling.
+# The registry: one spec per scaling (posenc.encoding.rotary.scaling_spec: a built-in = one entry there,
+# plus its tests); yours: register_scaling.
 # ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RopeScaling:
-    """Everything posenc knows about one RoPE scaling, in one place (built-in or registered)."""
-
-    compute: ScalingFn  # fn(*, dim, base, seq_len, params) -> (inv_freq (d/2,) float64, attention_scaling)
-    paper: str  # where the formula comes from
-    required: tuple[str, ...] = ()  # keys of the scaling dict (Hugging Face's names) that must be given
-    optional: tuple[str, ...] = ()  # keys it may have
-    validate: Callable[..., None] = (
-        validate_nothing  # fn(params, *, dim): range checks beyond the common ones
-    )
-    length_dependent: bool = (
-        False  # inv_freq changes with the current length: attention caches keys unrotated
-    )
-    bands: Callable[..., list[str]] | None = None  # fn(*, dim, base, params) -> a band name per pair
-    # Where Hugging Face reads the original context L0: "rope" (the rope dict, a top-level
-    # original_max_position_embeddings winning, else max_position_embeddings) or
-    # "max_position_embeddings" (that key only); None when the scaling has no L0.
-    hf_original: str | None = None
-    factor_from_context: bool = False  # a missing factor is max_position_embeddings / L0 (as HF)
-    # The NumPy float64 reference (posenc.reference.rope_scaling), fn(dim, base, **params[, seq_len]).
-    reference: Callable[..., tuple[np.ndarray, float]] | None = None
-    # A representative setting for rotated dim d with original context 2048 (conformance vectors).
-    example: Callable[[int], Params] | None = None
-
-    def __call__(
-        self, *, dim: int, base: float, seq_len: int | None, params: Params
-    ) -> tuple[torch.Tensor, float]:
-        return self.compute(dim=dim, base=base, seq_len=seq_len, params=params)
-
-
-BUILTIN_SCALINGS: dict[str, RopeScaling] = {
-    "default": RopeScaling(
-        default_freqs,
-        "Su et al. 2021, RoFormer, https://arxiv.org/abs/2104.09864",
-        reference=ref.rope_scaling_default,
-        example=lambda dim: {},
-    ),
-    "linear": RopeScaling(
-        linear_freqs,
-        "Chen et al. 2023, Position Interpolation, https://arxiv.org/abs/2306.15595",
-        ("factor",),
-        reference=ref.rope_scaling_linear,
-        example=lambda dim: {"factor": 4.0},
-    ),
-    "ntk": RopeScaling(
-        ntk_freqs,
-        "bloc97 2023, NTK-aware scaled RoPE, https://www.reddit.com/r/LocalLLaMA/comments/14lz7j5/",
-        ("factor",),
-        validate=validate_ntk,
-        reference=ref.rope_scaling_ntk,
-        example=lambda dim: {"factor": 4.0},
-    ),
-    "dynamic": RopeScaling(
-        dynamic_freqs,
-        "emozilla 2023, Dynamically scaled RoPE, https://www.reddit.com/r/LocalLLaMA/comments/14mrgpr/",
-        ("factor", ORIGINAL),
-        validate=validate_ntk,
-        length_dependent=True,
-        hf_original="max_position_embeddings",
-        reference=ref.rope_scaling_dynamic,
-        example=lambda dim: {"factor": 4.0, ORIGINAL: 2048},
-    ),
-    "yarn": RopeScaling(
-        yarn_freqs,
-        "Peng et al. 2023, YaRN, https://arxiv.org/abs/2309.00071",
-        ("factor", ORIGINAL),
-        ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
-        validate=validate_yarn,
-        bands=yarn_bands,
-        hf_original="rope",
-        reference=ref.rope_scaling_yarn,
-        example=lambda dim: {"factor": 4.0, ORIGINAL: 2048},
-    ),
-    "llama3": RopeScaling(
-        llama3_freqs,
-        "Meta 2024, The Llama 3 Herd of Models, https://arxiv.org/abs/2407.21783",
-        ("factor", ORIGINAL, "low_freq_factor", "high_freq_factor"),
-        validate=validate_llama3,
-        bands=llama3_bands,
-        hf_original="rope",
-        reference=ref.rope_scaling_llama3,
-        example=lambda dim: {"factor": 8.0, ORIGINAL: 2048, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
-    ),
-    "longrope": RopeScaling(
-        longrope_freqs,
-        "Ding et al. 2024, LongRoPE, https://arxiv.org/abs/2402.13753",
-        ("short_factor", "long_factor", ORIGINAL),
-        ("factor", "attention_factor"),
-        validate=validate_longrope,
-        length_dependent=True,
-        hf_original="rope",
-        factor_from_context=True,
-        reference=ref.rope_scaling_longrope,
-        example=lambda dim: {
-            "short_factor": [1.0 + 0.05 * i for i in range(dim // 2)],
-            "long_factor": [1.0 + 0.5 * i for i in range(dim // 2)],
-            ORIGINAL: 2048,
-        },
-    ),
-}
-
-# Views of the built-ins, by field.
-PAPERS: dict[str, str] = {name: spec.paper for name, spec in BUILTIN_SCALINGS.items()}
-ROPE_SCALING_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    name: (spec.required, spec.optional) for name, spec in BUILTIN_SCALINGS.items()
-}
-ROPE_SCALING_VALIDATORS: dict[str, Callable[..., None]] = {
-    name: spec.validate for name, spec in BUILTIN_SCALINGS.items()
-}
 
 #: The entry-point group an installed package declares its RoPE scalings in.
 ENTRY_POINT_GROUP = "posenc.rope_scalings"
@@ -309,9 +191,12 @@ def register_scaling(name: str, scaling: RopeScaling | str, *, replace: bool = F
     ``scaling`` is a :class:`RopeScaling` (its function ``fn(*, dim, base, seq_len, params) ->
     (inv_freq float64 (dim/2,), attention_scaling)``, paper, required and optional keys, range
     checks) or an import spec ``"package.module:NAME"`` of one. A built-in name is refused; so is a
-    name registered for another scaling unless ``replace=True``. A spawned process (a benchmark
-    worker) does not see this registration: declare the scaling as an entry point of the group
-    ``posenc.rope_scalings`` for ``posenc compare --scalings``.
+    name registered for another scaling unless ``replace=True``. From then on ``name`` is a
+    ``rope_type`` everywhere: ``RoPE.set_scaling``, ``posenc.hf.apply(...).set_scaling``,
+    ``posenc compare --scalings NAME:FACTOR`` and ``posenc extend --scalings NAME[:FACTOR]``. A
+    spawned process (a benchmark worker when there are several) does not see this registration:
+    declare the scaling as an entry point of the group ``posenc.rope_scalings`` for those.
+    Also ``posenc.register_scaling``.
     """
     name = check_name(name, "rope scaling")
     if isinstance(scaling, str):
@@ -367,7 +252,7 @@ def _filled(name: str, params: Params, max_position_embeddings: int | None) -> P
         return params
     max_position_embeddings = check_int("max_position_embeddings", max_position_embeddings, minimum=1)
     spec = ROPE_SCALINGS[name]
-    if ORIGINAL in spec.required + spec.optional and params.get(ORIGINAL) is None:
+    if ORIGINAL in spec.takes and params.get(ORIGINAL) is None:
         params[ORIGINAL] = max_position_embeddings
     if spec.factor_from_context and params.get("factor") is None:
         original = check_int(ORIGINAL, params[ORIGINAL], minimum=1)  # a config's value, whatever it says

@@ -1,14 +1,16 @@
 """RoPE context-extension scalings are an open registry, as encodings and tasks are: a scaling from
 outside posenc (``tests/outoftree/posenc_halfscale``, installed nowhere; a dist-info on ``sys.path``
-declares it in the entry-point group ``posenc.rope_scalings``) runs through ``RoPE.set_scaling``,
-``posenc.hf.apply(...).set_scaling`` and ``posenc compare --scalings`` (the profile's ``scalings``,
-also set with ``--set``)."""
+declares it in the entry-point group ``posenc.rope_scalings``, or ``posenc.register_scaling`` names
+it) runs through ``RoPE.set_scaling``, ``posenc.hf.apply(...).set_scaling``, ``posenc compare
+--scalings`` (the profile's ``scalings``, also set with ``--set``) and ``posenc extend --scalings``
+(a tiny random-weight Llama saved as a checkpoint), with no edit of posenc."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -168,3 +170,85 @@ def test_posenc_compare_evaluates_the_out_of_tree_scaling(installed, tmp_path, g
     evaluated = record["result"]["eval"]
     assert set(evaluated) == {"default", "halfscale:2"}
     assert evaluated["halfscale:2"] != evaluated["default"]
+
+
+# --- posenc extend --scalings: the same scaling, on a pretrained checkpoint -------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory) -> Path:
+    """A random-weight Llama (trained context 64) and a byte-level tokenizer, saved as a checkpoint."""
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    from posenc.extend.documents import python_docs_text
+
+    root = tmp_path_factory.mktemp("tiny-llama")
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        [python_docs_text()[:30_000]], vocab_size=280, min_frequency=2, show_progress=False
+    )
+    transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer).save_pretrained(root)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+        vocab_size=len(transformers.AutoTokenizer.from_pretrained(root)), max_position_embeddings=64,
+        initializer_range=0.5,
+    )  # fmt: skip
+    transformers.LlamaForCausalLM(config).save_pretrained(root)
+    return root
+
+
+def _extend(model: Path, out: Path, *args: str) -> Any:
+    return CliRunner().invoke(main, [
+        "extend", "--model", str(model), "--out", str(out), "--device", "cpu", "--workers", "1",
+        "--lengths", "32,96", "--documents", "2", "--chunk", "32", "--passkey-lengths", "", "--no-figures",
+        *args,
+    ])  # fmt: skip
+
+
+def test_posenc_extend_scalings_lists_and_measures_the_out_of_tree_scaling(installed, tiny_llama, tmp_path):
+    """``posenc extend --scalings``' help is the registry's (the entry point's name included); a grid
+    with ``halfscale`` (its factor from ``--factors``, and one written ``halfscale:4``) measures a
+    checkpoint with posenc's halfscale tables: each cell's record names the scaling, and its
+    perplexity differs from plain RoPE's; a bad name is one line, exit 2."""
+    help_text = " ".join(CliRunner().invoke(main, ["extend", "--help"]).output.split()).replace("- ", "-")
+    assert "halfscale" in help_text and "yarn-dynamic" in help_text and "longrope" in help_text
+    result = _extend(tiny_llama, tmp_path / "o", "--scalings", "none,halfscale,halfscale:4", "--factors", "2",
+                     "--format", "json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)["summary"]
+    assert [e["key"] for e in summary["entries"]] == ["none", "halfscale:2", "halfscale:4"]
+    ppl = summary["perplexity"]
+    assert ppl["halfscale x2"]["96"]["value"] != ppl["none"]["96"]["value"]
+    assert ppl["halfscale x4"]["96"]["value"] != ppl["halfscale x2"]["96"]["value"]
+    tables = {json.dumps(json.loads(p.read_text())["cell"]["scaling"], sort_keys=True)
+              for p in (tmp_path / "o" / "cells").glob("*.json")}  # fmt: skip
+    assert tables == {
+        "null",
+        '{"factor": 2.0, "rope_type": "halfscale"}',
+        '{"factor": 4.0, "rope_type": "halfscale"}',
+    }
+    refused = _extend(tiny_llama, tmp_path / "p", "--scalings", "none,halfscal:2", "--plan")
+    lines = [line for line in refused.output.splitlines() if line.strip()]
+    assert refused.exit_code == 2 and len(lines) == 1 and "did you mean 'halfscale'" in lines[0], (
+        refused.output
+    )
+
+
+def test_a_scaling_registered_at_run_time_is_a_name_of_posenc_extend(tiny_llama, tmp_path):
+    """``posenc.register_scaling`` (public at the top level) is all it takes: the plan of a grid with
+    the registered name checks it at every length against the model's rotary size."""
+    sys.path.insert(0, str(OUT_OF_TREE))
+    try:
+        import posenc_halfscale
+
+        assert posenc.register_scaling("halved", posenc_halfscale.HALFSCALE) is posenc_halfscale.HALFSCALE
+        result = _extend(tiny_llama, tmp_path / "o", "--scalings", "none,halved:2", "--plan")
+        assert result.exit_code == 0, result.output
+        assert "halved x2: document 1, 96 tokens" in result.output
+    finally:
+        sys.path.remove(str(OUT_OF_TREE))
+        if "halved" in rope_scaling.SCALINGS_GROUP.registered:
+            rope_scaling.unregister_scaling("halved")
+        sys.modules.pop("posenc_halfscale", None)
+    assert "halved" not in rope_scaling.ROPE_SCALINGS
