@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata  # noqa: F401  (tests patch registry.importlib.metadata.entry_points)
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, overload
 
@@ -73,13 +74,23 @@ E = TypeVar("E", bound=type[PositionalEncoding])
 # ---------------------------------------------------------------------------
 
 
+#: The classes :func:`check_encoding_class` has passed: a class is checked once, where it enters (a
+#: registry lookup, a grid's run spec, a model's config), and every later holder trusts that verdict
+#: (its kind and Config are class attributes, set when the class is made). A weak set: a class made in
+#: a test or a notebook may go away.
+_CHECKED: weakref.WeakSet[type] = weakref.WeakSet()
+
+
 def check_encoding_class(cls: Any, *, source: str) -> type[PositionalEncoding]:
     """Return ``cls`` if it is a concrete encoding class, else raise naming ``source``.
 
     Concrete: a subclass of :class:`~posenc.encoding.base.PositionalEncoding` with a ``kind`` in
     :data:`~posenc.encoding.base.KINDS` and a ``Config`` that is a dataclass inheriting
-    :class:`~posenc.core.fields.EncodingConfig`.
+    :class:`~posenc.core.fields.EncodingConfig`. A class that passed once is returned at once
+    (the set ``_CHECKED``).
     """
+    if isinstance(cls, type) and cls in _CHECKED:
+        return cls
     if not (isinstance(cls, type) and issubclass(cls, PositionalEncoding)):
         raise PosencTypeError(
             f"{source} is {cls!r}, not an encoding class (a subclass of posenc.PositionalEncoding)"
@@ -98,6 +109,7 @@ def check_encoding_class(cls: Any, *, source: str) -> type[PositionalEncoding]:
             f"{source} ({cls.__qualname__}) needs a Config: a @dataclass(frozen=True) that inherits "
             f"posenc.core.fields.EncodingConfig, got {config!r}"
         )
+    _CHECKED.add(cls)
     return cls
 
 
@@ -278,25 +290,29 @@ def build_for_model(
 
 class HoldsEncodingClass:
     """For a frozen dataclass with an ``encoding`` name and an ``encoding_class`` InitVar: the class
-    of ``encoding`` where its maker has it (``dataclasses.replace`` carries it while ``encoding``
-    stays the same), else looked up once, when first asked for. Not data: in no ``to_dict``, run id or
-    comparison, and not pickled (another process resolves the name itself)."""
+    of ``encoding`` (:meth:`resolved_class`), a documented cache of its registry lookup. Its maker
+    fills it where it has the class (``encoding_class=``; ``dataclasses.replace`` carries it while
+    ``encoding`` stays the same, and drops it for another encoding), else the first lookup does, and
+    then it is kept (a frozen holder never changes its ``encoding``). The cache is
+    ``__dict__["encoding_class"]``, an ``(encoding, class)`` pair: not data, so in no ``to_dict``,
+    run id or comparison, and not pickled (another process resolves the name itself)."""
 
     encoding: Any
 
     def _hold_class(self, given: Any) -> None:
+        """Fill the cache with the class the maker hands over (checked: :func:`check_encoding_class`,
+        once per class), or leave it empty for the first lookup."""
         if isinstance(given, tuple):  # carried over by dataclasses.replace: (encoding, class)
             given = given[1] if given[0] == self.encoding else None
         if given is not None:
             given = check_encoding_class(given, source="encoding_class")
-        object.__setattr__(self, "encoding_class", None if given is None else (self.encoding, given))
+        vars(self)["encoding_class"] = None if given is None else (self.encoding, given)
 
     def resolved_class(self) -> type[PositionalEncoding]:
-        """The class of ``encoding``: the one handed over, else looked up once and kept."""
-        held = self.__dict__.get("encoding_class")
+        """The class of ``encoding``: the one handed over, else looked up once and kept (the cache)."""
+        held = vars(self).get("encoding_class")
         if held is None:
-            held = (self.encoding, get_encoding_class(self.encoding))
-            object.__setattr__(self, "encoding_class", held)
+            held = vars(self)["encoding_class"] = (self.encoding, get_encoding_class(self.encoding))
         return held[1]
 
     def __getstate__(self) -> dict[str, Any]:

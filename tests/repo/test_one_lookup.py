@@ -8,6 +8,7 @@ import collections
 import dataclasses
 import pickle
 import traceback
+import weakref
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +18,7 @@ from posenc.cli import main
 from posenc.compare import work
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
+from posenc.records.models import build_model
 from posenc.records.spec import RunSpec
 
 #: Where a frame's file says the process is: a run's work, or reading finished records back
@@ -138,3 +140,22 @@ def test_a_record_or_a_schedule_dict_cannot_hand_over_a_class():
         Schedule.from_dict({"name": "", "layers": [layer]})
     with pytest.raises(PosencError):
         RunSpec(task="copy", encoding="rope", seed=0, encoding_class="os:system")
+
+
+def test_a_class_is_checked_once_from_the_grid_to_the_models(monkeypatch):
+    """The grid hands every run spec the class the profile looked up, and each model's config takes
+    it from its spec: the class is checked (a concrete encoding: kind, Config) once in all, not once
+    per spec and again per model (counted where a class that passes is remembered)."""
+    checked: collections.Counter = collections.Counter()
+
+    class Counting(weakref.WeakSet):
+        def add(self, item):
+            checked[item.__name__] += 1
+            super().add(item)
+
+    monkeypatch.setattr(registry, "_CHECKED", Counting())
+    specs = build_grid(get_profile("smoke"), encodings=("rope",), tasks=("copy",), seeds=(0, 1)).specs
+    assert len(specs) >= 2
+    models = [build_model(spec) for spec in specs]
+    assert all(type(m.blocks[0].attn.encoding).__name__ == "RoPE" for m in models)
+    assert checked["RoPE"] == 1, dict(checked)

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -174,21 +175,22 @@ class TransformerConfig:
                 )
             check_model_dims(self.encoding, d_model=self.d_model, num_heads=self.num_heads)
         else:
-            if isinstance(self.encoding, type):
-                cls = check_encoding_class(self.encoding, source="encoding")
-            else:
-                cls = get_encoding_class(self.encoding)
-            object.__setattr__(self, "_encoding_class", cls)
-            kind = cls.kind
+            # a name is looked up, a class checked: here, once (the cache encoding_class keeps it)
+            kind = cast("type[PositionalEncoding]", self.encoding_class).kind
         return kind
 
-    @property
+    @functools.cached_property
     def encoding_class(self) -> type[PositionalEncoding] | None:
-        """The class of the encoding (None with a per-layer Schedule): resolved once, when the
-        config is made."""
+        """The class of the encoding (None with a per-layer Schedule): a cache, filled when the config
+        is made (the check reads it: a name is looked up once, a class checked once) and kept, since
+        a frozen config never changes its ``encoding``."""
         if isinstance(self.encoding, PositionalEncoding):
             return type(self.encoding)
-        return self.__dict__.get("_encoding_class")
+        if isinstance(self.encoding, Schedule):
+            return None
+        if isinstance(self.encoding, type):
+            return check_encoding_class(self.encoding, source="encoding")
+        return get_encoding_class(self.encoding)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; an encoding class becomes its spec (:func:`posenc.encoding_spec`), an

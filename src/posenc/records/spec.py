@@ -14,6 +14,7 @@ semantics is never resumed or summarised as a current result (see
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import InitVar, dataclass, field
@@ -250,17 +251,13 @@ class RunSpec(HoldsEncodingClass):
                     del node[key]
         return data
 
-    @property
+    @functools.cached_property
     def run_id(self) -> str:
-        """The first 16 hex digits of the SHA-256 of :meth:`identity` as sorted JSON; worked out
-        once per spec (a frozen spec keeps its content), since progress reports ask for it on
+        """The first 16 hex digits of the SHA-256 of :meth:`identity` as sorted JSON; a cache, worked
+        out once per spec (a frozen spec keeps its content), since progress reports ask for it on
         every training step."""
-        held = self.__dict__.get("_run_id")
-        if held is None:
-            text = json.dumps(self.identity(), sort_keys=True, default=list)
-            held = hashlib.sha256(text.encode()).hexdigest()[:16]
-            object.__setattr__(self, "_run_id", held)
-        return held
+        text = json.dumps(self.identity(), sort_keys=True, default=list)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(dataclasses.asdict(self), default=list))

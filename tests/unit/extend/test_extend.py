@@ -226,6 +226,17 @@ def test_the_default_has_intervals_over_documents_and_is_estimated_well_under_a_
         assert (more - seconds) / 60 == pytest.approx(minutes, abs=0.1), change
 
 
+def test_a_grid_written_with_the_old_spelling_has_the_same_cells():
+    """A cell is named by its tables: a grid written ``dynamic-yarn`` (this command's first spelling of
+    dynamic YaRN) plans the very cells, run ids included, that ``yarn-dynamic`` does, so the records
+    of a run made with it are found again."""
+    smol = protocols.load("smollm2")
+    old = _plan(protocols.replace(smol, scalings=("none", "yarn", "dynamic-yarn")), 8192)
+    new = _plan(protocols.replace(smol, scalings=("none", "yarn", "yarn-dynamic")), 8192)
+    assert [c.run_id for c in old.cells] == [c.run_id for c in new.cells] and len(new.cells) >= 4
+    assert old.text_tables == new.text_tables and ("yarn-dynamic", 16384) in new.text_tables
+
+
 def test_the_long_protocol_takes_every_llama_scaling_and_the_passkey_past_the_context():
     """smollm2-long: what the default leaves out (PI, NTK, dynamic NTK, Llama 3; a third document;
     the key at 2x the trained context), with the time its description states."""
@@ -598,6 +609,31 @@ def test_a_longrope_checkpoint_reads_from_its_original_context_and_longrope_is_t
             want = torch.nn.functional.cross_entropy(logits[:-1], ids[0, 1:], reduction="none").double()
             got = torch.tensor(record["result"]["nll"][: length - 1], dtype=torch.float64)
             assert torch.allclose(got, want, atol=1e-4, rtol=0), (length, index, (got - want).abs().max())
+
+
+def test_the_protocol_is_checked_and_its_scalings_parsed_once(tiny, tmp_path, monkeypatch):
+    """``posenc extend`` with a protocol, ``--set`` and options: the protocol is checked once (the
+    options are applied before its one check) and its scalings parsed once (the checked protocol
+    holds them), counted with a spy over a whole ``--plan``."""
+    from click.testing import CliRunner
+
+    from posenc.cli import main
+
+    calls = {"check": 0, "parse_all": 0}
+    for name in calls:
+        real = getattr(protocols, name)
+
+        def counted(*args, _name=name, _real=real, **kwargs):
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(protocols, name, counted)
+    args = ["extend", "--model", str(tiny), "--set", "documents=1", "--scalings", "none,yarn,dynamic-yarn",
+            "--lengths", "32,128", "--passkey-lengths", "", "--device", "cpu", "--plan", "--out", str(tmp_path / "o")]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert calls == {"check": 1, "parse_all": 1}, calls
+    assert "yarn-dynamic" in result.output
 
 
 def test_a_context_other_than_longropes_original_is_refused_for_longrope(tiny_phi3, tmp_path):

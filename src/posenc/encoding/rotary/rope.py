@@ -1,13 +1,13 @@
-"""Rotary positional encodings: rotate queries and keys by position-dependent angles.
+"""RoPE: rotate queries and keys by position-dependent angles.
 
 Axis legend: b batch, h heads, i query positions, j key positions, n sequence,
 d head_dim, r rotary_dim (the leading block of the head that is rotated), r/2 pairs.
 
-Two members:
-
-* :class:`RoPE`  (Su et al. 2021) -- plain rotation, plus every context-extension
-  scaling of :mod:`posenc.encoding.rotary.scaling`, swappable at evaluation time.
-* :class:`XPos`  (Sun et al. 2022) -- rotation times a per-pair exponential decay.
+:class:`RoPE` (Su et al. 2021) is the plain rotation plus every context-extension scaling of
+:mod:`posenc.encoding.rotary.scaling`, swappable at evaluation time (:meth:`RoPE.set_scaling`).
+Its siblings in :mod:`posenc.encoding.rotary`: xPos (:mod:`~posenc.encoding.rotary.xpos`, rotation
+times a per-pair exponential decay) and the multi-axis members
+(:mod:`~posenc.encoding.rotary.rope_axial`).
 
 Pair layouts (which features form a rotated pair) are named, ``"half"`` (HF / GPT-NeoX)
 or ``"interleaved"`` (Meta / GPT-J), see :mod:`posenc.kernels.rotation`, which also holds the
@@ -25,7 +25,9 @@ The float64 NumPy references are in :mod:`posenc.reference.rotary`.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,8 +96,9 @@ class RoPEConfig(EncodingConfig):
     layout: str = "half"  # "half" (HF / GPT-NeoX) or "interleaved" (Meta / GPT-J)
     rotary_dim: int | None = None  # rotate only the leading block of this size (GPT-NeoX / GPT-J)
     partial_rotary_factor: float = 1.0  # HF style: rotary_dim = int(head_dim * factor)
-    # HF-style rope_scaling dict with "rope_type" (see posenc.encoding.rotary.scaling); a typed Scaling
-    # given here is kept as parsed_scaling and the field holds its dict
+    # The context-extension scaling, held as given: an HF-style rope_scaling dict with "rope_type" (see
+    # posenc.encoding.rotary.scaling), a typed Scaling (which equals the dict it stands for), or None
+    # (plain RoPE); parsed_scaling is it typed, to_dict writes its dict.
     scaling: dict | rope_scaling.Scaling | None = None
     max_position_embeddings: int | None = length_field(
         "context", default=None
@@ -108,18 +111,30 @@ class RoPEConfig(EncodingConfig):
         check_float("partial_rotary_factor", self.partial_rotary_factor, minimum=0.0, maximum=1.0)
         if self.max_position_embeddings is not None:
             check_int("max_position_embeddings", self.max_position_embeddings, minimum=1)
-        # the scaling is parsed (filled as Hugging Face does, checked) once, here, and kept typed
-        scaling = _scaling_for(
-            self.scaling, dim=self.resolved_rotary_dim(), max_position_embeddings=self.max_position_embeddings
-        )
-        if isinstance(self.scaling, rope_scaling.Scaling):
-            object.__setattr__(self, "scaling", scaling.to_dict())  # the field: the HF-style dict
-        object.__setattr__(self, "_parsed_scaling", scaling)
+        self.parsed_scaling  # noqa: B018  (the scaling is parsed, filled and checked once, here, and kept)
 
-    @property
+    @functools.cached_property
     def parsed_scaling(self) -> rope_scaling.Scaling:
-        """The scaling as the typed object parsed when this config was made."""
-        return self.__dict__["_parsed_scaling"]
+        """The scaling typed: a cache, filled when the config is made (:meth:`validate` reads it) and
+        kept, since a frozen config never changes its ``scaling``. A dict is parsed once (filled as
+        Hugging Face fills it, every key checked for the rotated dimension); a Scaling already
+        checked for that dimension is this very object; None is plain RoPE (nothing to parse)."""
+        dim = self.resolved_rotary_dim()
+        if self.scaling is None:
+            return rope_scaling.Scaling("default", (), dim)
+        return _scaling_for(self.scaling, dim=dim, max_position_embeddings=self.max_position_embeddings)
+
+    def with_scaling(self, scaling: rope_scaling.Scaling) -> RoPEConfig:
+        """This config holding ``scaling``, a Scaling checked for its rotated dimension (nothing is
+        parsed again: the new config's ``parsed_scaling`` is ``scaling`` itself)."""
+        return dataclasses.replace(self, scaling=None if scaling.to_dict() is None else scaling)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as JSON-ready values, the scaling as its Hugging Face style dict."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if isinstance(self.scaling, rope_scaling.Scaling):
+            data["scaling"] = self.scaling.to_dict()
+        return copy.deepcopy(data)
 
     def resolved_rotary_dim(self) -> int:
         """The rotated block size ``r`` from ``rotary_dim`` or ``partial_rotary_factor``."""
@@ -156,7 +171,8 @@ class RoPE(RotaryEncoding):
     """
 
     Config = RoPEConfig
-    config: RoPEConfig
+    _config: RoPEConfig  # the config made last (see :attr:`config`)
+    _config_for: rope_scaling.Scaling  # the scaling _config holds
     supports_scaling = True
     paper = "Su et al. 2021, RoFormer: Enhanced Transformer with Rotary Position Embedding, https://arxiv.org/abs/2104.09864"
     equation = "f(x, m) = R(m Theta) x; theta_i = base^(-2i/d); <f(q,m), f(k,n)> = g(q, k, m - n)"
@@ -173,26 +189,40 @@ class RoPE(RotaryEncoding):
         self._sincos_source: tuple[torch.Tensor, float] | None = None  # what _sincos was built from
         self._install(config.parsed_scaling)  # parsed once, by the config
 
+    @property
+    def config(self) -> RoPEConfig:
+        """The config: the one this encoding was built with, holding the scaling installed now (a
+        config is made for a new scaling when it is read, not by :meth:`set_scaling`: a frozen config
+        cannot change, and the forward path never reads it)."""
+        built = self._config
+        if self._config_for is not self._scaling:
+            built = self._config = built.with_scaling(self._scaling)
+            self._config_for = self._scaling
+        return built
+
+    @config.setter
+    def config(self, value: RoPEConfig) -> None:
+        self._config = value
+        self._config_for = value.parsed_scaling
+
     # -- scaling -------------------------------------------------------------
 
     def set_scaling(self, scaling: dict | rope_scaling.Scaling | None) -> None:
         """Swap the context-extension scaling (HF ``rope_scaling`` dict, a parsed
         :class:`~posenc.encoding.rotary.scaling.Scaling`, or None) in place. A dict is parsed and
-        checked once; a Scaling checked for this ``rotary_dim`` is installed as it is."""
-        if not isinstance(scaling, rope_scaling.Scaling) and scaling is not None:
-            scaling = dict(scaling)
-        self.config = dataclasses.replace(self.config, scaling=scaling)  # parses a dict, once
-        self._install(self.config.parsed_scaling)
+        checked once (:meth:`check_scaling`); a Scaling checked for this ``rotary_dim`` is installed
+        as it is. The config is not rebuilt here (see :attr:`config`)."""
+        self._install(self.check_scaling(scaling))
 
     def check_scaling(self, scaling: dict | rope_scaling.Scaling | None) -> rope_scaling.Scaling:
         """``scaling`` parsed and checked for this encoding (its ``rotary_dim`` and context), not
         installed; a Scaling already checked for this ``rotary_dim`` is returned as it is."""
         return _scaling_for(
-            scaling, dim=self.rotary_dim, max_position_embeddings=self.config.max_position_embeddings
+            scaling, dim=self.rotary_dim, max_position_embeddings=self._config.max_position_embeddings
         )
 
     def _install(self, scaling: rope_scaling.Scaling) -> None:
-        """Use the parsed ``scaling`` (the config's ``parsed_scaling``) from the next call on."""
+        """Use the parsed ``scaling`` from the next call on."""
         self._scaling = scaling
         self._dynamic = self._scaling.length_dependent
         self.translation_invariant = not self._dynamic  # dynamic frequencies follow the largest position
@@ -206,7 +236,7 @@ class RoPE(RotaryEncoding):
         return self._dynamic
 
     def _compute(self, seq_len: int | None) -> tuple[torch.Tensor, float]:
-        inv_freq, attention_scaling = self._scaling.frequencies(base=self.config.base, seq_len=seq_len)
+        inv_freq, attention_scaling = self._scaling.frequencies(base=self._config.base, seq_len=seq_len)
         inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64).detach().cpu()  # (r/2,)
         if inv_freq.shape != (self.rotary_dim // 2,):
             raise PosencError(
@@ -226,11 +256,11 @@ class RoPE(RotaryEncoding):
         """q and k rotated in float64 NumPy (:func:`posenc.reference.rotary.rope`) with this
         scaling's frequencies from its NumPy reference (:func:`posenc.encoding.rotary.scaling.reference`)."""
         seq_len = int(max(np.max(q_positions), np.max(k_positions))) + 1
-        inv_freq, scale = self._scaling.reference(base=self.config.base, seq_len=seq_len)
+        inv_freq, scale = self._scaling.reference(base=self._config.base, seq_len=seq_len)
 
         def rotate(x, positions):
             return reference.rope(
-                x, np.asarray(positions)[:, None, :], layout=self.config.layout, rotary_dim=self.rotary_dim,
+                x, np.asarray(positions)[:, None, :], layout=self._config.layout, rotary_dim=self.rotary_dim,
                 inv_freq=inv_freq, attention_scaling=scale,
             )  # fmt: skip
 
@@ -269,7 +299,7 @@ class RoPE(RotaryEncoding):
         if self._dynamic:
             if bound is None:
                 raise PosencError(
-                    f"RoPE scaling {self.config.scaling!r} depends on the largest position, which a "
+                    f"RoPE scaling {self._scaling.to_dict()!r} depends on the largest position, which a "
                     "torch.compile graph cannot read from explicit positions; pass positions=None "
                     "(arange) or run this call eagerly"
                 )
@@ -341,7 +371,7 @@ class RoPE(RotaryEncoding):
         axis); a :class:`~posenc.core.positions.Positions` (what attention passes) is trusted.
         """
         return rotary_hook(
-            self._rotate_bhsd, q, k, q_positions, k_positions, head_dim=self.config.head_dim, layout=layout
+            self._rotate_bhsd, q, k, q_positions, k_positions, head_dim=self._config.head_dim, layout=layout
         )
 
     def _rotate_bhsd(
@@ -352,7 +382,7 @@ class RoPE(RotaryEncoding):
         return rotate_by_table(
             q, k, qp, kp, table=table, start=qp.start, bound=bound, same=same_positions(qp, kp),
             lookup=lambda pos, dtype: table.lookup(pos, dtype, head_axis=True),
-            layout=self.config.layout, rotary_dim=self.rotary_dim,
+            layout=self._config.layout, rotary_dim=self.rotary_dim,
         )  # fmt: skip
 
 

@@ -214,10 +214,12 @@ def unregister_scaling(name: str) -> None:
 # ---------------------------------------------------------------------------
 
 
-def split(scaling: Params | None) -> tuple[str, Params]:
-    """``{"rope_type": name, **params}`` (or None) -> ``(name, params)``; checks the name."""
+def split(scaling: Params | Scaling | None) -> tuple[str, Params]:
+    """``{"rope_type": name, **params}`` (or None, or a Scaling) -> ``(name, params)``; checks the name."""
     if scaling is None:
         return "default", {}
+    if isinstance(scaling, Scaling):
+        return scaling.rope_type, scaling.params
     if not isinstance(scaling, dict):
         raise PosencTypeError(
             f"scaling must be a dict with key 'rope_type' or None, got {type(scaling).__name__}"
@@ -231,7 +233,7 @@ def split(scaling: Params | None) -> tuple[str, Params]:
     return name, params
 
 
-def resolve(scaling: Params | None, *, max_position_embeddings: int | None = None) -> Params | None:
+def resolve(scaling: Params | Scaling | None, *, max_position_embeddings: int | None = None) -> Params | None:
     """Fill what Hugging Face infers from ``max_position_embeddings`` (the model's context).
 
     As HF: a variant that takes ``original_max_position_embeddings`` defaults it to
@@ -241,6 +243,8 @@ def resolve(scaling: Params | None, *, max_position_embeddings: int | None = Non
     """
     name, params = split(scaling)
     if max_position_embeddings is None or name == "default":
+        if isinstance(scaling, Scaling):
+            return scaling.to_dict()
         return None if scaling is None else dict(scaling)
     return {"rope_type": name, **_filled(name, params, max_position_embeddings)}
 
@@ -312,6 +316,16 @@ class Scaling:
         params = _filled(name, params, max_position_embeddings)
         _checked(name, params, dim)
         return cls(name, tuple(params.items()), dim)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a Scaling of the same type, keys and rotated dimension, and to the Hugging Face
+        style dict it stands for (:meth:`to_dict`): a config's ``scaling`` compares with the dict
+        it was given as, whichever form it holds."""
+        if isinstance(other, Scaling):
+            return (self.rope_type, self.items, self.dim) == (other.rope_type, other.items, other.dim)
+        if isinstance(other, dict):
+            return self.to_dict() == other
+        return NotImplemented
 
     @property
     def params(self) -> Params:
@@ -419,11 +433,13 @@ def reference(
     return parsed.reference(base=base, seq_len=seq_len)
 
 
-def depends_on_seq_len(scaling: Params | None) -> bool:
+def depends_on_seq_len(scaling: Params | Scaling | None) -> bool:
     """True when inv_freq changes with the current sequence length (dynamic NTK, LongRoPE).
 
     Then attention must cache keys before rotation (see the module docstring).
     """
+    if isinstance(scaling, Scaling):
+        return scaling.length_dependent
     name = (scaling or {}).get("rope_type", "default")
     return name in ROPE_SCALINGS and ROPE_SCALINGS[name].length_dependent
 
