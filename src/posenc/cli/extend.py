@@ -110,7 +110,8 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
     """Measure how far a pretrained checkpoint reads under each RoPE scaling, without training.
 
     For every scaling x factor (plain RoPE, position interpolation, NTK-aware, dynamic NTK, YaRN,
-    dynamic YaRN, Llama 3, LongRoPE where the config has its factors) it measures perplexity by
+    dynamic YaRN, Llama 3, LongRoPE where the config has its factors, and any registered with
+    posenc.register_scaling or an entry point: the names of --scalings) it measures perplexity by
     length and loss by position on real text (intervals over documents), passkey retrieval per
     length x depth, and what the scaling costs inside the trained context; it writes the table,
     OUT/summary.{json,md}, OUT/figures/*.png and one record per finished cell in OUT/cells/

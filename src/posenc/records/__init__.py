@@ -5,7 +5,8 @@ Both sides of ``posenc compare`` go through here and never through each other:
 
 - :mod:`~posenc.records.spec`: :class:`RunSpec` (one run: encoding x task x seed, content-hashed
   id) and its parts, ``BENCHMARK_VERSION``
-- :mod:`~posenc.records.benchmark_scalings`: RoPE context extension as each paper uses it
+- :mod:`~posenc.records.benchmark_scalings`: RoPE context extension as each paper uses it, and
+  the one vocabulary of scalings ``posenc compare`` and ``posenc extend`` both read
 - :mod:`~posenc.records.models`: the model a run spec trains
 - :mod:`~posenc.records.store`: atomic, checksummed JSON records (:class:`ResultStore`); resume and redo
 - :mod:`~posenc.records.schema`: what a result must hold to be read

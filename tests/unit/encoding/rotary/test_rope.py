@@ -161,6 +161,33 @@ def test_far_positions_are_exact_in_every_dtype(dtype):
 # ---------------------------------------------------------------------------
 
 
+def test_the_config_holds_a_typed_scaling_once_and_set_scaling_does_not_rebuild_it(monkeypatch):
+    """A RoPEConfig holds its scaling as given: a typed Scaling is the field itself (and its
+    parsed_scaling, nothing parsed again), equal to the dict it stands for, written as that dict.
+    set_scaling installs a Scaling without making a config; reading the config afterwards makes one
+    holding it, once."""
+    typed = rope_scaling.Scaling.parse(
+        {"rope_type": "yarn", "factor": 4.0}, dim=8, max_position_embeddings=32
+    )
+    config = posenc.get_encoding_class("rope").Config(head_dim=8, scaling=typed)
+    assert config.scaling is typed and config.parsed_scaling is typed
+    assert config.scaling == typed.to_dict() and config.to_dict()["scaling"] == typed.to_dict()
+    again = type(config).from_json(config.to_json())
+    assert again == config and isinstance(again.scaling, dict) and again.parsed_scaling == typed
+    assert typed != {"rope_type": "yarn", "factor": 2.0} and typed != "yarn"
+    enc = posenc.build("rope", head_dim=8, max_position_embeddings=32)
+    made = []
+    real = type(config).validate
+    monkeypatch.setattr(type(config), "validate", lambda self: made.append(1) or real(self))
+    enc.set_scaling(typed)
+    enc.set_scaling({"rope_type": "linear", "factor": 2.0})
+    assert made == []  # installed: no config made
+    assert enc.config.scaling == {"rope_type": "linear", "factor": 2.0} and made == [1]
+    assert enc.config is enc.config and made == [1]  # made once, kept until the next scaling
+    enc.set_scaling(None)
+    assert enc.config.scaling is None and enc.config.parsed_scaling.rope_type == "default"
+
+
 def test_set_scaling_linear_is_position_interpolation_and_none_restores():
     """Linear scaling by s: rotation at m equals plain RoPE at m / s (Chen et al. 2023)."""
     enc = posenc.build("rope", head_dim=8, rotary_dim=6)
