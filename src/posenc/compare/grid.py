@@ -22,7 +22,9 @@ from typing import Any
 
 from posenc import schedules
 from posenc.compare.executor import max_threads
-from posenc.compare.profile import MAX_SEED, Profile, eval_length, parse_variant, task_eval, train_length
+from posenc.compare.profile.definition import MAX_SEED, Profile
+from posenc.compare.profile.geometry import eval_length, task_eval, train_length
+from posenc.compare.profile.variants import parse_variant
 from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
 from posenc.encoding.base import PositionalEncoding, RotaryEncoding

@@ -20,7 +20,7 @@ from posenc.compare.profile import Option, ProfileOptions, dump_profile, load_pr
 from posenc.compare.ray_executor import INSTALL_HINT, RayNotInstalled
 from posenc.core.errors import PosencError
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def refused(options: ProfileOptions, settings: tuple[str, ...] = ()) -> str:
