@@ -32,7 +32,9 @@ that contradict each other (a one-rate ``lr_grid`` and a different ``lr``) raise
 :class:`~posenc.core.errors.PosencError` naming the file (or the ``--set`` item or option that
 set the key), the key, the value and what is valid, before any run starts. What depends on
 the machine (the model's memory against the device's, the LM's bytes against the corpus)
-is checked by :func:`check_fits` before the first run.
+is checked by :func:`check_fits` before the first run. A loaded profile holds what its
+checks resolved (:attr:`Profile.resolved`: each encoding's class, each scaling and variant
+parsed), which the grid reads instead of resolving or parsing again.
 
 A one-rate ``lr_grid`` trains every run at that rate: it is each training table's ``lr``
 where the table sets none, and a table whose ``lr`` differs is refused.
@@ -76,6 +78,7 @@ from posenc.compare.profile.definition import (
     Bounds,
     KeySources,
     Profile,
+    Resolved,
     dotted,
 )
 from posenc.compare.profile.dump import LONG_ARRAY, dump_profile
@@ -103,7 +106,7 @@ from posenc.compare.profile.load import (
     shipped_dir,
     shipped_names,
 )
-from posenc.compare.profile.profile_checks import check
+from posenc.compare.profile.profile_checks import checked
 from posenc.compare.profile.variants import VARIANT_KEYS, parse_variant, parse_variants
 from posenc.core.dotted_keys import SET_FORM, parse_set
 
@@ -136,9 +139,10 @@ __all__ = [
     "Option",
     "Profile",
     "ProfileOptions",
+    "Resolved",
     "ShippedProfiles",
     "check_fits",
-    "check",
+    "checked",
     "device_memory",
     "dotted",
     "dump_profile",

@@ -1,21 +1,26 @@
 """What a profile is: the :class:`Profile` dataclass, the constants its keys use, and the range of
 every number a profile file sets (:data:`RANGES`).
 
-A :class:`Profile`'s fields are the keys of a profile file.
+A :class:`Profile`'s fields are the keys of a profile file; the one field that is not
+(``resolved``) holds what checking the file resolved from its names (each encoding's class, each
+scaling parsed), so that the grid reads them instead of resolving or parsing them again.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import tomlkit
 
-from posenc.core.datafiles import Where
+from posenc.compare.profile.variants import parse_variant
+from posenc.core.datafiles import Where, data_fields, derived
 from posenc.core.errors import PosencError
 from posenc.encoding.base import PositionalEncoding
+from posenc.records import benchmark_scalings as scalings
+from posenc.records.benchmark_scalings import BenchmarkScaling
 from posenc.records.spec import EvalSpec, ModelSpec, TrainSpec
 from posenc.registry import get_encoding_class
 
@@ -34,6 +39,17 @@ OWN_KEYS = ("name", "description", "why")
 #: The largest count or length a profile may set (steps, sizes, lengths, ...): far past what any
 #: machine trains, and small enough that products of a few of them stay within torch's 64 bits.
 MAX_COUNT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What checking a profile resolved from its names (:func:`posenc.compare.profile.load_profile`):
+    each encoding it names, by name -> class, and each of its scalings, by text -> parsed. Keyed by
+    name and text, so a profile changed with ``dataclasses.replace`` finds only what still holds."""
+
+    classes: Mapping[str, type[PositionalEncoding]] = field(default_factory=dict)
+    scalings: Mapping[str, BenchmarkScaling] = field(default_factory=dict)
+    variants: Mapping[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # text -> overrides
 
 
 @dataclass(frozen=True)
@@ -70,15 +86,30 @@ class Profile:
     encoding_config: dict[str, dict[str, Any]] = field(default_factory=dict)
     device: str = "auto"  # where runs compute: auto, cpu, cuda, cuda:N, mps (not part of a run's identity)
     precision: str = "fp32"  # "bf16": forward passes under autocast to bfloat16 (posenc.compare.device)
+    # Not data (no key of a file, left out of to_dict and comparisons): what the check resolved.
+    resolved: Resolved = derived(Resolved)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The profile as data: every key a file sets (``resolved`` left out)."""
+        data = dataclasses.asdict(self)
+        return {f.name: data[f.name] for f in data_fields(type(self))}
 
     def encoding_class(self, name: str) -> type[PositionalEncoding]:
-        """The class of encoding ``name``: the one resolved when the profile was checked (its own
-        ``encodings``), else looked up now."""
-        held = self.__dict__.get("_classes", {})
+        """The class of encoding ``name``: the one resolved when the profile was checked, else looked up now."""
+        held = self.resolved.classes
         return held[name] if name in held else get_encoding_class(name)
+
+    def scaling(self, text: str) -> BenchmarkScaling:
+        """Scaling ``text`` of the profile, parsed: as parsed when the profile was checked, else now
+        (:func:`posenc.records.benchmark_scalings.parse`)."""
+        held = self.resolved.scalings
+        return held[text] if text in held else scalings.parse(text)
+
+    def variant(self, text: str) -> dict[str, dict[str, Any]]:
+        """Architecture variant ``text`` of the profile as overrides (``{"model": {...}, "train": {...}}``):
+        as parsed when the profile was checked, else now (:func:`~posenc.compare.profile.variants.parse_variant`)."""
+        held = self.resolved.variants
+        return held[text] if text in held else parse_variant(text)
 
 
 def dotted(*parts: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 import tomlkit
 
 from posenc.compare.profile.definition import ALL, Profile
+from posenc.core.datafiles import data_fields
 from posenc.core.errors import PosencError
 
 
@@ -24,9 +25,10 @@ def _file_value(key: str, value: Any) -> Any:
 
 
 def _file_table(obj: Any, prefix: str = "") -> dict[str, Any]:
-    """A dataclass as a file's table: None fields (whose default is None) left out."""
+    """A dataclass as a file's table: None fields (whose default is None) left out, and fields
+    that are not data (a profile's ``resolved``)."""
     out: dict[str, Any] = {}
-    for f in dataclasses.fields(obj):
+    for f in data_fields(obj):
         value = getattr(obj, f.name)
         key = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(value):

@@ -2,7 +2,7 @@
 ``--set KEY=VALUE`` items and the command line's options on top (:class:`ProfileOptions`), every
 value typed from the dataclasses' own annotations (:mod:`posenc.core.datafiles`), its range
 checked (:data:`~posenc.compare.profile.definition.RANGES`) and then everything the types cannot
-say (:func:`~posenc.compare.profile.profile_checks.check`): :func:`load_profile`.
+say (:func:`~posenc.compare.profile.profile_checks.checked`): :func:`load_profile`.
 
 The shipped profiles (``posenc/compare/profiles/NAME.toml``) are :data:`PROFILES`, each read when
 it is first asked for.
@@ -34,7 +34,7 @@ from posenc.compare.profile.definition import (
     Profile,
     dotted,
 )
-from posenc.compare.profile.profile_checks import check
+from posenc.compare.profile.profile_checks import checked
 from posenc.core.checks import check_choice, did_you_mean
 from posenc.core.datafiles import MISSING, Where, check_keys, typed
 from posenc.core.dotted_keys import parse_set, set_key
@@ -232,7 +232,8 @@ def load_profile(
     """The profile in ``source``: a shipped name (``"quick"``) or the path of a TOML file, with
     ``overrides`` (``--set KEY=VALUE`` items, :func:`parse_set`) and then ``options`` (the command
     line's, :class:`ProfileOptions`) on top, every value checked (see the module's doc); an error
-    about a key an override or an option set names it."""
+    about a key an override or an option set names it. The profile holds what the checks resolved
+    (:attr:`Profile.resolved`: each encoding's class, each scaling and variant parsed)."""
     if isinstance(options, ProfileOptions):
         options = options.options()
     name, label, table = _table_of(source, None, ())
@@ -256,7 +257,7 @@ def load_profile(
             "set either eval.lengths (n for every task) or eval.scales (multiples of each task's trained "
             "length in tokens), not both; a file extending one that sets scales writes scales = [] to give lengths",
         )  # fmt: skip
-    check(profile, where)
+    profile = checked(profile, where)
     _check_needs(profile, options)
     return profile
 

@@ -5,7 +5,8 @@ weight decay that AdamW can train with, evaluation lengths, scalings, variants, 
 :class:`~posenc.core.errors.PosencError` naming the file (or the ``--set`` item or option that set
 the key), the key, the value and what is valid.
 
-:func:`check` runs them all, once, when a profile is read.
+:func:`checked` runs them all, once, when a profile is read, and gives the profile back holding
+what they resolved (:class:`~posenc.compare.profile.definition.Resolved`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from posenc.compare.profile.definition import (
     TRAIN_TABLES,
     KeySources,
     Profile,
+    Resolved,
     dotted,
 )
 from posenc.compare.profile.variants import parse_variant
@@ -41,11 +43,11 @@ from posenc.tasks import synthetic
 from posenc.tasks.task_registry import lengths_at_scales, task_names, validate_task
 
 
-def check(profile: Profile, where: KeySources) -> None:
-    """What the types cannot say: names, the model's shape, lengths, variants, schedules, and
-    keys that must agree with each other."""
+def checked(profile: Profile, where: KeySources) -> Profile:
+    """``profile`` checked for what the types cannot say (names, the model's shape, lengths,
+    variants, schedules, and keys that must agree with each other), holding what the checks
+    resolved: each encoding's class, each scaling and variant parsed (:attr:`Profile.resolved`)."""
     classes = _check_names(profile, where)
-    object.__setattr__(profile, "_classes", classes)  # the grid reads them: one lookup per name
     _check_setting(profile, where)
     for key in TRAIN_TABLES:
         _check_training(key, getattr(profile, key), where)
@@ -53,13 +55,17 @@ def check(profile: Profile, where: KeySources) -> None:
     for key in TRAIN_TABLES:
         _check_decay(profile, key, where)
     _check_eval(profile, where)
-    for key, values, parse in (
-        ("scalings", profile.scalings, scalings.parse),
-        ("variants", profile.variants, parse_variant),
-        ("schedules", profile.schedules, lambda item: schedules.parse(item, profile.model.num_layers)),
-    ):
-        _parsed(key, values, parse, where)
+    parsed = {
+        key: _parsed(key, values, parse, where)
+        for key, values, parse in (
+            ("scalings", profile.scalings, scalings.parse),
+            ("variants", profile.variants, parse_variant),
+            ("schedules", profile.schedules, lambda item: schedules.parse(item, profile.model.num_layers)),
+        )
+    }
     _check_encoding_config(profile, classes, where)
+    resolved = Resolved(classes=classes, scalings=parsed["scalings"], variants=parsed["variants"])
+    return dataclasses.replace(profile, resolved=resolved)
 
 
 def _parsed(key: str, values: tuple[str, ...], parse: Any, where: Where) -> dict[str, Any]:

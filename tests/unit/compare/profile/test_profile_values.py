@@ -475,3 +475,25 @@ def test_the_results_lock_can_be_taken_again_by_its_holder(tmp_path):
     with store.lock(), store.lock():  # would wait forever on a second flock of its own
         (tmp_path / "inside").write_text("x")
     assert Path(tmp_path / "inside").exists()
+
+
+# ---------------------------------------------------------------------------
+# What the checks resolved is held by the profile, and is not data.
+# ---------------------------------------------------------------------------
+
+
+def test_a_loaded_profile_holds_its_classes_and_parsed_scalings_which_no_file_sets():
+    from posenc.compare.profile import Resolved
+    from posenc.registry import get_encoding_class
+
+    prof = load_profile("quick")
+    assert set(prof.resolved.classes) >= set(prof.encodings or ()) and prof.scalings
+    assert all(cls is get_encoding_class(name) for name, cls in prof.resolved.classes.items())
+    assert {text: parsed.text for text, parsed in prof.resolved.scalings.items()} == {
+        t: t for t in prof.scalings
+    }
+    assert prof.scaling(prof.scalings[0]) is prof.resolved.scalings[prof.scalings[0]]
+    # not data: in no dict, file or comparison
+    assert "resolved" not in prof.to_dict() and "resolved" not in dump_profile(prof)
+    assert prof == dataclasses.replace(prof, resolved=Resolved()) and "resolved" not in repr(prof)
+    assert "resolved: unknown key" in refused("resolved=1")
