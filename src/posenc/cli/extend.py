@@ -13,7 +13,8 @@ from rich.text import Text
 
 import posenc.extend as ext
 import posenc.extend.protocol as protocols
-from posenc.cli.catalog import print_named
+from posenc.cli.catalog_command import print_named
+from posenc.cli.options import LazyHelpOption
 from posenc.cli.paths import out_dir_option, output_dir
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS
 from posenc.core.errors import PosencError
@@ -43,18 +44,10 @@ def _protocols_help() -> str:
     return " | ".join(shipped_names()) + " (--list-protocols)"
 
 
-class _LazyHelp(click.Option):
-    def __init__(self, *args, help_from, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.help_from = help_from
-
-    def get_help_record(self, ctx: click.Context):
-        self.help = self.help_from()
-        return super().get_help_record(ctx)
-
-
 @click.command("extend")
-@click.option("--protocol", default="smollm2", show_default=True, cls=_LazyHelp, help_from=_protocols_help)
+@click.option(
+    "--protocol", default="smollm2", show_default=True, cls=LazyHelpOption, help_from=_protocols_help
+)
 @click.option(
     "--config", default=None, type=click.Path(dir_okay=False), help="a protocol file of your own (TOML)"
 )

@@ -3,7 +3,7 @@
 Axis legend: b batch, h heads, i query positions, j key positions, n sequence,
 d head_dim, r rotary_dim (the leading block of the head that is rotated), r/2 pairs.
 
-Two members:
+The rotary kind's two 1-D members (RoPE here; xPos in :mod:`posenc.encoding.rotary.xpos`):
 
 * :class:`RoPE`  (Su et al. 2021) -- plain rotation, plus every context-extension
   scaling of :mod:`posenc.encoding.rotary.scaling`, swappable at evaluation time.
