@@ -25,7 +25,7 @@ from posenc.cli import (
     check_command,
     compare_command,
     conform_command,
-    extend,
+    extend_command,
     notes_command,
     plot_command,
     presets_command,
@@ -93,7 +93,7 @@ def main() -> None:
 
 # One module per command group, each with its click commands in COMMANDS (one line each here).
 for _module in (
-    catalog_command, check_command, compare_command, extend, rope_command, conform_command, plot_command,
+    catalog_command, check_command, compare_command, extend_command, rope_command, conform_command, plot_command,
     probe_command, report_command, presets_command, notes_command,
 ):  # fmt: skip
     for _command in _module.COMMANDS:
