@@ -1238,7 +1238,7 @@ def test_cli_show_caps_the_terminal_table_and_says_where_the_rest_is():
     """Found: `show cope --positions 2048 --dim 256` (within bounds) took 88 s and printed 1.2 MB."""
     import json
 
-    from posenc.cli.catalog import MAX_TABLE_COLUMNS, MAX_TABLE_ROWS
+    from posenc.cli.catalog_command import MAX_TABLE_COLUMNS, MAX_TABLE_ROWS
 
     result = _cli("show", "cope", "--positions", "2048", "--dim", "256")
     assert result.exit_code == 0, result.output

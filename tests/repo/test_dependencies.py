@@ -1,5 +1,7 @@
 """The library needs only numpy and torch; click, rich, matplotlib and scipy (and tomli on Python
-3.10 to read the benchmark's TOML profiles, tomlkit to write them back) serve the CLI, figures, report and benchmark (the ``cli`` extra). Importing posenc changes no global state.
+3.10 to read the benchmark's TOML profiles, tomlkit to write them back) serve the CLI, figures, report and benchmark (the ``cli`` extra). Importing posenc changes one thing outside it, the finder of
+its old module paths on ``sys.meta_path``, and nothing else (but Python's random, which rich, of the
+cli extra, draws from when it is imported).
 
 Each check runs in a fresh interpreter: the parent test process has long imported everything.
 """
@@ -143,3 +145,76 @@ def test_the_cli_without_its_extra_says_how_to_install_it_in_one_line():
         assert "pip install 'posenc[cli]'" in result.stderr
         assert "Traceback" not in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+STATE = textwrap.dedent(
+    """
+    import logging, os, random, sys, warnings
+    import numpy as np
+    import torch
+
+    def state():
+        return {
+            "sys.path_hooks": list(sys.path_hooks), "sys.path": list(sys.path),
+            "warnings.filters": list(warnings.filters), "os.environ": dict(os.environ),
+            "logging": (logging.root.level, list(logging.root.handlers)),
+            "torch": (torch.get_default_dtype(), torch.get_num_threads(),
+                      torch.are_deterministic_algorithms_enabled(), torch.random.get_rng_state().tolist()),
+            "numpy": (np.random.get_state()[1].tolist(), np.geterr()),
+            "random": random.getstate(), "sys": (sys.excepthook, sys.getrecursionlimit()),
+        }
+
+    finders, before = list(sys.meta_path), state()
+    """
+)
+
+
+def test_importing_posenc_adds_the_finder_of_old_paths_and_changes_nothing_else():
+    """docs/architecture.md, "Dependencies": importing posenc and every module of the library puts one
+    finder first on sys.meta_path, which answers only the old module paths of posenc.MOVED, and
+    changes no other state a user's program shares (path hooks, warning filters, the environment,
+    logging, torch's and numpy's settings and random states, Python's random). The modules that use
+    the cli extra change nothing more but Python's random: rich draws 24 bits from it when imported."""
+    library = [n for n in module_names() if not n.startswith(USES_EXTRAS)]
+    extras = [n for n in module_names() if n.startswith(USES_EXTRAS) and n != "posenc.__main__"]
+    code = STATE + textwrap.dedent(
+        f"""
+        import importlib
+        for name in {library!r}:
+            importlib.import_module(name)
+        import posenc
+        added = [f for f in sys.meta_path if f not in finders]
+        assert [type(f).__name__ for f in added] == ["MovedModules"], added
+        assert sys.meta_path == [added[0], *finders], sys.meta_path
+        finder = added[0]
+        assert finder.find_spec("json") is None and finder.find_spec("posenc.encoding.rotary") is None
+        assert all(finder.find_spec(old) is not None for old in posenc.MOVED)
+        after = state()
+        changed = sorted(key for key in before if before[key] != after[key])
+        assert not changed, changed
+        for name in {extras!r}:
+            importlib.import_module(name)
+        after = state()
+        changed = sorted(key for key in before if before[key] != after[key])
+        assert changed == ["random"] and sys.meta_path == [added[0], *finders], changed
+        print("ok")
+        """
+    )
+    result = run(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_the_state_check_sees_a_change():
+    """The check above can fail: a module that sets a warning filter or seeds torch is caught."""
+    code = STATE + textwrap.dedent(
+        """
+        warnings.simplefilter("ignore")
+        torch.manual_seed(1)
+        after = state()
+        print(sorted(key for key in before if before[key] != after[key]))
+        """
+    )
+    result = run(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['torch', 'warnings.filters']"

@@ -159,3 +159,32 @@ def test_a_class_is_checked_once_from_the_grid_to_the_models(monkeypatch):
     models = [build_model(spec) for spec in specs]
     assert all(type(m.blocks[0].attn.encoding).__name__ == "RoPE" for m in models)
     assert checked["RoPE"] == 1, dict(checked)
+
+
+def test_a_profiles_scalings_are_parsed_once_each(monkeypatch):
+    """A profile's scaling strings are parsed once each, when it is checked: the grid reads them
+    from the profile (``Profile.resolved``) for every rotary run, task and seed, not parsed again."""
+    from posenc.compare.profile import load_profile
+    from posenc.records import benchmark_scalings
+
+    parses: collections.Counter = collections.Counter()
+    real = benchmark_scalings.parse
+
+    def spy(text):
+        parses[text] += 1
+        return real(text)
+
+    monkeypatch.setattr(benchmark_scalings, "parse", spy)
+    prof = load_profile("quick")
+    assert len(prof.scalings) >= 3 and parses == {text: 1 for text in prof.scalings}, dict(parses)
+    specs = build_grid(prof).specs
+    rotary = [s for s in specs if s.scalings]
+    assert len(rotary) >= 3 * len(prof.seeds), len(rotary)  # every task, every seed
+    assert any(s.finetune for s in rotary if s.task == "lm")
+    tuned = {t for t in prof.scalings if real(t).needs_finetune}
+    assert all(not tuned & set(s.scalings) for s in rotary if s.task != "lm")
+    assert parses == {text: 1 for text in prof.scalings}, dict(parses)
+    # a profile changed after it was checked parses what it does not hold, once per use
+    changed = dataclasses.replace(prof, scalings=("ntk:2",))
+    build_grid(changed, encodings=("rope",), tasks=("copy",), seeds=(0,))
+    assert parses["ntk:2"] >= 1

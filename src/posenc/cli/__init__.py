@@ -20,10 +20,19 @@ except ImportError as exc:  # the bare library install has no command-line depen
         f"posenc: the command line needs the 'cli' extra ({exc.name} is missing): pip install 'posenc[cli]'"
     ) from None
 
-from posenc.cli import catalog, check, compare, conform, extend, plot, probe, report
-from posenc.cli import notes_command as notes
-from posenc.cli import presets_command as presets
-from posenc.cli import rope_command as rope
+from posenc.cli import (
+    catalog_command,
+    check_command,
+    compare_command,
+    conform_command,
+    extend_command,
+    notes_command,
+    plot_command,
+    presets_command,
+    probe_command,
+    report_command,
+    rope_command,
+)
 from posenc.cli.paths import os_error_message
 from posenc.core.errors import PosencError
 
@@ -83,6 +92,9 @@ def main() -> None:
 
 
 # One module per command group, each with its click commands in COMMANDS (one line each here).
-for _module in (catalog, check, compare, extend, rope, conform, plot, probe, report, presets, notes):
+for _module in (
+    catalog_command, check_command, compare_command, extend_command, rope_command, conform_command, plot_command,
+    probe_command, report_command, presets_command, notes_command,
+):  # fmt: skip
     for _command in _module.COMMANDS:
         main.add_command(_command)

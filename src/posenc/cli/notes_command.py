@@ -11,10 +11,7 @@ from rich.table import Table
 
 import posenc
 from posenc.analysis import demonstrations, notes
-
-FORMAT = click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
+from posenc.cli.options import FORMAT
 
 
 def print_demonstration(demo: demonstrations.Demonstration, console: Console | None = None) -> None:

@@ -9,10 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from posenc import presets
-
-FORMAT = click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
+from posenc.cli.options import FORMAT
 
 
 def print_presets(fmt: str) -> None:

@@ -15,15 +15,12 @@ from rich.console import Console
 from rich.table import Table
 
 from posenc import hf
+from posenc.cli.options import FORMAT
 from posenc.cli.paths import output_file
 from posenc.core.checks import check_float, check_int
 from posenc.core.errors import PosencError
 from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.viz.figures import new_figure
-
-FORMAT = click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
 
 # option name -> scaling key, for the keys common enough to deserve their own flag
 _FLAGS = {

@@ -36,11 +36,10 @@ from posenc.compare import tuning
 from posenc.compare.contract import check_plugins
 from posenc.compare.device import check_precision, describe, resolve_device
 from posenc.compare.evaluation import check_lm_data
-from posenc.compare.executor import Executor, LocalExecutor, make_executor, max_threads
+from posenc.compare.executor import Executor, LocalExecutor, make_executor
 from posenc.compare.grid import build_grid, check_installation
 from posenc.compare.profile import PROFILES, Profile, check_fits, dump_profile, get_profile
 from posenc.compare.runner import GridOutcome, check_code, run_grid
-from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
 from posenc.records.files import atomic_write_text
 from posenc.records.provenance import encodings_of
@@ -284,8 +283,10 @@ def _plan(
     workers = prof.workers if workers is None else workers
     if threads is None:
         threads = default_threads(workers)
-    check_int(names.get("threads", "threads"), threads, minimum=1, maximum=max_threads())
-    grid = build_grid(prof, encodings=encodings, tasks=tasks, seeds=seeds, threads=threads, device=device)
+    grid = build_grid(
+        prof, encodings=encodings, tasks=tasks, seeds=seeds, threads=threads, device=device,
+        threads_option=names.get("threads", "threads"),
+    )  # fmt: skip
     pool = min(workers, max(1, len(grid.specs)))
     if grid.local_only and (executor != "local" or pool > 1):
         raise PosencError(f"{grid.local_only[0]} (or run with --workers 1, in this process)")

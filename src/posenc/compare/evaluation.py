@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from posenc.compare.device import autocast, to_device
-from posenc.compare.profile import train_length
+from posenc.compare.profile.geometry import train_length
 from posenc.compare.trainer import (
     Progress,
     finetune,

@@ -22,11 +22,11 @@ from typing import Any
 
 from posenc import schedules
 from posenc.compare.executor import max_threads
-from posenc.compare.profile import MAX_SEED, Profile, eval_length, parse_variant, task_eval, train_length
+from posenc.compare.profile.definition import MAX_SEED, Profile
+from posenc.compare.profile.geometry import eval_length, task_eval, train_length
 from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
 from posenc.encoding.base import PositionalEncoding, RotaryEncoding
-from posenc.records import benchmark_scalings as scalings
 from posenc.records.provenance import imports_of
 from posenc.records.spec import RunSpec
 from posenc.registry import GROUP as ENCODING_GROUP
@@ -148,17 +148,19 @@ def build_grid(
     seeds: tuple[int, ...] | None = None,
     threads: int = 1,
     device: str = "cpu",
+    threads_option: str = "threads",
 ) -> Grid:
-    """Expand a profile (optionally narrowed) into independent run specs; ``threads`` and
-    ``device`` (resolved: :func:`posenc.compare.device.resolve_device`) say where they execute."""
+    """Expand a profile (optionally narrowed) into independent run specs; ``threads`` (checked here,
+    an error naming ``threads_option``) and ``device`` (resolved:
+    :func:`posenc.compare.device.resolve_device`) say where they execute."""
+    check_int(threads_option, threads, minimum=1, maximum=max_threads())
     classes = resolve_encodings(profile, encodings)
     names = list(classes)
     task_list = tuple(dict.fromkeys(task_registry.validate_task(task) for task in tasks or profile.tasks))
     imports, local_only = imports_of(names, task_list)
-    check_int("threads", threads, minimum=1, maximum=max_threads())
     if seeds is not None:
         seeds = tuple(check_int("seeds", seed, minimum=0, maximum=MAX_SEED) for seed in seeds)
-    changes = [parse_variant(v) for v in profile.variants]  # architecture variants
+    changes = [profile.variant(v) for v in profile.variants]  # architecture variants, parsed when checked
     skipped = without_variants(profile, classes) if changes else []
     specs: list[RunSpec] = []
     for seed in seeds if seeds is not None else profile.seeds:
@@ -238,13 +240,15 @@ def _architecture_runs(
 
 
 def run_scalings(profile: Profile, task: str) -> tuple[str, ...]:
-    """The profile's RoPE scalings a rotary run of ``task`` evaluates (fine-tuned ones: LM only)."""
-    return scalings.for_task(profile.scalings, task)
+    """The profile's RoPE scalings a rotary run of ``task`` evaluates: fine-tuned ones on the LM only
+    (fine-tuning on longer examples of a synthetic task would train on its test lengths). Each is
+    read as the profile holds it, parsed once when it was checked (:meth:`Profile.scaling`)."""
+    return tuple(s for s in profile.scalings if task == "lm" or not profile.scaling(s).needs_finetune)
 
 
 def run_finetune(profile: Profile, task: str) -> int:
     """Fine-tuning steps of a rotary run of ``task``: the profile's, if a scaling needs them."""
-    needed = any(scalings.parse(s).needs_finetune for s in run_scalings(profile, task))
+    needed = any(profile.scaling(s).needs_finetune for s in run_scalings(profile, task))
     return profile.finetune if needed else 0
 
 

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from posenc.compare.executor import Executor
-from posenc.compare.profile import ARCHITECTURE, VARIANT_KEYS
+from posenc.compare.profile.definition import ARCHITECTURE
+from posenc.compare.profile.variants import VARIANT_KEYS
 from posenc.compare.runner import GridOutcome, check_code, run_grid
 from posenc.compare.work import tune_execute
 from posenc.records.schema import checks_metric, tune_problem

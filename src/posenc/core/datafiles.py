@@ -10,7 +10,8 @@ key: ``presets.json: gpt2.d_model = '768': must be an integer``.
 Types follow the annotations: ``int`` (not bool), ``float`` (ints accepted), ``bool``,
 ``str``, ``X | None`` (``null`` in JSON; a TOML file leaves the key out), ``tuple[X, ...]``
 and fixed tuples (from lists), ``dict[str, X]`` and nested dataclasses (from tables);
-``Any`` is taken as it is.
+``Any`` is taken as it is. A field made with :func:`derived` is no key of a file: it holds what
+checking the data resolved from it (a class, a parsed value), in memory only.
 """
 
 from __future__ import annotations
@@ -27,6 +28,22 @@ from posenc.core.checks import did_you_mean
 from posenc.core.errors import PosencError
 
 MISSING: Any = object()  # a key with no value to show in a message
+#: Field metadata of a field that is not data (:func:`derived`).
+DERIVED = "posenc.derived"
+
+
+def derived(default_factory: Any) -> Any:
+    """A dataclass field that is not data: no key of a file (:func:`check_keys`, :func:`typed`),
+    left out of comparisons and the repr; it holds what checking the data resolved from it, set
+    by the dataclass's maker (``dataclasses.replace(value, field=...)``)."""
+    return dataclasses.field(
+        default_factory=default_factory, compare=False, repr=False, metadata={DERIVED: True}
+    )
+
+
+def data_fields(cls: Any) -> tuple[dataclasses.Field, ...]:
+    """The fields of dataclass ``cls`` that are data: every one but those made with :func:`derived`."""
+    return tuple(f for f in dataclasses.fields(cls) if not f.metadata.get(DERIVED))
 
 
 class Where:
@@ -58,7 +75,7 @@ def hints(cls: type) -> dict[str, Any]:
 
 def check_keys(table: dict[str, Any], cls: type, where: Where, *, prefix: str = "", extra=()) -> None:
     """Refuse a key of ``table`` (and of its nested tables) that ``cls`` has no field for."""
-    names = [f.name for f in dataclasses.fields(cls)]
+    names = [f.name for f in data_fields(cls)]
     for key, value in table.items():
         if key in extra:
             continue
@@ -85,7 +102,7 @@ def typed(cls: type, table: Any, where: Where, *, prefix: str = "", check=None) 
     check_keys(table, cls, where, prefix=prefix)
     annotations = hints(cls)
     values = {}
-    for f in dataclasses.fields(cls):
+    for f in data_fields(cls):
         key = f"{prefix}{f.name}"
         if f.name not in table:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:

@@ -32,9 +32,9 @@ from typing import Any
 import tomlkit
 
 from posenc.compare.device import PRECISIONS, check_device_text
-from posenc.compare.profile import parse_set
 from posenc.core.checks import did_you_mean
 from posenc.core.datafiles import Where, typed
+from posenc.core.dotted_keys import parse_set
 from posenc.core.errors import PosencError
 from posenc.extend.scalings import Entry, parse_all
 

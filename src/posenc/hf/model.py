@@ -47,7 +47,6 @@ transformers' own dynamic NTK keeps the frequencies of the longest call so far.
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,101 +59,14 @@ from posenc.core.errors import PosencError, PosencTypeError
 from posenc.encoding.base import PositionalEncoding, RotaryEncoding
 from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.hf.attention_function import ATTENTION, register
-from posenc.hf.config import config_dict, from_hf
+from posenc.hf.config import config_dict
 from posenc.hf.families import TESTED_TRANSFORMERS, Family, family_of
+from posenc.hf.layer_checks import KINDS, check_layer, kind_message, own_rope, probe_tables, rotary_dim
+from posenc.hf.rotary_tables import IDENTITY, RotaryTables, format_tables, pick_hook
 from posenc.registry import build, get_encoding_class
 from posenc.schedules import LayerEncoding, Schedule
 
-KINDS = ("rotary", "bias", "none")  # what can act inside a transformers attention layer
 ROTARY = "rotary_emb"  # the attribute every family keeps its rotary embedding in
-IDENTITY = -1  # the table source of layers that do not rotate (NoPE, bias encodings)
-PROBE = 16  # positions at which the model's own tables are compared with posenc's
-PROBE_TOLERANCE = 1e-4  # float32 tables of transformers vs posenc's float64 ones cast to float32
-
-
-# ---------------------------------------------------------------------------
-# The tables.
-# ---------------------------------------------------------------------------
-
-
-def format_tables(fmt: str, cos: torch.Tensor, sin: torch.Tensor) -> Any:
-    """posenc's ``cos, sin (b, n, r/2)`` in a family's format (:mod:`posenc.hf.families`)."""
-    if fmt == "cat":
-        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
-    if fmt == "repeat":
-        return cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
-    if fmt == "sin_cos":
-        return sin, cos
-    return torch.complex(cos.float(), sin.float())  # "complex"
-
-
-class RotaryTables(nn.Module):
-    """Stands where the model's rotary embedding was: ``(x, position_ids[, layer_type]) -> tables``.
-
-    ``sources`` are the distinct rotary encodings of the model's layers (submodules, so they
-    move and train with the model); ``routes[layer_type]`` lists the sources the layers of
-    that type take (:data:`IDENTITY` for no rotation). One source: its tables; several:
-    stacked along a new first axis, for the layers' hooks to pick from.
-    """
-
-    def __init__(
-        self,
-        fmt: str,
-        sources: Sequence[RotaryEncoding],
-        routes: dict[str | None, tuple[int, ...]],
-        pairs: dict[str | None, int],
-        axes: int = 1,
-    ) -> None:
-        super().__init__()
-        self.fmt = fmt
-        self.axes = axes  # > 1: position ids (axes, b, n), as Qwen2-VL's (t, h, w)
-        self.sources = nn.ModuleList(sources)
-        self.routes = routes
-        self.pairs = pairs  # r/2 per layer type: the identity tables' width
-
-    def forward(self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None):
-        if not isinstance(position_ids, torch.Tensor) or position_ids.is_floating_point():
-            raise PosencError("posenc's rotary tables need integer position_ids from the model")
-        if layer_type not in self.routes:
-            raise PosencError(f"layer_type {layer_type!r} is not one of this model's {list(self.routes)}")
-        dtype = torch.float32 if self.fmt == "complex" else x.dtype
-        if self.axes > 1 and position_ids.ndim == 3:  # (axes, b, n) -> (b, n, axes) coordinates
-            position_ids = position_ids.permute(1, 2, 0)
-        tables = [self._tables(index, position_ids, dtype, layer_type) for index in self.routes[layer_type]]
-        if len(tables) == 1:
-            return tables[0]
-        if isinstance(tables[0], torch.Tensor):
-            return torch.stack(torch.broadcast_tensors(*tables))  # (e, b, n, r/2) complex
-        return tuple(torch.stack(torch.broadcast_tensors(*parts)) for parts in zip(*tables))  # (e, b, n, r)
-
-    def _tables(self, index: int, position_ids: torch.Tensor, dtype: torch.dtype, layer_type: str | None):
-        if index == IDENTITY:
-            shape = (*position_ids.shape[:2], self.pairs[layer_type])
-            cos = torch.ones(shape, dtype=dtype, device=position_ids.device)
-            sin = torch.zeros(shape, dtype=dtype, device=position_ids.device)
-        else:
-            source = cast(Any, self.sources[index])
-            cos, sin = source.cos_sin(position_ids, dtype)
-        return format_tables(self.fmt, cos, sin)
-
-
-def _pick(index: int, family: str):
-    """A forward pre-hook giving an attention layer entry ``index`` of the stacked tables."""
-
-    def hook(module: nn.Module, args: tuple, kwargs: dict[str, Any]):
-        tables = kwargs.get("position_embeddings")
-        if tables is None:
-            raise PosencError(
-                f"{family}'s attention layer got no position_embeddings keyword; posenc cannot give its "
-                "layers different encodings"
-            )
-        if isinstance(tables, torch.Tensor):
-            kwargs["position_embeddings"] = tables[index]
-        else:
-            kwargs["position_embeddings"] = tuple(part[index] for part in tables)
-        return args, kwargs
-
-    return hook
 
 
 # ---------------------------------------------------------------------------
@@ -259,20 +171,6 @@ def _check_version() -> None:
         )
 
 
-def own_rope(family: Family, cfg: dict[str, Any], layer_type: str | None) -> dict[str, Any]:
-    """Keyword arguments of the posenc encoding (``family.encoding``: RoPE, or Qwen2-VL's M-RoPE)
-    of a model of ``family`` with config ``cfg`` (a dict from :func:`posenc.hf.config_dict`; one
-    layer type)."""
-    if family.encoding != "rope":  # its own reader gives every argument
-        assert family.rope_config is not None
-        return {**family.rope_config(cfg), "layout": family.layout_of(cfg)}
-    rope = from_hf(cfg, layer_type=layer_type)
-    if family.rope_config is not None:
-        rope.update(family.rope_config(cfg))
-    rope["layout"] = family.layout_of(cfg)
-    return rope
-
-
 def _rotary_slot(model: nn.Module, label: str) -> tuple[nn.Module, nn.Module]:
     """``(parent, module)`` of the model's one rotary embedding."""
     slots = [
@@ -304,66 +202,6 @@ def _attention_layers(model: nn.Module, num_layers: int, label: str) -> list[nn.
     return sorted(layers, key=lambda module: int(cast(Any, module).layer_idx))
 
 
-def _probe(
-    family: Family, stock: Any, own: dict[str | None, RotaryEncoding], cfg: dict, hf_config: Any
-) -> None:
-    """Refuse unless the model's own rotary embedding gives posenc's tables for its config."""
-    device = next((b.device for b in stock.buffers()), torch.device("cpu"))
-    # Below every original context, where length-dependent scalings use their original
-    # frequencies (compared with a fresh module: the model's keeps its longest call's ones).
-    limits = [cfg.get("max_position_embeddings")]
-    limits += [
-        (getattr(enc.config, "scaling", None) or {}).get(rope_scaling.ORIGINAL) for enc in own.values()
-    ]
-    n = max(1, min([PROBE] + [int(limit) - 1 for limit in limits if limit]))
-    positions = torch.arange(n, device=device)[None]
-    x = torch.zeros(1, n, int(cfg.get("hidden_size") or 1), device=device)
-    for layer_type, enc in own.items():
-        module = stock
-        if cast(Any, enc).cache_unrotated_keys:  # length-dependent: transformers' module keeps the
-            module = type(stock)(hf_config).to(device)  # longest call's frequencies; a fresh one has none
-        with torch.no_grad():
-            want = module(x, positions) if layer_type is None else module(x, positions, layer_type)
-            got = format_tables(family.tables, *cast(Any, enc.to(device)).cos_sin(positions, torch.float32))
-        want_parts = [want] if isinstance(want, torch.Tensor) else list(want)
-        got_parts = [got] if isinstance(got, torch.Tensor) else list(got)
-        error = math.inf
-        if len(want_parts) == len(got_parts) and all(
-            w.shape == g.shape for w, g in zip(want_parts, got_parts)
-        ):
-            error = max(
-                float((torch.view_as_real(w) if w.is_complex() else w).double().sub(
-                    torch.view_as_real(g) if g.is_complex() else g).abs().max())
-                for w, g in zip(want_parts, got_parts)
-            )  # fmt: skip
-        if not error <= PROBE_TOLERANCE:
-            shapes = [tuple(w.shape) for w in want_parts], [tuple(g.shape) for g in got_parts]
-            where = f" ({layer_type} layers)" if layer_type else ""
-            raise PosencError(
-                f"the {family.label} model's own rotary embedding{where} does not give posenc's tables "
-                f"for its config (shapes {shapes[0]} vs {shapes[1]}, max difference {error:.3g}); posenc "
-                f"refuses to stand in for it. posenc read the config as {own_rope_text(enc)}"
-            )
-
-
-def own_rope_text(enc: RotaryEncoding) -> str:
-    config = enc.config.to_dict()
-    return ", ".join(f"{key}={value!r}" for key, value in config.items())
-
-
-def _rotary_dim(enc: PositionalEncoding) -> int:
-    """Features per head a rotary encoding rotates (RoPE's ``rotary_dim``, else the whole head)."""
-    return int(getattr(enc, "rotary_dim", None) or enc.config.head_dim)
-
-
-def _kind_message(name: str, kind: str) -> str:
-    return (
-        f"{name} is of kind {kind!r}; inside a transformers attention layer posenc runs the kinds "
-        f"{', '.join(KINDS)} (an additive encoding would change the embeddings, relative and contextual "
-        "ones the attention scores with content)"
-    )
-
-
 def _layer_schedule(
     encoding: Any, num_layers: int, config: dict[str, Any], rotates: list[int] | None = None
 ) -> Schedule | list[PositionalEncoding]:
@@ -372,7 +210,7 @@ def _layer_schedule(
     if isinstance(encoding, str):
         cls = get_encoding_class(encoding)  # the one lookup: every layer below carries the class
         if cls.kind not in KINDS:
-            raise PosencError(_kind_message(encoding, cls.kind))
+            raise PosencError(kind_message(encoding, cls.kind))
         schedule = Schedule(
             (LayerEncoding(encoding, config, encoding_class=cls),) * num_layers, name=encoding
         )
@@ -398,83 +236,6 @@ def _layer_schedule(
         "encoding must be None, a registry name, a PositionalEncoding, a list of one per layer or a "
         f"posenc.schedules.Schedule, got {type(encoding).__name__}"
     )
-
-
-def _check_layer(
-    index: int, enc: PositionalEncoding, own: RotaryEncoding, family: Family, cfg: dict, num_heads: int
-) -> None:
-    """Refuse an encoding layer ``index`` cannot run as the model would."""
-    name = type(enc).__name__
-    if enc.kind not in KINDS:
-        raise PosencError(_kind_message(name, enc.kind))
-    if enc.kind == "bias" and family.no_bias:
-        raise PosencError(f"{family.label} takes no bias encodings: {family.no_bias}")
-    axes = getattr(enc, "position_axes", 1)
-    if enc.kind != "none" and axes != family.axes:
-        raise PosencError(
-            f"{name} takes positions with {axes} axes but the {family.label} model gives {family.axes} per token"
-        )
-    if enc.kind == "rotary":
-        _check_rotary_layer(index, enc, own, family, cfg)
-    if enc.kind == "bias":
-        _check_bias_layer(enc, family, cfg, num_heads)
-
-
-def _check_rotary_layer(
-    index: int, enc: PositionalEncoding, own: RotaryEncoding, family: Family, cfg: dict
-) -> None:
-    """A rotary encoding gives the tables the model's attention rotates with, as the model would."""
-    name = type(enc).__name__
-    if not callable(getattr(enc, "cos_sin", None)):
-        raise PosencError(
-            f"{name} has no cos_sin(positions, dtype) method: a transformers model rotates queries and "
-            "keys alike with one (cos, sin) table per position, which it asks the encoding for (xPos "
-            "scales them differently, so it has none). To run a rotary encoding of yours there, add "
-            "cos_sin(positions, dtype) -> (cos, sin), each of shape positions.shape + (rotary_dim // 2,) "
-            "in dtype (one angle per rotated pair, as posenc.encoding.rotary.RoPE.cos_sin), and a Config field "
-            "head_dim; docs/your-encoding.md shows one"
-        )
-    dim = getattr(enc.config, "head_dim", None)
-    if not isinstance(dim, int):
-        raise PosencError(
-            f"{name} has cos_sin but its Config has no head_dim field: add head_dim (the features per "
-            "head it rotates; posenc.core.fields.model_field('head_dim') lets the model fill it in)"
-        )
-    model_dim = own.config.head_dim
-    if dim != model_dim:
-        raise PosencError(f"encoding has head_dim={dim} but the model rotates head_dim={model_dim}")
-    r, model_r = _rotary_dim(enc), _rotary_dim(own)
-    if r != model_r:
-        raise PosencError(
-            f"encoding rotates rotary_dim={r} features per head but the {family.label} model rotates "
-            f"{model_r} (its partial rotary is the model's)"
-        )
-    layout = getattr(enc.config, "layout", "half")
-    if layout != own.config.layout:
-        raise PosencError(
-            f"encoding has layout={layout!r} but the {family.label} model rotates {own.config.layout!r} "
-            "pairs; its q/k weights were trained for them (posenc.encoding.rotary.permute_qk_weight converts "
-            "weights between layouts)"
-        )
-    key = family.rotary_layers_key
-    if key is not None and not cfg.get(key, [1] * (index + 1))[index]:
-        raise PosencError(
-            f"layer {index} of this {family.label} model never rotates ({key}[{index}] = 0); posenc "
-            "cannot give it a rotary encoding"
-        )
-
-
-def _check_bias_layer(enc: PositionalEncoding, family: Family, cfg: dict, num_heads: int) -> None:
-    """A bias encoding has the model's heads, and the model's attention adds nothing posenc's lacks."""
-    if enc.config.num_heads != num_heads:
-        raise PosencError(
-            f"encoding has num_heads={enc.config.num_heads} but the model has {num_heads} heads"
-        )
-    if cfg.get("attn_logit_softcapping") is not None:
-        raise PosencError(
-            f"this {family.label} model soft-caps attention logits (attn_logit_softcapping="
-            f"{cfg['attn_logit_softcapping']}), which posenc's bias attention does not implement"
-        )
 
 
 def _one_per_layer_type(
@@ -558,7 +319,7 @@ class _Target:
 
 def _read_model(model: nn.Module) -> _Target:
     """The model's family, layers and own RoPE; refuses a model whose rotary tables posenc's
-    would not reproduce (:func:`_probe`)."""
+    would not reproduce (:func:`probe_tables`)."""
     import transformers  # the optional peer: a model of it is at hand
 
     hf_config = text_config(model)
@@ -573,7 +334,7 @@ def _read_model(model: nn.Module) -> _Target:
     )
     own_config = {t: own_rope(family, cfg, t) for t in dict.fromkeys(layer_types)}
     own = {t: cast(RotaryEncoding, build(family.encoding, **rope)) for t, rope in own_config.items()}
-    _probe(family, stock, own, cfg, hf_config)
+    probe_tables(family, stock, own, cfg, hf_config)
     device = next(model.parameters()).device
     return _Target(hf_config, family, cfg, (parent, stock), layers, layer_types, own_config, own, device)
 
@@ -608,7 +369,7 @@ def _layer_encodings(target: _Target, encoding: Any, config: dict[str, Any]) -> 
     if family.layer_types and not given:
         encodings = _one_per_layer_type(encodings, layer_types)
     for index, enc in enumerate(encodings):
-        _check_layer(index, enc, own[layer_types[index]], family, target.cfg, target.num_heads)
+        check_layer(index, enc, own[layer_types[index]], family, target.cfg, target.num_heads)
         enc.to(target.device)
     return list(encodings)
 
@@ -626,7 +387,7 @@ def _install(model: nn.Module, target: _Target, encodings: list[PositionalEncodi
         for enc in encodings
     ]
     routes = {t: tuple(dict.fromkeys(r for r, lt in zip(route, layer_types) if lt == t)) for t in target.own}
-    pairs = {t: _rotary_dim(enc) // 2 for t, enc in target.own.items()}
+    pairs = {t: rotary_dim(enc) // 2 for t, enc in target.own.items()}
     parent, _ = target.rotary
     applied = Applied(model, family, encodings, layer_types, target.layers, target.rotary)
     setattr(
@@ -635,7 +396,7 @@ def _install(model: nn.Module, target: _Target, encodings: list[PositionalEncodi
     for index, attn in enumerate(target.layers):
         choices = routes[layer_types[index]]
         if len(choices) > 1:
-            pick = _pick(choices.index(route[index]), family.label)
+            pick = pick_hook(choices.index(route[index]), family.label)
             applied.hooks.append(attn.register_forward_pre_hook(pick, with_kwargs=True))
         if encodings[index].kind == "bias":
             attn.posenc_encoding = encodings[index]  # a submodule: learned biases train with the model

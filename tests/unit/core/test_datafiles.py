@@ -14,7 +14,7 @@ import pytest
 import posenc
 from posenc import presets
 from posenc.analysis import notes
-from posenc.core.datafiles import Where, read_json, typed
+from posenc.core.datafiles import Where, data_fields, derived, read_json, typed
 from posenc.core.errors import PosencError
 from posenc.results import claims
 
@@ -216,3 +216,17 @@ def test_a_bad_preset_is_one_error_naming_it(edit, words):
     with pytest.raises(PosencError) as caught:
         presets.load_presets(data)
     assert all(word in str(caught.value) for word in words), str(caught.value)
+
+
+@dataclasses.dataclass(frozen=True)
+class WithDerived:
+    n: int
+    seen: dict = derived(dict)  # what a check resolved: not a key of a file
+
+
+def test_a_derived_field_is_no_key_of_a_file():
+    got = typed(WithDerived, {"n": 2}, Where("f.json"))
+    assert got == WithDerived(2, {"any": 1}) and got.seen == {}
+    assert [f.name for f in data_fields(WithDerived)] == ["n"]
+    with pytest.raises(PosencError, match="f.json: seen: unknown key; valid keys: n"):
+        typed(WithDerived, {"n": 2, "seen": {}}, Where("f.json"))

@@ -71,7 +71,7 @@ def test_seeds_tied_exactly_on_different_examples_keep_the_examples_noise():
     for seed, wrong in enumerate(([145, 166, 191], [86, 230, 242], [174, 195, 220])):
         values[seed, wrong] = 0.0
     mean, variance, df = stats.mean_variance(values)
-    _, _, ms_resid = stats._mean_squares(values)
+    _, _, ms_resid = stats.mean_squares(values)
     assert mean == pytest.approx(253 / 256)
     assert variance == pytest.approx(ms_resid / (3 * 256)) and variance > 0 and df == 2 * 255
     _, low, high = stats.interval(values, rate=True)

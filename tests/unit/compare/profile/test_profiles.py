@@ -18,7 +18,7 @@ from posenc.core.errors import PosencError
 from posenc.registry import ENCODINGS
 from posenc.tasks import ALL_TASKS
 
-PINNED = json.loads((Path(__file__).parents[2] / "data" / "profile_run_ids.json").read_text())["profiles"]
+PINNED = json.loads((Path(__file__).parents[3] / "data" / "profile_run_ids.json").read_text())["profiles"]
 
 
 def _key(spec) -> str:

@@ -27,7 +27,6 @@ from posenc.compare.profile import (
     load_profile,
     memory_needed,
     parameter_count,
-    parse_set,
 )
 from posenc.core.errors import PosencError
 from posenc.encoding.rotary import scaling as rope_scaling
@@ -315,18 +314,12 @@ def test_a_registered_scaling_with_keys_of_its_own_is_refused_naming_them():
 def test_set_addresses_an_import_spec_in_quotes():
     """Found: --set 'encoding_config."pkg.mod:Class".base=...' was split on every dot."""
     spec = "posenc.encoding.rotary.rope:RoPE"
-    assert parse_set([f'encoding_config."{spec}".base=500.0', 'a."b=c".d=1']) == {
-        "encoding_config": {spec: {"base": 500.0}},
-        "a": {"b=c": {"d": 1}},
-    }
     prof = load_profile("smoke", [f'encodings=["{spec}"]', f'encoding_config."{spec}".base=500.0'])
     assert prof.encoding_config == {spec: {"base": 500.0}}
     rope = [s for s in build_grid(prof, seeds=(0,)).specs if s.encoding == spec]
     assert rope and all(s.encoding_config["base"] == 500.0 for s in rope)
     message = refused(f'encoding_config."{spec}".bse=1.0')
     assert message.startswith(f'--set: encoding_config."{spec}"') and "did you mean 'base'" in message
-    with pytest.raises(PosencError, match="--set takes KEY=VALUE"):
-        parse_set(['a."b=1'])
 
 
 def test_an_option_is_named_in_the_error_about_its_key():
@@ -482,3 +475,25 @@ def test_the_results_lock_can_be_taken_again_by_its_holder(tmp_path):
     with store.lock(), store.lock():  # would wait forever on a second flock of its own
         (tmp_path / "inside").write_text("x")
     assert Path(tmp_path / "inside").exists()
+
+
+# ---------------------------------------------------------------------------
+# What the checks resolved is held by the profile, and is not data.
+# ---------------------------------------------------------------------------
+
+
+def test_a_loaded_profile_holds_its_classes_and_parsed_scalings_which_no_file_sets():
+    from posenc.compare.profile import Resolved
+    from posenc.registry import get_encoding_class
+
+    prof = load_profile("quick")
+    assert set(prof.resolved.classes) >= set(prof.encodings or ()) and prof.scalings
+    assert all(cls is get_encoding_class(name) for name, cls in prof.resolved.classes.items())
+    assert {text: parsed.text for text, parsed in prof.resolved.scalings.items()} == {
+        t: t for t in prof.scalings
+    }
+    assert prof.scaling(prof.scalings[0]) is prof.resolved.scalings[prof.scalings[0]]
+    # not data: in no dict, file or comparison
+    assert "resolved" not in prof.to_dict() and "resolved" not in dump_profile(prof)
+    assert prof == dataclasses.replace(prof, resolved=Resolved()) and "resolved" not in repr(prof)
+    assert "resolved: unknown key" in refused("resolved=1")

@@ -14,12 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from posenc import conform
+from posenc.cli.options import FORMAT
 from posenc.cli.paths import input_dir, output_dir
 from posenc.hf.config import read_config_file
-
-FORMAT = click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
 
 
 @click.group("conform")

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from posenc import registry
 from posenc.cli import main
 from posenc.compare.grid import build_grid
-from posenc.compare.profile import PROFILES, load_profile, parse_set
+from posenc.compare.profile import PROFILES, load_profile
 from posenc.core.errors import PosencError
 from posenc.tasks import task_registry
 
@@ -124,9 +124,6 @@ def test_set_changes_one_key_and_the_run_ids(tmp_path):
     assert wide.encodings is None  # "all"
     ids = {s.run_id for s in build_grid(wide, encodings=("nope",)).specs}
     assert ids and not ids & {s.run_id for s in build_grid(smoke, encodings=("nope",)).specs}
-    assert parse_set(["eval.lm_protocol=sliding", "lr_grid=[0.001, 0.002]", 'description="a b"']) == {
-        "eval": {"lm_protocol": "sliding"}, "lr_grid": [0.001, 0.002], "description": "a b"
-    }  # fmt: skip
 
 
 @pytest.mark.parametrize(

