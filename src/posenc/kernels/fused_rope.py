@@ -7,7 +7,9 @@ their difference, the same for the second half, a ``cat`` (or ``stack``) and a s
 ``cat`` for partial rotary: about ten passes over memory, each allocating a tensor.
 :func:`apply_rotary_fused` does one pass in C (``_rope.c``): per row it reads the pairs,
 rotates them in float32 (float64 for float64 inputs) and writes the result in the input
-dtype, with OpenMP over rows. Products and sums are rounded exactly as in the plain path
+dtype, with OpenMP over rows. Its vector code is AVX-512 or AVX2 as the CPU has them
+(:func:`isa` says which was built; ``POSENC_KERNEL_ISA=avx2`` forces the AVX2 build on an
+AVX-512 machine), plain C loops elsewhere; every build gives the same bits. Products and sums are rounded exactly as in the plain path
 (no FMA contraction), so float32/float64 results are bitwise equal to
 ``apply_rotary(...).to(x.dtype)``; half-precision ones differ by at most the final rounding.
 
@@ -75,6 +77,20 @@ def _function(dtype: torch.dtype):
 def available() -> bool:
     """True when the compiled rotary kernel loads on this machine."""
     return load("_rope") is not None
+
+
+def isa() -> str | None:
+    """The vector instruction set the loaded rotary kernel was compiled for: ``"avx512"``,
+    ``"avx2"`` or ``"scalar"`` (plain C loops); None when no kernel loads.
+
+    ``-march=native`` picks it from the CPU; ``POSENC_KERNEL_ISA`` forces a build
+    (:mod:`posenc.kernels._build`)."""
+    lib = load("_rope")
+    if lib is None:
+        return None
+    fn = lib.posenc_isa
+    fn.restype, fn.argtypes = ctypes.c_char_p, []
+    return fn().decode()
 
 
 def table_dtype(dtype: torch.dtype) -> torch.dtype:
