@@ -97,6 +97,12 @@ def _cpu_flags() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_features() -> set[str]:
+    """The CPU's feature flags as /proc/cpuinfo names them (``avx2``, ``avx512f``, ...); a
+    one-word platform name where there is no /proc/cpuinfo."""
+    return set(_cpu_flags().split())
+
+
 def requested_isa() -> str:
     """The build ``POSENC_KERNEL_ISA`` asks for (``native`` when unset); PosencError for a value
     outside :data:`ISAS`."""
@@ -118,7 +124,7 @@ def _check_runnable(isa: str) -> None:
         return
     if platform.machine().lower() not in ("x86_64", "amd64"):
         raise RuntimeError(f"{ISA_ENV}={isa} needs an x86-64 CPU; this is {platform.machine()}")
-    have = set(_cpu_flags().split())
+    have = cpu_features()
     missing = [flag for flag in needed if flag not in have]
     if missing:
         raise RuntimeError(f"{ISA_ENV}={isa}: this CPU lacks {', '.join(missing)}")
