@@ -115,7 +115,7 @@ def test_flex_path_with_gradients_falls_back_to_chunked(caplog):
     out.sum().backward()
     assert q.grad is not None
     with pytest.raises(ValueError, match="path"):
-        flex_module.bias_attention(q, k, v, enc, path="dense")
+        flex_module.bias_attention(q, k, v, enc, path="sparse")
 
 
 def test_what_flex_cannot_take_is_known_before_a_compile():
