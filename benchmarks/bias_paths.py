@@ -13,9 +13,10 @@ Prints one line per case and writes a JSON report (``--out``): the device, torch
 times, and the rules :func:`posenc.kernels.bias_paths.rules_from_times` makes of them (the fastest
 correct path per length). ``--write-table FILE`` also puts this device's rules into a table file
 (posenc's own is src/posenc/kernels/bias_paths.json: check the report, then write it there).
-``--budget`` stops measuring new cases after that many seconds (cases are ordered: forward before
-backward, bfloat16 before float32, then encodings and lengths as given), so a short GPU lease
-yields what it could measure; the rest keep the chunked path.
+``--budget`` stops measuring new cases after that many seconds (cases are ordered: dtype by dtype
+as given, forward before forward+backward, then encodings and lengths as given), so a short GPU
+lease yields what it could measure; the rest keep the chunked path. The report and the table are
+written after every case, so a run stopped from outside keeps what it measured.
 
 Usage:
     python benchmarks/bias_paths.py --device cuda [--encodings alibi,t5 | bias] [--lengths 1024,4096]
@@ -130,9 +131,10 @@ def measure_case(
 
 
 def cases(args) -> list[tuple[str, str, str, int]]:
-    """(encoding, mode, dtype, length) in the order they are measured."""
+    """(encoding, mode, dtype, length) in the order they are measured: dtype by dtype (training's
+    bfloat16 first, as given), forward then forward+backward, encodings and lengths as given."""
     return [
-        (e, m, d, n) for m in args.modes for d in args.dtypes for e in args.encodings for n in args.lengths
+        (e, m, d, n) for d in args.dtypes for m in args.modes for e in args.encodings for n in args.lengths
     ]
 
 
@@ -190,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     name = bias_paths.device_name(device) or f"{device.type} (not a CUDA device: a dry run)"
     measured = (f"{_dt.date.today().isoformat()}, torch {torch.__version__}, "
                 f"python benchmarks/bias_paths.py {' '.join(argv if argv is not None else sys.argv[1:])}")  # fmt: skip
-    report: dict = {"device": name, "measured": measured, "cases": []}
+    report: dict = {"device": name, "measured": measured, "cases": [], "rules": []}
     start = time.perf_counter()
     for enc, mode, dtype, length in cases(args):
         cls = type(posenc.build_for_model(enc, d_model=HEADS * HEAD_DIM, num_heads=HEADS)).__name__
@@ -206,15 +208,15 @@ def main(argv: list[str] | None = None) -> int:
         wrong = "; ".join(f"{p}: {why}" for p, why in case.get("wrong", {}).items())
         print(f"{enc:12} {mode:7} {dtype:8} L {length:5}: {cells or case.get('skipped', '')}"
               + (f"  [{wrong}]" if wrong else ""), flush=True)  # fmt: skip
-    report["rules"] = rules(report)
+        report["rules"] = rules(report)  # written after every case: a run stopped from outside keeps them
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=1) + "\n")
+        if args.write_table:
+            write_table(args.write_table, name, measured, report["rules"])
     print(
         f"rules for {name}: "
         + (json.dumps(report["rules"]) if report["rules"] else "none (chunked everywhere)")
     )
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=1) + "\n")
-    if args.write_table:
-        write_table(args.write_table, name, measured, report["rules"])
     return 0
 
 

@@ -31,8 +31,8 @@ reads the resident set before the call, resets the kernel's high-water mark
 call added, including every temporary (falls back to ``ru_maxrss`` where that file is
 missing, which can only under-report).
 
-Every run writes a JSON record (machine, versions, shapes, medians, ratios) under
-``benchmarks/results/``; :mod:`speed_compare` diffs two records. Timings
+Every run writes a JSON record (machine, the vector code timed (:func:`vector_isa`), versions,
+shapes, medians, ratios) under ``benchmarks/results/``; :mod:`speed_compare` diffs two records. Timings
 are medians over repeats after a warm-up call; they are only comparable on a quiet
 machine (other processes on the cores inflate everything, the copy roofline included).
 """
