@@ -613,7 +613,11 @@ def run_bias(plan: dict[str, Any], progress, *, memory: bool) -> list[dict[str, 
         shape = (b, h, n, d)
         label = f"bias {name} {'x'.join(map(str, shape))} {mode}"
         backward = mode == "fwd+bwd"
-        flex = (name, n) in flex_cases and not backward and plan.get("compile", True)
+        flex = (
+            (name, n) in flex_cases
+            and (not backward or cases_mod.DEVICE.type == "cuda")
+            and plan.get("compile", True)
+        )
         cases = cases_mod.bias_cases(name, b, h, n, d, torch.float32, flex=flex, backward=backward)
         if n > 4096 or (
             backward and n > 2048

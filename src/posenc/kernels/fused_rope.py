@@ -9,9 +9,11 @@ their difference, the same for the second half, a ``cat`` (or ``stack``) and a s
 rotates them in float32 (float64 for float64 inputs) and writes the result in the input
 dtype, with OpenMP over rows. Its vector code is AVX-512 or AVX2 as the CPU has them
 (:func:`isa` says which was built; ``POSENC_KERNEL_ISA=avx2`` forces the AVX2 build on an
-AVX-512 machine), plain C loops elsewhere; every build gives the same bits. Products and sums are rounded exactly as in the plain path
-(no FMA contraction), so float32/float64 results are bitwise equal to
-``apply_rotary(...).to(x.dtype)``; half-precision ones differ by at most the final rounding.
+AVX-512 machine), plain C loops elsewhere; every build gives the same bits. Products and sums
+are rounded exactly as in the plain path (no FMA contraction), so float32/float64 results are
+bitwise equal to ``apply_rotary(...).to(x.dtype)``; half-precision ones too (the same float32
+arithmetic, rounded once to nearest even). On a CUDA device the same entry points launch a Triton
+kernel instead (:mod:`posenc.kernels.triton_rope`, same job, same bits).
 
 Backward: the rotation is linear in ``x`` with matrix ``R``; its gradient is ``R^T``,
 i.e. the same kernel with ``sin`` negated (``sign=-1``), again one pass. cos/sin are
@@ -75,6 +77,9 @@ def _function(dtype: torch.dtype):
     return fn
 
 
+_TRITON_FAILED: list[str] = []  # the reason, once the Triton kernel failed here: the plain path after
+
+
 def _backend(x: torch.Tensor) -> str | None:
     """Which fused kernel rotates ``x``: ``"c"`` (the CPU's, ``_rope.c``), ``"triton"`` (a CUDA
     device's, :mod:`posenc.kernels.triton_rope`), or None (the plain path)."""
@@ -85,12 +90,9 @@ def _backend(x: torch.Tensor) -> str | None:
     return None
 
 
-_TRITON_FAILED: list[str] = []  # set (with the reason) when the Triton kernel failed once: plain path after
-
-
 def _triton(x4, cos, sin, o4, *, interleaved: bool, rotary_dim: int, sign: int, copy_rest: bool, layout: str):
-    # copy_rest False: o4 is x4 (in place), whose features past rotary_dim are already there
-    """The Triton kernel, or (once it has failed to build or run here: said once) the plain path."""
+    """The Triton kernel, or (once it has failed to build or run here: said once) the plain path.
+    ``copy_rest`` False: ``o4`` is ``x4`` (in place), whose features past rotary_dim are already there."""
     if not _TRITON_FAILED:
         try:
             return triton_rope.launch(x4, cos, sin, o4, interleaved=interleaved, rotary_dim=rotary_dim,
