@@ -53,10 +53,11 @@ enum {
 };
 #define TILE 16
 /* Heads per group (see the header): few streams from memory for calls larger than the caches,
- * more reuse of each cos/sin tile from L1 for calls that fit. Measured single-threaded (CPU
- * time, AMD EPYC, AVX2 build): (1, 8, 1024, 64) float32 q and k took 1.17x a copy with 4 heads
- * per group and 1.29x with 2; (1, 32, 2048, 128) bfloat16 1.35x with 2 and 1.6x with 4 (2.4x
- * with every head in one group, the order before). */
+ * more reuse of each cos/sin tile from L1 for calls that fit. Chosen from one thread's CPU time
+ * on a shared 2-core AMD EPYC (AVX2 build; hints, not an idle machine's timing): (1, 8, 1024, 64)
+ * float32 q and k took about 1.17x a copy with 4 heads per group and 1.29x with 2; (1, 32, 2048,
+ * 128) bfloat16 about 1.35x with 2 and 1.6x with 4 (2.4x with every head in one group, the order
+ * before). Blocking the positions so a block's cos/sin stay in L2 was slower still. */
 #define STREAM_BYTES (24LL << 20) /* bytes read and written by a call past which it streams */
 #define STREAM_GROUP 2
 #define CACHED_GROUP 4
