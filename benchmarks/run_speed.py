@@ -9,6 +9,12 @@ previous one of the same mode (:mod:`speed_compare`).
 Usage:
     python benchmarks/run_speed.py [--quick | --full] [--section rope|decode|bias|train ...]
         [--no-memory] [--out DIR] [--no-save] [--threads N] [--device cpu|cuda] [--format table|json]
+        [--isa native|avx512|avx2]
+
+``--isa avx2`` times what an AVX2 machine runs, on an AVX-512 one: the process is started again
+with ``POSENC_KERNEL_ISA=avx2`` (posenc's kernel built for AVX2) and ``ATEN_CPU_CAPABILITY=avx2``
+(torch's own CPU code, the copy roofline and the peers included, at AVX2), which must be set
+before torch loads. Each record says which vector code it timed (``machine.vector_isa``).
 
 Then ``python benchmarks/compare_speed.py`` diffs the two newest records of a mode, and
 ``python benchmarks/update_speed_table.py RECORD ...`` rewrites the README's speed table.
@@ -17,6 +23,7 @@ Then ``python benchmarks/compare_speed.py`` diffs the two newest records of a mo
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -32,6 +39,12 @@ from posenc.core.errors import PosencError
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SECTION_CHOICES = speed.SECTIONS
+#: --isa: the environment that makes posenc's kernel and torch's own CPU code use it (set before torch loads)
+ISA_ENVIRONMENT = {
+    "native": {"POSENC_KERNEL_ISA": "native", "ATEN_CPU_CAPABILITY": ""},  # "": unset
+    "avx512": {"POSENC_KERNEL_ISA": "avx512", "ATEN_CPU_CAPABILITY": "avx512"},
+    "avx2": {"POSENC_KERNEL_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2"},
+}
 
 
 @click.command("run_speed.py")
@@ -57,7 +70,11 @@ SECTION_CHOICES = speed.SECTIONS
     help="cpu, or cuda / cuda:N: races rope and bias there (with --section rope --section bias)",
 )  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def run_command(mode, sections, no_memory, out_dir, no_save, threads, device, fmt) -> None:
+@click.option(
+    "--isa", type=click.Choice(list(ISA_ENVIRONMENT)), default=None,
+    help="vector code to time: avx2 on an AVX-512 CPU times an AVX2 machine's code (default: the CPU's own)",
+)  # fmt: skip
+def run_command(mode, sections, no_memory, out_dir, no_save, threads, device, fmt, isa) -> None:
     """Time RoPE application, decoding, bias attention and a training step against peers.
 
     \b
@@ -75,7 +92,12 @@ def run_command(mode, sections, no_memory, out_dir, no_save, threads, device, fm
       python benchmarks/run_speed.py --quick --section rope --format json
       python benchmarks/run_speed.py --full --out benchmarks/results
       python benchmarks/run_speed.py --quick --device cuda --section rope --section bias
+      python benchmarks/run_speed.py --quick --isa avx2
     """
+    if isa is not None and _missing_environment(isa):
+        raise click.UsageError(
+            f"--isa {isa} must be set before torch loads: run `python benchmarks/run_speed.py`"
+        )
     if threads is not None:
         check_int("--threads", threads, minimum=1, maximum=max_threads())
     if not no_save:
@@ -89,8 +111,10 @@ def run_command(mode, sections, no_memory, out_dir, no_save, threads, device, fm
             device=device,
         )  # fmt: skip
     comparison = None
-    if not no_save:
-        found = speed_compare.previous_records(out_dir, record["series"])
+    if not no_save:  # the newest earlier record of the same vector code
+        label = speed.isa_label(record)
+        found = [p for p in speed_compare.previous_records(out_dir, record["series"])
+                 if speed.isa_label(speed_compare.load(p)) == label]  # fmt: skip
         if len(found) >= 2:
             comparison = speed_compare.compare(speed_compare.load(found[-2]), speed_compare.load(found[-1]))
     if fmt == "json":
@@ -106,8 +130,29 @@ def run_command(mode, sections, no_memory, out_dir, no_save, threads, device, fm
             out.print(line, markup=False)
 
 
+def _missing_environment(isa: str) -> dict[str, str]:
+    """The variables ``--isa isa`` needs that this process's environment lacks."""
+    wanted = ISA_ENVIRONMENT[isa]
+    return {k: v for k, v in wanted.items() if os.environ.get(k, "").strip().lower() != v}
+
+
+def _requested_isa(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == "--isa" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--isa="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; a bad option or value is one line on stderr and exit status 2."""
+    argv = sys.argv[1:] if argv is None else argv
+    isa = _requested_isa(argv)
+    if isa in ISA_ENVIRONMENT and _missing_environment(isa):  # a fresh process: torch reads it when it loads
+        env = {**os.environ, **ISA_ENVIRONMENT[isa]}
+        env = {k: v for k, v in env.items() if v}
+        os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv], env)
     try:
         run_command.main(args=argv, prog_name="run_speed.py", standalone_mode=False)
     except click.exceptions.Exit as exc:  # --help

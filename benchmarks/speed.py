@@ -31,8 +31,8 @@ reads the resident set before the call, resets the kernel's high-water mark
 call added, including every temporary (falls back to ``ru_maxrss`` where that file is
 missing, which can only under-report).
 
-Every run writes a JSON record (machine, versions, shapes, medians, ratios) under
-``benchmarks/results/``; :mod:`speed_compare` diffs two records. Timings
+Every run writes a JSON record (machine, the vector code timed (:func:`vector_isa`), versions,
+shapes, medians, ratios) under ``benchmarks/results/``; :mod:`speed_compare` diffs two records. Timings
 are medians over repeats after a warm-up call; they are only comparable on a quiet
 machine (other processes on the cores inflate everything, the copy roofline included).
 """
@@ -317,33 +317,59 @@ def _load(record: dict[str, Any]) -> str:
     return "" if not before else f"1-min load {before[0]:.2f} before, {after[0]:.2f} after" if after else ""
 
 
+def isa_label(record: dict[str, Any]) -> str:
+    """Which vector code a record timed: posenc's kernel build and torch's own CPU code (older
+    records did not say)."""
+    isa = record.get("machine", {}).get("vector_isa")
+    if not isa:
+        return "vector code not recorded"
+    forced = " (forced)" if isa.get("forced") else ""
+    return f"posenc kernel {isa.get('kernel')}{forced}, torch {isa.get('torch')}, CPU {isa.get('cpu')}"
+
+
+def _where(record: dict[str, Any], path: str, others: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    machine = record.get("machine", {})
+    load = _load(record)
+    if not others:
+        return (
+            f"From `python benchmarks/run_speed.py --{record['mode']}` (record `{path}`, "
+            f"{record.get('created', '?')[:10]}, {machine.get('cpu', '?')}, {machine.get('torch_threads', '?')} "
+            f"threads{'; ' + load if load else ''})"
+        )
+    runs = "; ".join(f"`{p}` ({_load(r) or 'load not recorded'})" for p, r in others)
+    return (
+        f"From {len(others) + 1} runs of `python benchmarks/run_speed.py --{record['mode']}` on {machine.get('cpu', '?')}, "
+        f"{machine.get('torch_threads', '?')} threads: `{path}` "
+        f"({load or 'load not recorded'}); {runs}. Goals are judged on the median over the runs; "
+        "the notes below the table are from the first"
+    )
+
+
 def readme_markdown(
     record: dict[str, Any], *, path: str | None = None, others: Sequence[tuple[str, dict[str, Any]]] = ()
 ) -> str:
     """The README's speed section from one record (or, with ``others``, the goals judged on
     the median over all of them): where it came from, the targets, then the decode,
-    scaling, compile and training numbers (of ``record``) that have no goal of their own."""
-    machine = record.get("machine", {})
-    load = _load(record)
-    where = (
-        f"From `python benchmarks/run_speed.py --{record['mode']}` (record `{path or record.get('path', '?')}`, "
-        f"{record.get('created', '?')[:10]}, {machine.get('cpu', '?')}, {machine.get('torch_threads', '?')} "
-        f"threads{'; ' + load if load else ''})"
-    )
-    if others:
-        runs = "; ".join(f"`{p}` ({_load(r) or 'load not recorded'})" for p, r in others)
-        where = (
-            f"From {len(others) + 1} runs of `python benchmarks/run_speed.py --{record['mode']}` on {machine.get('cpu', '?')}, "
-            f"{machine.get('torch_threads', '?')} threads: `{path or record.get('path', '?')}` "
-            f"({load or 'load not recorded'}); {runs}. Goals are judged on the median over the runs; "
-            "the notes below the table are from the first"
-        )
-    rows_ = targets_over([record, *(r for _, r in others)]) if others else None
-    lines = [
-        f"{where}; ratios interleave the contenders in rounds and take medians:",
-        "",
-        targets_markdown(record, rows_),
-    ]
+    scaling, compile and training numbers (of ``record``) that have no goal of their own.
+
+    Records of different vector code (:func:`isa_label`: an AVX2 build timed next to the
+    machine's AVX-512 one) get one table each, judged on their own runs."""
+    groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for p, r in [(path or record.get("path", "?"), record), *others]:
+        groups.setdefault(isa_label(r), []).append((p, r))
+    lines: list[str] = []
+    for label, runs in groups.items():
+        (first_path, first), rest = runs[0], runs[1:]
+        if len(groups) > 1 or label != "vector code not recorded":
+            lines += [f"**{label}**", ""]
+        rows_ = targets_over([first, *(r for _, r in rest)]) if rest else None
+        lines += [
+            f"{_where(first, first_path, rest)}; ratios interleave the contenders in rounds and take medians:",
+            "",
+            targets_markdown(first, rows_),
+            "",
+        ]
+    lines.pop()
     extra = []
     attention = _find(record, "decode", "attention")
     if attention:
@@ -587,7 +613,11 @@ def run_bias(plan: dict[str, Any], progress, *, memory: bool) -> list[dict[str, 
         shape = (b, h, n, d)
         label = f"bias {name} {'x'.join(map(str, shape))} {mode}"
         backward = mode == "fwd+bwd"
-        flex = (name, n) in flex_cases and not backward and plan.get("compile", True)
+        flex = (
+            (name, n) in flex_cases
+            and (not backward or cases_mod.DEVICE.type == "cuda")
+            and plan.get("compile", True)
+        )
         cases = cases_mod.bias_cases(name, b, h, n, d, torch.float32, flex=flex, backward=backward)
         if n > 4096 or (
             backward and n > 2048
@@ -644,6 +674,19 @@ def run_train(plan: dict[str, Any], progress) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------
 
 
+def vector_isa() -> dict[str, Any]:
+    """The vector code a run times: posenc's rotary kernel build (``posenc.kernels.fused_rope.isa``),
+    torch's own CPU code (its copies, SDPA, the peers), the best the CPU has, and the build
+    ``POSENC_KERNEL_ISA`` forced (None: native)."""
+    from posenc.kernels import fused_rope
+    from posenc.kernels._build import ISA_ENV, cpu_features
+
+    flags = cpu_features()
+    cpu = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "other"
+    return {"kernel": fused_rope.isa(), "torch": torch.backends.cpu.get_cpu_capability(), "cpu": cpu,
+            "forced": os.environ.get(ISA_ENV) or None}  # fmt: skip
+
+
 def machine_info() -> dict[str, Any]:
     cpu = platform.processor()
     try:
@@ -680,6 +723,7 @@ def machine_info() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "vector_isa": vector_isa(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "versions": versions,
     }

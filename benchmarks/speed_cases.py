@@ -298,9 +298,13 @@ def bias_cases(
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(future, float("-inf")))
 
     cases["sdpa + dense bias"] = wrap(dense)
-    cases["posenc chunked"] = wrap(lambda: bias_attention(q, k, v, enc, causal=True))
-    if flex and not backward:
-        cases["posenc flex"] = lambda: bias_attention(q, k, v, enc, causal=True, path="flex")
+    cases["posenc chunked"] = wrap(lambda: bias_attention(q, k, v, enc, causal=True, path="chunked"))
+    if (
+        DEVICE.type != "cpu"
+    ):  # what attention runs there: the path measured fastest (posenc.kernels.bias_paths)
+        cases["posenc auto (measured path)"] = wrap(lambda: bias_attention(q, k, v, enc, causal=True))
+    if flex and (not backward or DEVICE.type == "cuda"):  # FlexAttention has a backward on CUDA only
+        cases["posenc flex"] = wrap(lambda: bias_attention(q, k, v, enc, causal=True, path="flex"))
     if backward:
         return cases
     if name not in X_BIAS:

@@ -7,7 +7,8 @@ with :func:`speed.readme_markdown` of the record (the goals met or missed,
 the command and the record's path), so the README shows a run of the code as shipped.
 With several records (runs of the same mode on the same machine) each goal is judged on
 the median over them and the table shows the range: ratios on a shared 2-core machine
-move more between runs than within one.
+move more between runs than within one. Records of different vector code (``run_speed.py --isa
+avx2`` next to the machine's own) get one table each.
 """
 
 from __future__ import annotations

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# posenc's checks on a CUDA machine, in one short run (about 4 minutes on one H200):
-#   1. the CUDA tests (tests/gpu/test_cuda.py: every encoding, the KV cache, bf16, posenc.hf and
-#      posenc extend on the GPU against the CPU; the compare smoke profile on CUDA, fp32 and bf16);
+# posenc's checks on a CUDA machine, in one run of about 10 minutes (each step has its own limit):
+#   1. the CUDA tests (tests/gpu/test_cuda.py: every encoding, the KV cache, bf16, posenc.hf and posenc
+#      extend on the GPU against the CPU; the Triton rotary kernel bit for bit against the plain path;
+#      every bias path (chunked, FlexAttention, dense) against float64; the compare smoke profile on CUDA);
 #   2. the speed races of RoPE and the bias encodings on the GPU (benchmarks/run_speed.py --device cuda);
-#   3. posenc compare on the GPU: the quick profile's protocol for two encodings on copy, one seed;
-#   4. the FlexAttention sweep on CUDA for every bias encoding (tests/flex_sweep.py; a compile per padded
-#      shape: on an H200 it did not finish within its limit, so its result may be missing).
-# Each step has its own time limit and writes its output under OUT (default ./gpu-check); a step that
-# fails or runs out of time is reported and the next one runs.
+#   3. the bias-path measurements (benchmarks/bias_paths.py): chunked vs FlexAttention vs dense per
+#      encoding, length, dtype, forward and forward+backward, each path checked against float64 first;
+#      they print the rules for posenc/kernels/bias_paths.json and write them to OUT/bias_paths.json
+#      (a table with this device's entry: check it, then copy the entry into the repository's table);
+#   4. posenc compare on the GPU: the quick profile's protocol for two encodings on copy, one seed;
+#   5. the FlexAttention sweep on CUDA for the bias encodings (tests/flex_sweep.py; a compile per padded
+#      shape: its result may be missing when its limit is reached).
+# Each step writes its output under OUT (default ./gpu-check); a step that fails or runs out of time is
+# reported and the next one runs.
 #
 # Usage: bash scripts/gpu_check.sh [OUT]
-# Needs: a CUDA build of PyTorch and posenc's cli + test extras (transformers for the posenc.hf and
-# extend tests); run from a checkout (PYTHONPATH is set to its src/ here).
+# Needs: a CUDA build of PyTorch (it brings triton) and posenc's cli + test extras (transformers for the
+# posenc.hf and extend tests); run from a checkout (PYTHONPATH is set to its src/ here).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-${OUT:-gpu-check}}"
@@ -41,9 +46,9 @@ step() {  # step NAME LIMIT_S COMMAND...: run with a time limit, output to OUT/N
 } >"$out/env.txt" 2>&1
 cat "$out/env.txt"
 
-step tests 140 "$py" -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/gpu/test_cuda.py \
+step tests 170 "$py" -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/gpu/test_cuda.py \
   tests/unit/compare/test_device.py
-step speed 120 "$py" benchmarks/run_speed.py --quick --device "$dev" --section rope --section bias \
+step speed 110 "$py" benchmarks/run_speed.py --quick --device "$dev" --section rope --section bias \
   --out "$out/speed-records"
 mv "$out"/speed-records/speed-quick-*.json "$out/speed.json" 2>/dev/null
 [ -f "$out/speed.json" ] && "$py" - "$out/speed.json" <<'EOF'
@@ -59,8 +64,13 @@ for section in ("rope", "bias"):
             print(f"{section:5} {case:32} {name:34} "
                   + (f"{r['ms']:9.3f} ms  x{ratio:.2f}" if "ms" in r else r.get("skipped", "")))
 EOF
-step compare 120 "$py" -c 'import sys; from posenc.cli import main; sys.exit(main())' compare --profile quick --encodings rope,alibi --tasks copy --seeds 0 \
+# the bias paths: most-used encodings first; what the budget leaves unmeasured keeps the chunked path
+step bias-paths 190 "$py" benchmarks/bias_paths.py --device "$dev" --encodings alibi,t5,fire \
+  --lengths 512,2048,8192 --dtypes bfloat16,float32 --repeats 5 --budget 150 --out "$out/bias-paths.json" \
+  --write-table "$out/bias_paths.json"
+grep -v "^rules for" "$out/bias-paths.txt" 2>/dev/null | tail -n 40
+step compare 80 "$py" -c 'import sys; from posenc.cli import main; sys.exit(main())' compare --profile quick --encodings rope,alibi --tasks copy --seeds 0 \
   --device "$dev" --workers 4 --no-report --out "$out/compare"
 cp "$out/compare/runs.csv" "$out/runs.csv" 2>/dev/null
-step flex 75 "$py" tests/flex_sweep.py --device "$dev" --encodings bias --lengths 1-40,127,128,129,255,256,257
+step flex 50 "$py" tests/flex_sweep.py --device "$dev" --encodings alibi,t5,fire --lengths 1-20,127,128,129,255,256,257
 rm -rf "$out/compare" "$out/speed-records"

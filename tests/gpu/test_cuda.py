@@ -181,3 +181,65 @@ def test_posenc_extend_on_the_gpu_measures_what_it_measures_on_the_cpu(tmp_path)
                 length,
             )
     assert gpu["passkey"] == cpu["passkey"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("d,r", [(128, 128), (64, 64), (40, 34)], ids=str)
+def test_fused_rotary_on_the_gpu_gives_the_plain_paths_bits(dtype, layout, d, r):
+    """On CUDA the Triton kernel (posenc.kernels.triton_rope) rotates: forward and backward equal the
+    plain PyTorch path on the same device to the last bit; strided (b, n, h, d) input, tables per batch."""
+    from posenc.encoding.rotary.rope import apply_rotary
+    from posenc.kernels import fused_rope
+
+    g = torch.Generator().manual_seed(d + r)
+    x = torch.randn(2, 37, 4, d, generator=g).to(DEVICE, dtype).transpose(1, 2).requires_grad_()
+    angles = torch.randn(2, 1, 37, r // 2, generator=g, dtype=torch.float64) * 3
+    cos, sin = angles.cos().float().to(DEVICE), angles.sin().float().to(DEVICE)
+    if torch.device(DEVICE).type == "cuda":
+        assert fused_rope._backend(x) == "triton", "the Triton kernel is not used on this CUDA device"
+    fast = fused_rope.apply_rotary_fused(x, cos, sin, layout=layout, rotary_dim=r)
+    slow = apply_rotary(x.float(), cos, sin, layout=layout, rotary_dim=r).to(dtype)
+    assert not fused_rope._TRITON_FAILED, fused_rope._TRITON_FAILED
+    torch.testing.assert_close(fast, slow, rtol=0, atol=0)
+    grad = torch.randn(2, 4, 37, d, generator=g).to(DEVICE, dtype)
+    torch.testing.assert_close(
+        torch.autograd.grad(fast, x, grad)[0], torch.autograd.grad(slow, x, grad)[0], rtol=0, atol=0
+    )
+
+
+@pytest.mark.parametrize("name", BIAS)
+@pytest.mark.parametrize("path", ["chunked", "flex", "dense"])
+def test_every_bias_path_on_the_gpu_equals_the_cpus_float64(name, path):
+    """The paths the measured table (posenc.kernels.bias_paths) may choose on a GPU: forward and
+    backward into q, k, v and the encoding's parameters, float32 on the device against float64 on
+    the CPU. (With POSENC_TEST_DEVICE=cpu FlexAttention has no backward: forward only there.)"""
+    from tests.unit.kernels.test_flex import FLEX_UNSUPPORTED
+
+    from posenc.kernels.bias_attention import _try_flex, bias_attention
+
+    if path == "flex" and name in FLEX_UNSUPPORTED:
+        pytest.skip(f"FlexAttention cannot compile {name}'s score_mod: {FLEX_UNSUPPORTED[name]}")
+    torch.manual_seed(0)
+    enc = posenc.build_for_model(name, d_model=32, num_heads=2)
+    with torch.no_grad():
+        for param in enc.parameters():
+            param.add_(0.3 * torch.randn_like(param))
+    g = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(1, 2, 150, 16, generator=g, dtype=torch.float64) for _ in range(4)]
+    backward = not (path == "flex" and torch.device(DEVICE).type == "cpu")
+    results = []
+    for device, dtype in (("cpu", torch.float64), (DEVICE, torch.float32)):  # the reference, then the path
+        reference = dtype == torch.float64
+        moved = copy.deepcopy(enc).double() if reference else copy.deepcopy(enc).to(device)
+        q, k, v, grad = (x.to(device, dtype).requires_grad_(i < 3 and backward) for i, x in enumerate(inputs))
+        with torch.set_grad_enabled(backward):
+            if path == "flex" and not reference:
+                out = _try_flex(q, k, v, moved, None, None, None, True, 0.0, say=True)
+                assert out is not None, "FlexAttention did not run"
+            else:
+                out = bias_attention(q, k, v, moved, causal=True, path="chunked" if reference else path)
+            grads = torch.autograd.grad(out, [q, k, v, *moved.parameters()], grad) if backward else ()
+        results.append([out.detach().cpu().double(), *(x.cpu().double() for x in grads)])
+    for cpu, gpu in zip(*results):
+        torch.testing.assert_close(gpu, cpu, rtol=1e-4, atol=1e-4 * max(1.0, float(cpu.abs().max())))

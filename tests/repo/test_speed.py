@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -115,6 +117,45 @@ def test_several_runs_judge_each_goal_on_their_median_and_show_the_range():
     )
     assert "| 1.04x | 1.00x - 1.25x (3) |" in text and "| met |" in text
     assert "range over runs" not in speed.readme_markdown(runs[0], path="a.json")
+
+
+def test_records_of_different_vector_code_get_a_table_each():
+    """An AVX2 build timed on an AVX-512 machine next to its native build: one row set per vector
+    code, each judged on its own runs, never the median of both."""
+    avx2 = {"kernel": "avx2", "torch": "AVX2", "cpu": "avx512", "forced": "avx2"}
+    native = {"kernel": "avx512", "torch": "AVX512", "cpu": "avx512", "forced": None}
+    runs = [_copy_ratio_record(r, 0.1) for r in (1.3, 1.02, 1.4, 1.04)]
+    for run, isa in zip(runs, (avx2, native, avx2, native)):
+        run["machine"]["vector_isa"] = isa
+    text = speed.readme_markdown(runs[0], path="a.json", others=[(p, r) for p, r in zip("bcd", runs[1:])])
+    assert "**posenc kernel avx2 (forced), torch AVX2, CPU avx512**" in text
+    assert "**posenc kernel avx512, torch AVX512, CPU avx512**" in text
+    assert text.count("From 2 runs") == 2 and "| 1.35x | 1.30x - 1.40x (2) |" in text
+    assert "| 1.03x | 1.02x - 1.04x (2) |" in text
+    assert speed.isa_label({"machine": {}}) == "vector code not recorded"
+
+
+def test_a_forced_isa_reaches_the_kernel_and_torch(monkeypatch):
+    """``--isa avx2`` starts the race again with the environment torch reads when it loads."""
+    from posenc.kernels import _build
+
+    if not {"avx2", "fma", "f16c"} <= _build.cpu_features():
+        pytest.skip("this CPU has no AVX2")
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "run_speed.py"), "--smoke", "--section", "rope", "--no-save",
+         "--format", "json", "--isa", "avx2"],
+        capture_output=True, text=True, timeout=600, env={k: v for k, v in os.environ.items()
+                                                          if k not in ("POSENC_KERNEL_ISA", "ATEN_CPU_CAPABILITY")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    record = json.loads(result.stdout[result.stdout.index("{") :])["record"]
+    isa = record["machine"]["vector_isa"]
+    assert (isa["kernel"], isa["torch"], isa["forced"]) == ("avx2", "AVX2", "avx2")
+    # in a process whose torch is already loaded the option is refused, never half applied
+    monkeypatch.delenv("POSENC_KERNEL_ISA", raising=False)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    refused = CliRunner().invoke(run_speed.run_command, ["--smoke", "--no-save", "--isa", "avx2"])
+    assert refused.exit_code == 2 and "must be set before torch loads" in refused.output
 
 
 def test_peak_memory_probe_sees_torch_allocations():

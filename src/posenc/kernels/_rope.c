@@ -6,20 +6,43 @@
  * Per pair (x1, x2) with (c, s):  y1 = x1 c - x2 (sign s),  y2 = x1 (sign s) + x2 c.
  * sign = +1 is the forward rotation, sign = -1 its transpose (the backward pass).
  * Features r..d-1 are copied when copy_rest is set (skip it for in-place calls).
- * Built with -ffp-contract=off so every product and sum is rounded exactly as the
- * plain PyTorch path rounds it; half-precision inputs compute in float32.
+ *
+ * Rounding: every product and sum is rounded exactly as the plain PyTorch path rounds it
+ * (built with -ffp-contract=off, and the vector code below uses no fused multiply-add), so
+ * float32/float64 results are bitwise equal to the plain path; half-precision inputs compute
+ * in float32 and round once at the end, to nearest even (bfloat16: NaN -> 0x7fc0, as
+ * c10::BFloat16).
+ *
+ * Vector code, chosen by the instruction set the library is compiled for (-march=native by
+ * default; kernels/_build.py can force another, see POSENC_KERNEL_ISA):
+ *   - AVX-512 (F, BW, DQ, VL): 16 pairs per step;
+ *   - AVX2 (+ F16C): 8 pairs per step;
+ *   both widen bfloat16 to float32 with an integer shift and round float32 to bfloat16 to
+ *   nearest even with integer adds and shifts, in vector registers (no BF16 instruction: the
+ *   AVX-512 BF16 conversion flushes subnormal results to zero, which torch does not);
+ *   - otherwise plain C loops (the compiler's own vectorisation).
+ * The same scalar loops finish every row whose pair count is not a whole number of steps.
+ * All variants give the same bits (tests/unit/kernels/test_rope_isa.py builds each and checks).
  *
  * Calling convention: one pointer to int64 words, JOB_WORDS per job, and a job count (q and
  * k in one call). Passing one array instead of ~20 scalars keeps the foreign call itself
  * well under a microsecond, which is what a one-token decode step is made of.
  *
- * Order of work: rows are visited in tiles of TILE positions; within a tile, every head
- * reads the same cos/sin rows (when they are broadcast over heads), which stay in L1
- * instead of being fetched once per head from farther away.
+ * Order of work: units of up to TILE consecutive positions of one (b, h), visited over
+ * (b, group, tile, h) with h fastest, a group being a few consecutive heads: the heads of a
+ * group read the same cos/sin rows (when they are broadcast over heads), which stay in L1,
+ * while each head's rows are read and written in order, tile after tile. Few heads per group
+ * keep the number of memory streams small (the hardware prefetchers track only so many: every
+ * head at once, the order before, ran the (1, 32, 2048, 128) bfloat16 case at 2.4x a copy);
+ * a call that fits in the caches takes more heads per group. With threads, the units of ALL
+ * jobs are split evenly between them in one parallel region (one team start per call).
  */
 #include <stdint.h>
 #include <string.h>
 #include <omp.h>
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 typedef uint16_t bf16_t;
 
@@ -29,6 +52,33 @@ enum {
     JOB_WORDS
 };
 #define TILE 16
+/* Heads per group (see the header): few streams from memory for calls larger than the caches,
+ * more reuse of each cos/sin tile from L1 for calls that fit. Chosen from one thread's CPU time
+ * on a shared 2-core AMD EPYC (AVX2 build; hints, not an idle machine's timing): (1, 8, 1024, 64)
+ * float32 q and k took about 1.17x a copy with 4 heads per group and 1.29x with 2; (1, 32, 2048,
+ * 128) bfloat16 about 1.35x with 2 and 1.6x with 4 (2.4x with every head in one group, the order
+ * before). Blocking the positions so a block's cos/sin stay in L2 was slower still. */
+#define STREAM_BYTES (24LL << 20) /* bytes read and written by a call past which it streams */
+#define STREAM_GROUP 2
+#define CACHED_GROUP 4
+#define MAX_JOBS 64 /* jobs per call that share one parallel region; more run region by region */
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#define ISA_AVX512 1
+#define ISA_NAME "avx512"
+#elif defined(__AVX2__) && defined(__F16C__)
+#define ISA_AVX2 1
+#define ISA_NAME "avx2"
+#else
+#define ISA_NAME "scalar"
+#endif
+
+/* The vector ISA this library was compiled for: "avx512", "avx2" or "scalar". */
+const char *posenc_isa(void) { return ISA_NAME; }
+
+/* ------------------------------------------------------------------------------------------
+ * Scalar conversions and rows (every dtype; the tails of the vector rows).
+ * ---------------------------------------------------------------------------------------- */
 
 static inline float bf16_load(bf16_t h) {
     uint32_t u = (uint32_t)h << 16;
@@ -47,177 +97,320 @@ static inline bf16_t bf16_store(float f) {
 
 #define ID(v) (v)
 
-/* One row: gather the pairs into a, z (locals), rotate into out. Separate functions so
- * that `restrict` holds in each (x and out may be the same memory for in-place calls). */
-#define DEFINE_ROW(SUFFIX, T, CT, LOAD, STORE)                                                   \
-    static inline __attribute__((always_inline)) void gather_##SUFFIX(                           \
-        const T *restrict x, CT *restrict a, CT *restrict z, int64_t half, int interleaved) {     \
-        if (interleaved) {                                                                        \
-            for (int64_t p = 0; p < half; ++p) {                                                  \
-                a[p] = LOAD(x[2 * p]);                                                            \
-                z[p] = LOAD(x[2 * p + 1]);                                                        \
-            }                                                                                     \
-        } else {                                                                                  \
-            for (int64_t p = 0; p < half; ++p) a[p] = LOAD(x[p]);                                 \
-            for (int64_t p = 0; p < half; ++p) z[p] = LOAD(x[p + half]);                          \
-        }                                                                                         \
-    }                                                                                             \
-    static inline __attribute__((always_inline)) void rotate_##SUFFIX(                           \
-        const CT *restrict a, const CT *restrict z, const CT *restrict c, const CT *restrict s,   \
-        T *restrict out, int64_t half, int interleaved, CT sg) {                                  \
-        if (interleaved) {                                                                        \
-            for (int64_t p = 0; p < half; ++p) {                                                  \
-                const CT sp = s[p] * sg;                                                          \
-                out[2 * p] = STORE(a[p] * c[p] - z[p] * sp);                                      \
-                out[2 * p + 1] = STORE(a[p] * sp + z[p] * c[p]);                                  \
-            }                                                                                     \
-        } else {                                                                                  \
-            for (int64_t p = 0; p < half; ++p) out[p] = STORE(a[p] * c[p] - z[p] * (s[p] * sg));  \
-            for (int64_t p = 0; p < half; ++p)                                                    \
-                out[p + half] = STORE(a[p] * (s[p] * sg) + z[p] * c[p]);                          \
-        }                                                                                         \
+/* Pairs [from, half) of one row. Each step reads its pair before writing it, so x and out
+ * may be the same memory (in-place calls). */
+#define DEFINE_SCALAR(SUFFIX, T, CT, LOAD, STORE)                                                  \
+    static inline void half_tail_##SUFFIX(const T *x, T *out, const CT *c, const CT *s,            \
+                                          int64_t from, int64_t half, CT sg) {                     \
+        for (int64_t p = from; p < half; ++p) {                                                    \
+            const CT x1 = LOAD(x[p]), x2 = LOAD(x[p + half]), sp = s[p] * sg;                      \
+            out[p] = STORE(x1 * c[p] - x2 * sp);                                                   \
+            out[p + half] = STORE(x1 * sp + x2 * c[p]);                                            \
+        }                                                                                          \
+    }                                                                                              \
+    static inline void inter_tail_##SUFFIX(const T *x, T *out, const CT *c, const CT *s,           \
+                                           int64_t from, int64_t half, CT sg) {                    \
+        for (int64_t p = from; p < half; ++p) {                                                    \
+            const CT x1 = LOAD(x[2 * p]), x2 = LOAD(x[2 * p + 1]), sp = s[p] * sg;                 \
+            out[2 * p] = STORE(x1 * c[p] - x2 * sp);                                               \
+            out[2 * p + 1] = STORE(x1 * sp + x2 * c[p]);                                           \
+        }                                                                                          \
     }
 
-/* One row of the "half" layout read straight from x (out is other memory: no gather into
- * locals needed). Same products and sums, in the same order, as gather + rotate. (The
- * interleaved layout keeps the gather: read in place, its pattern is complex multiplication,
- * which the compiler may turn into fused multiply-adds, breaking bitwise equality.) */
-#define DEFINE_DIRECT(SUFFIX, T, CT, LOAD, STORE)                                                \
-    static inline __attribute__((always_inline)) void direct_##SUFFIX(                           \
-        const T *restrict x, const CT *restrict c, const CT *restrict s, T *restrict out,         \
-        int64_t half, CT sg) {                                                                    \
-        for (int64_t p = 0; p < half; ++p) {                                                      \
-            const CT x1 = LOAD(x[p]), x2 = LOAD(x[p + half]), sp = s[p] * sg;                     \
-            out[p] = STORE(x1 * c[p] - x2 * sp);                                                  \
-            out[p + half] = STORE(x1 * sp + x2 * c[p]);                                           \
-        }                                                                                         \
-    }
+DEFINE_SCALAR(f32, float, float, ID, ID)
+DEFINE_SCALAR(f64, double, double, ID, ID)
+DEFINE_SCALAR(bf16, bf16_t, float, bf16_load, bf16_store)
+DEFINE_SCALAR(f16, _Float16, float, (float), (_Float16))
 
-/* The tiles of one thread, [begin, end) in units of (b, tile, h): each unit is up to TILE
- * consecutive positions of one (b, h). always_inline so that each call below with a literal
- * `half` becomes its own copy with constant trip counts (fully vectorised). */
-#define DEFINE_UNITS(SUFFIX, T, CT, ROTATE, DIRECT)                                              \
-    static inline __attribute__((always_inline)) void units_##SUFFIX(                            \
-        const int64_t *restrict j, int64_t begin, int64_t end, int64_t tiles, int64_t half,        \
-        CT *a, CT *z) {                                                                           \
-        const T *x = (const T *)(intptr_t)j[A_X];                                                 \
-        T *out = (T *)(intptr_t)j[A_OUT];                                                         \
-        const CT *cos = (const CT *)(intptr_t)j[A_COS], *sin = (const CT *)(intptr_t)j[A_SIN];    \
-        const int64_t H = j[A_H], N = j[A_N], D = j[A_D], R = j[A_R];                             \
-        const int interleaved = (int)j[A_INTERLEAVED], copy_rest = (int)j[A_COPY_REST];           \
-        const CT sg = (CT)j[A_SIGN];                                                              \
-        for (int64_t unit = begin; unit < end; ++unit) {                                          \
-            const int64_t h = unit % H, tile = (unit / H) % tiles, b = unit / (H * tiles);        \
-            const int64_t n0 = tile * TILE, n1 = n0 + TILE < N ? n0 + TILE : N;                   \
-            for (int64_t n = n0; n < n1; ++n) {                                                   \
-                const T *xr = x + b * j[A_XSB] + h * j[A_XSH] + n * j[A_XSN];                     \
-                T *orow = out + b * j[A_OSB] + h * j[A_OSH] + n * j[A_OSN];                       \
-                const int64_t co = b * j[A_CSB] + h * j[A_CSH] + n * j[A_CSN];                    \
-                if (copy_rest && !interleaved) { /* out is not x: read the row where it is */    \
-                    DIRECT(xr, cos + co, sin + co, orow, half, sg);                               \
-                } else { /* gather the row first (in place: before overwriting it) */            \
-                    gather_##SUFFIX(xr, a, z, half, interleaved);                                 \
-                    ROTATE(a, z, cos + co, sin + co, orow, half, interleaved, sg);                \
-                }                                                                                 \
-                if (copy_rest)                                                                    \
-                    for (int64_t e = R; e < D; ++e) orow[e] = xr[e];                              \
-            }                                                                                     \
-        }                                                                                         \
-    }
+/* ------------------------------------------------------------------------------------------
+ * Vector rows. VF is a vector of VL floats; per dtype, LD_<T>(p) widens VL elements at p to
+ * VF and ST_<T>(p, v) rounds VF to VL elements at p.
+ * ---------------------------------------------------------------------------------------- */
 
-#define UNITS_CALL(SUFFIX, HALF) units_##SUFFIX(job, begin, end, tiles, HALF, a, z)
-
-#define DEFINE_ROPE(SUFFIX, T, CT, ROTATE, DIRECT)                                               \
-    DEFINE_UNITS(SUFFIX, T, CT, ROTATE, DIRECT)                                                   \
-    void posenc_rope_##SUFFIX(const int64_t *jobs, int count) {                                   \
-        for (int i = 0; i < count; ++i) {                                                         \
-            const int64_t *job = jobs + (int64_t)i * JOB_WORDS;                                   \
-            const int64_t half = job[A_R] / 2, N = job[A_N];                                      \
-            const int64_t tiles = (N + TILE - 1) / TILE, units = job[A_B] * job[A_H] * tiles;     \
-            if (units <= 0 || half <= 0) continue; /* empty: nothing to rotate */                 \
-            if (job[A_THREADS] <= 1) { /* no thread team for a small job (a decode step) */       \
-                const int64_t begin = 0, end = units;                                             \
-                CT a[half], z[half];                                                              \
-                switch (half) {                                                                   \
-                case 32: UNITS_CALL(SUFFIX, 32); break;                                           \
-                case 64: UNITS_CALL(SUFFIX, 64); break;                                           \
-                default: UNITS_CALL(SUFFIX, half);                                                \
-                }                                                                                 \
-                continue;                                                                         \
-            }                                                                                     \
-            _Pragma("omp parallel num_threads((int)job[A_THREADS])") {                           \
-                const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();               \
-                const int64_t begin = units * t / nt, end = units * (t + 1) / nt;                 \
-                CT a[half], z[half];                                                              \
-                switch (half) { /* head_dim 64, 128: constant loops (measured 1.8x faster) */   \
-                case 32: UNITS_CALL(SUFFIX, 32); break;                                           \
-                case 64: UNITS_CALL(SUFFIX, 64); break;                                           \
-                default: UNITS_CALL(SUFFIX, half);                                                \
-                }                                                                                 \
-            }                                                                                     \
-        }                                                                                         \
-    }
-
-DEFINE_ROW(f32, float, float, ID, ID)
-DEFINE_ROW(f64, double, double, ID, ID)
-DEFINE_ROW(bf16, bf16_t, float, bf16_load, bf16_store)
-DEFINE_ROW(f16, _Float16, float, (float), (_Float16))
-DEFINE_DIRECT(f32, float, float, ID, ID)
-DEFINE_DIRECT(f64, double, double, ID, ID)
-DEFINE_DIRECT(bf16, bf16_t, float, bf16_load, bf16_store)
-DEFINE_DIRECT(f16, _Float16, float, (float), (_Float16))
-
-#if defined(__AVX512BF16__) && defined(__AVX512F__)
-#include <immintrin.h>
-/* bfloat16 output through the CPU's own float->bf16 instruction (round to nearest even, as
- * bf16_store for every non-NaN value): rotate into a float row, then convert 16 at a time. */
-static inline __attribute__((always_inline)) void rotate_bf16_native(
-    const float *restrict a, const float *restrict z, const float *restrict c,
-    const float *restrict s, bf16_t *restrict out, int64_t half, int interleaved, float sg) {
-    float y[2 * half];
-    rotate_f32(a, z, c, s, y, half, interleaved, sg);
-    int64_t p = 0;
-    for (; p + 16 <= 2 * half; p += 16) {
-        __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(y + p));
-        _mm256_storeu_si256((__m256i *)(out + p), (__m256i)v);
-    }
-    for (; p < 2 * half; ++p) out[p] = bf16_store(y[p]);
+#if defined(ISA_AVX512)
+#define VL 16
+typedef __m512 VF;
+#define VMUL _mm512_mul_ps
+#define VADD _mm512_add_ps
+#define VSUB _mm512_sub_ps
+#define VLOADF _mm512_loadu_ps
+#define VNEG(v) _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)))
+static inline VF LD_f32(const float *p) { return _mm512_loadu_ps(p); }
+static inline void ST_f32(float *p, VF v) { _mm512_storeu_ps(p, v); }
+static inline VF LD_bf16(const bf16_t *p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
 }
-#define ROTATE_BF16 rotate_bf16_native
-/* The "half" layout read in place: 16 pairs per step, bfloat16 -> float32 by a shift,
- * products and sums as the plain path (no FMA), float32 -> bfloat16 by the CPU. */
-static inline __attribute__((always_inline)) void direct_bf16_native(
-    const bf16_t *restrict x, const float *restrict c, const float *restrict s, bf16_t *restrict out,
-    int64_t half, float sg) {
-    const __m512 vsg = _mm512_set1_ps(sg);
-    int64_t p = 0;
-    for (; p + 16 <= half; p += 16) {
-        const __m512 x1 = _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + p))), 16));
-        const __m512 x2 = _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + p + half))), 16));
-        const __m512 cc = _mm512_loadu_ps(c + p), sp = _mm512_mul_ps(_mm512_loadu_ps(s + p), vsg);
-        const __m512 y1 = _mm512_sub_ps(_mm512_mul_ps(x1, cc), _mm512_mul_ps(x2, sp));
-        const __m512 y2 = _mm512_add_ps(_mm512_mul_ps(x1, sp), _mm512_mul_ps(x2, cc));
-        _mm256_storeu_si256((__m256i *)(out + p), (__m256i)_mm512_cvtneps_pbh(y1));
-        _mm256_storeu_si256((__m256i *)(out + p + half), (__m256i)_mm512_cvtneps_pbh(y2));
-    }
-    for (; p < half; ++p) {
-        const float x1 = bf16_load(x[p]), x2 = bf16_load(x[p + half]), sp = s[p] * sg;
-        out[p] = bf16_store(x1 * c[p] - x2 * sp);
-        out[p + half] = bf16_store(x1 * sp + x2 * c[p]);
-    }
+static inline void ST_bf16(bf16_t *p, VF v) {
+    /* (u + 0x7fff + ((u >> 16) & 1)) >> 16: round to nearest even; NaN -> 0x7fc0. Not the
+     * AVX-512 BF16 conversion: it flushes subnormal results to zero, which torch does not. */
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    r = _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7fc0));
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
 }
-#define DIRECT_BF16 direct_bf16_native
-#else
-#define ROTATE_BF16 rotate_bf16
-#define DIRECT_BF16 direct_bf16
+static inline VF LD_f16(const _Float16 *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+static inline void ST_f16(_Float16 *p, VF v) {
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+/* Interleaved pairs: (a, z) of 2*VL consecutive elements, de-interleaved per 128-bit lane;
+ * the cos/sin rows are permuted the same way and the results re-interleaved lane by lane. */
+#define SHUF_A(v0, v1) _mm512_shuffle_ps(v0, v1, 0x88)
+#define SHUF_Z(v0, v1) _mm512_shuffle_ps(v0, v1, 0xDD)
+static inline VF PERM_CS(const float *p) {
+    /* lane l of the de-interleaved vectors holds pairs 2l, 2l+1, 8+2l, 8+2l+1 */
+    const __m512i idx = _mm512_setr_epi32(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+    return _mm512_permutexvar_ps(idx, _mm512_loadu_ps(p));
+}
+#define UNPACK_LO _mm512_unpacklo_ps
+#define UNPACK_HI _mm512_unpackhi_ps
+#elif defined(ISA_AVX2)
+#define VL 8
+typedef __m256 VF;
+#define VMUL _mm256_mul_ps
+#define VADD _mm256_add_ps
+#define VSUB _mm256_sub_ps
+#define VLOADF _mm256_loadu_ps
+#define VNEG(v) _mm256_xor_ps(v, _mm256_set1_ps(-0.0f))
+static inline VF LD_f32(const float *p) { return _mm256_loadu_ps(p); }
+static inline void ST_f32(float *p, VF v) { _mm256_storeu_ps(p, v); }
+static inline VF LD_bf16(const bf16_t *p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+static inline void ST_bf16(bf16_t *p, VF v) {
+    /* (u + 0x7fff + ((u >> 16) & 1)) >> 16: round to nearest even; NaN -> 0x7fc0 */
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc00000), nan);
+    /* the high halves (the >> 16): bytes 2, 3 of each word to the low 8 bytes of each 128-bit
+     * lane, then the two lanes' low 8 bytes together */
+    const __m256i hi = _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1,
+                                        2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+    r = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(r, hi), 0x08);
+    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(r));
+}
+static inline VF LD_f16(const _Float16 *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline void ST_f16(_Float16 *p, VF v) {
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+#define SHUF_A(v0, v1) _mm256_shuffle_ps(v0, v1, 0x88)
+#define SHUF_Z(v0, v1) _mm256_shuffle_ps(v0, v1, 0xDD)
+static inline VF PERM_CS(const float *p) {
+    /* lane l of the de-interleaved vectors holds pairs 2l, 2l+1, 4+2l, 4+2l+1 */
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_loadu_ps(p)), 0xD8));
+}
+#define UNPACK_LO _mm256_unpacklo_ps
+#define UNPACK_HI _mm256_unpackhi_ps
 #endif
 
-DEFINE_ROPE(f32, float, float, rotate_f32, direct_f32)
-DEFINE_ROPE(f64, double, double, rotate_f64, direct_f64)
-DEFINE_ROPE(bf16, bf16_t, float, ROTATE_BF16, DIRECT_BF16)
-DEFINE_ROPE(f16, _Float16, float, rotate_f16, direct_f16)
+#ifdef VL
+/* One row, "half" layout: pairs (p, p + half), VL of them per step. NEG: the transpose
+ * (sign -1), whose products use -s (negation is exact: the same bits as s * -1). */
+#define DEFINE_VECTOR(SUFFIX, T)                                                                   \
+    static inline __attribute__((always_inline)) void half_row_##SUFFIX(                           \
+        const T *x, T *out, const float *c, const float *s, int64_t half, int neg) {               \
+        int64_t p = 0;                                                                             \
+        for (; p + VL <= half; p += VL) {                                                          \
+            const VF x1 = LD_##SUFFIX(x + p), x2 = LD_##SUFFIX(x + p + half);                      \
+            const VF cc = VLOADF(c + p);                                                           \
+            const VF ss = neg ? VNEG(VLOADF(s + p)) : VLOADF(s + p);                               \
+            ST_##SUFFIX(out + p, VSUB(VMUL(x1, cc), VMUL(x2, ss)));                                \
+            ST_##SUFFIX(out + p + half, VADD(VMUL(x1, ss), VMUL(x2, cc)));                         \
+        }                                                                                          \
+        if (p < half) half_tail_##SUFFIX(x, out, c, s, p, half, neg ? -1.0f : 1.0f);               \
+    }                                                                                              \
+    /* One row, "interleaved" layout: pairs (2p, 2p + 1), VL of them (2 VL elements) per step. */  \
+    static inline __attribute__((always_inline)) void inter_row_##SUFFIX(                          \
+        const T *x, T *out, const float *c, const float *s, int64_t half, int neg) {               \
+        int64_t p = 0;                                                                             \
+        for (; p + VL <= half; p += VL) {                                                          \
+            const VF v0 = LD_##SUFFIX(x + 2 * p), v1 = LD_##SUFFIX(x + 2 * p + VL);                \
+            const VF a = SHUF_A(v0, v1), z = SHUF_Z(v0, v1);                                       \
+            const VF cc = PERM_CS(c + p);                                                          \
+            const VF ss = neg ? VNEG(PERM_CS(s + p)) : PERM_CS(s + p);                             \
+            const VF y1 = VSUB(VMUL(a, cc), VMUL(z, ss)), y2 = VADD(VMUL(a, ss), VMUL(z, cc));     \
+            ST_##SUFFIX(out + 2 * p, UNPACK_LO(y1, y2));                                           \
+            ST_##SUFFIX(out + 2 * p + VL, UNPACK_HI(y1, y2));                                      \
+        }                                                                                          \
+        if (p < half) inter_tail_##SUFFIX(x, out, c, s, p, half, neg ? -1.0f : 1.0f);              \
+    }
+DEFINE_VECTOR(f32, float)
+DEFINE_VECTOR(bf16, bf16_t)
+DEFINE_VECTOR(f16, _Float16)
+#else /* no vector ISA: the scalar loops do every pair */
+#define DEFINE_VECTOR(SUFFIX, T)                                                                   \
+    static inline void half_row_##SUFFIX(const T *x, T *out, const float *c, const float *s,       \
+                                         int64_t half, int neg) {                                  \
+        half_tail_##SUFFIX(x, out, c, s, 0, half, neg ? -1.0f : 1.0f);                             \
+    }                                                                                              \
+    static inline void inter_row_##SUFFIX(const T *x, T *out, const float *c, const float *s,      \
+                                          int64_t half, int neg) {                                 \
+        inter_tail_##SUFFIX(x, out, c, s, 0, half, neg ? -1.0f : 1.0f);                            \
+    }
+DEFINE_VECTOR(f32, float)
+DEFINE_VECTOR(bf16, bf16_t)
+DEFINE_VECTOR(f16, _Float16)
+#endif
+
+/* float64: plain loops (not a speed goal; the compiler may vectorise them). */
+static inline void half_row_f64(const double *x, double *out, const double *c, const double *s,
+                                int64_t half, int neg) {
+    half_tail_f64(x, out, c, s, 0, half, neg ? -1.0 : 1.0);
+}
+static inline void inter_row_f64(const double *x, double *out, const double *c, const double *s,
+                                 int64_t half, int neg) {
+    inter_tail_f64(x, out, c, s, 0, half, neg ? -1.0 : 1.0);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Jobs, tiles and threads.
+ * ---------------------------------------------------------------------------------------- */
+
+/* One copy of the units loop per (layout, sign), with HALF pairs per row. */
+#define SPECIALISE(SUFFIX, HALF)                                                                   \
+    switch (key) {                                                                                 \
+    case 0: units_##SUFFIX(j, begin, end, G, HALF, 0, 0); break;                                   \
+    case 1: units_##SUFFIX(j, begin, end, G, HALF, 0, 1); break;                                   \
+    case 2: units_##SUFFIX(j, begin, end, G, HALF, 1, 0); break;                                   \
+    default: units_##SUFFIX(j, begin, end, G, HALF, 1, 1);                                         \
+    }
+
+/* Where unit u of a job lies: units run over (b, group, tile, h), h fastest, where a group is
+ * G consecutive heads (the last one may be smaller) and a tile TILE consecutive positions. */
+typedef struct {
+    int64_t b, g, tile, h, h0, h1; /* h0 .. h1 - 1: the heads of group g */
+} Pos;
+
+static inline Pos unit_pos(int64_t u, int64_t H, int64_t tiles, int64_t G) {
+    Pos q;
+    const int64_t per_b = H * tiles;
+    q.b = u / per_b;
+    u -= q.b * per_b;
+    q.g = u / (G * tiles); /* every group before the last is full */
+    u -= q.g * G * tiles;
+    q.h0 = q.g * G;
+    q.h1 = q.h0 + G < H ? q.h0 + G : H;
+    q.tile = u / (q.h1 - q.h0);
+    q.h = q.h0 + u % (q.h1 - q.h0);
+    return q;
+}
+
+static inline void next_unit(Pos *q, int64_t H, int64_t tiles, int64_t G) {
+    if (++q->h < q->h1) return;
+    q->h = q->h0;
+    if (++q->tile < tiles) return;
+    q->tile = 0;
+    q->h0 = q->h1;
+    if (q->h0 >= H) q->h0 = 0, ++q->b;
+    q->h = q->h0;
+    q->h1 = q->h0 + G < H ? q->h0 + G : H;
+}
+
+/* Units [begin, end) of one job; each unit is up to TILE consecutive positions of one (b, h).
+ * always_inline with literal HALF / INTER / NEG below, so that the common head sizes get their
+ * own copy with constant trip counts and no branch per row. */
+#define DEFINE_UNITS(SUFFIX, T, CT)                                                                \
+    static inline __attribute__((always_inline)) void units_##SUFFIX(                              \
+        const int64_t *restrict j, int64_t begin, int64_t end, int64_t G, int64_t half,            \
+        int inter, int neg) {                                                                      \
+        const T *x = (const T *)(intptr_t)j[A_X];                                                  \
+        T *out = (T *)(intptr_t)j[A_OUT];                                                          \
+        const CT *cos = (const CT *)(intptr_t)j[A_COS], *sin = (const CT *)(intptr_t)j[A_SIN];     \
+        const int64_t H = j[A_H], N = j[A_N], D = j[A_D], R = j[A_R];                              \
+        const int64_t tiles = (N + TILE - 1) / TILE;                                               \
+        const int64_t xsb = j[A_XSB], xsh = j[A_XSH], xsn = j[A_XSN];                              \
+        const int64_t osb = j[A_OSB], osh = j[A_OSH], osn = j[A_OSN];                              \
+        const int64_t csb = j[A_CSB], csh = j[A_CSH], csn = j[A_CSN];                              \
+        const int64_t rest = j[A_COPY_REST] ? D - R : 0;                                           \
+        Pos q = unit_pos(begin, H, tiles, G);                                                      \
+        for (int64_t unit = begin; unit < end; ++unit, next_unit(&q, H, tiles, G)) {               \
+            const int64_t n0 = q.tile * TILE, n1 = n0 + TILE < N ? n0 + TILE : N;                  \
+            const T *xr = x + q.b * xsb + q.h * xsh + n0 * xsn;                                    \
+            T *orow = out + q.b * osb + q.h * osh + n0 * osn;                                      \
+            const CT *cr = cos + q.b * csb + q.h * csh + n0 * csn;                                 \
+            const CT *sr = sin + q.b * csb + q.h * csh + n0 * csn;                                 \
+            for (int64_t n = n0; n < n1; ++n) {                                                    \
+                if (inter)                                                                         \
+                    inter_row_##SUFFIX(xr, orow, cr, sr, half, neg);                               \
+                else                                                                               \
+                    half_row_##SUFFIX(xr, orow, cr, sr, half, neg);                                \
+                if (rest) memcpy(orow + R, xr + R, (size_t)rest * sizeof(T));                      \
+                xr += xsn, orow += osn, cr += csn, sr += csn;                                      \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static void range_##SUFFIX(const int64_t *j, int64_t begin, int64_t end, int64_t G) {          \
+        const int64_t half = j[A_R] / 2;                                                           \
+        const int inter = (int)j[A_INTERLEAVED], neg = j[A_SIGN] < 0;                              \
+        const int key = (inter << 1) | neg;                                                        \
+        /* head_dim 64 and 128: constant loops (measured 1.8x faster); anything else: a loop */    \
+        if (half == 32) {                                                                          \
+            SPECIALISE(SUFFIX, 32);                                                                \
+        } else if (half == 64) {                                                                   \
+            SPECIALISE(SUFFIX, 64);                                                                \
+        } else {                                                                                   \
+            SPECIALISE(SUFFIX, half);                                                              \
+        }                                                                                          \
+    }
+
+static inline int64_t job_units(const int64_t *j) {
+    if (j[A_R] < 2) return 0; /* nothing to rotate */
+    return j[A_B] * j[A_H] * ((j[A_N] + TILE - 1) / TILE);
+}
+
+/* Units [lo, hi) of the concatenation of jobs[0 .. count), each job's part by RANGE. */
+#define DEFINE_SPAN(SUFFIX)                                                                        \
+    static void span_##SUFFIX(const int64_t *jobs, int count, const int64_t *first, int64_t lo,    \
+                              int64_t hi, int64_t G) {                                             \
+        for (int i = 0; i < count; ++i) {                                                          \
+            const int64_t *j = jobs + (int64_t)i * JOB_WORDS;                                      \
+            const int64_t a = lo > first[i] ? lo : first[i];                                       \
+            const int64_t e = hi < first[i + 1] ? hi : first[i + 1];                               \
+            if (a < e) range_##SUFFIX(j, a - first[i], e - first[i], G);                           \
+        }                                                                                          \
+    }
+
+/* Run `count` jobs: one parallel region for all of them when any asks for threads, none otherwise. */
+#define DEFINE_ROPE(SUFFIX, T, CT)                                                                 \
+    DEFINE_UNITS(SUFFIX, T, CT)                                                                    \
+    DEFINE_SPAN(SUFFIX)                                                                            \
+    static void batch_##SUFFIX(const int64_t *jobs, int count) {                                   \
+        int64_t first[MAX_JOBS + 1];                                                               \
+        int threads = 1;                                                                           \
+        int64_t bytes = 0;                                                                         \
+        first[0] = 0;                                                                              \
+        for (int i = 0; i < count; ++i) {                                                          \
+            const int64_t *j = jobs + (int64_t)i * JOB_WORDS;                                      \
+            first[i + 1] = first[i] + job_units(j);                                                \
+            bytes += 2 * j[A_B] * j[A_H] * j[A_N] * j[A_D] * (int64_t)sizeof(T);                   \
+            if (j[A_THREADS] > threads) threads = (int)j[A_THREADS];                               \
+        }                                                                                          \
+        const int64_t G = bytes > STREAM_BYTES ? STREAM_GROUP : CACHED_GROUP;                      \
+        const int64_t total = first[count];                                                        \
+        if (total <= 0) return;                                                                    \
+        if (threads <= 1 || total < 2) { /* no thread team for a small call (a decode step) */     \
+            span_##SUFFIX(jobs, count, first, 0, total, G);                                        \
+            return;                                                                                \
+        }                                                                                          \
+        _Pragma("omp parallel num_threads(threads)") {                                             \
+            const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();                    \
+            span_##SUFFIX(jobs, count, first, total * t / nt, total * (t + 1) / nt, G);            \
+        }                                                                                          \
+    }                                                                                              \
+    void posenc_rope_##SUFFIX(const int64_t *jobs, int count) {                                    \
+        for (int i = 0; i < count; i += MAX_JOBS)                                                  \
+            batch_##SUFFIX(jobs + (int64_t)i * JOB_WORDS, count - i < MAX_JOBS ? count - i : MAX_JOBS); \
+    }
+
+DEFINE_ROPE(f32, float, float)
+DEFINE_ROPE(f64, double, double)
+DEFINE_ROPE(bf16, bf16_t, float)
+DEFINE_ROPE(f16, _Float16, float)
 
 /* Bumped whenever a signature or the job layout above changes; the loader checks it. */
 int posenc_abi_version(void) { return 2; }

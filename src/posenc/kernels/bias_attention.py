@@ -40,7 +40,16 @@ that does not grow with ``i * j``:
     needs gradients on the CPU, a head_dim under 16 on CUDA, or more shapes than torch's
     recompile limit take the chunked path with one log line.
 
-Both are tested against dense SDPA on full tensors (tests/unit/kernels/test_kernels.py).
+``"dense"``: the whole ``(b|1, h, i, j)`` bias handed to SDPA (what the plain attention path
+    computes); fastest at short lengths on some GPUs, memory growing with ``i * j``.
+
+``"auto"`` (what attention uses) is the chunked path, except on a device that
+:mod:`posenc.kernels.bias_paths` has measurements for: there the path measured fastest for the
+encoding, the mode (forward, or with a backward pass), the dtype and the length; a flex choice
+the call cannot take (a mask, dropout) runs chunked.
+
+All are tested against dense SDPA on full tensors (tests/unit/kernels/test_kernels.py,
+test_flex.py, test_bias_paths.py).
 """
 
 from __future__ import annotations
@@ -55,11 +64,11 @@ from torch.utils.checkpoint import checkpoint
 
 from posenc.core.checks import check_choice, check_int, compute_dtype
 from posenc.core.positions import Positions, as_positions, resolve_positions
-from posenc.kernels import mlp_bias
+from posenc.kernels import bias_paths, mlp_bias
 from posenc.kernels._build import warn_once
 from posenc.kernels.blocked import blocked_attention, blocks_for, hankel_block
 
-PATHS = ("auto", "chunked", "flex")
+PATHS = ("auto", "chunked", "flex", "dense")
 CHUNK_BYTES = 32 << 20  # bias bytes per block (translation-invariant encodings)
 GENERIC_CHUNK_BYTES = 8 << 20  # per block when the float64 definition runs per score
 MIN_CAUSAL_ROWS = 128  # causal: blocks of max(this, i/8) rows skip most of the masked triangle
@@ -424,6 +433,35 @@ def flex_available() -> bool:
 # ---------------------------------------------------------------------------
 
 
+def dense_bias_attention(q, k, v, encoding, *, q_positions=None, k_positions=None, allowed=None,
+                         causal: bool = False, dropout: float = 0.0) -> torch.Tensor:  # fmt: skip
+    """SDPA with the encoding's whole bias ``(b|1, h, i, j)`` (float32 for half-precision q, as the
+    chunked path keeps it), ``-inf`` at masked keys; ``(b, h, i, d)``."""
+    b, _, i, _ = q.shape
+    j = k.shape[2]
+    qp = as_positions(q_positions, i, batch=b, device=q.device, name="q_positions")
+    kp = as_positions(k_positions, j, batch=b, device=q.device, name="k_positions")
+    bias = encoding.bias(i, j, q_positions=qp, k_positions=kp, device=q.device).to(compute_dtype(q.dtype))
+    if causal:  # the i queries are the last i keys
+        future = torch.ones(i, j, dtype=torch.bool, device=q.device).triu(j - i + 1)
+        bias = bias.masked_fill(future, float("-inf"))
+    if allowed is not None:
+        bias = bias.masked_fill(~allowed, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout)
+
+
+def _auto_path(q, k, v, encoding) -> str:
+    """The measured path for this call's device (``"chunked"`` where nothing was measured)."""
+    name = bias_paths.device_name(q.device)
+    if name is None:
+        return bias_paths.DEFAULT
+    needs_grad = torch.is_grad_enabled() and (
+        any(t.requires_grad for t in (q, k, v)) or any(p.requires_grad for p in encoding.parameters())
+    )
+    mode = "fwd+bwd" if needs_grad else "fwd"
+    return bias_paths.choose(name, type(encoding).__name__, mode, q.dtype, k.shape[2])
+
+
 def bias_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -438,33 +476,53 @@ def bias_attention(
     path: str = "auto",
     chunk: int | None = None,
 ) -> torch.Tensor:
-    """Attention ``softmax(q k^T / sqrt(d) + bias) v`` with memory independent of ``i * j``.
+    """Attention ``softmax(q k^T / sqrt(d) + bias) v``, by the path ``path`` names.
 
-    ``path="auto"`` is the chunked path; ``"flex"`` uses FlexAttention when it can (no
-    gradients, no ``allowed`` mask, no dropout) and otherwise falls back to chunked with one
-    log line. Arguments as :func:`chunked_bias_attention`.
+    ``path="auto"``: the chunked path (memory independent of ``i * j``), or on a device with
+    measurements (:mod:`posenc.kernels.bias_paths`) the path measured fastest there. ``"flex"``
+    uses FlexAttention when it can (no ``allowed`` mask, no dropout, no gradients on the CPU) and
+    otherwise falls back to chunked (with one log line when asked for by name); ``"dense"`` builds
+    the whole bias. Arguments as :func:`chunked_bias_attention`.
     """
     check_choice("path", path, PATHS)
     if math.prod(q.shape) == 0 or k.shape[2] == 0:
         return q.new_zeros(*q.shape[:-1], v.shape[-1])
+    asked = path
+    if path == "auto" and not torch.compiler.is_compiling():
+        path = _auto_path(q, k, v, encoding)
+    if path == "dense":
+        return dense_bias_attention(
+            q, k, v, encoding, q_positions=q_positions, k_positions=k_positions, allowed=allowed,
+            causal=causal, dropout=dropout,
+        )  # fmt: skip
     if path == "flex":
-        needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-        reason = _flex_refusal(
-            q.device.type, q.shape[-1], v.shape[-1], needs_grad, allowed is not None, dropout
+        out = _try_flex(
+            q, k, v, encoding, q_positions, k_positions, allowed, causal, dropout, say=asked == "flex"
         )
-        key = (type(encoding), _padded_length(q.shape[2]), _padded_length(k.shape[2]), causal, q.dtype,
-               tuple(q.shape[:2]), q.shape[3], v.shape[3], q.device.type)  # fmt: skip
-        if reason is None and not _flex_room(key):
-            reason = "more distinct shapes than torch.compile's recompile limit"
-        if reason is None and flex_available():
-            try:
-                return flex_bias_attention(
-                    q, k, v, encoding, q_positions=q_positions, k_positions=k_positions, causal=causal
-                )
-            except Exception as exc:  # compile failure etc.: the chunked path, said once
-                reason = f"an error ({type(exc).__name__}: {str(exc)[:200]})"
-        warn_once(f"flex:{reason}", f"posenc: FlexAttention path not used ({reason}); using chunked SDPA")
+        if out is not None:
+            return out
     return chunked_bias_attention(
         q, k, v, encoding, q_positions=q_positions, k_positions=k_positions, allowed=allowed,
         causal=causal, dropout=dropout, chunk=chunk,
     )  # fmt: skip
+
+
+def _try_flex(q, k, v, encoding, q_positions, k_positions, allowed, causal, dropout, *, say: bool):
+    """FlexAttention's result, or None where it cannot run (said once when ``say``)."""
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    reason = _flex_refusal(q.device.type, q.shape[-1], v.shape[-1], needs_grad, allowed is not None, dropout)
+    key = (type(encoding), _padded_length(q.shape[2]), _padded_length(k.shape[2]), causal, q.dtype,
+           tuple(q.shape[:2]), q.shape[3], v.shape[3], q.device.type)  # fmt: skip
+    if reason is None and not _flex_room(key):
+        reason = "more distinct shapes than torch.compile's recompile limit"
+    if reason is None and flex_available():
+        try:
+            return flex_bias_attention(
+                q, k, v, encoding, q_positions=q_positions, k_positions=k_positions, causal=causal
+            )
+        except Exception as exc:  # compile failure etc.: the chunked path, said once
+            reason = f"an error ({type(exc).__name__}: {str(exc)[:200]})"
+            say = True
+    if say:
+        warn_once(f"flex:{reason}", f"posenc: FlexAttention path not used ({reason}); using chunked SDPA")
+    return None

@@ -7,9 +7,13 @@ their difference, the same for the second half, a ``cat`` (or ``stack``) and a s
 ``cat`` for partial rotary: about ten passes over memory, each allocating a tensor.
 :func:`apply_rotary_fused` does one pass in C (``_rope.c``): per row it reads the pairs,
 rotates them in float32 (float64 for float64 inputs) and writes the result in the input
-dtype, with OpenMP over rows. Products and sums are rounded exactly as in the plain path
-(no FMA contraction), so float32/float64 results are bitwise equal to
-``apply_rotary(...).to(x.dtype)``; half-precision ones differ by at most the final rounding.
+dtype, with OpenMP over rows. Its vector code is AVX-512 or AVX2 as the CPU has them
+(:func:`isa` says which was built; ``POSENC_KERNEL_ISA=avx2`` forces the AVX2 build on an
+AVX-512 machine), plain C loops elsewhere; every build gives the same bits. Products and sums
+are rounded exactly as in the plain path (no FMA contraction), so float32/float64 results are
+bitwise equal to ``apply_rotary(...).to(x.dtype)``; half-precision ones too (the same float32
+arithmetic, rounded once to nearest even). On a CUDA device the same entry points launch a Triton
+kernel instead (:mod:`posenc.kernels.triton_rope`, same job, same bits).
 
 Backward: the rotation is linear in ``x`` with matrix ``R``; its gradient is ``R^T``,
 i.e. the same kernel with ``sin`` negated (``sign=-1``), again one pass. cos/sin are
@@ -38,7 +42,8 @@ import torch
 
 from posenc.core.checks import compute_dtype
 from posenc.core.errors import PosencError
-from posenc.kernels._build import load, warn_once
+from posenc.kernels import triton_rope
+from posenc.kernels._build import disabled, load, warn_once
 from posenc.kernels.rotation import apply_rotary
 
 _FUNCS = {
@@ -72,9 +77,52 @@ def _function(dtype: torch.dtype):
     return fn
 
 
+_TRITON_FAILED: list[str] = []  # the reason, once the Triton kernel failed here: the plain path after
+
+
+def _backend(x: torch.Tensor) -> str | None:
+    """Which fused kernel rotates ``x``: ``"c"`` (the CPU's, ``_rope.c``), ``"triton"`` (a CUDA
+    device's, :mod:`posenc.kernels.triton_rope`), or None (the plain path)."""
+    if x.device.type == "cpu" and x.dtype in _FUNCS and _function(x.dtype) is not None:
+        return "c"
+    if x.device.type != "cpu" and not _TRITON_FAILED and triton_rope.usable(x) and not disabled():
+        return "triton"
+    return None
+
+
+def _triton(x4, cos, sin, o4, *, interleaved: bool, rotary_dim: int, sign: int, copy_rest: bool, layout: str):
+    """The Triton kernel, or (once it has failed to build or run here: said once) the plain path.
+    ``copy_rest`` False: ``o4`` is ``x4`` (in place), whose features past rotary_dim are already there."""
+    if not _TRITON_FAILED:
+        try:
+            return triton_rope.launch(x4, cos, sin, o4, interleaved=interleaved, rotary_dim=rotary_dim,
+                                      sign=sign, copy_rest=copy_rest)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - a compile or launch failure: the plain path
+            _TRITON_FAILED.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+            warn_once("rope:triton", f"posenc: fused rotary kernel on {x4.device.type} failed "
+                      f"({_TRITON_FAILED[0]}); using the plain path")  # fmt: skip
+    wide = compute_dtype(x4.dtype)
+    s = sin.to(wide) if sign > 0 else -sin.to(wide)
+    return o4.copy_(apply_rotary(x4.to(wide), cos.to(wide), s, layout=layout, rotary_dim=rotary_dim))
+
+
 def available() -> bool:
     """True when the compiled rotary kernel loads on this machine."""
     return load("_rope") is not None
+
+
+def isa() -> str | None:
+    """The vector instruction set the loaded rotary kernel was compiled for: ``"avx512"``,
+    ``"avx2"`` or ``"scalar"`` (plain C loops); None when no kernel loads.
+
+    ``-march=native`` picks it from the CPU; ``POSENC_KERNEL_ISA`` forces a build
+    (:mod:`posenc.kernels._build`)."""
+    lib = load("_rope")
+    if lib is None:
+        return None
+    fn = lib.posenc_isa
+    fn.restype, fn.argtypes = ctypes.c_char_p, []
+    return fn().decode()
 
 
 def table_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -124,6 +172,10 @@ def _launch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Te
     if cos.stride(-1) != 1 or sin.stride() != cos.stride():
         cos, sin = cos.contiguous(), sin.contiguous()
     interleaved = layout == "interleaved"
+    if _backend(x) == "triton":
+        _triton(x4, cos, sin, o4, interleaved=interleaved, rotary_dim=rotary_dim, sign=sign,
+                copy_rest=out.data_ptr() != x.data_ptr(), layout=layout)  # fmt: skip
+        return out
     _call(x.dtype, _job(x4, cos, sin, o4, interleaved=interleaved, rotary_dim=rotary_dim, sign=sign), 1)
     return out
 
@@ -230,9 +282,10 @@ def rotate_trusted(
             return [rotary_op(x, c, s, interleaved, rotary_dim, 1) for x, c, s in items]
         return [_plain(x, c, s, layout, rotary_dim) for x, c, s in items]
     x0 = items[0][0]
-    if x0.device.type != "cpu" or x0.dtype not in _FUNCS or _function(x0.dtype) is None:
-        # a GPU's path is the plain one by design (no word); a CPU dtype the kernel lacks is said once
-        # (a failed build says so itself)
+    backend = _backend(x0)
+    if backend is None:
+        # a device without a fused kernel takes the plain path by design (no word); a CPU dtype the
+        # kernel lacks is said once (a failed build says so itself)
         if x0.device.type == "cpu" and x0.dtype not in _FUNCS:
             reason = f"dtype {x0.dtype}"
             warn_once(
@@ -241,6 +294,11 @@ def rotate_trusted(
         return [_plain(x, c, s, layout, rotary_dim) for x, c, s in items]
     if torch.is_grad_enabled() and any(x.requires_grad for x, _, _ in items):
         return [_FusedRotary.apply(x, c, s, layout, rotary_dim, 1) for x, c, s in items]
+    if backend == "triton":  # a kernel launch per tensor (no foreign call to save)
+        return [
+            _launch(x, c, s, _output_like(x), layout=layout, rotary_dim=rotary_dim, sign=1)
+            for x, c, s in items
+        ]
     interleaved = layout == "interleaved"
     outs, words = [], []
     for x, c, s in items:
@@ -317,7 +375,11 @@ def _unsupported(x, cos, sin, layout, rotary_dim) -> str | None:
         return f"layout {layout!r}"
     if x.dtype not in _FUNCS:
         return f"dtype {x.dtype}"
-    if x.device.type != "cpu" or cos.device.type != "cpu" or sin.device.type != "cpu":
+    if (
+        cos.device != x.device
+        or sin.device != x.device
+        or (x.device.type != "cpu" and _backend(x) != "triton")
+    ):
         return f"device {x.device.type}"
     if not 2 <= x.ndim <= 4:
         return f"{x.ndim}-d input"
@@ -331,7 +393,7 @@ def _unsupported(x, cos, sin, layout, rotary_dim) -> str | None:
         torch.broadcast_shapes(cos.shape, (*x.shape[:-1], rotary_dim // 2))
     except RuntimeError:
         return "cos/sin not broadcastable"
-    if _function(x.dtype) is None:
+    if x.device.type == "cpu" and _function(x.dtype) is None:
         return "kernel not built"
     return None
 
