@@ -30,6 +30,7 @@ import os
 import sys
 from typing import Any
 
+from posenc.core import untrusted
 from posenc.core.checks import check_float, check_int
 from posenc.core.errors import PosencError, PosencTypeError
 from posenc.encoding.rotary import scaling as rope_scaling
@@ -53,22 +54,23 @@ MAX_CONFIG_DEPTH = 32  # a config.json nests a few levels (a text_config, its ro
 def read_config_file(path: str | os.PathLike) -> Any:
     """The JSON in file ``path``, read at most :data:`MAX_CONFIG_BYTES` (``/dev/zero`` fails fast).
 
-    Raises OSError (missing, a directory, unreadable) or PosencError naming the file
-    (too large, nested deeper than :data:`MAX_CONFIG_DEPTH`, not UTF-8, not JSON).
+    Raises OSError (missing, a directory, a FIFO or a device: regular files only, never a blocking
+    open; unreadable) or PosencError naming the file (too large, nested deeper than
+    :data:`MAX_CONFIG_DEPTH`, checked before parsing; not UTF-8, not JSON).
     """
-    with open(path, "rb") as handle:
+    with untrusted.open_regular(path) as handle:
         raw = handle.read(MAX_CONFIG_BYTES + 1)
     name = os.fsdecode(path)
     if len(raw) > MAX_CONFIG_BYTES:
         raise PosencError(f"{name!r} is larger than {MAX_CONFIG_BYTES >> 20} MiB; not a model config.json")
     try:
-        config = json.loads(raw.decode("utf-8"))
+        config = untrusted.loads(raw.decode("utf-8"), max_depth=MAX_CONFIG_DEPTH)
     except UnicodeDecodeError as exc:
         raise PosencError(f"{name!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except untrusted.TooDeep:
+        raise PosencError(_too_deep(name)) from None
     except json.JSONDecodeError as exc:
         raise PosencError(f"{name!r} is not valid JSON: {exc}") from None
-    except RecursionError:  # the parser recurses once per level
-        raise PosencError(_too_deep(name)) from None
     except ValueError:  # an integer of more digits than Python converts
         digits = getattr(sys, "get_int_max_str_digits", lambda: 4300)()  # Python >= 3.10.7
         raise PosencError(
