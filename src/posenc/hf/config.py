@@ -49,6 +49,10 @@ UNSUPPORTED_ROPE_TYPES = {
 
 MAX_CONFIG_BYTES = 16 << 20  # a model's config.json is a few KB; never read an endless file whole
 MAX_CONFIG_DEPTH = 32  # a config.json nests a few levels (a text_config, its rope dict, per-layer dicts)
+#: The largest head size a config may give: real models use 64 .. 512; a table row per pair of
+#: dimensions is allocated from it (``head_dim: 1e12`` asked for 4 TB), so it is bounded as
+#: ``posenc rope inspect --head-dim`` is.
+MAX_HEAD_DIM = 1 << 16
 
 
 def read_config_file(path: str | os.PathLike) -> Any:
@@ -246,7 +250,7 @@ def _rope_numbers(cfg: dict[str, Any], rope: dict[str, Any]) -> tuple[int, float
         head_dim = check_int("hidden_size", cfg["hidden_size"], minimum=1) // check_int(
             "num_attention_heads", cfg["num_attention_heads"], minimum=1
         )
-    head_dim = check_int("head_dim", head_dim, minimum=2)
+    head_dim = check_int("head_dim", head_dim, minimum=2, maximum=MAX_HEAD_DIM)
     base = check_float(
         "rope_theta", rope.get("rope_theta", cfg.get("rope_theta", DEFAULT_THETA)), minimum=1.0
     )
