@@ -1177,11 +1177,16 @@ def test_cli_rope_a_key_given_twice_is_an_error():
 
 
 def test_cli_hf_config_errors_name_the_file(tmp_path):
-    """Found: JSON and UTF-8 errors of --hf-config did not say which file; /dev/zero was read until OOM."""
+    """Found: JSON and UTF-8 errors of --hf-config did not say which file; /dev/zero was read until OOM
+    (now refused before it is opened: not a regular file)."""
     bad_json, bad_utf8 = tmp_path / "bad.json", tmp_path / "latin1.json"
     bad_json.write_text('{"head_dim": 8,')
     bad_utf8.write_bytes(b'{"name": "\xe9"}')
-    for path, word in ((bad_json, "not valid JSON"), (bad_utf8, "not UTF-8"), ("/dev/zero", "larger than")):
+    for path, word in (
+        (bad_json, "not valid JSON"),
+        (bad_utf8, "not UTF-8"),
+        ("/dev/zero", "not a regular file"),
+    ):
         line = _one_line_error(_cli("rope", "inspect", "--hf-config", path))
         assert str(path) in line and word in line, line
 

@@ -3,8 +3,9 @@
 Each command group lives in its own module and registers itself on ``main``.
 Invalid input (:class:`posenc.core.errors.PosencError`, click usage errors) and filesystem
 errors (OSError: a path that cannot be read or written, worded by
-:func:`posenc.cli.paths.os_error_message`) print one line and exit 2; any other
-exception is a bug and keeps its traceback.
+:func:`posenc.cli.paths.os_error_message`) print one line and exit 2; Ctrl-C prints one line
+and exits 130 (128 + SIGINT, as shells report it); any other exception is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class _Group(click.Group):
         except PosencError as exc:
             click.echo(f"posenc: error: {exc}", err=True)
             sys.exit(2)
+        except KeyboardInterrupt:  # Ctrl-C: the shell's convention, 128 + SIGINT (finished records are kept)
+            click.echo("\nposenc: interrupted", err=True)
+            sys.exit(130)
         except BrokenPipeError:  # `posenc list | head -1`: the reader has what it wanted
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush into the closed pipe at exit

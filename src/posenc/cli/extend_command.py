@@ -95,11 +95,14 @@ def _scalings_help() -> str:
               help="check everything, print the cells and their cost (GFLOP) and exit without running")  # fmt: skip
 @click.option("--summarize", "summarize_only", is_flag=True,
               help="write the table and figures from the records in OUT, run nothing (a run in progress)")  # fmt: skip
+@click.option("--allow-changed", is_flag=True,
+              help="keep finished cells in OUT computed with other torch or transformers versions (refused otherwise)")  # fmt: skip
 @click.option("--list-protocols", is_flag=True, help="print the shipped protocols and exit")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def extend_command(protocol, config, settings, model, text, scalings, factors, lengths, documents,
                    passkey_lengths, passkey_depths, context, chunk, out, executor, address, workers, threads,
-                   device, precision, trust_remote_code, no_figures, print_config, plan_only, summarize_only, list_protocols, fmt):  # fmt: skip
+                   device, precision, trust_remote_code, no_figures, print_config, plan_only, summarize_only, allow_changed,
+                   list_protocols, fmt):  # fmt: skip
     """Measure how far a pretrained checkpoint reads under each RoPE scaling, without training.
 
     For every scaling x factor (plain RoPE, position interpolation, NTK-aware, dynamic NTK, YaRN,
@@ -146,7 +149,7 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
         prot, out=out, executor=executor, address=address or os.environ.get("RAY_ADDRESS"), threads=threads,
         trust_remote_code=trust_remote_code, show_progress=fmt == "table",
         log=lambda msg: click.echo(msg, err=True), command=command, figures=not no_figures, plan_only=plan_only,
-        summarize_only=summarize_only,
+        summarize_only=summarize_only, allow_changed=allow_changed,
     )  # fmt: skip
     if plan_only:
         click.echo(f"the plan: {result.flops / 1e12:.2f} TFLOP; nothing was run")

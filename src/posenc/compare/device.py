@@ -18,6 +18,7 @@ part of a run's identity; the precision is.
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Any
 
 import torch
@@ -29,6 +30,7 @@ from posenc.tasks.synthetic import TaskBatch
 PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16}
 #: How ``--device`` may be written.
 DEVICE_FORMS = "auto, cpu, cuda, cuda:N or mps"
+_CUDA_INDEX = re.compile(r"cuda:(0|[1-9][0-9]{0,5})", re.ASCII)  # "cuda:²" or "cuda:00" is no device number
 
 
 def mps_available() -> bool:
@@ -40,9 +42,11 @@ def check_device_text(text: Any, name: str = "device") -> str:
     if not isinstance(text, str):
         raise PosencError(f"{name} must be one of {DEVICE_FORMS}, got {text!r}")
     value = text.strip().lower()
-    index = value.partition(":")[2] if value.startswith("cuda:") else "0"
-    if value not in ("auto", "cpu", "cuda", "mps") and not (value.startswith("cuda:") and index.isdigit()):
-        raise PosencError(f"{name} must be one of {DEVICE_FORMS}, got {text!r}")
+    if value not in ("auto", "cpu", "cuda", "mps") and not _CUDA_INDEX.fullmatch(value):
+        raise PosencError(
+            f"{name} must be one of {DEVICE_FORMS} (N: a device number 0, 1, ... in ASCII digits, "
+            f"no leading zeros), got {text!r}"
+        )
     return value
 
 

@@ -16,6 +16,19 @@ import torch
 
 from posenc.core.errors import PosencError, PosencTypeError
 
+MAX_SHOWN = 80  # characters of a value an error message repeats
+
+
+def shown(value: Any) -> str:
+    """A value as an error message repeats it: its type and its repr cut to :data:`MAX_SHOWN`
+    characters; a tensor or an array by its shape and dtype (never its whole contents)."""
+    if (isinstance(value, torch.Tensor) or hasattr(value, "dtype")) and getattr(value, "shape", ()) != ():
+        return f"{type(value).__name__} of shape {tuple(value.shape)} ({value.dtype})"
+    text = repr(value)
+    if len(text) > MAX_SHOWN:
+        text = f"{text[: MAX_SHOWN - 20]}...{text[-15:]} ({len(text)} characters)"
+    return f"{type(value).__name__} {text}"
+
 
 def check_int(
     name: str,
@@ -33,12 +46,12 @@ def check_int(
                     f"{name} must be an integer, got a tensor on the meta device (it has no value)"
                 )
             if value.numel() != 1 or value.is_floating_point() or value.dtype == torch.bool:
-                raise PosencTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+                raise PosencTypeError(f"{name} must be an integer, got {shown(value)}")
             value = int(value.item())
         elif hasattr(value, "__index__") and not isinstance(value, (float, bool)):
             value = int(value.__index__())
         else:
-            raise PosencTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+            raise PosencTypeError(f"{name} must be an integer, got {shown(value)}")
     kind = "an even integer" if even else "an integer"
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise PosencError(f"{name} must be {kind} {_range_text(minimum, maximum)}, got {value}")
@@ -57,7 +70,7 @@ def check_float(
 ) -> float:
     """Return ``value`` as a finite float or raise naming ``name`` and the range."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PosencTypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+        raise PosencTypeError(f"{name} must be a number, got {shown(value)}")
     low = "" if minimum is None else (f"> {minimum}" if exclusive_minimum else f">= {minimum}")
     high = "" if maximum is None else f"<= {maximum}"
     valid = " and ".join(t for t in (low, high) if t) or "finite"
@@ -94,7 +107,7 @@ def check_choice(name: str, value: Any, choices: tuple[str, ...] | list[str]) ->
 def check_bool(name: str, value: Any) -> bool:
     """Return ``value`` if it is a bool, else raise PosencTypeError naming ``name``."""
     if not isinstance(value, bool):
-        raise PosencTypeError(f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}")
+        raise PosencTypeError(f"{name} must be a bool (True or False), got {shown(value)}")
     return value
 
 

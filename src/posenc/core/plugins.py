@@ -80,6 +80,10 @@ def _raised(exc: BaseException) -> str:
     return f"it raised {type(exc).__name__}({exc!s}) on import (a module must not exit the interpreter)"
 
 
+def _article(noun: str) -> str:
+    return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
+
+
 class PluginGroup(Generic[T]):
     """One open registry: ``builtins`` (a literal dict), run-time registrations, the entry points
     of ``group`` and import specs, every lookup through :meth:`get`.
@@ -107,11 +111,24 @@ class PluginGroup(Generic[T]):
         self.extra_names = extra_names  # names the owner handles itself (listed, never looked up here)
         self.noun = noun
         self.builtins = builtins
-        self.check = check
+        self._check = check
         self.registered: dict[str, T] = {}
         self.loaded: dict[str, T] = {}  # entry points already imported
         self._points: dict[str, importlib.metadata.EntryPoint] | None = None
         self._points_path: tuple[str, ...] = ()
+
+    def check(self, obj: Any, source: str) -> T:
+        """``obj`` if it is an acceptable class (the group's ``check``), else PosencError naming
+        ``source``; a class whose metaclass raises while it is looked at (its ``repr``, an attribute,
+        ``issubclass``) is refused the same way, naming what it raised, never a traceback."""
+        try:
+            return self._check(obj, source)
+        except PosencError:
+            raise
+        except (Exception, SystemExit) as exc:  # noqa: BLE001  (whatever a third-party metaclass raises)
+            raise PosencError(
+                f"{source} cannot be checked as {_article(self.noun)} class: looking at it raised {_raised(exc)}"
+            ) from exc
 
     # -- run-time registrations ---------------------------------------------------------------
 

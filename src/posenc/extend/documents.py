@@ -11,6 +11,9 @@ and cut into consecutive documents. Nothing is downloaded. Another text is a pat
 - one ``.txt`` file: cut into consecutive documents, as ``python-docs`` is;
 - one ``.jsonl`` file: one document per line.
 
+Only regular files are read (a FIFO, a device or a link to one is refused by name, never opened
+for reading), each up to 64 MiB, and a JSON line's nesting is bounded before it is parsed.
+
 A document shorter than the longest evaluation length is skipped (the YaRN paper evaluates
 documents of at least the longest length, truncated to each length).
 """
@@ -24,10 +27,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from posenc.core import untrusted
 from posenc.core.errors import PosencError
 
 PYTHON_DOCS = "python-docs"
 MAX_FILE_BYTES = 64 << 20  # a book is ~0.5 MB; a larger file is read up to this much
+MAX_JSONL_DEPTH = 32  # a JSON line is {"text": ..., "meta": {...}}: a few levels
 CHARS_PER_TOKEN = 8  # more characters than any tokenizer needs for one token of prose
 
 Tokenize = Callable[[str], list[int]]
@@ -59,29 +64,51 @@ def _streams(source: str) -> Iterator[tuple[str, bool]]:
         return
     path = Path(source)
     if not path.exists():
-        raise PosencError(f"--text {source!r}: no such file or directory (or use {PYTHON_DOCS!r})")
+        what = untrusted.what_is(path)
+        what = "no such file or directory" if what == "no such file" else what
+        raise PosencError(f"--text {source!r}: {what} (or use {PYTHON_DOCS!r})")
     files = sorted(p for p in path.iterdir() if p.suffix in (".txt", ".jsonl")) if path.is_dir() else [path]
     if path.is_dir() and not files:
         raise PosencError(f"--text {source!r}: the directory has no .txt or .jsonl files")
     for file in files:
         if file.suffix not in (".txt", ".jsonl"):
             raise PosencError(f"--text {source!r}: give a .txt or .jsonl file, or a directory of them")
-        with open(file, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES)
-        text = raw.decode("utf-8", errors="replace")
+        text = _read_text(file)
         if file.suffix == ".txt":
             yield text, not path.is_dir()
             continue
         for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError:
-                raise PosencError(f"--text {os.fspath(file)!r}: line {number} is not JSON") from None
-            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-                raise PosencError(f'--text {os.fspath(file)!r}: line {number} has no "text" string')
-            yield item["text"], False
+            if line.strip():
+                yield _jsonl_text(file, number, line), False
+
+
+def _read_text(file: Path) -> str:
+    """A text file's first :data:`MAX_FILE_BYTES`, read only when it is a regular file (a FIFO
+    named ``a.txt`` would block the open, ``a.txt -> /dev/zero`` never ends): refused by name."""
+    try:
+        with untrusted.open_regular(file) as handle:
+            raw = handle.read(MAX_FILE_BYTES)
+    except OSError as exc:
+        what = untrusted.what_is(file)
+        reason = what if what != "a regular file" else f"unreadable ({exc.strerror or type(exc).__name__})"
+        raise PosencError(
+            f"--text {os.fspath(file)!r}: {reason}; give regular .txt or .jsonl files"
+        ) from None
+    return raw.decode("utf-8", errors="replace")
+
+
+def _jsonl_text(file: Path, number: int, line: str) -> str:
+    """The ``"text"`` of one JSON line, its nesting bounded before it is parsed."""
+    where = f"--text {os.fspath(file)!r}: line {number}"
+    try:
+        item = untrusted.loads(line, max_depth=MAX_JSONL_DEPTH)
+    except untrusted.TooDeep as exc:
+        raise PosencError(f"{where} {exc}; not a document") from None
+    except ValueError:  # not JSON, or a number of more digits than Python reads
+        raise PosencError(f"{where} is not JSON") from None
+    if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+        raise PosencError(f'{where} has no "text" string')
+    return item["text"]
 
 
 def documents(source: str, tokenize: Tokenize, *, count: int, length: int, prefix: list[int]) -> Documents:

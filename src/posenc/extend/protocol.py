@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from typing import Any
 import tomlkit
 
 from posenc.compare.device import PRECISIONS, check_device_text
+from posenc.core import untrusted
 from posenc.core.checks import did_you_mean
 from posenc.core.datafiles import Where, typed
 from posenc.core.dotted_keys import parse_set
@@ -104,8 +106,8 @@ def _read(source: str) -> tuple[str, str, str]:
             f"shipped: {', '.join(shipped_names())} (or --config FILE.toml)"
         )
     if not path.is_file():
-        raise PosencError(f"--config {source!r}: no such file")
-    with open(path, "rb") as handle:
+        raise PosencError(f"--config {source!r}: {untrusted.what_is(path)}; give a protocol file (TOML)")
+    with untrusted.open_regular(path) as handle:
         raw = handle.read(MAX_BYTES + 1)
     if len(raw) > MAX_BYTES:
         raise PosencError(f"--config {source!r}: larger than {MAX_BYTES >> 10} KiB; not a protocol file")
@@ -156,6 +158,8 @@ def check(protocol: Protocol, label: str = "protocol") -> Protocol:
         raise PosencError(f"{label}: lengths must name at least one evaluation length")
     _positive("lengths", protocol.lengths, label)
     _positive("passkey.lengths", protocol.passkey.lengths, label)
+    if not all(math.isfinite(factor) and factor > 0 for factor in protocol.factors):
+        raise PosencError(f"{label}: factors must be finite numbers > 0, got {list(protocol.factors)}")
     for depth in protocol.passkey.depths:
         if not 0.0 <= depth <= 1.0:
             raise PosencError(f"{label}: passkey.depths must be in [0, 1], got {depth}")

@@ -30,6 +30,7 @@ import os
 import sys
 from typing import Any
 
+from posenc.core import untrusted
 from posenc.core.checks import check_float, check_int
 from posenc.core.errors import PosencError, PosencTypeError
 from posenc.encoding.rotary import scaling as rope_scaling
@@ -48,27 +49,32 @@ UNSUPPORTED_ROPE_TYPES = {
 
 MAX_CONFIG_BYTES = 16 << 20  # a model's config.json is a few KB; never read an endless file whole
 MAX_CONFIG_DEPTH = 32  # a config.json nests a few levels (a text_config, its rope dict, per-layer dicts)
+#: The largest head size a config may give: real models use 64 .. 512; a table row per pair of
+#: dimensions is allocated from it (``head_dim: 1e12`` asked for 4 TB), so it is bounded as
+#: ``posenc rope inspect --head-dim`` is.
+MAX_HEAD_DIM = 1 << 16
 
 
 def read_config_file(path: str | os.PathLike) -> Any:
     """The JSON in file ``path``, read at most :data:`MAX_CONFIG_BYTES` (``/dev/zero`` fails fast).
 
-    Raises OSError (missing, a directory, unreadable) or PosencError naming the file
-    (too large, nested deeper than :data:`MAX_CONFIG_DEPTH`, not UTF-8, not JSON).
+    Raises OSError (missing, a directory, a FIFO or a device: regular files only, never a blocking
+    open; unreadable) or PosencError naming the file (too large, nested deeper than
+    :data:`MAX_CONFIG_DEPTH`, checked before parsing; not UTF-8, not JSON).
     """
-    with open(path, "rb") as handle:
+    with untrusted.open_regular(path) as handle:
         raw = handle.read(MAX_CONFIG_BYTES + 1)
     name = os.fsdecode(path)
     if len(raw) > MAX_CONFIG_BYTES:
         raise PosencError(f"{name!r} is larger than {MAX_CONFIG_BYTES >> 20} MiB; not a model config.json")
     try:
-        config = json.loads(raw.decode("utf-8"))
+        config = untrusted.loads(raw.decode("utf-8"), max_depth=MAX_CONFIG_DEPTH)
     except UnicodeDecodeError as exc:
         raise PosencError(f"{name!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except untrusted.TooDeep:
+        raise PosencError(_too_deep(name)) from None
     except json.JSONDecodeError as exc:
         raise PosencError(f"{name!r} is not valid JSON: {exc}") from None
-    except RecursionError:  # the parser recurses once per level
-        raise PosencError(_too_deep(name)) from None
     except ValueError:  # an integer of more digits than Python converts
         digits = getattr(sys, "get_int_max_str_digits", lambda: 4300)()  # Python >= 3.10.7
         raise PosencError(
@@ -244,7 +250,7 @@ def _rope_numbers(cfg: dict[str, Any], rope: dict[str, Any]) -> tuple[int, float
         head_dim = check_int("hidden_size", cfg["hidden_size"], minimum=1) // check_int(
             "num_attention_heads", cfg["num_attention_heads"], minimum=1
         )
-    head_dim = check_int("head_dim", head_dim, minimum=2)
+    head_dim = check_int("head_dim", head_dim, minimum=2, maximum=MAX_HEAD_DIM)
     base = check_float(
         "rope_theta", rope.get("rope_theta", cfg.get("rope_theta", DEFAULT_THETA)), minimum=1.0
     )

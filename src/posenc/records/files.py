@@ -17,14 +17,17 @@ import json
 import os
 import re
 import socket
-import stat
 import tempfile
 import time
 import zlib
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
+
+from posenc.core import untrusted
+from posenc.core.untrusted import open_regular
 
 MAX_RECORD_BYTES = 64 << 20  # a record is ~10-500 KB; anything this large is not one of ours
+MAX_RECORD_DEPTH = 64  # a record nests ~8 levels (result.eval.VARIANT.per_example.KEY[length][example])
 STALE_TEMP_SECONDS = 24 * 3600  # a temp file this old is abandoned, whoever wrote it
 HOST = socket.gethostname().replace("~", "-").replace("/", "-") or "host"
 
@@ -123,21 +126,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def open_regular(path: Path) -> BinaryIO:
-    """``path`` opened for binary reading if it is a regular file (after symlinks); a FIFO, a device
-    or a directory raises OSError "not a regular file" at once (opened without blocking, never read)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def read_record_file(path: Path) -> tuple[Any, str | None]:
     """``(parsed JSON, None)`` or ``(None, why it cannot be read)``; never reads more than
     :data:`MAX_RECORD_BYTES` (a huge or endless file is refused, not loaded) and reads regular
@@ -159,13 +147,19 @@ def read_record_file(path: Path) -> tuple[Any, str | None]:
 
 def parse_record(raw: bytes) -> tuple[Any, str | None]:
     """``(parsed JSON, None)`` of a record's bytes (read up to ``MAX_RECORD_BYTES + 1``), or
-    ``(None, why not)``: too large, not UTF-8, not JSON."""
+    ``(None, why not)``: too large, nested deeper than :data:`MAX_RECORD_DEPTH` (checked before
+    parsing: Python's parser recurses per level), not UTF-8, not JSON (a number of more digits
+    than Python converts included)."""
     if len(raw) > MAX_RECORD_BYTES:
         return None, f"larger than {MAX_RECORD_BYTES >> 20} MiB"
     try:
-        return json.loads(raw.decode("utf-8")), None
+        return untrusted.loads(raw.decode("utf-8"), max_depth=MAX_RECORD_DEPTH), None
+    except untrusted.TooDeep as exc:
+        return None, f"{exc}: not a record"
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return None, f"unreadable JSON ({type(exc).__name__})"
+    except ValueError:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        return None, "unreadable JSON (a number of more digits than Python reads)"
 
 
 def file_sha256(path: Path, *, size: int) -> str:

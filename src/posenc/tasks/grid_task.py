@@ -225,8 +225,8 @@ class GridTask(Task):
 
     def draw_batch(self, lengths: list[int], generator: torch.Generator) -> TaskBatch:
         """One batch on the grid of side ``max(lengths)`` (a batch shares one grid size)."""
-        side = max(lengths)
-        batch = _examples(len(lengths), _size((side, side)), QUERIES, generator)
+        side = _side(max(lengths))
+        batch = _examples(len(lengths), (side, side), QUERIES, generator)
         flat = flatten_grid(batch.positions, batch.size)
         return TaskBatch(
             batch.inputs, batch.targets, batch.loss_mask, torch.tensor(lengths, dtype=torch.long),
@@ -234,10 +234,22 @@ class GridTask(Task):
         )  # fmt: skip
 
     def input_length(self, n: int) -> int:
-        return n * n + QUERIES
+        return _side(n) ** 2 + QUERIES
 
     def answer_length(self, n: int) -> int:
         return QUERIES
 
     def max_sequence_length(self, n: int) -> int:
-        return sequence_length((n, n))
+        return sequence_length((_side(n), _side(n)))
+
+
+def _side(n: int) -> int:
+    """The side of the square grid a benchmark length ``n`` names (``eval.lengths``, the lengths
+    ``eval.scales`` gives, ``task_train``'s ``min_len`` / ``max_len``), checked."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_SIDE:
+        raise PosencError(
+            f"task grid: n = {n!r} is the side of its square grid and must be an integer in [2, {MAX_SIDE}] "
+            f"(a {MAX_SIDE} x {MAX_SIDE} grid is {MAX_SIDE * MAX_SIDE} tokens); set eval.lengths (or eval.scales) "
+            "and task_train.min_len / max_len within it"
+        )
+    return n

@@ -35,6 +35,7 @@ from posenc.compare.profile.definition import (
     dotted,
 )
 from posenc.compare.profile.profile_checks import checked
+from posenc.core import untrusted
 from posenc.core.checks import check_choice, did_you_mean
 from posenc.core.datafiles import MISSING, Where, check_keys, typed
 from posenc.core.dotted_keys import parse_set, set_key
@@ -77,9 +78,12 @@ def _source(ref: str | os.PathLike, relative_to: Path | None) -> tuple[str, str,
     if relative_to is not None and not path.is_absolute():
         path = relative_to / path
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)  # bounded: /dev/zero is refused, not read forever
+        # a regular file only (a FIFO would block the open, a device read forever), and bounded
+        with untrusted.open_regular(path) as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
+        if exc.strerror == "not a regular file" or not os.path.isfile(path):
+            raise PosencError(f"cannot read profile file {path}: {untrusted.what_is(path)}") from None
         raise PosencError(f"cannot read profile file {path}: {exc.strerror or type(exc).__name__}") from None
     if len(raw) > MAX_FILE_BYTES:
         raise PosencError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB, not a profile file")
