@@ -365,8 +365,27 @@ def finetune_length(scaling: BenchmarkScaling, train_len: int) -> int:
     return int(round(scaling.factor * train_len))
 
 
+#: YaRN's per-length form, as profiles and records spell it (``yarn-dynamic``).
+DYNAMIC_YARN = "yarn" + DYNAMIC
+
+
+def __getattr__(name: str) -> Any:
+    """The side tables earlier releases kept, as live views of what each scaling declares on its
+    spec (:class:`posenc.encoding.rotary.scaling.RopeScaling`): ``NEEDS_FINETUNE`` (the names whose
+    paper fine-tunes), ``PUBLISHED_KEYS`` (name -> the keys its paper's models publish) and
+    ``CANNOT_BUILD`` (name -> why no benchmark can choose its keys)."""
+    if name == "NEEDS_FINETUNE":
+        return frozenset(key for key, spec in ROPE_SCALINGS.items() if spec.finetuned)
+    if name == "PUBLISHED_KEYS":
+        return {key: dict(spec.published) for key, spec in ROPE_SCALINGS.items() if spec.published}
+    if name == "CANNOT_BUILD":
+        return {key: spec.cannot_build for key, spec in ROPE_SCALINGS.items() if spec.cannot_build}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "BenchmarkScaling",
+    "DYNAMIC_YARN",
     "MAX_FACTOR",
     "YARN_REFERENCE",
     "finetune_length",
