@@ -292,12 +292,21 @@ def test_the_notes_verdicts_are_measured_from_the_shipped_notes_records(results,
 EXTEND_PAGE = _script("update_extend_page")
 
 
+def _extend_blocks() -> list[str]:
+    text = EXTEND_PAGE.PAGE.read_text()
+    return [part.split(":start -->")[0] for part in text.split("<!-- extend-")[1:] if ":start -->" in part]
+
+
 @pytest.mark.parametrize(
-    "block", sorted(p.name for p in EXTEND_PAGE.SHIPPED.iterdir()) if EXTEND_PAGE.SHIPPED.is_dir() else []
+    "block",
+    sorted(
+        {*_extend_blocks(), *(p.name for p in EXTEND_PAGE.SHIPPED.iterdir() if (p / "summary.json").exists())}
+    ),
 )
 def test_the_extend_page_is_what_its_shipped_summaries_give(block):
-    """docs/extend.md's measured blocks: provenance, table and caption rendered from the run's
-    shipped summary.json (every number the table shows, per document) and run.json."""
+    """docs/extend.md's measured blocks: provenance, tables, caption and what the records decide
+    rendered from the run's shipped summary.json (every number the tables show, per document and
+    per prompt) and run.json; a block whose run is not published yet says so and names its command."""
     text = EXTEND_PAGE.PAGE.read_text()
     assert EXTEND_PAGE.markers(block)[0] in text
     assert EXTEND_PAGE.render(text, block) == text, (
@@ -306,7 +315,50 @@ def test_the_extend_page_is_what_its_shipped_summaries_give(block):
 
 
 def test_every_extend_block_ships_what_it_is_made_from():
+    """A block shows a shipped run, or (one a published run fills, not run yet) says that it is not
+    published and how it is: never numbers from nowhere."""
     text = EXTEND_PAGE.PAGE.read_text()
-    blocks = [part.split(":start -->")[0] for part in text.split("<!-- extend-")[1:] if ":start -->" in part]
+    blocks = _extend_blocks()
     missing = [b for b in blocks if not (EXTEND_PAGE.SHIPPED / b / "summary.json").exists()]
-    assert blocks and not missing, missing
+    assert blocks and not [b for b in missing if b not in EXTEND_PAGE.PUBLISH], missing
+    for block in missing:
+        start, end = EXTEND_PAGE.markers(block)
+        shown = text.split(start, 1)[1].split(end, 1)[0]
+        assert shown.strip() == EXTEND_PAGE.pending(block) and "|" not in shown, block
+
+
+def test_the_extend_page_reads_the_first_releases_run_no_further_than_it_goes():
+    """The first release's run (two slices of Python's documentation, one prompt per passkey cell):
+    plain RoPE's intervals at 8,192 and 16,384 tokens overlap (its rise is not shown), NTK-aware x2's
+    cost interval lies above 1 but over two documents only, and the page says both, no more."""
+    summary = json.loads((EXTEND_PAGE.SHIPPED / "more" / "summary.json").read_text())
+    assert summary["documents"] == 2 and summary["model"]["text"]["source"] == "python-docs"
+    none = summary["perplexity"]["none"]
+    assert none["16384"]["low"] < none["8192"]["high"]  # overlap: no rise shown
+    ntk = summary["inside"]["ntk x2"]
+    assert ntk["low"] > 1.0
+    assert all(cell["prompts"] == 1 for row in summary["passkey"].values() for cell in row.values())
+    text = EXTEND_PAGE.PAGE.read_text()
+    assert "intervals apart" not in text and "established, unlike" not in text
+    assert "overlap: its rise past the context is not shown" in " ".join(text.split())
+
+
+def test_every_test_the_extend_page_names_is_a_test_of_the_suite():
+    """A claim on docs/extend.md names the test that supports it (``tests/...py::test_name``), and the
+    verdicts a summary writes name theirs (posenc.extend.summary.METHOD_TESTS): each is a test
+    function of that file, so a renamed or removed test cannot leave a claim citing nothing."""
+    import ast
+    import re
+
+    from posenc.extend.summary import METHOD_TESTS
+
+    text = EXTEND_PAGE.PAGE.read_text()
+    named = set(re.findall(r"(tests/[\w/]+\.py)::(test_\w+)", text))
+    named |= {tuple(v.split("::")) for v in METHOD_TESTS.values()}
+    assert len(named) >= 15, named
+    root = EXTEND_PAGE.ROOT
+    for path, name in sorted(named):
+        assert (root / path).is_file(), path
+        tree = ast.parse((root / path).read_text())
+        functions = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        assert name in functions, f"{path}::{name}"

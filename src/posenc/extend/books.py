@@ -173,11 +173,17 @@ def book_documents(
     return BookDocuments(SOURCE, tuple(t for t, _ in chosen), digest.hexdigest(), tuple(p for _, p in chosen))
 
 
+def check_source(source: str) -> None:
+    """Refuse, before anything loads, ``shakespeare`` without the package that ships the plays."""
+    if source == SOURCE:
+        _files(PACKAGE)
+
+
 def load(
     source: str, tokenize: Tokenize, *, count: int, length: int, prefix: list[int]
 ) -> Documents | BookDocuments:
-    """The documents of a text source: ``shakespeare`` (:func:`book_documents`), or anything
-    :func:`posenc.extend.documents.documents` reads (``python-docs``, the user's own files)."""
+    """The documents of a text source: ``shakespeare`` (:func:`book_documents`), or the user's own
+    files (:func:`posenc.extend.documents.documents`)."""
     if source == SOURCE:
         return book_documents(tokenize, count=count, length=length, prefix=prefix)
     return documents(source, tokenize, count=count, length=length, prefix=prefix)
@@ -191,6 +197,7 @@ __all__ = [
     "Part",
     "Work",
     "book_documents",
+    "check_source",
     "load",
     "plain",
     "works",

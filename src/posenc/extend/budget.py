@@ -2,7 +2,7 @@
 and the cost of a set of prompts with and without sharing their beginnings through the KV cache.
 
 A forward pass over tokens ``start .. stop`` (the first ``start`` cached) costs its dense-layer
-FLOPs at one rate and its attention FLOPs at another (:meth:`posenc.extend.plan.Shape.split`),
+FLOPs at one rate and its attention FLOPs at another (:meth:`Shape.split`),
 plus a fixed overhead per call of the model (what dominates a greedy decoding step of one
 token). :func:`fit` finds the three from measured passes by least squares
 (``scripts/extend_costs.py`` measures them); :class:`CostModel` then prices a text pass, a prompt
@@ -14,12 +14,67 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from posenc.core.errors import PosencError
 from posenc.extend.haystacks import Prompt
-from posenc.extend.plan import Shape
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the cost and memory of a pass depend on, read from the model's config."""
+
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    hidden: int
+    intermediate: int
+    vocab: int
+    parameters: int
+
+    @classmethod
+    def of(cls, config: Any, parameters: int) -> Shape:
+        heads = int(config.num_attention_heads)
+        hidden = int(config.hidden_size)
+        return cls(
+            layers=int(config.num_hidden_layers),
+            heads=heads,
+            kv_heads=int(getattr(config, "num_key_value_heads", None) or heads),
+            head_dim=int(getattr(config, "head_dim", None) or hidden // heads),
+            hidden=hidden,
+            intermediate=int(getattr(config, "intermediate_size", None) or 4 * hidden),
+            vocab=int(config.vocab_size),
+            parameters=int(parameters),
+        )
+
+    def split(self, start: int, stop: int, *, logits: bool = True) -> tuple[float, float]:
+        """``(dense, attention)`` forward FLOPs of tokens ``start .. stop`` with the first ``start``
+        cached (causal); ``logits=False``: the output layer for the last token only."""
+        tokens = stop - start
+        dense = 2.0 * self.parameters * tokens
+        if not logits and tokens > 1:
+            dense -= 2.0 * self.hidden * self.vocab * (tokens - 1)
+        pairs = (stop * (stop + 1) - start * (start + 1)) / 2  # (query, key) pairs, causal
+        attention = 4.0 * self.layers * self.heads * self.head_dim * pairs
+        return dense, attention
+
+    def flops(self, start: int, stop: int, *, logits: bool = True) -> float:
+        """Forward FLOPs of tokens ``start .. stop`` with the first ``start`` cached (causal)."""
+        return sum(self.split(start, stop, logits=logits))
+
+    def bytes_needed(self, length: int, chunk: int, dtype_bytes: int) -> dict[str, float]:
+        """Peak memory of one worker for a pass of ``length`` tokens in chunks of ``chunk``."""
+        chunk = min(chunk, length)
+        return {
+            "weights": self.parameters * dtype_bytes,
+            "KV cache": 2.0 * self.layers * self.kv_heads * self.head_dim * length * dtype_bytes,
+            "logits": 3.0 * chunk * self.vocab * 4,
+            "attention": 2.0 * self.heads * chunk * length * 4,
+            "activations": 6.0 * chunk * max(self.intermediate, self.hidden) * 4,
+        }
 
 
 @dataclass(frozen=True)
@@ -54,6 +109,18 @@ class CostModel:
     def prompt(self, shape: Shape, length: int, budget: int, shared: int = 0) -> float:
         """A prompt of ``length`` tokens whose first ``shared`` are cached, and its answer."""
         return self.seconds(shape, shared, length, logits=False) + self.answer(length, budget)
+
+    def with_chunk(self, chunk: int) -> CostModel:
+        """The same rates for calls of ``chunk`` tokens (the overhead per call kept: a call costs
+        about the same to start whatever it feeds)."""
+        return CostModel(
+            self.dense, self.attention, self.call, chunk, self.step, self.step_per_token, self.where
+        )
+
+    def slower(self, factor: float, where: str) -> CostModel:
+        """Every rate ``factor`` times slower (every cost ``factor`` times larger)."""
+        return CostModel(self.dense / factor, self.attention / factor, self.call * factor, self.chunk,
+                         self.step * factor, self.step_per_token * factor, where)  # fmt: skip
 
     def prompts(self, shape: Shape, order: Sequence[tuple[Prompt, int]]) -> tuple[float, float]:
         """``(shared, alone)``: seconds of the prompts fed in ``order`` (each after what it shares
@@ -101,4 +168,18 @@ def fit(shape: Shape, passes: Sequence[tuple[int, int, bool, float]], *, chunk: 
     return CostModel(1 / per_dense, 1 / per_attention, max(0.0, call), chunk, step, per_token, where)
 
 
-__all__ = ["CostModel", "fit"]
+#: What ``posenc extend`` estimates a CPU run with: :func:`fit` on SmolLM2-135M's passes of 2,048 to
+#: 16,384 tokens (every position's logits, the last only, decoding steps, prompts after a cached
+#: prefix; one thread, fp32, chunks of 1,024) measured by ``scripts/extend_costs.py`` on a 2-core
+#: AMD EPYC (AVX2) while other jobs ran (``docs/extend/design/costs_under_load.json``: dense 84.1,
+#: attention 56.9 GFLOP/s, 0.65 s a call, a decoding step 0.080 s + 12.3 us per cached token), then
+#: made 10% slower: the fit put the previous default's cells (four 16k passes, two passkey trunks) at
+#: 999 CPU-seconds, and a fresh clone on two idle cores of that machine took 1,132 for the whole
+#: run, its start included. A 16,384-token pass: 249 s; 8,192: 79 s; 4,096: 28 s.
+CPU_COSTS = CostModel(
+    dense=84.08, attention=56.90, call=0.6546, chunk=1024, step=0.07967, step_per_token=1.2255e-5,
+    where="a 2-core AMD EPYC (AVX2), one thread, SmolLM2-135M, fp32",
+).slower(1.1, "one thread of a 2-core AMD EPYC (AVX2), SmolLM2-135M, fp32")  # fmt: skip
+
+
+__all__ = ["CPU_COSTS", "CostModel", "Shape", "fit"]

@@ -162,7 +162,7 @@ def paired_documents(
         )
     diff = a - b
     mean, sd = float(diff.mean()), float(diff.std(ddof=1))
-    if sd == 0.0:
+    if sd <= 1e-12 * max(1.0, abs(mean)):  # the same difference on every document, to rounding
         return PairedLoss(
             int(a.size), math.exp(mean), math.exp(mean), math.exp(mean), 1.0 if mean == 0 else 0.0
         )

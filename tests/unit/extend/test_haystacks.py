@@ -119,8 +119,13 @@ def test_prompts_of_one_task_share_their_beginning_and_the_order_uses_it():
 
 
 def test_a_length_too_short_and_unknown_names_are_refused_by_name():
-    with pytest.raises(PosencError, match="too short for a passkey prompt"):
+    with pytest.raises(PosencError, match="too short for a passkey prompt") as refused:
         syn.generate("passkey", 40, seed=0, index=0, tokenize=words)
+    least = int(re.search(r"needs (\d+) tokens", str(refused.value)).group(1))
+    assert least > 40  # the length it names is one that holds a prompt with filler, and no shorter one does
+    assert syn.generate("passkey", least, seed=0, index=0, tokenize=words).length <= least
+    with pytest.raises(PosencError, match="too short"):
+        syn.generate("passkey", least - 1, seed=0, index=0, tokenize=words)
     with pytest.raises(PosencError, match="task"):
         syn.generate("needle", 2048, seed=0, index=0, tokenize=words)
     with pytest.raises(PosencError, match="seed"):
