@@ -163,5 +163,9 @@ def test_a_missing_key_without_default_and_a_cycle_are_named(tmp_path):
         load_profile(tmp_path / "a.toml")
     with pytest.raises(PosencError, match="cannot read profile file"):
         load_profile(tmp_path / "none.toml")
+    with pytest.raises(PosencError, match="a character device"):
+        load_profile("/dev/zero")  # endless: refused before it is opened
+    big = tmp_path / "big.toml"
+    big.write_text("# " + "x" * (1 << 20) + "\n")
     with pytest.raises(PosencError, match="larger than 1 MiB"):
-        load_profile("/dev/zero")  # endless: refused, not read until memory runs out
+        load_profile(big)  # read only to the limit
