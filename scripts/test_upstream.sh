@@ -12,8 +12,9 @@
 #   bash scripts/test_upstream.sh --torch 2.15.0 [PYTEST ARGS]
 # It builds .venv-torch-VERSION: that torch first, with whatever it requires (from the package
 # index: the CUDA build on Linux, whose CUDA libraries are installed but not needed on a CPU), then
-# posenc's test extras with everything else as locked (the lock less torch and the packages that
-# torch pins itself, such as triton), and runs the whole suite (or PYTEST ARGS) with nice -n 10.
+# posenc's test extras with everything else as locked (the lock and the test extra less torch and
+# what that torch pins itself, by scripts/upstream_lock.py: the test extra's triton range is the one
+# the locked torch was built with), and runs the whole suite (or PYTEST ARGS) with nice -n 10.
 # A pip configuration that caps torch (a constraint file of the machine's) must be lifted for the
 # run: PIP_CONFIG_FILE=/dev/null bash scripts/test_upstream.sh --torch 2.15.0. The script refuses
 # to test a torch other than the one asked for.
@@ -47,20 +48,14 @@ if [ "${1:-}" = --torch ]; then
   }
   "$venv/bin/python" -m pip install --disable-pip-version-check -q "torch==$version"
   check_torch
-  # The lock without torch and without what this torch pins itself (triton, CUDA libraries).
-  pinned_by_torch=$("$venv/bin/python" -c "
-import importlib.metadata as m, re
-names = {re.split(r'[ ;<>=!~\[(]', r, maxsplit=1)[0] for r in m.requires('torch') or []}
-print('\n'.join(sorted({'torch', *(n.lower().replace('_', '-') for n in names)})))")
-  python3 - "$locked" "$pinned_by_torch" <<'EOF'
-import re, sys
-out, names = sys.argv[1], set(sys.argv[2].split())
-kept = [line for line in open("constraints.txt")
-        if re.split(r"[ ;<>=!~\[]", line.strip(), maxsplit=1)[0].lower().replace("_", "-") not in names]
-open(out, "w").writelines(kept)
-EOF
-  POSENC_VENV="$venv" POSENC_EXTRAS=test,peers,ray,real POSENC_CONSTRAINTS="$locked" \
+  # The lock and the test extra less torch and what this torch pins itself (triton, the CUDA
+  # libraries; the test extra's triton range is the one the locked torch was built with).
+  tests=$(mktemp)
+  trap 'rm -f "$locked" "$tests"' EXIT
+  python3 scripts/upstream_lock.py "$venv/bin/python" torch "$locked" "$tests"
+  POSENC_VENV="$venv" POSENC_EXTRAS=cli,peers,ray,real POSENC_CONSTRAINTS="$locked" \
     POSENC_TORCH="torch==$version" bash scripts/setup.sh
+  "$venv/bin/python" -m pip install --disable-pip-version-check -q -c "$locked" -r "$tests"
   check_torch
   "$venv/bin/python" -c "import torch, posenc; print('torch', torch.__version__, '| posenc from', posenc.__file__)"
   set +e
