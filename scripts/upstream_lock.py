@@ -36,7 +36,9 @@ def main(python: str, package: str, lock_out: str, tests_out: str) -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     kept = [r for r in extras["test"] if name(r) not in pinned and name(r) != "posenc"]
     Path(tests_out).write_text("".join(f"{r}\n" for r in kept))
-    print(f"left out of the lock and the test extra (what {package} pins itself): {', '.join(sorted(pinned))}")
+    print(
+        f"left out of the lock and the test extra (what {package} pins itself): {', '.join(sorted(pinned))}"
+    )
 
 
 if __name__ == "__main__":
