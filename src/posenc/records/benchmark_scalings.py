@@ -406,6 +406,19 @@ def finetune_length(scaling: BenchmarkScaling, train_len: int) -> int:
     return int(round(scaling.factor * train_len))
 
 
+#: The key of a ``posenc compare`` result that holds the scalings whose evaluation failed, each with
+#: why (``{"halfscale:2": "PosencError: ..."}``): such a scaling has no entry in the result's ``eval``,
+#: and the run keeps every other evaluation.
+FAILED_KEY = "failed_scalings"
+MAX_REASON = 500  # characters of a failed evaluation's reason
+
+
+def failure_reason(exc: BaseException) -> str:
+    """Why one scaled evaluation failed, in one line: ``Type: message``."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
+
+
 #: YaRN's per-length form, as profiles and records spell it (``yarn-dynamic``).
 DYNAMIC_YARN = "yarn" + DYNAMIC
 
@@ -427,8 +440,10 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BenchmarkScaling",
     "DYNAMIC_YARN",
+    "FAILED_KEY",
     "MAX_FACTOR",
     "YARN_REFERENCE",
+    "failure_reason",
     "finetune_length",
     "for_task",
     "forms",

@@ -10,6 +10,7 @@ nothing else. The broken scalings are ``tests/outoftree/posenc_broken_scalings``
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from posenc.core.checks import did_you_mean
 from posenc.core.errors import PosencError, PosencTypeError
 from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.records import benchmark_scalings
+from posenc.records.store import ResultStore
 
 OUT_OF_TREE = Path(__file__).parents[3] / "outoftree"
 HEAD_DIM = 16
@@ -183,6 +185,47 @@ def test_posenc_extend_plan_refuses_a_broken_scaling_before_any_cell(broken, lla
     line = _one_line(result)
     assert f"--scalings {name}:2 at 32 tokens: rope scaling {name!r}" in line, line
     assert not list((tmp_path / "o").glob("cells/*.json"))
+
+
+# --- a failure inside one scaled evaluation loses that evaluation only ------------------------------
+
+
+@pytest.mark.slow
+def test_a_scaling_that_fails_inside_a_run_loses_its_evaluation_only(tmp_path, monkeypatch):
+    """GRADLESS passes every check made where it is named and raises inside the model's no-grad
+    evaluation: the run's record is written with plain RoPE's and the other scaling's evaluations,
+    the failed one named with why; the table says failed and the notes why; a reader reads it."""
+    monkeypatch.syspath_prepend(str(OUT_OF_TREE))
+    import posenc_broken_scalings as module
+
+    rope_scaling.register_scaling("gradless", module.GRADLESS)
+    args = ["compare", "--profile", "smoke", "--encodings", "rope", "--tasks", "copy", "--seeds", "0",
+            "--scalings", "gradless:2,dynamic:2", "--out", str(tmp_path), "--no-report"]  # fmt: skip
+    try:
+        result = CliRunner().invoke(main, args)
+        again = CliRunner().invoke(main, args)  # the record is complete: resumed, not run again
+    finally:
+        rope_scaling.unregister_scaling("gradless")
+        sys.modules.pop("posenc_broken_scalings", None)
+    assert result.exit_code == 0, result.output
+    (path,) = [p for p in tmp_path.rglob("*.json") if p.parent.parent.name == "runs"]
+    record = json.loads(path.read_text())
+    assert set(record["result"]["eval"]) == {"default", "dynamic:2"}
+    reason = record["result"][benchmark_scalings.FAILED_KEY]["gradless:2"]
+    assert reason.startswith("PosencError: rope scaling 'gradless'") and "without gradients" in reason
+    output = " ".join(result.output.split())
+    assert "rope[gradless:2]" in output and "failed" in output
+    assert "FAILED evaluation rope[gradless:2] / copy: evaluation failed in 1 of 1 seeds (seed 0)" in output
+    (read,) = ResultStore(tmp_path).records()  # the schema takes it: a reader reads it, nothing set aside
+    assert read["run_id"] == record["run_id"]
+    summary = posenc.results.summarize([read])
+    cell = summary["rows"]["rope[gradless:2]"]["copy:em_in"]
+    assert posenc.results.tables.format_cell(cell, True) == "failed"
+    assert "rope[dynamic:2]" in summary["rows"] and "rope" in summary["rows"]
+    assert again.exit_code == 0 and "runs: 0 done, 1 resumed, 0 failed" in again.output, again.output
+    assert "FAILED evaluation rope[gradless:2] / copy" in " ".join(again.output.split())
+    measured = posenc.results.tables.format_cell({**summary["rows"]["rope"]["copy:em_in"], "failed": 1}, True)
+    assert measured.endswith(" (1 failed)") and measured != " (1 failed)"  # some seeds measured, one failed
 
 
 # --- one broken entry point names itself and blocks nothing else -----------------------------------
