@@ -309,7 +309,7 @@ def _speed(value: float | None) -> str:
 def format_cell(c: dict[str, Any] | None, percent: bool, sep: str = " ") -> str:
     """``"72% [65, 80]"`` / ``"1.04 [1.01, 1.08]"`` (``sep`` between mean and interval);
     ``n.c.`` when no seed converged; a ``k/N`` suffix when only k of N seeds did; ``failed`` when
-    every seed's evaluation failed (a scaling that raised), a ``(k failed)`` suffix when k did."""
+    the evaluation failed in every seed (a scaling that raised), a ``(k failed)`` suffix when in k."""
     failed = (c or {}).get("failed")
     if failed:
         return (

@@ -333,8 +333,11 @@ def _probe_scalings(
     geometries = set()
     for name, cls in named.items():
         if issubclass(cls, RotaryEncoding) and cls.supports_scaling:
-            built: Any = build_for_model(name, d_model=model.d_model, num_heads=model.num_heads, causal=True,
-                                         **profile.encoding_config.get(name, {}))  # fmt: skip
+            try:
+                built: Any = build_for_model(cls, d_model=model.d_model, num_heads=model.num_heads, causal=True,
+                                             **profile.encoding_config.get(name, {}))  # fmt: skip
+            except Exception:  # noqa: BLE001  (an outside encoding that does not build: the contract says why)
+                continue
             if hasattr(built, "rotary_dim") and hasattr(built.config, "base"):
                 geometries.add((int(built.rotary_dim), float(built.config.base)))
     for task in profile.tasks:
