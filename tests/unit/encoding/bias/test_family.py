@@ -1,8 +1,9 @@
-"""The bias family: every encoding vs its NumPy reference, the papers' properties, FlexAttention."""
+"""What every member of the bias family shares (``posenc.encoding.bias.family``): each against its NumPy
+reference on full tensors, float64 precision far out, translation invariance, decoding rows, FlexAttention,
+the cached dense bias and the errors. Each member's own properties are in ``test_<member>.py``."""
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -126,148 +127,6 @@ def test_decode_row_equals_full_bias_row(name):
     torch.testing.assert_close(
         enc.bias(1, 9, q_positions=torch.tensor([[8]])), full[:, :, 8:], rtol=0, atol=0
     )
-
-
-# --- ALiBi -----------------------------------------------------------------------------
-
-
-@given(num_heads=st.integers(1, 64))
-def test_alibi_slopes_follow_the_construction(num_heads):
-    slopes = B.alibi_slopes(num_heads)
-    assert slopes.dtype == torch.float64 and slopes.shape == (num_heads,)
-    torch.testing.assert_close(slopes, torch.from_numpy(R.alibi_slopes(num_heads)), rtol=0, atol=0)
-    p = 2 ** int(math.log2(num_heads))
-    ratio = 2.0 ** (-8.0 / p)
-    torch.testing.assert_close(slopes[:p], ratio ** torch.arange(1, p + 1, dtype=torch.float64), **F64)
-    if p == num_heads:  # a power of two: geometric, from 2^(-8/n) down to 2^-8
-        torch.testing.assert_close(slopes[1:] / slopes[:-1], torch.full((p - 1,), ratio, dtype=torch.float64))
-        assert slopes[-1] == 2.0**-8
-    else:  # every other slope of the doubled set (2^(-4/p), 2^(-12/p), ...)
-        odd = 2.0 ** (-4.0 * torch.arange(1, 2 * (num_heads - p), 2, dtype=torch.float64) / p)
-        torch.testing.assert_close(slopes[p:], odd, **F64)
-    assert bool(((slopes > 0) & (slopes < 1)).all()) and len(set(slopes.tolist())) == num_heads
-
-
-def test_alibi_published_slopes_for_8_heads():
-    """Press et al. sec. 3: for 8 heads the slopes are 1/2, 1/4, ..., 1/256."""
-    torch.testing.assert_close(B.alibi_slopes(8), 0.5 ** torch.arange(1, 9, dtype=torch.float64))
-
-
-def test_alibi_causal_and_bidirectional_forms():
-    causal, both = build("alibi", 4).bias(6, 6)[0], build("alibi", 4, bidirectional=True).bias(6, 6)[0]
-    lower = torch.ones(6, 6, dtype=torch.bool).tril()
-    torch.testing.assert_close(causal[:, lower], both[:, lower], rtol=0, atol=0)  # same for j <= i
-    torch.testing.assert_close(both, both.transpose(-1, -2), rtol=0, atol=0)  # symmetric
-    assert causal[:, 5, 0].tolist() == (-5 * B.alibi_slopes(4)).float().tolist()
-
-
-# --- T5 ----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def hf_bucket():
-    t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
-    return t5.T5Attention._relative_position_bucket
-
-
-@given(
-    bidirectional=st.booleans(),
-    num_buckets=st.integers(4, 64),
-    extra_distance=st.integers(1, 400),
-)
-def test_t5_buckets_match_transformers(hf_bucket, bidirectional, num_buckets, extra_distance):
-    n = num_buckets // 2 if bidirectional else num_buckets
-    max_distance = n // 2 + extra_distance  # the valid range: > max_exact
-    rel = torch.arange(-3000, 3001)
-    ours = B.t5_relative_position_bucket(
-        rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
-    )
-    theirs = hf_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
-    assert torch.equal(ours, theirs)
-    np.testing.assert_array_equal(
-        R.t5_relative_position_bucket(rel.numpy(), bidirectional, num_buckets, max_distance), ours.numpy()
-    )
-
-
-@given(bidirectional=st.booleans(), num_buckets=st.integers(4, 64), max_distance=st.integers(40, 1000))
-def test_t5_buckets_monotone_in_distance_and_saturate(bidirectional, num_buckets, max_distance):
-    kwargs = dict(bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
-    distance = torch.arange(0, 3 * max_distance)
-    before = B.t5_relative_position_bucket(-distance, **kwargs)  # keys before the query
-    assert bool((before.diff() >= 0).all()) and before[0] == 0
-    half = num_buckets // 2 if bidirectional else num_buckets
-    assert before.max() <= half - 1
-    assert bool((before[max_distance:] == half - 1).all())  # far beyond max_distance: last bucket
-    if bidirectional:
-        after = B.t5_relative_position_bucket(distance[1:], **kwargs)
-        assert bool((after.diff() >= 0).all()) and bool((after >= half).all())
-        assert bool((after[max_distance:] == 2 * half - 1).all())
-
-
-def test_t5_far_positions_fall_in_the_last_bucket():
-    enc = build("t5", bidirectional=True)
-    got = enc.bias(1, 2, q_positions=torch.tensor([[10**6]]), k_positions=torch.tensor([[0, 2 * 10**6]]))
-    table = enc.table.detach()
-    torch.testing.assert_close(got[0, :, 0, 0], table[15])  # keys long before: last "before" bucket
-    torch.testing.assert_close(got[0, :, 0, 1], table[31])  # keys long after: last bucket
-    assert B.T5RelativeBias.share_across_layers is True
-
-
-# --- KERPLE and Sandwich: 0 at distance 0, decaying with distance ------------------------
-
-
-@pytest.mark.parametrize("name", ["kerple_log", "kerple_power"])
-@given(r1=st.floats(-1, 5), r2=st.floats(-1, 5), bidirectional=st.booleans())
-def test_kerple_zero_at_zero_and_non_increasing(name, r1, r2, bidirectional):
-    enc = build(name, num_heads=1, bidirectional=bidirectional)
-    with torch.no_grad():  # raw values outside the range exercise the clamps
-        enc.r1.fill_(r1)
-        enc.r2.fill_(r2)
-    row = enc.bias_fn(torch.tensor(400), torch.arange(400, -1, -1), torch.tensor(0))  # distance 0..400
-    assert row[0] == 0
-    assert bool((row.diff() <= 0).all())
-    p = enc._prepare(torch.device("cpu"))
-    assert p["r1"].item() >= 0.01 and p["r2"].item() >= 0.01
-    if name == "kerple_power":
-        assert p["r2"].item() <= 2.0
-
-
-def test_kerple_init_follows_the_official_code():
-    """Official code: log r1 ~ 2 U(0,1), r2 ~ U(0,1); power r1 ~ U(0,1), r2 ~ 2 U(0,1)."""
-    log, power = build("kerple_log", 256), build("kerple_power", 256)
-    assert 0 <= log.r1.min() and log.r1.max() <= 2 and log.r1.max() > 1
-    assert 0 <= log.r2.min() and log.r2.max() <= 1
-    assert 0 <= power.r1.min() and power.r1.max() <= 1
-    assert 0 <= power.r2.min() and power.r2.max() <= 2 and power.r2.max() > 1
-
-
-@given(embed_dim=st.integers(1, 128).map(lambda x: 2 * x), num_heads=st.integers(1, 16))
-def test_sandwich_zero_at_zero_negative_elsewhere(embed_dim, num_heads):
-    enc = build("sandwich", num_heads=num_heads, embed_dim=embed_dim)
-    distance = torch.arange(0, 1000)
-    bias = enc.bias_fn(
-        distance[None, :], torch.zeros(1, 1, dtype=torch.long), torch.arange(num_heads)[:, None]
-    )
-    assert bool((bias[:, 0] == 0).all())
-    assert bool((bias[:, 1:] < 0).all())  # p_i . p_j < |p|^2 = d'/2 off the diagonal
-    # Monotone while every frequency's phase is in [0, pi]: derivative -sum w sin(w d) <= 0.
-    last = int(math.pi / enc.frequencies.max())
-    assert bool((bias[:, : last + 1].diff(dim=-1) <= 0).all())
-    # Head h (1-based) is head 1 divided by h: the ALiBi-like compression.
-    torch.testing.assert_close(bias * torch.arange(1, num_heads + 1)[:, None], bias[:1].expand_as(bias))
-
-
-# --- FIRE ---------------------------------------------------------------------------------
-
-
-def test_fire_init_and_bidirectional_heads():
-    enc = posenc.build("fire", num_heads=4)
-    assert enc.c.item() == pytest.approx(0.1) and enc.threshold_multiplier.item() == 1.0
-    assert enc.mlp_in.out_features == 32 and enc.mlp_out.out_features == 4
-    both = build("fire", 4, bidirectional=True)
-    assert both.mlp_out.out_features == 8
-    dense = both.bias(6, 6)[0]
-    assert not torch.allclose(dense, dense.transpose(-1, -2))  # directions told apart
 
 
 # --- FlexAttention ------------------------------------------------------------------------
