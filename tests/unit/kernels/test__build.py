@@ -7,16 +7,20 @@ PyTorch path to the last bit: float32, float64, bfloat16, float16; both layouts;
 pairs fill whole vector steps and ones that leave a tail; partial rotary; strided inputs,
 per-batch tables; forward and backward (the transpose); one call and two threads; every
 bfloat16 bit pattern through the vector rounding. The AVX2 build must hold no AVX-512
-instruction, so that timing it on an AVX-512 machine times what an AVX2 machine runs.
+instruction, so that timing it on an AVX-512 machine times what an AVX2 machine runs. A build that
+fails degrades to the plain path with one line; a damaged cached library is rebuilt, never mapped; a
+library is on disk (fsynced) before it is renamed into place.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import platform
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -40,6 +44,7 @@ def _runnable(isa: str) -> bool:
 RUNNABLE = [isa for isa in _build.ISAS if _runnable(isa)]
 EXPECTED_ISA = {"avx2": {"avx2"}, "avx512": {"avx512"}, "baseline": {"scalar"},
                 "native": {"avx512", "avx2", "scalar"}}  # fmt: skip
+needs_kernel = pytest.mark.skipif(not rope.available(), reason="no C compiler: the plain path is used")
 
 
 @pytest.fixture(params=RUNNABLE)
@@ -200,3 +205,99 @@ def test_a_forced_build_this_cpu_cannot_run_is_refused(monkeypatch, caplog):
     monkeypatch.setattr(platform, "machine", lambda: "aarch64")
     assert _build.load("_rope", "avx512") is None
     assert "needs an x86-64 CPU" in caplog.text
+
+
+# ---------------------------------------------------------------------------
+# Building and caching the library.
+# ---------------------------------------------------------------------------
+
+
+def test_failed_build_degrades_to_none_with_one_line(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setattr(_build, "_loaded", {})
+    monkeypatch.setattr(_build, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="posenc"):
+        assert _build.load("_rope") is None
+        assert _build.load("_rope") is None
+    assert len([r for r in caplog.records if "unavailable" in r.getMessage()]) == 1
+    monkeypatch.setattr(_build, "_loaded", {})
+    monkeypatch.setenv("POSENC_DISABLE_KERNELS", "1")
+    assert _build.load("_rope") is None
+
+
+USE_KERNEL = """
+import torch
+from posenc.kernels import _build
+from posenc.kernels.fused_rope import apply_rotary_fused
+from posenc.encoding.rotary.rope import apply_rotary
+
+assert _build.load("_rope") is not None, "no kernel"
+g = torch.Generator().manual_seed(0)
+x = torch.randn(2, 3, 5, 8, generator=g)
+angles = torch.randn(5, 4, generator=g)
+cos, sin = angles.cos(), angles.sin()
+torch.testing.assert_close(apply_rotary_fused(x, cos, sin, layout="half", rotary_dim=8), apply_rotary(x, cos, sin, layout="half", rotary_dim=8))
+print("ok")
+"""
+
+
+@needs_kernel
+@pytest.mark.parametrize("damage", ["truncate", "zero_stamp", "remove_stamp"])
+def test_a_damaged_cached_library_is_rebuilt_never_mapped(tmp_path, damage):
+    """Found: a truncated cached ``.so`` killed the process with SIGBUS (no message) on load.
+
+    A fresh process builds the library into an empty cache; then the file is damaged as a
+    crash before its bytes reached the disk would leave it; the next process must rebuild it
+    (and give the same numbers as the plain path), not die.
+    """
+    env = {**os.environ, "POSENC_CACHE_DIR": str(tmp_path)}
+    env.pop("POSENC_DISABLE_KERNELS", None)
+    first = subprocess.run(
+        [sys.executable, "-c", USE_KERNEL], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert first.returncode == 0, first.stderr
+    (library,) = (tmp_path / "kernels").glob("_rope-*.so")
+    size = library.stat().st_size
+    stamp = library.with_name(library.name + ".sha256")
+    if damage == "truncate":
+        with open(library, "r+b") as handle:
+            handle.truncate(size // 3)
+    elif damage == "zero_stamp":  # right size, wrong bytes
+        library.write_bytes(bytes(size))
+    else:  # a library from before stamps existed, or a stamp lost: rebuilt rather than trusted
+        stamp.unlink(missing_ok=True)
+    second = subprocess.run(
+        [sys.executable, "-c", USE_KERNEL], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert second.returncode == 0, (second.returncode, second.stderr)  # was -7 (SIGBUS) for a truncated file
+    assert second.stdout.strip() == "ok"
+    assert library.stat().st_size == size and _build.verified(library)
+
+
+@needs_kernel
+def test_the_library_is_fsynced_before_it_is_renamed(monkeypatch, tmp_path):
+    """Found: the compile step renamed the new library into place without fsync, so a crash
+    could leave a name pointing at a file whose bytes never reached the disk."""
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(
+            ("fsync", os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else str(fd))
+        )
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", str(dst)))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    target = tmp_path / "lib.so"
+    _build._compile("_rope", _build._compiler(), target)
+    renamed = [i for i, (kind, path) in enumerate(events) if kind == "replace" and path == str(target)]
+    assert renamed, events
+    synced_before = [kind for kind, _ in events[: renamed[0]]]
+    assert "fsync" in synced_before, events
+    assert _build.verified(target)

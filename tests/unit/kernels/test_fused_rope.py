@@ -1,31 +1,24 @@
-"""Fast paths against the plain paths they replace: full tensors, forward and gradients.
+"""The fused rotary kernel against the plain path it replaces: full tensors, forward and gradients.
 
 - fused rotary (C kernel) == ``posenc.encoding.rotary.rope.apply_rotary`` for both layouts, partial
   rotary, float64/32/16/bfloat16, strided inputs, broadcast and per-batch tables, out=/in place;
-- graceful degradation: unsupported calls and a failed build take the plain path, one log line;
-- chunked bias attention == dense SDPA (the flex path: tests/unit/kernels/test_flex.py) with the encoding's full bias, for every bias
-  encoding in the registry, causal and not, KV-cache offsets, explicit positions, masks, grads.
+- graceful degradation: unsupported calls take the plain path, one log line (a failed build:
+  test__build.py);
+- RoPE's and xPos's ``rotate`` == the plain formula on their own tables.
 Shapes stay tiny: the kernels are built once per machine (about a second) and cached.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
-import torch.nn.functional as F
 from tests.tolerances import tol
 
 import posenc
 from posenc.encoding.rotary.rope import apply_rotary
-from posenc.kernels import _build, blocked, mlp_bias
-from posenc.kernels import bias_attention as bias_attention_module
 from posenc.kernels import fused_rope as rope
-from posenc.kernels.bias_attention import bias_attention
 from posenc.kernels.fused_rope import apply_rotary_fused
 from posenc.registry import ENCODINGS
 
@@ -203,231 +196,9 @@ def test_a_device_other_than_the_cpu_takes_the_plain_path_without_a_word(caplog)
     assert not [r for r in caplog.records if "fused rotary" in r.getMessage()]
 
 
-def test_failed_build_degrades_to_none_with_one_line(monkeypatch, tmp_path, caplog):
-    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
-    monkeypatch.setattr(_build, "_loaded", {})
-    monkeypatch.setattr(_build, "_warned", set())
-    with caplog.at_level(logging.WARNING, logger="posenc"):
-        assert _build.load("_rope") is None
-        assert _build.load("_rope") is None
-    assert len([r for r in caplog.records if "unavailable" in r.getMessage()]) == 1
-    monkeypatch.setattr(_build, "_loaded", {})
-    monkeypatch.setenv("POSENC_DISABLE_KERNELS", "1")
-    assert _build.load("_rope") is None
-
-
-USE_KERNEL = """
-import torch
-from posenc.kernels import _build
-from posenc.kernels.fused_rope import apply_rotary_fused
-from posenc.encoding.rotary.rope import apply_rotary
-
-assert _build.load("_rope") is not None, "no kernel"
-g = torch.Generator().manual_seed(0)
-x = torch.randn(2, 3, 5, 8, generator=g)
-angles = torch.randn(5, 4, generator=g)
-cos, sin = angles.cos(), angles.sin()
-torch.testing.assert_close(apply_rotary_fused(x, cos, sin, layout="half", rotary_dim=8), apply_rotary(x, cos, sin, layout="half", rotary_dim=8))
-print("ok")
-"""
-
-
-@needs_kernel
-@pytest.mark.parametrize("damage", ["truncate", "zero_stamp", "remove_stamp"])
-def test_a_damaged_cached_library_is_rebuilt_never_mapped(tmp_path, damage):
-    """Found: a truncated cached ``.so`` killed the process with SIGBUS (no message) on load.
-
-    A fresh process builds the library into an empty cache; then the file is damaged as a
-    crash before its bytes reached the disk would leave it; the next process must rebuild it
-    (and give the same numbers as the plain path), not die.
-    """
-    env = {**os.environ, "POSENC_CACHE_DIR": str(tmp_path)}
-    env.pop("POSENC_DISABLE_KERNELS", None)
-    first = subprocess.run(
-        [sys.executable, "-c", USE_KERNEL], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert first.returncode == 0, first.stderr
-    (library,) = (tmp_path / "kernels").glob("_rope-*.so")
-    size = library.stat().st_size
-    stamp = library.with_name(library.name + ".sha256")
-    if damage == "truncate":
-        with open(library, "r+b") as handle:
-            handle.truncate(size // 3)
-    elif damage == "zero_stamp":  # right size, wrong bytes
-        library.write_bytes(bytes(size))
-    else:  # a library from before stamps existed, or a stamp lost: rebuilt rather than trusted
-        stamp.unlink(missing_ok=True)
-    second = subprocess.run(
-        [sys.executable, "-c", USE_KERNEL], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert second.returncode == 0, (second.returncode, second.stderr)  # was -7 (SIGBUS) for a truncated file
-    assert second.stdout.strip() == "ok"
-    assert library.stat().st_size == size and _build.verified(library)
-
-
-@needs_kernel
-def test_the_library_is_fsynced_before_it_is_renamed(monkeypatch, tmp_path):
-    """Found: the compile step renamed the new library into place without fsync, so a crash
-    could leave a name pointing at a file whose bytes never reached the disk."""
-    events: list[tuple[str, str]] = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(fd):
-        events.append(
-            ("fsync", os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else str(fd))
-        )
-        return real_fsync(fd)
-
-    def replace(src, dst):
-        events.append(("replace", str(dst)))
-        return real_replace(src, dst)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
-    target = tmp_path / "lib.so"
-    _build._compile("_rope", _build._compiler(), target)
-    renamed = [i for i, (kind, path) in enumerate(events) if kind == "replace" and path == str(target)]
-    assert renamed, events
-    synced_before = [kind for kind, _ in events[: renamed[0]]]
-    assert "fsync" in synced_before, events
-    assert _build.verified(target)
-
-
 # ---------------------------------------------------------------------------
-# Bias attention without the (b, h, i, j) tensor == dense SDPA.
+# RoPE and xPos through the kernel == the plain formula on their tables.
 # ---------------------------------------------------------------------------
-
-
-def dense_reference(q, k, v, enc, *, causal, qp=None, kp=None, allowed=None):
-    """SDPA with the encoding's full float64 bias (its own definition, bias_fn)."""
-    i, j = q.shape[2], k.shape[2]
-    qpos = torch.arange(i)[None] if qp is None else qp
-    kpos = torch.arange(j)[None] if kp is None else kp
-    heads = torch.arange(enc.num_heads)[None, :, None, None]
-    bias = enc.bias_fn(qpos[:, None, :, None], kpos[:, None, None, :], heads)
-    bias = bias.to(enc.bias(1, 1).dtype).to(q.dtype)  # rounded as the encoding's dense bias
-    if causal:
-        bias = bias.masked_fill(torch.ones(i, j, dtype=torch.bool).triu(j - i + 1), float("-inf"))
-    if allowed is not None:
-        bias = bias.masked_fill(~allowed, float("-inf"))
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-
-
-def qkv(b, h, i, j, d=4, dtype=torch.float64, grad=True):
-    return tuple(
-        randn(b, h, n, d, seed=s, dtype=dtype).requires_grad_(grad) for s, n in ((1, i), (2, j), (3, j))
-    )
-
-
-def plain_blocks(monkeypatch) -> None:
-    """The blocked path's plain matrix products (what every device but the CPU runs), on the CPU."""
-    monkeypatch.setattr(blocked, "FLASH_DEVICES", frozenset())
-
-
-@pytest.mark.parametrize("name", BIAS_NAMES)
-@pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("checkpointed", [False, True])
-@pytest.mark.parametrize("flash", [True, False], ids=["cpu-flash", "plain"])
-def test_chunked_bias_attention_matches_dense(name, causal, checkpointed, flash, monkeypatch):
-    if not flash:
-        plain_blocks(monkeypatch)
-    if checkpointed:  # a tiny memory budget: every block is checkpointed and recomputed in backward
-        monkeypatch.setattr(bias_attention_module, "CHUNK_BYTES", 1)
-        monkeypatch.setattr(bias_attention_module, "GENERIC_CHUNK_BYTES", 1)
-    enc = posenc.build_for_model(name, d_model=12, num_heads=3).double()
-    if not causal and "bidirectional" in enc.config.field_names():
-        enc = posenc.build_for_model(name, d_model=12, num_heads=3, bidirectional=True).double()
-    q, k, v = qkv(2, 3, 11, 11)
-    params = [q, k, v, *enc.parameters()]
-    g = randn(2, 3, 11, 4, seed=4)
-    out = bias_attention(q, k, v, enc, causal=causal, chunk=4)
-    ref = dense_reference(q, k, v, enc, causal=causal)
-    torch.testing.assert_close(out, ref, **tol(torch.float64))
-    for a, c in zip(torch.autograd.grad(out, params, g), torch.autograd.grad(ref, params, g)):
-        torch.testing.assert_close(a, c, **tol(torch.float64))
-
-
-@pytest.mark.parametrize("name", ["alibi", "fire"])
-def test_chunked_bias_attention_cache_offset_positions_and_mask(name):
-    """Queries are the last 3 of 9 keys (KV cache), shifted or explicit positions, key padding."""
-    enc = posenc.build_for_model(name, d_model=8, num_heads=2).double()
-    q, k, v = qkv(2, 2, 3, 9, grad=False)
-    with torch.no_grad():
-        shifted = bias_attention(
-            q,
-            k,
-            v,
-            enc,
-            causal=True,
-            q_positions=torch.arange(6, 9) + 5,
-            k_positions=torch.arange(9) + 5,
-            chunk=2,
-        )
-        ref = dense_reference(
-            q, k, v, enc, causal=True, qp=torch.arange(11, 14)[None], kp=torch.arange(5, 14)[None]
-        )
-        torch.testing.assert_close(shifted, ref, **tol(torch.float64))
-        qp = torch.tensor([[6, 7, 8], [0, 1, 2]])  # row 1: a new document restarting at 0
-        kp = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8], [0, 1, 2, 3, 4, 5, 0, 1, 2]])
-        allowed = torch.ones(2, 1, 3, 9, dtype=torch.bool)
-        allowed[0, :, :, :2] = False  # left padding in row 0
-        out = bias_attention(
-            q, k, v, enc, causal=True, q_positions=qp, k_positions=kp, allowed=allowed, chunk=2
-        )
-        ref = dense_reference(q, k, v, enc, causal=True, qp=qp, kp=kp, allowed=allowed)
-        torch.testing.assert_close(out, ref, **tol(torch.float64))
-
-
-def test_chunked_bias_attention_float32_and_broadcast_mask():
-    enc = posenc.build_for_model("kerple_log", d_model=8, num_heads=2)
-    q, k, v = qkv(1, 2, 10, 10, dtype=torch.float32, grad=False)
-    allowed = torch.rand(1, 1, 10, 10, generator=torch.Generator().manual_seed(0)) > 0.3
-    allowed[..., 0] = True  # every row keeps a key
-    with torch.no_grad():
-        out = bias_attention(q, k, v, enc, allowed=allowed, chunk=3)
-        ref = dense_reference(q, k, v, enc.double(), causal=False, allowed=allowed)
-    torch.testing.assert_close(out, ref, **tol(torch.float32))
-
-
-def test_chunked_bias_attention_bfloat16_keeps_the_bias_in_float32():
-    """Long-distance ALiBi in bfloat16: the slope between neighbouring keys survives."""
-    enc = posenc.build_for_model("alibi", d_model=8, num_heads=2)
-    q, k, v = qkv(1, 2, 64, 64, d=4, dtype=torch.bfloat16, grad=False)
-    qp, kp = torch.arange(4000, 4064)[None], torch.arange(64)[None]  # distances ~4000: bias ~ -1000
-    with torch.no_grad():
-        out = bias_attention(q, k, v, enc, causal=True, q_positions=qp, k_positions=kp, chunk=16)
-        ref = dense_reference(q.double(), k.double(), v.double(), enc.double(), causal=True, qp=qp, kp=kp)
-    torch.testing.assert_close(out.double(), ref, **tol(torch.bfloat16))
-
-
-def observed_translation_invariance(encoding) -> bool:
-    """Exact equality after shifting both positions by 37 and by 4099 (which catches FIRE's
-    position-dependent normaliser); perturbed parameters stand in for a trained encoding."""
-    q = torch.arange(12)[None, None, :, None]  # shapes as BiasEncoding.bias uses them
-    k = torch.arange(12)[None, None, None, :]
-    h = torch.arange(encoding.num_heads)[None, :, None, None]
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for param in encoding.parameters():
-            param.add_(0.1 * torch.randn(param.shape, generator=g))
-        base = encoding.bias_fn(q, k, h)
-        return all(torch.equal(base, encoding.bias_fn(q + s, k + s, h)) for s in (37, 4099))
-
-
-def test_translation_invariance_probe():
-    assert posenc.build_for_model("alibi", d_model=8, num_heads=2).translation_invariant
-    assert posenc.build_for_model("t5", d_model=8, num_heads=2).translation_invariant
-    assert not posenc.build_for_model("fire", d_model=8, num_heads=2).translation_invariant
-
-
-@pytest.mark.parametrize("name", [n for n, c in posenc.ENCODINGS.items() if c.kind == "bias"])
-@pytest.mark.parametrize("bidirectional", [False, True])
-def test_declared_translation_invariance_is_observed(name, bidirectional):
-    # causal= fills bidirectional for the encodings that have it (2-D ALiBi is symmetric: it has not)
-    enc = posenc.build_for_model(name, d_model=8, num_heads=2, causal=not bidirectional)
-    assert getattr(enc.config, "bidirectional", bidirectional) == bidirectional
-    assert enc.translation_invariant == observed_translation_invariance(enc)
 
 
 @pytest.mark.parametrize("name", ["rope", "xpos"])
@@ -458,98 +229,3 @@ def test_encoding_rotate_equals_plain_apply(name, layout, dtype):
     torch.testing.assert_close(
         torch.autograd.grad(qo, q, g)[0], torch.autograd.grad(expected[0], q, g)[0], rtol=0, atol=0
     )
-
-
-# ---------------------------------------------------------------------------
-# The blocked backward: the score gradient reduced into the bias's own parameters.
-# ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("flash", [True, False], ids=["cpu-flash", "plain"])
-def test_toeplitz_blocks_pass_gradcheck(flash, monkeypatch):
-    """Float64 gradcheck of the custom backward (q, k, v and the per-distance table) over
-    uneven causal row blocks with a KV-cache offset."""
-    if not flash:
-        plain_blocks(monkeypatch)
-    i, j, h = 5, 7, 2
-    q, k, v = qkv(1, h, i, j, d=3)
-    table = randn(h, i + j - 1, seed=8).requires_grad_()
-    blocks = blocked.blocks_for(i, j, 2, causal=True)
-    masked = j - 1 - (j - i)
-
-    def attend(q, k, v, table):
-        causal = torch.cat((table.new_full((h, masked), float("-inf")), table[:, masked:]), -1)
-        return blocked.blocked_attention(q, k, v, "toeplitz", (causal,), blocks=blocks)
-
-    assert torch.autograd.gradcheck(attend, (q, k, v, table))
-
-
-@pytest.mark.parametrize("name", ["t5", "kerple_log", "alibi"])
-@pytest.mark.parametrize("flash", [True, False], ids=["cpu-flash", "plain"])
-def test_trainable_bias_gradients_reach_the_parameters_in_float32(name, flash, monkeypatch):
-    """The per-distance reduction gives the parameters the dense path's gradients (full tensors)."""
-    if not flash:
-        plain_blocks(monkeypatch)
-    torch.manual_seed(1)
-    enc = posenc.build_for_model(name, d_model=12, num_heads=3)
-    with torch.no_grad():
-        for p in enc.parameters():
-            p.add_(0.3 * torch.randn_like(p))
-    q, k, v = qkv(2, 3, 30, 30, dtype=torch.float32)
-    params = [q, k, v, *enc.parameters()]
-    g = randn(2, 3, 30, 4, seed=4, dtype=torch.float32)
-    out = bias_attention(q, k, v, enc, causal=True, chunk=7)
-    ref = dense_reference(q, k, v, enc, causal=True)
-    torch.testing.assert_close(out, ref, **tol(torch.float32))
-    for a, c in zip(torch.autograd.grad(out, params, g), torch.autograd.grad(ref, params, g)):
-        torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.skipif(not mlp_bias.available(), reason="no C compiler: FIRE takes the generic path")
-@pytest.mark.parametrize("offset", [0, 9])
-def test_fire_float32_mlp_path_matches_dense(offset):
-    """FIRE in float32 goes through the C kernel (its MLP per score in float32, blocks and their
-    gradient); the result and every gradient equal the float64 definition's dense path.
-    A threshold below the length puts rows on both sides of FIRE's normaliser switch."""
-    torch.manual_seed(0)
-    enc = posenc.build_for_model("fire", d_model=12, num_heads=3, init_threshold=6.0)
-    with torch.no_grad():
-        for p in enc.parameters():
-            p.add_(0.3 * torch.randn_like(p))
-    i, j = 25, 25 + offset
-    q, k, v = qkv(2, 3, i, j, dtype=torch.float32)
-    params = [q, k, v, *enc.parameters()]
-    g = randn(2, 3, i, 4, seed=4, dtype=torch.float32)
-    qp, kp = torch.arange(offset, j)[None], torch.arange(j)[None]
-    out = bias_attention(q, k, v, enc, causal=True, q_positions=qp, k_positions=kp, chunk=6)
-    ref = dense_reference(q, k, v, enc, causal=True, qp=qp, kp=kp)
-    torch.testing.assert_close(out, ref, **tol(torch.float32))
-    for a, c in zip(torch.autograd.grad(out, params, g), torch.autograd.grad(ref, params, g)):
-        torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize("offset", [0, 6])
-@pytest.mark.parametrize("flash", [True, False], ids=["cpu-flash", "plain"])
-def test_t5_band_backward_equals_dense(offset, flash, monkeypatch):
-    """Causal T5 is one parameter per head past max_distance: the backward forms the score
-    gradient on that band of diagonals only, and the far bucket's gradient from each softmax
-    row summing to zero. Float64, a KV-cache offset, blocks narrower and wider than the band."""
-    if not flash:
-        plain_blocks(monkeypatch)
-    torch.manual_seed(2)
-    enc = posenc.build_for_model("t5", d_model=12, num_heads=3, num_buckets=8, max_distance=5).double()
-    assert enc.constant_beyond() == 5
-    with torch.no_grad():
-        enc.table.add_(0.5 * torch.randn_like(enc.table))
-    i, j = 23, 23 + offset
-    q, k, v = qkv(2, 3, i, j)
-    params = [q, k, v, enc.table]
-    g = randn(2, 3, i, 4, seed=4)
-    qp, kp = torch.arange(offset, j)[None], torch.arange(j)[None]
-    ref = dense_reference(q, k, v, enc, causal=True, qp=qp, kp=kp)
-    expected = torch.autograd.grad(ref, params, g)
-    for chunk in (3, 9):
-        out = bias_attention(q, k, v, enc, causal=True, q_positions=qp, k_positions=kp, chunk=chunk)
-        torch.testing.assert_close(out, ref, **tol(torch.float64))
-        for a, c in zip(torch.autograd.grad(out, params, g), expected):
-            torch.testing.assert_close(a, c, **tol(torch.float64))
