@@ -1,4 +1,5 @@
-"""Task generators and the stdlib text corpus: formats, loss masks, targets, determinism."""
+"""The synthetic tasks' generators (``posenc.tasks.synthetic``): formats, loss masks, targets, determinism,
+scoring. The text corpus is test_text.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posenc.tasks import synthetic, text
+from posenc.tasks import synthetic
 from posenc.tasks.synthetic import BLANK, BOS, EOS, FIRST_SYMBOL, PAD, SEP, TASKS
 
 task_names = st.sampled_from(sorted(TASKS))
@@ -112,47 +113,3 @@ def test_bad_arguments_name_the_parameter(bad):
 def test_distinct_tasks_reject_more_symbols_than_exist():
     with pytest.raises(ValueError, match="n must be"):
         synthetic.eval_batch("copy", synthetic.NUM_SYMBOLS + 1, 1)
-
-
-# ---------------------------------------------------------------------------
-# Text.
-# ---------------------------------------------------------------------------
-
-
-def test_stdlib_corpus_split_and_hash(tmp_path):
-    for i in range(40):
-        (tmp_path / f"mod{i}.py").write_text(f"x = {i}\n" * (i + 1))
-    (tmp_path / "test").mkdir()
-    (tmp_path / "test" / "skipped.py").write_text("ignored\n")
-    corpus = text.stdlib_corpus(str(tmp_path))
-    total = sum(len(f"x = {i}\n" * (i + 1)) for i in range(40))
-    assert (
-        corpus.train.numel() + corpus.valid.numel() + corpus.test.numel() == total
-    )  # test/ skipped, nothing lost
-    assert corpus.num_files["train"] + corpus.num_files["valid"] + corpus.num_files["test"] == 40
-    assert corpus.describe()["python_version"].count(".") == 2
-    # Hash of exactly what was read: changing one byte changes it.
-    before = corpus.sha256
-    (tmp_path / "mod3.py").write_text("x = 4\n" * 4)
-    text.stdlib_corpus.cache_clear()
-    assert text.stdlib_corpus(str(tmp_path)).sha256 != before
-    # The split depends on the path only.
-    for split in ("train", "valid", "test"):
-        assert sum(text.file_split(f"mod{i}.py") == split for i in range(40)) == corpus.num_files[split]
-
-
-def test_windows_score_identical_bytes():
-    data = torch.arange(200, dtype=torch.uint8)
-    total = text.scored_bytes([8, 12, 16], 40)
-    assert total % 48 == 0 and total >= 40
-    for length in (8, 12, 16):
-        inputs, targets = text.nonoverlapping_windows(data, length, total)
-        assert torch.equal(targets.flatten(), data[1 : total + 1].long())
-        assert torch.equal(inputs.flatten(), data[:total].long())
-    last = [text.lastk_windows(data, c, 4, 3, 32)[1][:, -4:] for c in (8, 16, 32)]
-    assert torch.equal(last[0], last[1]) and torch.equal(last[1], last[2])
-    x, y = text.lastk_windows(data, 16, 4, 3, 32)
-    assert torch.equal(x[:, 1:], y[:, :-1])
-    g = torch.Generator().manual_seed(0)
-    x, y = text.sample_windows(data, 5, 10, g)
-    assert x.shape == (5, 10) and torch.equal(x[:, 1:], y[:, :-1])

@@ -1,6 +1,7 @@
-"""The byte LM's three splits and its test evaluation: no file in two splits, training, tuning and
-early stopping never read a test byte, the test files are a size-stratified sample scored file by
-file, and the per-file values match a case computed by hand."""
+"""The byte LM's text (``posenc.tasks.text``): the stdlib corpus and its hash, windows that score the same
+bytes, the three splits and the test evaluation: no file in two splits, training, tuning and early
+stopping never read a test byte, the test files are a size-stratified sample scored file by file, and
+the per-file values match a case computed by hand."""
 
 from __future__ import annotations
 
@@ -200,3 +201,42 @@ def test_the_table_caption_says_how_many_test_files_and_bytes_the_lm_read():
     assert data == [{"split": "test", "files": 20, "bytes_per_file": 1536, "scored_bytes": 30720}]
     text = tables.caption({"tasks": ["lm"], "rows": {}, "lm_data": data})
     assert "LM on the test split (20 files x 1536 bytes): bits/byte at L_train" in text
+
+
+def test_stdlib_corpus_split_and_hash(tmp_path):
+    for i in range(40):
+        (tmp_path / f"mod{i}.py").write_text(f"x = {i}\n" * (i + 1))
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "skipped.py").write_text("ignored\n")
+    corpus = text.stdlib_corpus(str(tmp_path))
+    total = sum(len(f"x = {i}\n" * (i + 1)) for i in range(40))
+    assert (
+        corpus.train.numel() + corpus.valid.numel() + corpus.test.numel() == total
+    )  # test/ skipped, nothing lost
+    assert corpus.num_files["train"] + corpus.num_files["valid"] + corpus.num_files["test"] == 40
+    assert corpus.describe()["python_version"].count(".") == 2
+    # Hash of exactly what was read: changing one byte changes it.
+    before = corpus.sha256
+    (tmp_path / "mod3.py").write_text("x = 4\n" * 4)
+    text.stdlib_corpus.cache_clear()
+    assert text.stdlib_corpus(str(tmp_path)).sha256 != before
+    # The split depends on the path only.
+    for split in ("train", "valid", "test"):
+        assert sum(text.file_split(f"mod{i}.py") == split for i in range(40)) == corpus.num_files[split]
+
+
+def test_windows_score_identical_bytes():
+    data = torch.arange(200, dtype=torch.uint8)
+    total = text.scored_bytes([8, 12, 16], 40)
+    assert total % 48 == 0 and total >= 40
+    for length in (8, 12, 16):
+        inputs, targets = text.nonoverlapping_windows(data, length, total)
+        assert torch.equal(targets.flatten(), data[1 : total + 1].long())
+        assert torch.equal(inputs.flatten(), data[:total].long())
+    last = [text.lastk_windows(data, c, 4, 3, 32)[1][:, -4:] for c in (8, 16, 32)]
+    assert torch.equal(last[0], last[1]) and torch.equal(last[1], last[2])
+    x, y = text.lastk_windows(data, 16, 4, 3, 32)
+    assert torch.equal(x[:, 1:], y[:, :-1])
+    g = torch.Generator().manual_seed(0)
+    x, y = text.sample_windows(data, 5, 10, g)
+    assert x.shape == (5, 10) and torch.equal(x[:, 1:], y[:, :-1])
