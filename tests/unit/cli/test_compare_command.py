@@ -1,8 +1,10 @@
-"""Your own protocol as a file: ``posenc compare --print-config``, ``--config FILE``, ``--set KEY=VALUE``,
-and the one-line errors (exit 2, nothing started) for every bad spec, key, device or precision."""
+"""``posenc compare`` (``posenc.cli.compare_command``). Your own protocol as a file: ``--print-config``,
+``--config FILE``, ``--set KEY=VALUE``, and the one-line errors (exit 2, nothing started) for every bad
+spec, key, device or precision; a run in JSON and its resume; the printed table."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import sys
@@ -16,7 +18,6 @@ from posenc import registry
 from posenc.cli import main
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import PROFILES, load_profile
-from posenc.core.errors import PosencError
 from posenc.tasks import task_registry
 
 # Fields that depend on when and where a run executed, not on what it computed.
@@ -254,34 +255,79 @@ def test_an_entry_point_under_a_builtin_name_is_refused_before_anything(
         task_registry.GROUP.refresh()
 
 
-def test_a_class_only_this_process_knows_runs_in_this_process_only(tmp_path):
-    """A task registered from a function (or a notebook's __main__) cannot go to a worker: the grid
-    runs it in-process (one worker), and refuses more workers before anything runs."""
-    import torch
+# ---------------------------------------------------------------------------
+# Runs through the command: JSON, resume, the printed table.
+# ---------------------------------------------------------------------------
 
-    from posenc.compare import compare
-    from posenc.tasks import FIRST_SYMBOL
 
-    class Local(task_registry.Task):
-        description = "x; y = x"
-        vocab_size = FIRST_SYMBOL + 4
-        chance = 0.25
+def test_cli_compare_smoke_json_then_resume(tmp_path):
+    runner = CliRunner()
+    args = [
+        "compare",
+        "--profile",
+        "smoke",
+        "--encodings",
+        "nope",
+        "--out",
+        str(tmp_path),
+        "--format",
+        "json",
+    ]
+    first = runner.invoke(main, [*args, "--no-report"])
+    assert first.exit_code == 0, first.output
+    data = json.loads(first.stdout)
+    assert data["outcome"]["done"] == 6 and "nope" in data["summary"]["rows"]  # 3 seeds x (copy, LM)
+    assert data["summary"]["rows"]["nope"]["lm:seeds"] == 3
+    assert (tmp_path / "summary.csv").exists() and (tmp_path / "summary.json").exists()
+    assert (tmp_path / "runs.csv").exists()
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["runs_done"] == 6 and info["wall_seconds"] > 0 and info["benchmark"] >= 2
+    second = json.loads(runner.invoke(main, [*args, "--no-report"]).stdout)
+    assert second["outcome"]["skipped"] == 6 and second["outcome"]["done"] == 0
+    bad = runner.invoke(
+        main, ["compare", "--profile", "smoke", "--encodings", "nopee", "--out", str(tmp_path)]
+    )
+    assert bad.exit_code == 2 and "nope" in bad.output
 
-        def example(self, n, generator):
-            x = torch.randint(0, 4, (n,), generator=generator) + FIRST_SYMBOL
-            return x, x.clone()
 
-    task_registry.register_task("local_task", Local)
-    try:
-        grid = build_grid(PROFILES["smoke"], encodings=("nope",), tasks=("local_task",), seeds=(0,))
-        assert grid.specs[0].task == "local_task" and grid.specs[0].imports == ()
-        assert "cannot be imported by another process" in grid.local_only[0]
-        kwargs = {"encodings": ("nope",), "tasks": ("local_task",), "seeds": (0, 1), "show_progress": False,
-                  "log": lambda _: None}  # fmt: skip
-        with pytest.raises(PosencError, match="cannot be imported by another process.*--workers 1"):
-            compare("smoke", out=tmp_path / "two", workers=2, **kwargs)
-        assert not (tmp_path / "two" / "runs").exists()
-        result = compare("smoke", out=tmp_path / "one", workers=1, **kwargs)
-        assert len(result.outcome.done) == 2 and not result.outcome.failed
-    finally:
-        task_registry.unregister_task("local_task")
+def test_the_printed_table_shows_square_brackets_as_written(tmp_path):
+    """Labels (rope[dynamic:4]) and the caption ([one seed]) hold square brackets: printed as data,
+    never read as console markup (which dropped them)."""
+    result = CliRunner().invoke(main, ["compare", "--profile", "smoke", "--encodings", "nope", "--tasks", "copy",
+                                       "--seeds", "0", "--no-report", "--out", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # the caption wraps at the console's width
+    assert "[one seed]: no interval" in text and "(rope, rope[dynamic:4], ...)" in text
+
+
+# ---------------------------------------------------------------------------
+# The options are the library's to check: the command names them.
+# ---------------------------------------------------------------------------
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def one_line(args: list[str], out: Path) -> str:
+    result = CliRunner().invoke(main, ["compare", "--profile", "smoke", *args, "--out", str(out)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, (result.exit_code, result.output)
+    assert lines[0].startswith("posenc: error:") and "Traceback" not in result.output
+    assert not (out / "runs").exists()
+    return lines[0]
+
+
+def test_kv_heads_that_is_no_number_and_no_preset_is_one_line(tmp_path):
+    """Found: ``--kv-heads ²`` (a digit to str.isdigit, not to int) ended in a traceback."""
+    line = one_line(["--kv-heads", "²"], tmp_path / "out")
+    assert "--kv-heads: model.num_kv_heads = '²'" in line and "a preset name" in line
+
+
+def test_the_command_leaves_the_checks_to_the_library():
+    """cli/compare_command.py imports none of the checks the library makes (they ran twice before)."""
+    tree = ast.parse((ROOT / "src" / "posenc" / "cli" / "compare_command.py").read_text(encoding="utf-8"))
+    imported = {
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
+    checks = {"check_int", "check_kv_heads", "resolve_device", "check_precision", "require_ray", "presets"}
+    assert not imported & checks, imported & checks

@@ -3,8 +3,10 @@ are read by every reader of a results directory, and the commands take such a fo
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from posenc.cli import main
+from posenc.records import files
 from posenc.records.files import MAX_RECORD_BYTES, read_record_file
 from posenc.records.store import ResultStore
 
@@ -89,3 +92,24 @@ def test_a_gzipped_record_that_is_no_file_is_refused_at_once(tmp_path, kind):
     data, why = read_record_file(path)
     assert data is None and why is not None and "not a regular file" in why, why
     assert ResultStore(tmp_path).records(latest_grid=False, warn=lambda _: None) == []
+
+
+def _full_disk(monkeypatch):
+    def fsync(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(files.os, "fsync", fsync)
+
+
+def test_a_full_disk_names_the_file_it_could_not_write(tmp_path, monkeypatch):
+    """Found: 'posenc: error: No space left on device' named nothing."""
+    _full_disk(monkeypatch)
+    with pytest.raises(OSError) as caught:
+        files.atomic_write_text(tmp_path / "summary.json", "{}")
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(tmp_path / "summary.json")
+    assert not list(tmp_path.iterdir())  # no temp file left behind
+    args = ["compare", "--profile", "smoke", "--encodings", "nope", "--tasks", "copy", "--seeds", "0"]
+    result = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "out"), "--no-report"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert str(tmp_path / "out") in lines[0] and "No space left on device" in lines[0], lines[0]

@@ -1,38 +1,25 @@
-"""Every value of a benchmark profile checked before any run: finite floats, the ranges AdamW and
-the evaluation need, keys that must agree, names in every list key, the model's memory and the
-LM's corpus bytes against the machine, quoted ``--set`` keys, a linear ``--print-config``, a full
-disk that names the file, and ``config.toml`` describing the grid its directory's summaries do."""
+"""Every value of a benchmark profile checked before any run (``posenc.compare.profile.profile_checks``):
+finite floats, the ranges AdamW and the evaluation need, keys that must agree, names in every list key,
+scalings the benchmark can build, and what the checks resolved, held by the profile and not data."""
 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import json
-import os
-from pathlib import Path
 
 import pytest
 import tomlkit
 from click.testing import CliRunner
 
 from posenc.cli import main
-from posenc.compare import CONFIG_DIR, CONFIG_FILE, compare
-from posenc.compare.grid import build_grid
 from posenc.compare.profile import (
     MAX_COUNT,
-    PROFILES,
-    Option,
-    check_fits,
     dump_profile,
     load_profile,
-    memory_needed,
-    parameter_count,
 )
 from posenc.core.errors import PosencError
 from posenc.encoding.rotary import scaling as rope_scaling
-from posenc.nn import transformer as posenc_model
-from posenc.records import benchmark_scalings, files
-from posenc.results import write_outputs
+from posenc.records import benchmark_scalings
 
 
 def refused(*settings: str, source: str = "smoke", options=()) -> str:
@@ -304,177 +291,6 @@ def test_a_registered_scaling_with_keys_of_its_own_is_refused_naming_them():
         assert "scalings = 'banded:2'" in message and "band_edges" in message, message
     finally:
         rope_scaling.unregister_scaling("banded")
-
-
-# ---------------------------------------------------------------------------
-# --set: quoted keys; options named in their own errors.
-# ---------------------------------------------------------------------------
-
-
-def test_set_addresses_an_import_spec_in_quotes():
-    """Found: --set 'encoding_config."pkg.mod:Class".base=...' was split on every dot."""
-    spec = "posenc.encoding.rotary.rope:RoPE"
-    prof = load_profile("smoke", [f'encodings=["{spec}"]', f'encoding_config."{spec}".base=500.0'])
-    assert prof.encoding_config == {spec: {"base": 500.0}}
-    rope = [s for s in build_grid(prof, seeds=(0,)).specs if s.encoding == spec]
-    assert rope and all(s.encoding_config["base"] == 500.0 for s in rope)
-    message = refused(f'encoding_config."{spec}".bse=1.0')
-    assert message.startswith(f'--set: encoding_config."{spec}"') and "did you mean 'base'" in message
-
-
-def test_an_option_is_named_in_the_error_about_its_key():
-    message = refused(options=[Option("--finetune", "finetune", -1)])
-    assert message.startswith("--finetune: finetune = -1: must be >= 0"), message
-    message = refused(options=[Option("--variants", "variants", ["combine=glue"], add=True)])
-    assert message.startswith("--variants: variants = 'combine=glue'"), message
-    added = load_profile("smoke", ['variants=["combine=concat"]'], [Option("--variants", "variants", ["inject=every_layer", "combine=concat"], add=True)])  # fmt: skip
-    assert added.variants == ("combine=concat", "inject=every_layer")
-
-
-# ---------------------------------------------------------------------------
-# --print-config: linear in the size of the profile.
-# ---------------------------------------------------------------------------
-
-
-def test_print_config_builds_a_long_list_in_one_step(monkeypatch):
-    """Found: --print-config with 16k seeds took 28 s (100k: killed after 12 min): tomlkit adds
-    array items one at a time, re-indexing the whole array each time. Counted, not timed: the
-    per-item inserts must not grow with the number of seeds."""
-    inserts = []
-    original = tomlkit.items.Array.insert
-    monkeypatch.setattr(
-        tomlkit.items.Array, "insert", lambda self, *a: (inserts.append(1), original(self, *a))[1]
-    )
-    counts = {}
-    for n in (100, 2000):
-        inserts.clear()
-        prof = dataclasses.replace(PROFILES["smoke"], seeds=tuple(range(n)))
-        text = dump_profile(prof)
-        counts[n] = len(inserts)
-        assert tomlkit.parse(text)["seeds"] == list(range(n))
-    assert counts[2000] == counts[100], counts
-
-
-def test_a_long_seed_list_round_trips_through_a_file(tmp_path):
-    path = tmp_path / "long.toml"
-    prof = dataclasses.replace(PROFILES["smoke"], seeds=tuple(range(500)))
-    path.write_text(dump_profile(prof))
-    assert load_profile(path) == dataclasses.replace(prof, name="long")
-
-
-# ---------------------------------------------------------------------------
-# Before the first run: memory and the LM corpus.
-# ---------------------------------------------------------------------------
-
-
-def test_the_parameter_count_is_a_lower_bound_of_the_built_model():
-    for settings in ([], ["model.num_kv_heads=1"], ["model.num_layers=3", "model.ffn_dim=8"]):
-        prof = load_profile("smoke", settings)
-        config = posenc_model.TransformerConfig(
-            vocab_size=256, encoding="nope", **dataclasses.asdict(prof.model)
-        )
-        built = sum(p.numel() for p in posenc_model.Transformer(config).parameters())
-        counted = parameter_count(prof.model, 256)
-        assert 0.5 * built < counted <= built, (settings, counted, built)
-
-
-def test_a_model_too_large_for_the_device_is_refused_before_any_run(tmp_path):
-    """Found: model.d_model = 2**63 ended in C++ stack frames; a model that cannot fit started anyway."""
-    prof = load_profile("smoke", ["model.d_model=65536", "model.num_heads=1", "tasks=['copy']"])
-    params, needed = memory_needed(prof, "copy")
-    assert params > 65536**2 and needed > 16 * params
-    with pytest.raises(PosencError) as caught:
-        check_fits(prof, "cpu", memory=needed - 1)
-    message = str(caught.value)
-    assert "model" in message and "parameters" in message and "GiB" in message and "cpu has" in message
-    check_fits(prof, "cpu", memory=needed)  # fits exactly: no error
-    huge = load_profile("smoke", ["model.d_model=1048576", "model.num_heads=1", "model.num_layers=64"])
-    with pytest.raises(PosencError, match="needs at least"):  # on this machine, whatever its memory
-        compare(huge, out=tmp_path, show_progress=False, log=lambda _: None)
-    assert not (tmp_path / "runs").exists()
-
-
-@pytest.mark.parametrize(
-    ("setting", "key"),
-    [
-        ("eval.lm_bytes=1000000000", "eval.lm_bytes"),
-        ("eval.lastk_contexts=[1.0, 10000000.0]", "eval.lastk_contexts"),
-        ("lm_train.max_len=100000000", "lm_train.max_len"),
-    ],
-)
-def test_lm_bytes_past_the_corpus_are_refused_before_any_run(setting, key):
-    with pytest.raises(PosencError) as caught:  # at load (a test file's span) or before the runs (the corpus)
-        prof = load_profile("smoke", [setting, "lm_train.batch_size=1", "eval.lm_lengths=[16]"])
-        check_fits(prof, "cpu", memory=1 << 60)
-    message = str(caught.value)
-    assert key.removeprefix("eval.") in message and ("corpus" in message or "span" in message), message
-
-
-def test_the_shipped_profiles_fit_a_laptop():
-    for name, prof in PROFILES.items():
-        if not name.startswith("paper-") and name != "full":
-            check_fits(prof, "cpu", memory=8 << 30)
-
-
-# ---------------------------------------------------------------------------
-# Files: a full disk names the file; config.toml describes the summaries' grid.
-# ---------------------------------------------------------------------------
-
-
-def _full_disk(monkeypatch):
-    def fsync(fd):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(files.os, "fsync", fsync)
-
-
-def test_a_full_disk_names_the_file_it_could_not_write(tmp_path, monkeypatch):
-    """Found: 'posenc: error: No space left on device' named nothing."""
-    _full_disk(monkeypatch)
-    with pytest.raises(OSError) as caught:
-        files.atomic_write_text(tmp_path / "summary.json", "{}")
-    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(tmp_path / "summary.json")
-    assert not list(tmp_path.iterdir())  # no temp file left behind
-    args = ["compare", "--profile", "smoke", "--encodings", "nope", "--tasks", "copy", "--seeds", "0"]
-    result = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "out"), "--no-report"])
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2 and len(lines) == 1, result.output
-    assert str(tmp_path / "out") in lines[0] and "No space left on device" in lines[0], lines[0]
-
-
-def test_config_toml_describes_the_grid_of_the_summaries_when_two_invocations_share_out(tmp_path):
-    """Found: two invocations on one --out left config.toml describing the other's grid. Here B runs
-    from start to end while A is between its runs and its summaries (the interleaving that did it)."""
-    out = tmp_path / "out"
-    base = dataclasses.replace(load_profile("smoke", ["tasks=['copy']", "encodings=['nope']"]), workers=1)
-    first, second = (dataclasses.replace(base, seeds=(seed,), name=f"seed{seed}") for seed in (0, 1))
-    quiet = dict(show_progress=False, log=lambda _: None)
-
-    def outputs_after_another_invocation(path, *, run_ids, profile, log):
-        compare(second, out=out, outputs=lambda p, **kw: write_outputs(p, report=False, **kw), **quiet)
-        return write_outputs(path, report=False, run_ids=run_ids, profile=profile, log=log)
-
-    compare(first, out=out, outputs=outputs_after_another_invocation, **quiet)
-    grid = json.loads((out / "grid.json").read_text())
-    stored = load_profile(out / CONFIG_FILE)
-    assert stored.seeds == (0,) and grid["profile"] == "seed0"
-    assert sorted(s.run_id for s in build_grid(stored).specs) == grid["run_ids"]
-    run = json.loads((out / "run.json").read_text())
-    assert (
-        run["config"] == CONFIG_FILE
-        and (out / run["invocation_config"]).read_text() == (out / CONFIG_FILE).read_text()
-    )
-    own = sorted(p.name for p in (out / CONFIG_DIR).iterdir())  # each invocation's own, both kept
-    assert len(own) == 2 and {load_profile(out / CONFIG_DIR / name).seeds for name in own} == {(0,), (1,)}
-
-
-def test_the_results_lock_can_be_taken_again_by_its_holder(tmp_path):
-    from posenc.records.store import ResultStore
-
-    store = ResultStore(tmp_path)
-    with store.lock(), store.lock():  # would wait forever on a second flock of its own
-        (tmp_path / "inside").write_text("x")
-    assert Path(tmp_path / "inside").exists()
 
 
 # ---------------------------------------------------------------------------
