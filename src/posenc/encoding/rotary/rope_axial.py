@@ -19,7 +19,7 @@ Positions are ``(b, n, a)`` coordinates or ``(b, n)`` sequence positions on the 
 token). Angles are float64 from integer coordinates, cast last; the rotation is the fused kernel
 of :mod:`posenc.kernels.fused_rope` (the plain :func:`posenc.kernels.rotation.apply_rotary` where RoPE-Mixed's
 frequencies need gradients). ``cos_sin(positions, dtype)`` gives the tables, as RoPE's does.
-The float64 NumPy references are in :mod:`posenc.reference.multiaxis`.
+The float64 NumPy references are in :mod:`posenc.reference.rotary`.
 """
 
 from __future__ import annotations
