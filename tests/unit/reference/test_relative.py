@@ -16,3 +16,10 @@ def test_shaw_reference_is_the_papers_equation_by_hand():
     scores = ref.shaw_scores(q, np.array([[0, 1]]), np.array([[0, 1]]), table, 2)
     assert scores[0, 0, 0, 1] == 1 * 6 + 2 * 7  # distance +1 -> row 3 = [6, 7]
     assert scores[0, 0, 0, 0] == 1 * 4 + 2 * 5  # distance 0 -> row 2
+
+
+def test_transformer_xl_sinusoid_is_sin_then_cos_of_distance_times_frequency():
+    """Distance 0: sines 0, cosines 1; distance 2, dim 4: [sin 2, sin 0.02, cos 2, cos 0.02]."""
+    np.testing.assert_array_equal(ref.transformer_xl_sinusoid(np.array(0), 6), [0, 0, 0, 1, 1, 1])
+    want = [np.sin(2.0), np.sin(0.02), np.cos(2.0), np.cos(0.02)]
+    np.testing.assert_allclose(ref.transformer_xl_sinusoid(np.array(2), 4), want, rtol=1e-15)
