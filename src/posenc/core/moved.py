@@ -43,7 +43,9 @@ def _warn(message: str) -> None:
         name = frame.f_code.co_filename
         if "importlib" in name and "_bootstrap" in name:
             frame = frame.f_back  # warnings.warn skips the import system's frames itself
-        elif name in internal or (frame.f_code.co_name == "__getattr__" and name.startswith(package + os.sep)):
+        elif name in internal or (
+            frame.f_code.co_name == "__getattr__" and name.startswith(package + os.sep)
+        ):
             # a package's __getattr__ that serves old paths (posenc.reference's) is alias code too
             frame, level = frame.f_back, level + 1
         else:
