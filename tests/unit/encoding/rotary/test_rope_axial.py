@@ -166,6 +166,15 @@ def test_rotary_bshd_layout_equals_bhsd(name):
         torch.testing.assert_close(a.transpose(1, 2), b, rtol=0, atol=0)
 
 
+def test_sections_given_as_tuples_or_numpy_ints_are_kept_as_lists_of_ints():
+    """The configs' normal form (EncodingConfig): what compares, hashes and round-trips to JSON."""
+    axial = posenc.build("rope_axial", head_dim=16, sections=(np.int64(3), 5)).config
+    assert axial.sections == [3, 5] and type(axial.sections[0]) is int
+    assert axial == posenc.build("rope_axial", head_dim=16, sections=[3, 5]).config
+    mrope = posenc.build("mrope", head_dim=24, mrope_section=(4, 4, 4)).config
+    assert mrope.mrope_section == [4, 4, 4] and mrope.to_dict()["mrope_section"] == [4, 4, 4]
+
+
 def test_config_errors_name_the_parameter():
     with pytest.raises(PosencError, match=r"mrope_section \[16, 24, 20\] sums to 60 but head_dim / 2 = 64"):
         posenc.build("mrope", head_dim=128, mrope_section=[16, 24, 20])
