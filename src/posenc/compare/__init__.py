@@ -93,6 +93,8 @@ class CompareResult:
             )
         for run, error in self.outcome.failed:
             lines.append(f"FAILED {run}: {error}")
+        for cell, why in self.summary.get("failed_evaluations", {}).items():
+            lines.append(f"FAILED evaluation {cell}: {why}")
         lines += [f"{kind}: {path}" for kind, path in self.files.items()]
         return lines
 
