@@ -77,7 +77,11 @@ def provenance(summary: dict, run: dict, idle: bool) -> str:
         else f"wall-clock {_minutes(run.get('wall_seconds'))} ({setup}) on a machine shared with other work: "
         "not a timing result; "
     )
-    memory = f"; peak GPU memory of a cell {run['peak_memory_gib']:g} GiB, measured" if run.get("peak_memory_gib") else ""
+    memory = (
+        f"; peak GPU memory of a cell {run['peak_memory_gib']:g} GiB, measured"
+        if run.get("peak_memory_gib")
+        else ""
+    )
     return (
         f"Measured by `{shown_command(run.get('command') or 'posenc extend')}` ({protocol} protocol) on {run.get('device', 'cpu')}, "
         f"{run.get('finished', '')}: {what}; {run.get('tflop', '?')} TFLOP, {cells}; {timing}"
@@ -107,8 +111,35 @@ def section(shipped: Path, block: str) -> str:
     return "\n".join(lines)
 
 
+#: The protocol whose run each block of :data:`PUBLISH` shows
+PROTOCOLS = {"results": "smollm2", "thorough": "thorough"}
+
+
+def publishable(results: Path, block: str) -> None:
+    """A block of :data:`PUBLISH` shows one whole run of its protocol: a run.json that ran every cell
+    itself (none resumed from an earlier run, none failed), so its wall-clock is the protocol's."""
+    if block not in PUBLISH:
+        return
+    if not (results / "summary.json").exists() or not (results / "run.json").exists():
+        raise SystemExit(
+            f"{results}: no summary.json and run.json (the --out of a finished posenc extend run)"
+        )
+    run = json.loads((results / "run.json").read_text())
+    if run.get("protocol") != PROTOCOLS[block]:
+        raise SystemExit(
+            f"the {block} block shows the {PROTOCOLS[block]} protocol's run; {results} ran {run.get('protocol')!r}"
+        )
+    for key in ("cells_resumed", "cells_failed"):
+        if run.get(key):
+            raise SystemExit(
+                f"{results}: {run[key]} {key.split('_')[1]} cell(s); the {block} block shows a run that ran "
+                f"every cell itself: `{PUBLISH[block]}` into an empty directory"
+            )
+
+
 def ship(results: Path, block: str, idle: bool) -> Path:
     """Copy what the block is made from, and its figures, out of a results directory."""
+    publishable(results, block)
     shipped = SHIPPED / block
     shipped.mkdir(parents=True, exist_ok=True)
     for name in ("summary.json", "run.json"):

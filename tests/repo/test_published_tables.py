@@ -12,6 +12,7 @@ import dataclasses
 import gzip
 import importlib.util
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -362,3 +363,44 @@ def test_every_test_the_extend_page_names_is_a_test_of_the_suite():
         tree = ast.parse((root / path).read_text())
         functions = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
         assert name in functions, f"{path}::{name}"
+
+
+def _extend_run(tmp_path, **run) -> Path:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")
+    info = {"protocol": "smollm2", "cells_done": 6, "cells_resumed": 0, "cells_failed": 0, **run}
+    (out / "run.json").write_text(json.dumps(info))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("block", "run", "said"),
+    [
+        ("results", {"cells_resumed": 4}, "4 resumed cell(s)"),
+        ("results", {"cells_failed": 1}, "1 failed cell(s)"),
+        ("results", {"protocol": "thorough"}, "ran 'thorough'"),
+        ("thorough", {}, "ran 'smollm2'"),
+    ],
+)
+def test_a_published_extend_block_takes_only_a_whole_run_of_its_protocol(
+    tmp_path, monkeypatch, block, run, said
+):
+    """The default's and thorough's blocks show one timed run that ran every cell itself: a run that
+    resumed or failed a cell, or ran another protocol, is refused before anything is copied."""
+    monkeypatch.setattr(EXTEND_PAGE, "SHIPPED", tmp_path / "shipped")
+    out = _extend_run(tmp_path, **run)
+    with pytest.raises(SystemExit, match=re.escape(said)):
+        EXTEND_PAGE.ship(out, block, idle=True)
+    assert not (tmp_path / "shipped").exists()
+    (out / "run.json").unlink()
+    with pytest.raises(SystemExit, match="no summary.json and run.json"):
+        EXTEND_PAGE.publishable(out, block)
+
+
+def test_a_whole_run_of_the_default_is_shipped_with_its_idle_mark(tmp_path, monkeypatch):
+    monkeypatch.setattr(EXTEND_PAGE, "SHIPPED", tmp_path / "shipped")
+    monkeypatch.setattr(EXTEND_PAGE, "PAGE", tmp_path / "docs" / "extend.md")
+    shipped = EXTEND_PAGE.ship(_extend_run(tmp_path), "results", idle=True)
+    assert json.loads((shipped / "run.json").read_text())["cells_done"] == 6
+    assert json.loads((shipped / "page.json").read_text()) == {"idle": True}
