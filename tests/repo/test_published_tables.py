@@ -404,3 +404,39 @@ def test_a_whole_run_of_the_default_is_shipped_with_its_idle_mark(tmp_path, monk
     shipped = EXTEND_PAGE.ship(_extend_run(tmp_path), "results", idle=True)
     assert json.loads((shipped / "run.json").read_text())["cells_done"] == 6
     assert json.loads((shipped / "page.json").read_text()) == {"idle": True}
+
+
+def test_a_whole_thorough_run_renders_its_retrieval_effective_lengths_and_verdicts(tmp_path, monkeypatch):
+    """What the lead's published run will be rendered from: a summary of this release's layout
+    (retrieval cells of 20 prompts, effective context lengths, the corrected tests), shipped and
+    rendered into the page's thorough block with its provenance, tables, verdicts naming their
+    tests and figures; the block then checks against its shipped files."""
+    pytest.importorskip("scipy")
+    from tests.unit.extend.test_summary_text import _collapse
+
+    summary = _collapse()
+    summary["model"] = {
+        "label": "tiny",
+        "text": {"source": "shakespeare", "documents": 4, "sha256": "ab" * 32},
+    }
+    out = _extend_run(tmp_path, protocol="thorough", cells_done=12, wall_seconds=600.0, estimated_seconds=540)
+    (out / "summary.json").write_text(json.dumps(summary))
+    (out / "figures").mkdir()
+    (out / "figures" / "passkey.png").write_bytes(b"\x89PNG")
+    page = tmp_path / "docs" / "extend.md"
+    page.parent.mkdir()
+    start, end = EXTEND_PAGE.markers("thorough")
+    page.write_text(f"# page\n\n{start}\n{EXTEND_PAGE.pending('thorough')}\n{end}\n\nafter\n")
+    monkeypatch.setattr(EXTEND_PAGE, "SHIPPED", tmp_path / "shipped")
+    monkeypatch.setattr(EXTEND_PAGE, "PAGE", page)
+    EXTEND_PAGE.ship(out, "thorough", idle=True)
+    text = EXTEND_PAGE.render(page.read_text(), "thorough")
+    block = text.split(start, 1)[1].split(end, 1)[0]
+    assert "Not published yet" not in block and text.endswith("after\n")
+    assert "12 cells run and 0 resumed; wall-clock 10.0 min" in block and "otherwise idle machine" in block
+    assert "| yarn x4 | 20/20 [0.83, 1.00] | 2/20 [0.01, 0.32] |" in block
+    assert "**Effective context length (tokens) [95% interval]**" in block
+    assert "`tests/unit/extend/test_evidence.py::" in block
+    assert "![passkey](extend/thorough/passkey.png)" in block
+    page.write_text(text)
+    assert EXTEND_PAGE.render(page.read_text(), "thorough") == page.read_text()
