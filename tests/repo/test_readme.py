@@ -58,3 +58,23 @@ def test_readme_tour_excerpt_counts_the_notes_verdicts_as_shipped():
     text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     line = notes.summary_line(notes.measured_claims()).replace("`", "")
     assert f"All {line.replace(' claims:', ' claims of the five notes:', 1)}" in text
+
+
+def test_the_extend_paragraph_states_no_time_without_a_shipped_idle_run():
+    """The README's paragraph on posenc extend may give an estimate (said to be one), or a wall-clock
+    measured on an idle machine that a shipped run.json holds; never a time that no shipped record has."""
+    import json
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    paragraph = " ".join(readme.split("`posenc extend` answers", 1)[1].split("\n\n", 1)[0].split())
+    shipped = ROOT / "benchmarks" / "records" / "extend" / "results"
+    measured = None
+    if (shipped / "run.json").exists():
+        run = json.loads((shipped / "run.json").read_text())
+        idle = json.loads((shipped / "page.json").read_text())["idle"]
+        measured = f"{run['wall_seconds'] / 60:.1f} min" if idle and not run.get("cells_resumed") else None
+    assert "posenc extend" in paragraph and "estimated" in paragraph
+    for said in re.finditer(r"(\d+(?:\.\d+)?)\s*(min|minutes|s)\b", paragraph):
+        before = paragraph[max(0, said.start() - 40) : said.start()]
+        assert "estimated" in before or said.group(0) == measured, (said.group(0), before)

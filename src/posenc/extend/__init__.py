@@ -8,19 +8,24 @@ lengths from well inside the trained context to past it (the original context th
 scaling states, as Phi-3's LongRoPE checkpoints do, else ``max_position_embeddings``:
 :func:`posenc.extend.scalings.trained_context`), and measures
 
-- loss by position and perplexity by length on real text (:mod:`posenc.extend.documents`), with
-  intervals over documents;
-- passkey retrieval at each length x depth (:mod:`posenc.extend.passkey`), greedy, scored exactly;
-- what each scaling costs inside the trained context (perplexity relative to plain RoPE),
+- loss by position and perplexity by length on long natural documents (Shakespeare's plays,
+  :mod:`posenc.extend.books`, or your own: :mod:`posenc.extend.documents`), with intervals over
+  documents;
+- retrieval at each length: the passkey and RULER-style tasks (:mod:`posenc.extend.haystacks`),
+  the same seeded prompts for every scaling, answered greedily and scored as their papers score;
+- what each scaling costs inside the trained context (perplexity relative to plain RoPE);
+- what the records decide (:mod:`posenc.extend.evidence`): exact intervals of retrieval rates,
+  paired tests between scalings corrected together, each scaling's effective context length,
 
 then writes a table and figures (:mod:`posenc.extend.summary`). The scalings are posenc's: the
 checkpoint gets posenc's RoPE through :func:`posenc.hf.apply` and each scaling through
 :meth:`posenc.hf.Applied.set_scaling`. The grid is a TOML protocol (:mod:`posenc.extend.protocol`;
-``smollm2``, the default, runs on two CPU cores; ``yarn-llama2`` is the YaRN paper's evaluation
-for a GPU); each finished cell is written at once (:mod:`posenc.extend.cell_store`) and a rerun
-resumes. Before any cell runs, every input is checked: the checkpoint (a directory that is not
-one, a model without RoPE, a family posenc has not verified), every scaling against the model's
-family and rotary size, the device and precision, and whether the memory holds the longest pass.
+``smollm2``, the default, runs in a quarter of an hour on two CPU cores, ``thorough`` in about two
+and a half hours; ``yarn-llama2`` is the YaRN paper's evaluation for a GPU); each finished cell is
+written at once (:mod:`posenc.extend.cell_store`) and a rerun resumes. Before any cell runs, every
+input is checked: the text source, the checkpoint (a directory that is not one, a model without
+RoPE, a family posenc has not verified), every scaling against the model's family and rotary size,
+the device and precision, and whether the memory holds the longest pass.
 """
 
 from __future__ import annotations
@@ -35,12 +40,14 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, cast
 
+import posenc.extend.books as books
 import posenc.extend.checkpoint as checkpoints
-import posenc.extend.documents as texts
-import posenc.extend.passkey as pk
+import posenc.extend.haystacks as haystacks
 import posenc.extend.plan as plans
 import posenc.extend.scalings as sc
 import posenc.extend.summary as summaries
+import posenc.extend.summary_figures as drawings
+import posenc.extend.summary_text as words
 from posenc.compare.device import check_precision, describe, resolve_device
 from posenc.compare.executor import make_executor, max_threads
 from posenc.compare.ray_executor import require_ray
@@ -48,9 +55,10 @@ from posenc.compare.runner import GridProgress
 from posenc.core.checks import check_int
 from posenc.core.errors import PosencError
 from posenc.encoding.rotary import scaling as rope_scaling
+from posenc.extend.budget import CPU_COSTS
 from posenc.extend.cell_store import Store, check_versions
 from posenc.extend.cell_work import execute
-from posenc.extend.protocol import Protocol, dump, load, shipped_names
+from posenc.extend.protocol import Protocol, dump, is_shipped, load, shipped_names
 from posenc.hf.config import config_dict
 from posenc.hf.families import FAMILIES, family_of
 from posenc.hf.model import own_rope
@@ -203,7 +211,7 @@ def _check_scalings(
                 f"({keys}) from: {entry.spec.cannot_build or 'values no benchmark can choose'}; posenc cannot "
                 "make them up"
             )
-        for length in sorted({*protocol.lengths, *protocol.passkey.lengths}):
+        for length in sorted({*protocol.lengths, *protocol.prompt_lengths}):
             try:
                 rope_scaling.Scaling.parse(entry.at(length, context, longrope), dim=dim).probe(base=base)
             except PosencError as exc:
@@ -240,27 +248,19 @@ def _tokenizers(checkpoint: checkpoints.Checkpoint) -> tuple[Any, Callable[[str]
     return tokenizer, plain, prefix
 
 
-def passkey_trunks(
-    protocol: Protocol,
-    entries: list[sc.Entry],
-    context: int,
-    longrope: dict[str, Any] | None,
-    tokenize: Callable[[str, bool], list[int]],
-) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[pk.Fork, ...]]]:
-    """The passkey trunks of the grid, one per (tables, trial): every prompt whose scaling has the
-    same tables at its length is a fork of the same trunk (:func:`posenc.extend.passkey.trunk`)."""
-    groups: dict[str, list[tuple[int, float]]] = {}
-    for entry in entries:
-        for length in protocol.passkey.lengths:
-            key = sc.tables_key(entry.at(length, context, longrope))
-            for depth in protocol.passkey.depths:
-                if (length, depth) not in groups.setdefault(key, []):
-                    groups[key].append((length, depth))
-    return {
-        (key, trial): pk.trunk(tokenize, cells, seed=protocol.seed, trial=trial)
-        for key, cells in groups.items()
-        for trial in range(protocol.passkey.trials)
-    }
+def retrieval_prompts(
+    protocol: Protocol, tokenize: Callable[[str], list[int]], prefix: list[int]
+) -> dict[tuple[str, int], tuple[haystacks.Prompt, ...]]:
+    """The prompts of every retrieval cell, ``(task, length) -> prompts`` (the same for every
+    scaling), each generated as text from the protocol's seed and tokenized in one call."""
+    out = {}
+    for task, length, count in protocol.cells():
+        try:
+            out[(task, length)] = haystacks.prompts(task, length, count, seed=protocol.seed, tokenize=tokenize,
+                                                    prefix=prefix)  # fmt: skip
+        except PosencError as exc:
+            raise PosencError(f"tasks.{task}.lengths: {exc}") from None
+    return out
 
 
 def estimate(
@@ -273,11 +273,12 @@ def estimate(
             f"no time estimate on {device} (posenc's rates are measured on a CPU); the progress bar's ETA times it"
         )
     seconds = plans.estimate_seconds(cells, workers=workers)
-    rate = plans.CPU_RATE
+    rate = CPU_COSTS
     return seconds, (
         f"estimate: about {seconds / 60:.1f} minutes for {len(cells)} cell(s) on {workers} worker(s) x {threads} "
-        f"thread(s), if this CPU is as fast as {rate.where} (dense layers {rate.dense:g}, attention "
-        f"{rate.attention:g} GFLOP/s per thread, measured); an estimate, not a measurement: the progress bar's ETA "
+        f"thread(s), if this CPU is as fast as {rate.where} (dense layers {rate.dense:.0f}, attention "
+        f"{rate.attention:.0f} GFLOP/s per thread, {rate.call:.2f} s a model call, a decoding step "
+        f"{rate.step:.2f} s; fitted to measured passes); an estimate, not a measurement: the progress bar's ETA "
         "times this machine"
     )
 
@@ -303,10 +304,11 @@ class _Setup:
 
 
 def _setup(protocol: Protocol, out: str | Path, threads: int | None, trust_remote_code: bool, log) -> _Setup:
-    """Check every input (device, precision, scalings, output directory, checkpoint, memory) and
-    plan the grid: the documents and passkey prompts tokenized, the cells and their ids."""
+    """Check every input (text source, device, precision, scalings, output directory, checkpoint,
+    memory) and plan the grid: the documents and retrieval prompts tokenized, the cells and their ids."""
     if protocol.needs and not (protocol.model and protocol.text):
         raise PosencError(f"the {protocol.name} protocol needs {protocol.needs}")
+    books.check_source(protocol.text)  # the plays' package, before a checkpoint is read or converted
     device = resolve_device(protocol.device, "--device")
     check_precision(protocol.precision, device, "--precision")
     entries = protocol.entries  # parsed once, when the protocol was checked
@@ -314,24 +316,21 @@ def _setup(protocol: Protocol, out: str | Path, threads: int | None, trust_remot
     store.check_writable()
     checkpoint = checkpoints.resolve(protocol.model, trust_remote_code=trust_remote_code, log=log)
     facts = preflight(protocol, entries, checkpoint)
-    margin = 512 if protocol.passkey.lengths else 0  # the question and the answer past a prompt
-    plans.check_memory(facts.shape, length=protocol.longest + margin, chunk=protocol.chunk,
+    # a prompt and its answer fit its length (posenc.extend.haystacks): the longest length is the longest pass
+    plans.check_memory(facts.shape, length=protocol.longest, chunk=protocol.chunk,
                        precision=protocol.precision, device=device, workers=protocol.workers)  # fmt: skip
     tokenizer, tokenize, prefix = _tokenizers(checkpoint)
-    documents = texts.documents(
+    documents = books.load(
         protocol.text, tokenize, count=protocol.documents, length=max(protocol.lengths), prefix=prefix
     )
-
-    def with_special(text: str, special: bool) -> list[int]:
-        return prefix + tokenize(text) if special else tokenize(text)
-
-    trunks = passkey_trunks(protocol, entries, facts.context, facts.longrope, with_special)
+    prompts = retrieval_prompts(protocol, tokenize, prefix)
     threads = default_threads(protocol.workers) if threads is None else threads
     plan = plans.build(
         entries=entries, lengths=protocol.lengths, context=facts.context, documents=documents.documents,
-        passkey=trunks, longrope=facts.longrope, shape=facts.shape, model=checkpoint.path,
+        prompts=prompts, longrope=facts.longrope, shape=facts.shape, model=checkpoint.path,
         fingerprint=checkpoint.fingerprint, trust_remote_code=checkpoint.trust_remote_code,
         precision=protocol.precision, chunk=protocol.chunk, device=device, threads=threads,
+        attention_kernel=protocol.attention,
     )  # fmt: skip
     return _Setup(device, entries, store, checkpoint, facts, tokenizer, documents, plan, threads)
 
@@ -365,27 +364,30 @@ def _write_summary(
     """The summary of the records there are, written as JSON, a markdown table and figures."""
     summary = summaries.summarize(
         setup.plan, results, entries=setup.entries, lengths=protocol.lengths, documents=protocol.documents,
-        context=setup.facts.context, passkey_lengths=protocol.passkey.lengths, depths=protocol.passkey.depths,
-        trials=protocol.passkey.trials, longrope=setup.facts.longrope,
+        context=setup.facts.context, tasks=protocol.cells(), margin=protocol.margin, longrope=setup.facts.longrope,
     )  # fmt: skip
     summary["model"] = about
     summary["protocol"] = protocol.name
-    summary["caption"] = summaries.caption(summary)
+    summary["decides"] = protocol.description if is_shipped(protocol) else ""  # what it decides, as shipped
+    summary["caption"] = words.caption(summary)
     root = setup.store.root
     files = {"summary": str(root / "summary.json"), "table": str(root / "summary.md")}
     atomic_write_text(root / "summary.json", json.dumps(summary, indent=1))
-    atomic_write_text(root / "summary.md", summaries.markdown(summary) + "\n" + summary["caption"] + "\n")
+    said = "\n".join(words.verdicts(summary))
+    atomic_write_text(root / "summary.md", words.markdown(summary) + "\n" + summary["caption"] + "\n"
+                      + (f"\n{said}\n" if said else ""))  # fmt: skip
     if figures:
-        files.update(summaries.figures(summary, root / "figures"))
+        files.update(drawings.figures(summary, root / "figures"))
     return summary, files
 
 
 def _write_run_info(
     protocol: Protocol, setup: _Setup, command: str, counts: dict[str, int], wall: float,
-    estimated: float | None, *, measured: bool, summarize_only: bool, invocation: Path,
+    estimated: float | None, *, measured: bool, summarize_only: bool, invocation: Path, peak: float | None = None,
 ) -> dict[str, str]:  # fmt: skip
     """run.json (the invocation's own, then copied to the top of OUT): who measured the cells, where
-    and how long it took (a rerun that only resumed them leaves it as it was)."""
+    and how long it took, and on a GPU the largest peak memory a cell measured (a rerun that only
+    resumed them leaves it as it was)."""
     run_json = invocation / "run.json"
     info = {
         "protocol": protocol.name, "command": command, "model": setup.checkpoint.label,
@@ -395,6 +397,8 @@ def _write_run_info(
         "estimated_seconds": None if estimated is None else round(estimated),
         "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }  # fmt: skip
+    if peak is not None:
+        info["peak_memory_gib"] = peak
     if not summarize_only and (measured or not run_json.exists()):
         atomic_write_text(run_json, json.dumps(info, indent=1))
     setup.store.publish(invocation)
@@ -492,10 +496,18 @@ def _write_outputs(
         wall = time.perf_counter() - start
         files.update(_write_run_info(protocol, setup, command, counts, wall, estimated,
                                      measured=counts["cells_done"] + counts["cells_failed"] > 0,
-                                     summarize_only=summarize_only, invocation=invocation))  # fmt: skip
+                                     summarize_only=summarize_only, invocation=invocation,
+                                     peak=_peak_memory(results)))  # fmt: skip
     files["protocol"] = str(setup.store.root / "protocol.toml")
     files["invocation"] = str(invocation)
     return summary, files, wall
+
+
+def _peak_memory(results: dict[str, Any]) -> float | None:
+    """The largest peak memory (GiB) a cell measured on its GPU, None where none did."""
+    peaks = [r["timing"]["peak_memory_gib"] for r in results.values()
+             if isinstance(r.get("timing"), dict) and isinstance(r["timing"].get("peak_memory_gib"), (int, float))]  # fmt: skip
+    return max(peaks) if peaks else None
 
 
 def _run_cells(todo, store, about, results, *, executor, address, workers, show_progress, log):

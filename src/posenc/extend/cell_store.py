@@ -6,7 +6,7 @@ one, a hand edit or another program can) is moved aside as ``RUN_ID.json.corrupt
 naming it, and its cell runs again: unreadable, larger than 64 MiB or nested deeper than records
 nest (:func:`posenc.records.files.read_record_file`), another schema, a checksum that does not
 match, or a result without what the summary reads (:func:`result_problem`: a text cell's loss at
-every position, a passkey cell's answer to each of its prompts).
+every position, a prompts cell's scored answer to each of its prompts).
 
 Several ``posenc extend`` invocations may share ``OUT`` (on one machine):
 
@@ -63,12 +63,17 @@ def result_problem(result: Any, cell: ExtendCell) -> str | None:
             return f"result.nll has {len(nll)} values, the cell {len(cell.tokens) - 1}"
         return None
     answers = result.get("answers")
-    if not isinstance(answers, list) or len(answers) != len(cell.forks):
-        return f"result.answers is not a list of {len(cell.forks)} answers"
-    for answer, fork in zip(answers, cell.forks):
+    if not isinstance(answers, list) or len(answers) != len(cell.questions):
+        return f"result.answers is not a list of {len(cell.questions)} answers"
+    for answer, question in zip(answers, cell.questions):
         if not isinstance(answer, dict) or not isinstance(answer.get("correct"), bool):
             return "result.answers holds an answer without correct: true/false"
-        if answer.get("length") != fork.length or answer.get("depth") != fork.depth:
+        score = answer.get("score")
+        if not _is_number(score) or not 0.0 <= float(score) <= 1.0:  # type: ignore[arg-type]
+            return "result.answers holds an answer without a score in [0, 1]"
+        if answer["correct"] != (score == 1.0):
+            return "result.answers holds an answer whose correct is not its score of 1"
+        if answer.get("index") != question.index:
             return "result.answers does not answer the cell's prompts"
     return None
 

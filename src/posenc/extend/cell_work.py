@@ -4,8 +4,12 @@ The worker loads the checkpoint once per process (weights only), gives it posenc
 :func:`posenc.hf.apply` and, for each cell, the cell's scaling with
 :meth:`posenc.hf.Applied.set_scaling`, so every rotary table the model uses is posenc's. Long
 sequences go through the model in chunks that extend the KV cache (chunked prefill): the
-same logits as one pass, a fraction of the activation memory, and a cache to fork passkey prompts
-from. Nothing here draws random numbers: generation is greedy.
+same logits as one pass, a fraction of the activation memory, and a cache the retrieval prompts
+of a cell share: each prompt is fed after what it shares with the one before it (the cache cut
+back to that with :meth:`transformers.Cache.crop`), and answered greedily up to its task's budget
+or the end-of-text token. Nothing here draws random numbers: generation is greedy. On a CUDA
+device the peak memory of each cell is measured (``torch.cuda.max_memory_allocated``) and recorded
+with its timing.
 """
 
 from __future__ import annotations
@@ -18,15 +22,16 @@ from typing import Any
 
 import torch
 
-import posenc.extend.passkey as pk
+import posenc.extend.haystacks as hs
 from posenc.compare.device import describe
+from posenc.extend.budget import Shape
 from posenc.extend.checkpoint import Checkpoint, load
-from posenc.extend.plan import ExtendCell, Shape
+from posenc.extend.plan import ExtendCell
 from posenc.hf.model import apply as hf_apply
 from posenc.hf.model import text_config
 
 Advance = Callable[..., None]
-_LOADED: dict[tuple[str, str, str, bool], tuple[Any, Any, Any, Shape]] = {}  # per process
+_LOADED: dict[tuple[str, str, str, bool, str], tuple[Any, Any, Any, Shape]] = {}  # per process
 
 
 def _noop(units: int, status: Any = None) -> None:
@@ -35,11 +40,12 @@ def _noop(units: int, status: Any = None) -> None:
 
 def loaded(cell: ExtendCell) -> tuple[Any, Any, Any, Shape]:
     """``(model, handle, tokenizer, shape)`` of the cell's checkpoint, loaded once per process."""
-    key = (cell.model, cell.device, cell.precision, cell.trust_remote_code)
+    key = (cell.model, cell.device, cell.precision, cell.trust_remote_code, cell.attention_kernel)
     if key not in _LOADED:
         _LOADED.clear()  # one checkpoint at a time in a worker
         checkpoint = Checkpoint(cell.model, cell.model, "", {}, cell.trust_remote_code)
-        model, tokenizer = load(checkpoint, device=cell.device, precision=cell.precision)
+        model, tokenizer = load(checkpoint, device=cell.device, precision=cell.precision,
+                                attention=cell.attention_kernel)  # fmt: skip
         handle = hf_apply(model)
         config = text_config(model)
         shape = Shape.of(config, sum(p.numel() for p in model.parameters()))
@@ -84,7 +90,7 @@ class Runner:
         self.advance = advance
         self.keyword = _cache_keyword(model)
         # transformers' documented way to compute the output layer for the last position only
-        # (what its generate does on a prompt): a passkey prompt needs no other logits
+        # (what its generate does on a prompt): a retrieval prompt needs no other logits
         self.last_only = "logits_to_keep" in inspect.signature(model.forward).parameters
         self.device = next(model.parameters()).device
         self.done = 0.0  # FLOPs not reported yet
@@ -135,34 +141,32 @@ def text_nll(runner: Runner, model: Any, tokens: tuple[int, ...]) -> list[float]
     return [round(float(x), 5) for x in nll]
 
 
-def passkey_answers(runner: Runner, model: Any, tokenizer: Any, cell: ExtendCell) -> list[dict[str, Any]]:
-    """Greedy answers to each fork's prompt (the trunk's KV cache shared up to each key)."""
+def prompt_answers(runner: Runner, model: Any, tokenizer: Any, cell: ExtendCell) -> list[dict[str, Any]]:
+    """Greedy answers to the cell's prompts, fed in order through one KV cache: each after the
+    tokens it shares with the one before (the cache cut back to them), its answer up to its budget
+    or the end-of-text token; scored as its task scores (:func:`posenc.extend.haystacks.TASKS`)."""
+    task = hs.TASKS[cell.task]
+    stop = {tokenizer.eos_token_id} - {None}
     cache = new_cache(model)
     answers = []
-    at = 0
-    for fork in cell.forks:
-        if fork.position > at:
-            runner.forward(cache, cell.tokens[at : fork.position])
-            at = fork.position
-        logits = runner.forward(cache, fork.suffix)
+    for question in cell.questions:
+        keep = min(question.shared, len(question.ids) - 1)  # at least one token fed: its logits answer
+        if not crop(cache, keep):  # a cache that cannot be cut back: this prompt from the start
+            cache, keep = new_cache(model), 0
+        logits = runner.forward(cache, question.ids[keep:])
         generated: list[int] = []
-        for _ in range(pk.ANSWER):
+        while True:
             token = int(logits.argmax())
+            if token in stop:
+                break
             generated.append(token)
+            if len(generated) == question.budget:
+                break
             logits = runner.forward(cache, [token])
         text = tokenizer.decode(generated, skip_special_tokens=True)
-        answers.append(
-            {
-                "length": fork.length,
-                "depth": fork.depth,
-                "placed": round(fork.placed, 4),
-                "answer": fork.answer,
-                "generated": text,
-                "correct": pk.score(fork.answer, text),
-            }
-        )
-        if not crop(cache, at):  # a cache that cannot be cut back: the next fork starts a new trunk
-            cache, at = new_cache(model), 0
+        score = float(task.score(text, question.expected))
+        answers.append({"index": question.index, "generated": text, "score": round(score, 6),
+                        "correct": score == 1.0})  # fmt: skip
     return answers
 
 
@@ -171,19 +175,26 @@ def execute(cell: ExtendCell, advance: Advance = _noop) -> dict[str, Any]:
     torch.set_num_threads(max(1, cell.threads))
     start = time.perf_counter()
     model, handle, tokenizer, shape = loaded(cell)
+    cuda = cell.device.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(torch.device(cell.device))
     handle.set_scaling(json.loads(cell.scaling))
     runner = Runner(model, shape, cell.chunk, advance)
     payload: dict[str, Any] = {}
     if cell.kind == "text":
         payload["nll"] = text_nll(runner, model, cell.tokens)
     else:
-        payload["answers"] = passkey_answers(runner, model, tokenizer, cell)
+        payload["answers"] = prompt_answers(runner, model, tokenizer, cell)
     payload["timing"] = {
         "wall_seconds": round(time.perf_counter() - start, 2),
         "threads": torch.get_num_threads(),
         "device": describe(cell.device),
     }
+    if cuda:  # measured, not estimated: what the cell's passes held at their peak
+        payload["timing"]["peak_memory_gib"] = round(
+            torch.cuda.max_memory_allocated(torch.device(cell.device)) / 2**30, 3
+        )
     return payload
 
 
-__all__ = ["Runner", "crop", "execute", "loaded", "new_cache", "passkey_answers", "text_nll"]
+__all__ = ["Runner", "crop", "execute", "loaded", "new_cache", "prompt_answers", "text_nll"]

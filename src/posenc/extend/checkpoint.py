@@ -170,7 +170,7 @@ def convert_gguf(gguf: Path, log: Callable[[str], None] = print, option: str = "
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}~", dir=target.parent))
     try:
         try:
-            _convert(gguf, work, digest)
+            _convert_quietly(gguf, work, digest)
         except (PosencError, OSError):
             raise
         except Exception as exc:  # noqa: BLE001  (transformers' GGUF loader on a file it does not take)
@@ -188,6 +188,42 @@ def convert_gguf(gguf: Path, log: Callable[[str], None] = print, option: str = "
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+#: tqdm's documented switch (read from the environment when tqdm is imported): transformers' GGUF
+#: loader draws its own tqdm bar ("Converting and de-quantizing GGUF tensors"), past its
+#: ``disable_progress_bar``, and it would tear through posenc's display
+QUIET_TQDM = {"TQDM_DISABLE": "1"}
+
+
+def _convert_quietly(
+    gguf: Path, work: Path, digest: str, convert: Callable[[Path, Path, str], None] | None = None
+) -> None:
+    """``convert`` (:func:`_convert`) in a fresh process whose tqdm starts disabled
+    (:data:`QUIET_TQDM`): this process's tqdm was imported long ago, so its switch cannot be set
+    here. The conversion's error, if any, comes back as it was raised."""
+    import concurrent.futures
+    import multiprocessing
+
+    with _environment(QUIET_TQDM):
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+            pool.submit(convert or _convert, gguf, work, digest).result()
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` set while a child process is started, restored after."""
+    before = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _convert(gguf: Path, work: Path, digest: str) -> None:
@@ -454,20 +490,26 @@ def _checked(path: Path, label: str, trust_remote_code: bool, option: str) -> Ch
     return Checkpoint(os.fspath(path), label, _directory_fingerprint(path), config, trust_remote_code)
 
 
-def load(checkpoint: Checkpoint, *, device: str, precision: str) -> tuple[Any, Any]:
-    """``(model, tokenizer)``: the weights as tensors only, on ``device``, in ``precision``. Weights
-    that lack tensors the model has are refused (transformers would start those from random values
-    and say so only in a warning), as are tensors of another shape."""
+def load(checkpoint: Checkpoint, *, device: str, precision: str, attention: str = "") -> tuple[Any, Any]:
+    """``(model, tokenizer)``: the weights as tensors only, on ``device``, in ``precision``, with
+    transformers' attention kernel ``attention`` (its ``attn_implementation``; "": its default).
+    Weights that lack tensors the model has are refused (transformers would start those from random
+    values and say so only in a warning), as are tensors of another shape."""
     import torch
     import transformers
 
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    kernel = {"attn_implementation": attention} if attention else {}
     with quiet():
         try:
             loaded: Any = transformers.AutoModelForCausalLM.from_pretrained(
                 checkpoint.path, dtype=dtype, weights_only=True, trust_remote_code=checkpoint.trust_remote_code,
-                output_loading_info=True,
+                output_loading_info=True, **kernel,
             )  # fmt: skip
+        except (ImportError, ValueError) as exc:  # an attention kernel not installed (flash-attn) or refused
+            if not attention or "attn" not in str(exc).lower() and "attention" not in str(exc).lower():
+                raise
+            raise PosencError(f"attention {attention!r}: {' '.join(str(exc).split())[:300]}") from None
         except RuntimeError as exc:  # tensors of another shape than the config's; anything else as it is
             if "mismatch" not in str(exc):
                 raise

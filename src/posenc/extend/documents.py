@@ -1,14 +1,12 @@
-"""The real text perplexity is measured on: documents of token ids, each at least the longest length.
+"""Your own text for perplexity: documents of token ids, each at least the longest length.
 
-``python-docs`` (the default) is English prose that ships with every Python: the documentation
-topics of the standard library's ``pydoc_data.topics`` (what ``help("if")`` prints; a few
-hundred kilobytes: the language reference and library prose), read in the order of their names
-and cut into consecutive documents. Nothing is downloaded. Another text is a path:
+posenc's own documents are Shakespeare's plays (:mod:`posenc.extend.books`, ``--text shakespeare``,
+the default). Your text is a path:
 
 - a directory: each ``.txt`` file (in name order) is one document, and each line of a
   ``.jsonl`` file with a ``"text"`` field (PG19's test books as ``.txt`` files, Proof-pile as
   JSON lines);
-- one ``.txt`` file: cut into consecutive documents, as ``python-docs`` is;
+- one ``.txt`` file: cut into consecutive documents (one long text, a book, read in parts);
 - one ``.jsonl`` file: one document per line.
 
 Only regular files are read (a FIFO, a device or a link to one is refused by name, never opened
@@ -30,6 +28,8 @@ from pathlib import Path
 from posenc.core import untrusted
 from posenc.core.errors import PosencError
 
+#: What the first releases read: the standard library's documentation topics joined (short texts one
+#: after another, not long documents); refused by name, and kept as text the tests train tokenizers on
 PYTHON_DOCS = "python-docs"
 MAX_FILE_BYTES = 64 << 20  # a book is ~0.5 MB; a larger file is read up to this much
 MAX_JSONL_DEPTH = 32  # a JSON line is {"text": ..., "meta": {...}}: a few levels
@@ -51,7 +51,8 @@ class Documents:
 
 
 def python_docs_text() -> str:
-    """The standard library's documentation topics, in the order of their names."""
+    """The standard library's documentation topics (``pydoc_data.topics``), in the order of their
+    names: English prose that ships with every Python (the tests train small tokenizers on it)."""
     from pydoc_data import topics  # the standard library's own data (no network)
 
     return "\n\n".join(topics.topics[name] for name in sorted(topics.topics))
@@ -59,14 +60,16 @@ def python_docs_text() -> str:
 
 def _streams(source: str) -> Iterator[tuple[str, bool]]:
     """(text, whether it is one stream to cut into documents) for ``source``."""
-    if source == PYTHON_DOCS:
-        yield python_docs_text(), True
-        return
     path = Path(source)
+    if source == PYTHON_DOCS and not path.exists():
+        raise PosencError(
+            f"--text {source!r}: the standard library's documentation topics are short texts, and joined they "
+            "are no long document; use 'shakespeare' (the plays) or a path of your own"
+        )
     if not path.exists():
         what = untrusted.what_is(path)
         what = "no such file or directory" if what == "no such file" else what
-        raise PosencError(f"--text {source!r}: {what} (or use {PYTHON_DOCS!r})")
+        raise PosencError(f"--text {source!r}: {what} (or use 'shakespeare')")
     files = sorted(p for p in path.iterdir() if p.suffix in (".txt", ".jsonl")) if path.is_dir() else [path]
     if path.is_dir() and not files:
         raise PosencError(f"--text {source!r}: the directory has no .txt or .jsonl files")

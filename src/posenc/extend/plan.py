@@ -1,92 +1,54 @@
 """The grid as cells of work, what each costs, and whether the memory holds the longest.
 
-A *cell* is one pass of the model over one token sequence with one set of rotary tables:
+A *cell* is one unit of work with one set of rotary tables:
 
-- ``text``: a document, as long as the longest length any scaling needs at those tables; its
-  loss at every position gives perplexity at every shorter length too (the model is causal, so
-  the first ``L`` positions of a longer pass are a pass over ``L`` tokens);
-- ``passkey``: the instruction and filler of one trial, with a fork per (length, depth) prompt
-  (:mod:`posenc.extend.passkey`).
+- ``text``: one pass over a document, as long as the longest length any scaling needs at those
+  tables; its loss at every position gives perplexity at every shorter length too (the model is
+  causal, so the first ``L`` positions of a longer pass are a pass over ``L`` tokens);
+- ``prompts``: the retrieval prompts of one task at one length (:mod:`posenc.extend.haystacks`),
+  in :func:`~posenc.extend.haystacks.prefill_order`: each fed after what it shares with the one
+  before through the KV cache (cut back to that), then answered greedily.
 
 Scalings whose static tables at a length are equal share the cell (:mod:`posenc.extend.scalings`).
 A cell is named by a hash of its tokens, its tables, the checkpoint and the precision, so a
 rerun finds its record and a changed input never reuses one.
 
-A cell's cost is counted in FLOPs, split into the dense layers and attention (:meth:`Shape.split`:
-at 16k tokens attention is two thirds of a pass), and turned into an estimate of the wall-clock
-with rates measured on a CPU (:data:`CPU_RATE`, :func:`estimate_seconds`): an estimate, printed
+A cell's work is counted in FLOPs, split into the dense layers and attention (:meth:`Shape.split`:
+at 16k tokens attention is two thirds of a pass), and its time on one CPU thread estimated with
+the cost model of :mod:`posenc.extend.budget` (:data:`~posenc.extend.budget.CPU_COSTS`: rates fitted
+to measured passes, model calls and decoding steps; :func:`estimate_seconds`): an estimate, printed
 as one before a run.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from posenc.core.errors import PosencError
-from posenc.extend.passkey import ANSWER, Fork
+from posenc.extend.budget import CPU_COSTS, CostModel, Shape
+from posenc.extend.haystacks import Prompt, prefill_order
 from posenc.extend.scalings import Entry, tables_key
 
 EXTEND_VERSION = 1  # changes when a record's meaning does
 
 
 @dataclass(frozen=True)
-class Shape:
-    """What the cost and memory of a pass depend on, read from the model's config."""
+class Question:
+    """One retrieval prompt of a ``prompts`` cell: its token ids, how many of them it shares with the
+    prompt before it in the cell (fed after the cache is cut back to that), the greedy budget, what
+    a right answer holds, and where its needles are."""
 
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    hidden: int
-    intermediate: int
-    vocab: int
-    parameters: int
-
-    @classmethod
-    def of(cls, config: Any, parameters: int) -> Shape:
-        heads = int(config.num_attention_heads)
-        hidden = int(config.hidden_size)
-        return cls(
-            layers=int(config.num_hidden_layers),
-            heads=heads,
-            kv_heads=int(getattr(config, "num_key_value_heads", None) or heads),
-            head_dim=int(getattr(config, "head_dim", None) or hidden // heads),
-            hidden=hidden,
-            intermediate=int(getattr(config, "intermediate_size", None) or 4 * hidden),
-            vocab=int(config.vocab_size),
-            parameters=int(parameters),
-        )
-
-    def split(self, start: int, stop: int, *, logits: bool = True) -> tuple[float, float]:
-        """``(dense, attention)`` forward FLOPs of tokens ``start .. stop`` with the first ``start``
-        cached (causal); ``logits=False``: the output layer for the last token only."""
-        tokens = stop - start
-        dense = 2.0 * self.parameters * tokens
-        if not logits and tokens > 1:
-            dense -= 2.0 * self.hidden * self.vocab * (tokens - 1)
-        pairs = (stop * (stop + 1) - start * (start + 1)) / 2  # (query, key) pairs, causal
-        attention = 4.0 * self.layers * self.heads * self.head_dim * pairs
-        return dense, attention
-
-    def flops(self, start: int, stop: int, *, logits: bool = True) -> float:
-        """Forward FLOPs of tokens ``start .. stop`` with the first ``start`` cached (causal)."""
-        return sum(self.split(start, stop, logits=logits))
-
-    def bytes_needed(self, length: int, chunk: int, dtype_bytes: int) -> dict[str, float]:
-        """Peak memory of one worker for a pass of ``length`` tokens in chunks of ``chunk``."""
-        chunk = min(chunk, length)
-        return {
-            "weights": self.parameters * dtype_bytes,
-            "KV cache": 2.0 * self.layers * self.kv_heads * self.head_dim * length * dtype_bytes,
-            "logits": 3.0 * chunk * self.vocab * 4,
-            "attention": 2.0 * self.heads * chunk * length * 4,
-            "activations": 6.0 * chunk * max(self.intermediate, self.hidden) * 4,
-        }
+    index: int  # the prompt's index in its task at its length (the same for every scaling)
+    ids: tuple[int, ...]
+    shared: int
+    budget: int
+    expected: tuple[str, ...]
+    depths: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -94,11 +56,11 @@ class ExtendCell:
     """One pass; an executor runs it (``run_id``, ``threads``, ``device``, ``work_units()``)."""
 
     run_id: str
-    kind: str  # "text" | "passkey"
+    kind: str  # "text" | "prompts"
     scaling: str  # tables_key(static scaling dict)
-    index: int  # document or trial
-    tokens: tuple[int, ...]
-    forks: tuple[Fork, ...]
+    index: int  # document (text), length (prompts)
+    tokens: tuple[int, ...]  # the document (text); empty (prompts)
+    questions: tuple[Question, ...]  # the prompts, in the order they are fed (prompts)
     model: str  # checkpoint path (or hub id)
     trust_remote_code: bool
     precision: str
@@ -108,6 +70,9 @@ class ExtendCell:
     label: str
     units: int  # estimated GFLOP
     attention: int = 0  # of which attention (query x key products), GFLOP
+    seconds: float = 0.0  # estimated on one CPU thread (budget.CPU_COSTS)
+    task: str = ""  # the retrieval task (prompts)
+    attention_kernel: str = ""  # transformers' attn_implementation ("": its default)
 
     def work_units(self) -> int:
         return self.units
@@ -120,10 +85,11 @@ class ExtendCell:
             "scaling": json.loads(self.scaling),
             "index": self.index,
             "tokens": len(self.tokens),
-            "forks": [
-                {"length": f.length, "depth": f.depth, "placed": f.placed, "position": f.position}
-                for f in self.forks
-            ],
+            "task": self.task,
+            "prompts": [
+                {"index": q.index, "tokens": len(q.ids), "shared": q.shared, "depths": list(q.depths)}
+                for q in self.questions
+            ],  # fmt: skip
             "precision": self.precision,
             "label": self.label,
         }
@@ -145,8 +111,8 @@ class Plan:
     # (entry key, length) -> tables key; text cells by (tables key, document)
     text_tables: dict[tuple[str, int], str]
     text_cells: dict[tuple[str, int], str]
-    # (entry key, length, depth, trial) -> (run id, fork index)
-    passkey_forks: dict[tuple[str, int, float, int], tuple[str, int]]
+    # (tables key, task, length) -> run id of the prompts cell
+    prompt_cells: dict[tuple[str, str, int], str]
 
     def flops(self) -> float:
         return sum(cell.units for cell in self.cells) * 1e9
@@ -177,7 +143,7 @@ def build(
     lengths: tuple[int, ...],
     context: int,
     documents: tuple[tuple[int, ...], ...],
-    passkey: dict[tuple[str, int], tuple[tuple[int, ...], tuple[Fork, ...]]],
+    prompts: Mapping[tuple[str, int], Sequence[Prompt]],
     longrope: dict[str, Any] | None,
     shape: Shape,
     model: str,
@@ -187,81 +153,75 @@ def build(
     chunk: int,
     device: str,
     threads: int,
+    attention_kernel: str = "",
+    costs: CostModel = CPU_COSTS,
 ) -> Plan:
-    """The plan of a grid. ``passkey[(tables key, trial)]`` is the trunk and forks of the passkey
-    prompts of one trial at those tables."""
+    """The plan of a grid: a text cell per (tables, document) and a prompts cell per (tables, task,
+    length) of ``prompts[(task, length)]`` (the same prompts for every scaling)."""
     need, text_tables, labels = _text_tables(entries, lengths, context, longrope)
     cells: list[ExtendCell] = []
     text_cells: dict[tuple[str, int], str] = {}
     common = dict(model=model, trust_remote_code=trust_remote_code, precision=precision, chunk=chunk,
-                  device=device, threads=threads)  # fmt: skip
+                  device=device, threads=threads, attention_kernel=attention_kernel)  # fmt: skip
+    costs = costs if costs.chunk == chunk else costs.with_chunk(chunk)
     for key, length in need.items():
         for index, document in enumerate(documents):
             tokens = document[:length]
             run_id = _run_id(EXTEND_VERSION, "text", key, tokens, fingerprint, precision)
             label = f"{' = '.join(labels[key])}: document {index + 1}, {length} tokens"
             dense, attention = shape.split(0, length)
-            units = max(1, round((dense + attention) / 1e9))
-            cells.append(ExtendCell(run_id, "text", key, index, tokens, (), label=label, units=units,
-                              attention=round(attention / 1e9), **common))  # type: ignore[arg-type]  # fmt: skip
+            cells.append(ExtendCell(run_id, "text", key, index, tokens, (), label=label,
+                                    units=max(1, round((dense + attention) / 1e9)), attention=round(attention / 1e9),
+                                    seconds=costs.text_pass(shape, length), **common))  # type: ignore[arg-type]  # fmt: skip
             text_cells[(key, index)] = run_id
-    passkey_forks: dict[tuple[str, int, float, int], tuple[str, int]] = {}
-    for (key, trial), (tokens, forks) in passkey.items():
-        run_id = _run_id(EXTEND_VERSION, "passkey", key, tokens, [dataclasses.astuple(f) for f in forks],
-                         fingerprint, precision)  # fmt: skip
-        names = [
-            e.label
-            for e in entries
-            if any(tables_key(e.at(f.length, context, longrope)) == key for f in forks)
-        ]
-        label = f"{' = '.join(dict.fromkeys(names))}: passkey trial {trial + 1}, {len(forks)} prompts"
-        # the trunk, each prompt's rest and its answer (logits of the last position only)
-        parts = [shape.split(0, len(tokens), logits=False)]
-        parts += [shape.split(f.position, f.length + ANSWER, logits=False) for f in forks]
-        dense, attention = (sum(part[i] for part in parts) for i in (0, 1))
-        cells.append(ExtendCell(run_id, "passkey", key, trial, tokens, forks, label=label,
-                          units=max(1, round((dense + attention) / 1e9)), attention=round(attention / 1e9),
-                          **common))  # type: ignore[arg-type]  # fmt: skip
-        for index, fork in enumerate(forks):
-            passkey_forks[(key, fork.length, fork.depth, trial)] = (run_id, index)
-    return Plan(cells, text_tables, text_cells, passkey_forks)
+    prompt_cells: dict[tuple[str, str, int], str] = {}
+    for (task, length), items in prompts.items():
+        questions = tuple(Question(p.index, p.ids, shared, p.budget, p.expected, p.depths)
+                          for p, shared in prefill_order(items))  # fmt: skip
+        names: dict[str, list[str]] = {}
+        for entry in entries:
+            names.setdefault(tables_key(entry.at(length, context, longrope)), []).append(entry.label)
+        for key, labelled in names.items():
+            cell = _prompts_cell(key, task, length, questions, shape, costs, fingerprint,
+                                 f"{' = '.join(labelled)}: {task} @{length}, {len(questions)} prompts", common)  # fmt: skip
+            cells.append(cell)
+            prompt_cells[(key, task, length)] = cell.run_id
+    return Plan(cells, text_tables, text_cells, prompt_cells)
 
 
-@dataclass(frozen=True)
-class Rate:
-    """Forward-pass throughput of one CPU thread in GFLOP/s, split as :meth:`Shape.split` splits
-    the cost (the dense layers run at matrix-multiply speed, attention over a long KV cache slower)."""
-
-    dense: float
-    attention: float
-    where: str
-
-    def seconds(self, cell: ExtendCell) -> float:
-        """One cell's estimated seconds on ``cell.threads`` threads (threads assumed to add up)."""
-        own = (cell.units - cell.attention) / self.dense + cell.attention / self.attention
-        return own / max(1, cell.threads)
-
-
-#: Measured with posenc extend's own text passes (chunked prefill of 4,096, 8,192 and 16,384 tokens
-#: of python-docs in chunks of 1,024, fp32, one thread) on SmolLM2-135M-Instruct: 40.0, 97.9 and
-#: 319.0 CPU seconds, to which dense and attention rates are fitted by least squares (within 11% of
-#: each pass; a single attention call of that shape alone measures 37-47 GFLOP/s, a single matrix
-#: product of the MLP's shape 50). Other jobs ran on the machine at the time: an idle one may be
-#: somewhat faster, another CPU anything.
-CPU_RATE = Rate(
-    dense=51.0, attention=40.0, where="one thread of a 2-core AMD EPYC (AVX2), SmolLM2-135M, fp32"
-)
-STARTUP_SECONDS = 30.0  # reading and tokenizing the text, starting the workers, loading the weights
+def _prompts_cell(
+    key: str, task: str, length: int, questions: tuple[Question, ...], shape: Shape, costs: CostModel,
+    fingerprint: str, label: str, common: dict[str, Any],
+) -> ExtendCell:  # fmt: skip
+    """One prompts cell: each prompt's prefill past what it shares (last logits only) and its
+    greedy answer, counted in FLOPs and in seconds of one thread."""
+    run_id = _run_id(EXTEND_VERSION, "prompts", key, task, [(q.ids, q.budget) for q in questions], fingerprint,
+                     common["precision"])  # fmt: skip
+    dense = attention = seconds = 0.0
+    for q in questions:
+        size = len(q.ids)
+        start = min(q.shared, size - 1)
+        parts = [shape.split(start, size, logits=False)]
+        parts += [shape.split(size + i, size + i + 1) for i in range(q.budget - 1)]  # greedy steps
+        dense += sum(p[0] for p in parts)
+        attention += sum(p[1] for p in parts)
+        seconds += costs.prompt(shape, size, q.budget, start)
+    return ExtendCell(run_id, "prompts", key, length, (), questions, label=label,
+                      units=max(1, round((dense + attention) / 1e9)), attention=round(attention / 1e9),
+                      seconds=seconds, task=task, **common)  # fmt: skip
 
 
-def estimate_seconds(cells: list[ExtendCell], *, workers: int, rate: Rate = CPU_RATE) -> float:
+STARTUP_SECONDS = 60.0  # reading and tokenizing the text, starting the workers, loading the weights
+
+
+def estimate_seconds(cells: list[ExtendCell], *, workers: int) -> float:
     """Estimated wall-clock seconds of ``cells`` on ``workers`` workers of ``cells[i].threads``
-    threads: the cells go, longest first, each to the worker that frees first (what the
-    executors do), plus :data:`STARTUP_SECONDS`."""
+    threads (threads assumed to add up): the cells go, longest first, each to the worker that
+    frees first (what the executors do), plus :data:`STARTUP_SECONDS`."""
     free = [0.0] * max(1, min(workers, len(cells)))
-    for cell in sorted(cells, key=lambda c: -c.units):
+    for cell in sorted(cells, key=lambda c: -c.seconds):
         soonest = free.index(min(free))
-        free[soonest] += rate.seconds(cell)
+        free[soonest] += cell.seconds / max(1, cell.threads)
     return (max(free) + STARTUP_SECONDS) if cells else 0.0
 
 
@@ -306,12 +266,11 @@ def check_memory(
 
 
 __all__ = [
-    "CPU_RATE",
     "EXTEND_VERSION",
     "STARTUP_SECONDS",
     "ExtendCell",
     "Plan",
-    "Rate",
+    "Question",
     "Shape",
     "available_memory",
     "build",

@@ -1,36 +1,64 @@
-"""What the records of a grid show: perplexity by length, the cost inside the context, passkey
-retrieval, loss by position; as ``summary.json``, a Markdown table and figures.
+"""What the records of a grid show and decide: perplexity by length, the cost inside the context,
+retrieval rates, paired tests between scalings, each scaling's effective context length and loss
+by position; as ``summary.json``, Markdown tables and a caption (the figures:
+:mod:`posenc.extend.summary_figures`).
 
-Perplexity at length ``L`` of one document is ``exp`` of the mean loss of its first ``L`` tokens
+**Perplexity** at length ``L`` of one document is ``exp`` of the mean loss of its first ``L`` tokens
 (each given all tokens before it: the YaRN paper's sliding-window perplexity of a document
 truncated to the window, whose one window scores every token). Over documents: ``exp`` of the
 mean of the per-document mean losses, with the 95% Student t interval over documents of those
 means (:func:`posenc.results.stats.per_seed`: ``n - 1`` degrees of freedom for ``n`` documents),
-mapped through ``exp``. With few documents it is wide (the t quantile is 12.7 for two documents,
-4.3 for three), and it speaks for documents like these (the same text source), not for text in
-general; with one document there is none. The loss-by-position curve has the same interval per
-bin of positions.
+mapped through ``exp``; it speaks for documents like these (the same text source), not for text
+in general; with one document there is none. The loss-by-position curve has the same interval per
+bin of positions. The cost inside the trained context is the ratio of a scaling's perplexity to
+plain RoPE's at the longest length within the context, paired by document.
 
-The cost inside the trained context is the ratio of a scaling's perplexity to plain RoPE's at
-the longest length within the context, paired by document (``exp`` of the mean per-document
-difference of mean losses, the same t interval). Passkey accuracy is the share of prompts answered
-exactly, per length (all depths and trials) and per length x depth.
+**Retrieval** (:mod:`posenc.extend.haystacks`): per scaling, task and length, the prompts answered
+right (``k/n``: the passkey exactly; a RULER-style prompt with every expected string recalled) with
+the exact Clopper-Pearson interval, and the mean score (RULER's recall).
+
+**What is decided** (:mod:`posenc.extend.evidence`): every pair of scalings whose tables differ at
+a length is compared there, on perplexity by the paired t test over documents and on each task by
+McNemar's exact test on the same prompts; all of a summary's tests are corrected together
+(:func:`posenc.results.stats.adjust`, Benjamini-Hochberg: a false discovery rate of 5% over the
+summary). Each scaling's effective context length is read from perplexity (within
+``margin.perplexity`` times plain RoPE's at the shortest length) and from each task (a rate within
+``margin.rate`` of plain RoPE's at the task's shortest length), with its ``[low, high]`` interval.
+Every number the tables show is in ``summary.json`` per document and per prompt, so a claim made
+from it can be checked again.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from posenc.extend import evidence
 from posenc.extend.plan import Plan
+from posenc.extend.protocol import Margin
 from posenc.extend.scalings import Entry, tables_key
-from posenc.results.stats import per_seed
+from posenc.results.stats import adjust, per_seed
 
 BINS = 64  # loss-by-position curve: bins over the longest length
+DEPTH_BINS = 5  # the passkey's depth x length figure: depths in fifths of the haystack
+FORMAT = 2  # summary.json's layout (1: the first releases', with one passkey prompt per depth)
+LEVEL = 0.05  # a test decides when its adjusted p-value is below this
+CORRECTION = "Benjamini-Hochberg over every test of the summary (a false discovery rate of 5%)"
+
+#: The suite's tests that check each method a summary's claims rest on (named on the page)
+METHOD_TESTS = {
+    "interval over documents": "tests/unit/extend/test_extend.py::test_the_interval_over_documents_covers_at_its_stated_level",
+    "rate": "tests/unit/extend/test_evidence.py::test_the_rate_interval_covers_at_its_stated_level",
+    "mcnemar": "tests/unit/extend/test_evidence.py::test_mcnemar_holds_its_error_rate_when_two_scalings_are_alike_and_finds_a_real_gap",
+    "paired t": "tests/unit/extend/test_evidence.py::test_the_paired_test_over_documents_is_the_t_test_of_the_differences",
+    "correction": "tests/unit/extend/test_summary.py::test_a_summary_of_alike_scalings_decides_a_difference_at_most_5_percent_of_the_time",
+    "effective retrieval": "tests/unit/extend/test_evidence.py::test_the_effective_length_interval_covers_the_true_length_at_its_stated_level",
+    "effective perplexity": "tests/unit/extend/test_evidence.py::test_the_perplexity_effective_length_covers_at_its_stated_level",
+}  # fmt: skip
 
 
 def _interval(values: Sequence[float]) -> dict[str, float]:
@@ -46,12 +74,13 @@ def summarize(
     lengths: tuple[int, ...],
     documents: int,
     context: int,
-    passkey_lengths: tuple[int, ...],
-    depths: tuple[float, ...],
-    trials: int,
-    longrope: dict[str, Any] | None,
+    tasks: Sequence[tuple[str, int, int]] = (),
+    margin: Margin | None = None,
+    longrope: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every number the table and figures show, from ``results`` (run id -> record result)."""
+    """Every number the tables and figures show, from ``results`` (run id -> record result);
+    ``tasks``: the ``(task, length, prompts)`` retrieval cells of each scaling."""
+    margin = margin or Margin()
 
     def doc_means(entry: Entry, length: int) -> list[float] | None:
         key = plan.text_tables[(entry.key, length)]
@@ -63,35 +92,79 @@ def summarize(
             means.append(float(np.mean(result["nll"][: length - 1])))
         return means
 
-    perplexity: dict[str, dict[str, Any]] = {}
-    for entry in entries:
-        row: dict[str, Any] = {}
-        for length in lengths:
-            means = doc_means(entry, length)
-            if means is not None:
-                row[str(length)] = {**_interval(means), "documents": len(means)}
-        perplexity[entry.label] = row
+    def answers(entry: Entry, task: str, length: int) -> list[dict[str, Any]] | None:
+        run_id = plan.prompt_cells.get((tables_key(entry.at(length, context, longrope)), task, length))
+        result = results.get(run_id) if run_id else None
+        return None if result is None else sorted(result["answers"], key=lambda a: a["index"])
 
-    inside = _inside(entries, lengths, context, doc_means)
-
-    passkey = {
-        e.label: _passkey_row(plan, results, e, passkey_lengths, depths, trials, context, longrope)
-        for e in entries
-    }
-    curves = _curves(plan, results, entries, lengths, documents)
-    return {
+    perplexity = {e.label: _perplexity_row(e, lengths, doc_means) for e in entries}
+    retrieval = {e.label: _retrieval_row(e, tasks, answers, plan) for e in entries}
+    summary = {
+        "format": FORMAT,
         "context": context,
         "lengths": list(lengths),
         "documents": documents,
-        "passkey_lengths": list(passkey_lengths),
-        "depths": list(depths),
-        "trials": trials,
+        "tasks": [{"task": t, "length": n, "prompts": k} for t, n, k in tasks],
+        "margin": {"perplexity": margin.perplexity, "rate": margin.rate},
         "entries": [{"label": e.label, "key": e.key} for e in entries],
         "perplexity": perplexity,
-        "inside": inside,
-        "passkey": passkey,
-        "loss_by_position": curves,
+        "inside": _inside(entries, lengths, context, doc_means),
+        "retrieval": retrieval,
+        "loss_by_position": _curves(plan, results, entries, lengths, documents),
     }
+    summary["tests"] = paired_tests(
+        summary, tables_by_label(plan, entries, lengths, tasks, context, longrope)
+    )
+    summary["correction"] = CORRECTION
+    summary["effective"] = effective_lengths(summary)
+    return summary
+
+
+def _perplexity_row(entry: Entry, lengths: tuple[int, ...], doc_means: Callable) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for length in lengths:
+        means = doc_means(entry, length)
+        if means is not None:
+            row[str(length)] = {
+                **_interval(means),
+                "documents": len(means),
+                "losses": [round(m, 6) for m in means],
+            }
+    return row
+
+
+def _depth_bin(depth: float) -> int:
+    return min(DEPTH_BINS - 1, int(depth * DEPTH_BINS))
+
+
+def _retrieval_row(
+    entry: Entry, tasks: Sequence[tuple[str, int, int]], answers: Callable, plan: Plan
+) -> dict:
+    """One scaling's retrieval cells: ``{task: {length: cell}}``, each with k/n, its exact interval,
+    the mean score, every prompt's outcome and score (by prompt index) and, for a task whose
+    prompts have one needle, ``[k, n]`` per fifth of the haystack its needle sits in."""
+    row: dict[str, Any] = {}
+    depths = {
+        (c.task, c.index, q.index): q.depths for c in plan.cells if c.kind == "prompts" for q in c.questions
+    }
+    for task, length, _ in tasks:
+        got = answers(entry, task, length)
+        if not got:
+            continue
+        outcomes = [bool(a["correct"]) for a in got]
+        rate = evidence.rate(outcomes)
+        cell = {"correct": rate.successes, "prompts": rate.n, "rate": rate.value, "low": rate.low, "high": rate.high,
+                "score": float(np.mean([a["score"] for a in got])), "outcomes": [int(x) for x in outcomes],
+                "scores": [a["score"] for a in got]}  # fmt: skip
+        placed = [depths.get((task, length, a["index"]), ()) for a in got]
+        if all(len(d) == 1 for d in placed):
+            bins = [[0, 0] for _ in range(DEPTH_BINS)]
+            for (depth,), right in zip(placed, outcomes):
+                bins[_depth_bin(depth)][0] += int(right)
+                bins[_depth_bin(depth)][1] += 1
+            cell["by_depth"] = bins
+        row.setdefault(task, {})[str(length)] = cell
+    return row
 
 
 def _inside(
@@ -115,36 +188,89 @@ def _inside(
     return inside
 
 
-def _passkey_row(
-    plan: Plan,
-    results: dict[str, dict[str, Any]],
-    entry: Entry,
-    passkey_lengths: tuple[int, ...],
-    depths: tuple[float, ...],
-    trials: int,
-    context: int,
-    longrope: dict[str, Any] | None,
-) -> dict[str, Any]:
-    """One entry's passkey results per length: accuracy over depths and trials, and per depth."""
-    row: dict[str, Any] = {}
-    for length in passkey_lengths:
-        key = tables_key(entry.at(length, context, longrope))
-        by_depth: dict[str, list[bool]] = {}
-        for depth in depths:
-            for trial in range(trials):
-                where = plan.passkey_forks.get((key, length, depth, trial))
-                result = results.get(where[0]) if where else None
-                if result is not None and where is not None:
-                    by_depth.setdefault(repr(depth), []).append(bool(result["answers"][where[1]]["correct"]))
-        answered = [x for xs in by_depth.values() for x in xs]
-        if answered:
-            row[str(length)] = {
-                "accuracy": sum(answered) / len(answered),
-                "correct": sum(answered),
-                "prompts": len(answered),
-                "by_depth": {d: sum(xs) / len(xs) for d, xs in by_depth.items()},
-            }
-    return row
+def tables_by_label(
+    plan: Plan, entries: list[Entry], lengths: Sequence[int], tasks: Sequence[tuple[str, int, int]], context: int,
+    longrope: dict[str, Any] | None = None,
+) -> dict[str, dict[Any, str]]:  # fmt: skip
+    """Which tables each scaling reads with: ``{label: {length: key, (task, length): key}}``."""
+    tables: dict[str, dict[Any, str]] = {
+        e.label: {n: plan.text_tables[(e.key, n)] for n in lengths} for e in entries
+    }
+    for task, length, _ in tasks:
+        for e in entries:
+            tables[e.label][(task, length)] = tables_key(e.at(length, context, longrope))
+    return tables
+
+
+def paired_tests(summary: dict[str, Any], tables: dict[str, dict[Any, str]]) -> list[dict[str, Any]]:
+    """Every pair of scalings whose tables differ, at every length: perplexity by the paired t test
+    over documents (2 or more), each task by McNemar's exact test; p-values adjusted together."""
+    labels = [e["label"] for e in summary["entries"]]
+    tests: list[dict[str, Any]] = []
+    for a, b in itertools.combinations(labels, 2):
+        for length in summary["lengths"]:
+            one, two = (summary["perplexity"][x].get(str(length)) for x in (a, b))
+            if one and two and one["documents"] > 1 and tables[a][length] != tables[b][length]:
+                got = evidence.paired_documents(one["losses"], two["losses"])
+                tests.append({"measure": "perplexity", "length": length, "first": a, "second": b,
+                              "documents": got.documents, "ratio": got.ratio, "low": got.low, "high": got.high,
+                              "p": got.p_value})  # fmt: skip
+        for cell in summary["tasks"]:
+            task, length = cell["task"], cell["length"]
+            one, two = (summary["retrieval"][x].get(task, {}).get(str(length)) for x in (a, b))
+            if one and two and tables[a][(task, length)] != tables[b][(task, length)]:
+                got2 = evidence.mcnemar(one["outcomes"], two["outcomes"])
+                tests.append({"measure": task, "length": length, "first": a, "second": b, "prompts": got2.n,
+                              "first_only": got2.first_only, "second_only": got2.second_only, "p": got2.p_value})  # fmt: skip
+    for test, adjusted in zip(tests, adjust([t["p"] for t in tests])):
+        test["p_adjusted"] = adjusted
+        test["decided"] = bool(adjusted < LEVEL)
+    return tests
+
+
+def _effective_dict(found: evidence.Effective) -> dict[str, Any]:
+    return {"length": found.length, "low": found.low, "high": found.high, "reference": found.reference,
+            "margin": found.margin, "method": found.method,
+            "lengths": [{"length": r.length, "estimate": r.estimate, "low": r.low, "high": r.high}
+                        for r in found.lengths]}  # fmt: skip
+
+
+def effective_lengths(summary: dict[str, Any]) -> dict[str, Any]:
+    """Each scaling's effective context length from perplexity and from each task, against plain
+    RoPE at the shortest length measured (each scaling's own where plain RoPE is not in the grid)."""
+    labels = [e["label"] for e in summary["entries"]]
+    base = next((e["label"] for e in summary["entries"] if e["key"] == "none"), None)
+    out: dict[str, Any] = {label: {} for label in labels}
+    lengths = summary["lengths"]
+    shortest = str(min(lengths))
+    for label in labels:
+        row = summary["perplexity"][label]
+        if summary["documents"] > 1 and all(str(n) in row for n in lengths):
+            reference = summary["perplexity"][base][shortest]["losses"] if base else None
+            losses = {n: row[str(n)]["losses"] for n in lengths}
+            found = evidence.perplexity_effective_length(losses, margin=summary["margin"]["perplexity"],
+                                                         reference=reference)  # fmt: skip
+            out[label]["perplexity"] = _effective_dict(found)
+    by_task: dict[str, list[int]] = {}
+    for cell in summary["tasks"]:
+        by_task.setdefault(cell["task"], []).append(cell["length"])
+    for task, task_lengths in by_task.items():
+        first = str(min(task_lengths))
+        for label in labels:
+            cells = summary["retrieval"][label].get(task, {})
+            if not all(str(n) in cells for n in task_lengths):
+                continue
+            base_cell = summary["retrieval"][base].get(task, {}).get(first) if base else None
+            reference = base_cell["outcomes"] if base_cell else cells[first]["outcomes"]
+            found = evidence.retrieval_effective_length({n: cells[str(n)]["outcomes"] for n in task_lengths},
+                                                        margin=summary["margin"]["rate"],
+                                                        reference=reference if base_cell else None)  # fmt: skip
+            out[label][task] = _effective_dict(found)
+            # a reference not shown above the margin itself (the task at its floor for this model): holding
+            # "within the margin" of it would be holding nothing
+            shown = evidence.lower_bound(sum(reference), len(reference), (1 - evidence.CONFIDENCE) / 2)
+            out[label][task]["informative"] = bool(shown > summary["margin"]["rate"])
+    return out
 
 
 def _curves(
@@ -173,204 +299,14 @@ def _curves(
     return curves
 
 
-def _ppl(cell: dict[str, Any] | None, interval: bool = True) -> str:
-    if cell is None:
-        return "-"
-    value, low, high = cell["value"], cell["low"], cell["high"]
-    text = f"{value:.3g}" if value < 1e4 else f"{value:.1e}"
-    if interval and cell.get("documents", 2) > 1:
-        text += f" [{low:.3g}, {high:.3g}]" if high < 1e4 else f" [{low:.1e}, {high:.1e}]"
-    return text
-
-
-def rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """The table's header and rows (one per scaling)."""
-    lengths = summary["lengths"]
-    header = ["scaling", *(f"ppl @{n}" for n in lengths)]
-    first: dict[str, Any] = next(iter(summary["inside"].values()), {})
-    inside_at = first.get("length")
-    if inside_at:
-        header.append(f"x ppl of none @{inside_at}")
-    header += [f"passkey @{n}" for n in summary["passkey_lengths"]]
-    out = []
-    for entry in summary["entries"]:
-        label = entry["label"]
-        row = [label, *(_ppl(summary["perplexity"][label].get(str(n))) for n in lengths)]
-        if inside_at:
-            cell = summary["inside"].get(label)
-            if cell is None:
-                row.append("-")
-            elif summary["documents"] > 1:
-                row.append(f"{cell['value']:.3f} [{cell['low']:.3f}, {cell['high']:.3f}]")
-            else:
-                row.append(f"{cell['value']:.3f}")
-        for n in summary["passkey_lengths"]:
-            cell = summary["passkey"][label].get(str(n))
-            row.append("-" if cell is None else f"{cell['correct']}/{cell['prompts']}")
-        out.append(row)
-    return header, out
-
-
-def markdown(summary: dict[str, Any]) -> str:
-    header, body = rows(summary)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
-    return "\n".join(lines) + "\n"
-
-
-def interval_method(documents: int) -> str:
-    """How the intervals over documents are made, in words (captions and figure titles)."""
-    if documents < 2:
-        return "one document: no interval"
-    df = documents - 1
-    return f"95% Student t interval over the {documents} documents ({df} degree{'' if df == 1 else 's'} of freedom)"
-
-
-def caption(summary: dict[str, Any]) -> str:
-    n = summary["documents"]
-    source = (summary.get("model") or {}).get("context_from")  # where the trained context comes from
-    parts = [
-        f"Perplexity over {n} document(s) truncated to each length, [low, high]: "
-        + interval_method(n)
-        + (
-            ""
-            if n == 1
-            else " of the per-document mean loss, through exp; with few documents it is wide, and it "
-            "speaks for documents of this text, not for text in general"
-        ),
-        f"trained context {summary['context']} tokens" + (f" ({source})" if source else ""),
-    ]
-    if summary["inside"]:
-        parts.append(
-            "'x ppl of none': perplexity relative to plain RoPE inside the context, paired by document"
-            + (" (the same t interval over documents)" if n > 1 else "")
-        )
-    if summary["passkey_lengths"]:
-        depths = ", ".join(f"{d:g}" for d in summary["depths"])
-        parts.append(
-            f"passkey: prompts answered exactly (depths {depths}; {summary['trials']} trial(s) each)"
-        )
-    return "; ".join(parts) + "."
-
-
-def figures(summary: dict[str, Any], out: Path) -> dict[str, str]:
-    """``perplexity.png``, ``loss_by_position.png`` and ``passkey.png`` under ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    labels = [e["label"] for e in summary["entries"]]
-    colors = {label: f"C{i % 10}" for i, label in enumerate(labels)}
-    files = {"perplexity": _perplexity_figure(summary, labels, colors, out / "perplexity.png")}
-    if summary["loss_by_position"]:
-        files["loss_by_position"] = _loss_figure(summary, colors, out / "loss_by_position.png")
-    if summary["passkey_lengths"]:
-        files["passkey"] = _passkey_figure(summary, labels, out / "passkey.png")
-    return files
-
-
-def _figure(size: tuple[float, float]) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=size)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _perplexity_figure(summary: dict[str, Any], labels: list[str], colors: dict[str, str], path: Path) -> str:
-    """Perplexity by evaluation length per scaling, with the interval over documents as a band."""
-    from matplotlib.ticker import NullLocator
-
-    context = summary["context"]
-    fig = _figure((7.5, 4.5))
-    ax = fig.add_subplot()
-    for label in labels:
-        row = summary["perplexity"][label]
-        xs = [int(n) for n in row]
-        if not xs:
-            continue
-        ys = [row[str(n)]["value"] for n in xs]
-        ax.plot(xs, ys, marker="o", label=label, color=colors[label])
-        ax.fill_between(xs, [row[str(n)]["low"] for n in xs], [row[str(n)]["high"] for n in xs],
-                        alpha=0.15, color=colors[label])  # fmt: skip
-    ax.axvline(context, color="grey", linestyle="--", linewidth=1)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    measured = sorted({int(n) for label in labels for n in summary["perplexity"][label]})
-    if measured:  # ticks at the lengths measured, in tokens ("16384", not "2^14")
-        ax.set_xticks(measured, [str(n) for n in measured])
-        ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("evaluation length (tokens)")
-    ax.set_ylabel("perplexity")
-    method = interval_method(summary["documents"])
-    ax.set_title(f"Perplexity by length (dashed: trained context {context})\nbands: {method}", fontsize=10)
-    if ax.get_lines()[1:]:  # a line besides the context marker
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return str(path)
-
-
-def _loss_figure(summary: dict[str, Any], colors: dict[str, str], path: Path) -> str:
-    """Mean loss by position over the longest pass, the trained context dashed."""
-    context, curves = summary["context"], summary["loss_by_position"]
-    method = interval_method(summary["documents"])
-    fig = _figure((7.5, 4.5))
-    ax = fig.add_subplot()
-    top = 0.0
-    for label, bins in curves.items():
-        xs = [(row[0] + row[1]) / 2 for row in bins]
-        means = [row[2] for row in bins]
-        ax.plot(xs, means, label=label, color=colors[label], zorder=3)
-        ax.fill_between(xs, [row[3] for row in bins], [row[4] for row in bins], alpha=0.12, linewidth=0,
-                        color=colors[label], zorder=2)  # fmt: skip
-        top = max(top, *(m for m in means if math.isfinite(m)))
-    ax.axvline(context, color="grey", linestyle="--", linewidth=1)
-    # the frame fits the mean curves; a band wider than it (few documents) is cut at the frame
-    wider = any(
-        math.isfinite(row[3]) and (row[3] < 0 or row[4] > 1.4 * top)
-        for bins in curves.values()
-        for row in bins
-    )
-    if top > 0:
-        ax.set_ylim(0, 1.4 * top)
-    ax.set_xlabel(f"position (tokens; mean loss over bins of {max(summary['lengths']) // BINS})")
-    ax.set_ylabel("mean loss (nats)")
-    ax.set_title(
-        f"Loss by position over {max(summary['lengths'])} tokens (dashed: trained context {context})"
-        f"\nbands: {method}" + (", cut at the frame" if wider else ""),
-        fontsize=9,
-    )
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return str(path)
-
-
-def _passkey_figure(summary: dict[str, Any], labels: list[str], path: Path) -> str:
-    """Passkey accuracy per depth x length, one panel per scaling."""
-    context, lengths, depths = summary["context"], summary["passkey_lengths"], summary["depths"]
-    cols = min(4, len(labels))
-    nrows = math.ceil(len(labels) / cols)
-    fig = _figure((2.6 * cols + 1, 2.3 * nrows + 0.6))
-    image = None
-    for i, label in enumerate(labels):
-        ax = fig.add_subplot(nrows, cols, i + 1)
-        grid = np.full((len(depths), len(lengths)), np.nan)
-        for j, n in enumerate(lengths):
-            cell = summary["passkey"][label].get(str(n))
-            for k, d in enumerate(depths):
-                if cell is not None and repr(d) in cell["by_depth"]:
-                    grid[k, j] = cell["by_depth"][repr(d)]
-        image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", origin="lower", aspect="auto")
-        ax.set_xticks(range(len(lengths)), [f"{n // 1024}k" if n >= 1024 else str(n) for n in lengths])
-        ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
-        ax.set_title(label, fontsize=9)
-        ax.set_xlabel("length", fontsize=8)
-        ax.set_ylabel("depth", fontsize=8)
-    if image is not None:
-        fig.colorbar(image, ax=fig.axes, shrink=0.8, label="passkey accuracy")
-    fig.suptitle(f"Passkey retrieval (trained context {context})", fontsize=10)
-    fig.savefig(path, dpi=120)
-    return str(path)
-
-
-__all__ = ["BINS", "caption", "figures", "interval_method", "markdown", "rows", "summarize"]
+__all__ = [
+    "BINS",
+    "CORRECTION",
+    "DEPTH_BINS",
+    "FORMAT",
+    "METHOD_TESTS",
+    "effective_lengths",
+    "paired_tests",
+    "summarize",
+    "tables_by_label",
+]

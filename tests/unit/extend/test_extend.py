@@ -1,4 +1,4 @@
-"""``posenc extend``: the grid's scalings, the passkey prompts, a run and its resume on a tiny random
+"""``posenc extend``: the grid's scalings, the protocols, a run and its resume on a tiny random
 Llama (a config saved to a temporary directory, a byte-level tokenizer trained here in a second),
 and the one-line refusals of bad input (exit 2)."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import zlib
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,12 @@ import torch
 
 from posenc.core.errors import PosencError
 from posenc.encoding.rotary import scaling as rope_scaling
-from posenc.extend import passkey as pk
 from posenc.extend import plan
 from posenc.extend import protocol as protocols
 from posenc.extend import scalings as sc
+from posenc.extend.budget import CPU_COSTS
 from posenc.extend.summary import BINS
+from posenc.extend.summary_text import caption, markdown
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -75,7 +77,7 @@ def tiny_protocol(model: Path, **changes) -> protocols.Protocol:
     base = protocols.Protocol(
         name="tiny", model=str(model), documents=2, lengths=(32, 64, 128), chunk=40, workers=1,
         scalings=("none", "linear", "dynamic:1", "yarn", "dynamic-yarn"), factors=(2.0,), device="cpu",
-        passkey=protocols.Passkey(lengths=(256, 320), depths=(0.2, 0.8), trials=1),
+        tasks={"passkey": protocols.RetrievalCells(lengths=(256, 320), prompts=2)},
     )  # fmt: skip
     return protocols.replace(base, **changes)
 
@@ -117,54 +119,21 @@ def test_length_dependent_entries_are_posenc_own_formulas_at_each_length():
         sc.check_equivalent(sc.Entry("longrope"), length, CONTEXT, dim=8, base=base, longrope=longrope)
 
 
-# --- the passkey prompts ------------------------------------------------------------------------
-
-
-def _words(text: str, special: bool) -> list[int]:
-    return ([1] if special else []) + [hash(w) % 1000 + 2 for w in text.split()]
-
-
-def test_passkey_prompts_have_their_length_and_depth_and_share_the_trunk():
-    cells = [(200, 0.1), (200, 0.9), (400, 0.5)]
-    tokens, forks = pk.trunk(_words, cells, seed=3, trial=0)
-    assert [f.position for f in forks] == sorted(f.position for f in forks)
-    block = len(_words(pk.FILLER, False))
-    for fork in forks:
-        assert fork.position + len(fork.suffix) == fork.length  # the prompt is exactly its length
-        assert fork.position <= len(tokens)
-        assert abs(fork.placed - fork.depth) <= block / (fork.length - 60)  # moved to a sentence boundary
-        assert len(fork.answer) == pk.DIGITS and fork.answer[0] != "0"
-        key = _words(pk.KEY.format(key=fork.answer), False)
-        assert list(fork.suffix[: len(key)]) == key
-        assert fork.suffix[-len(_words(pk.QUESTION, False)) :] == tuple(_words(pk.QUESTION, False))
-    assert len({f.answer for f in forks}) == 3
-    again = pk.trunk(_words, cells, seed=3, trial=0)
-    assert again == (tokens, forks)  # a resumed run asks the same questions
-    assert pk.trunk(_words, cells, seed=3, trial=1)[1][0].answer != forks[0].answer
-    with pytest.raises(PosencError, match="too short"):
-        pk.trunk(_words, [(40, 0.5)], seed=0, trial=0)
-
-
-def test_passkey_is_scored_exactly_on_the_first_number():
-    assert pk.score("48213", " 48213. Remember")
-    assert not pk.score("48213", " 4821")
-    assert not pk.score("48213", " 148213")
-    assert not pk.score("48213", " the key is")
-
-
 # --- the protocols -------------------------------------------------------------------------------
 
 
 def test_shipped_protocols_load_and_the_default_reaches_twice_its_context():
-    assert {"smollm2", "smollm2-long", "yarn-llama2"} <= set(protocols.shipped_names())
+    assert {"smollm2", "smollm2-long", "thorough", "yarn-llama2"} <= set(protocols.shipped_names())
     smol = protocols.load("smollm2")
     assert smol.model == "" and max(smol.lengths) >= 2 * 8192 and min(smol.lengths) <= 8192 // 4
-    # passkey: inside the context, at two depths (past it is one flag away: the default's test below)
-    assert smol.passkey.lengths and max(smol.passkey.lengths) <= 8192 and len(smol.passkey.depths) >= 2
+    assert (
+        smol.text == "shakespeare" and smol.documents >= 3 and not smol.tasks
+    )  # perplexity: what 15 min decide
     yarn = protocols.load("yarn-llama2")
     assert yarn.needs and max(yarn.lengths) == 131072 and yarn.device == "cuda"
-    text = protocols.dump(smol)
-    assert protocols.load("smollm2") == smol and "[passkey]" in text
+    assert yarn.precision == "bf16" and yarn.attention == "sdpa" and yarn.tasks["passkey"].prompts >= 20
+    text = protocols.dump(yarn)
+    assert protocols.load("yarn-llama2") == yarn and "[tasks.passkey]" in text and "[margin]" in text
 
 
 def test_protocol_keys_are_typed_and_range_checked():
@@ -172,11 +141,12 @@ def test_protocol_keys_are_typed_and_range_checked():
         protocols.load("smollm2", ["documentz=2"])
     with pytest.raises(PosencError, match="documents must be in"):
         protocols.load("smollm2", ["documents=0"])
-    with pytest.raises(PosencError, match=r"passkey.depths must be in \[0, 1\]"):
-        protocols.load("smollm2", ["passkey.depths=[1.5]"])
+    with pytest.raises(PosencError, match=r"tasks.passkey.prompts must be in \[1, 1000\]"):
+        protocols.load("thorough", ["tasks.passkey.prompts=0"])
     with pytest.raises(PosencError, match="not a shipped protocol"):
         protocols.load("smolm2")
-    assert protocols.load("smollm2", ["passkey.trials=3"]).passkey.trials == 3
+    three = protocols.load("thorough", ["tasks.passkey.prompts=3"])  # a key of a task, its other keys kept
+    assert three.tasks["passkey"].prompts == 3 and three.tasks["passkey"].lengths == (4096, 12288)
 
 
 # --- the default grid, its estimate, and the intervals over documents --------------------------------
@@ -186,44 +156,44 @@ SMOLLM2 = dict(layers=30, heads=9, kv_heads=3, head_dim=64, hidden=576, intermed
                parameters=134515008)  # fmt: skip
 
 
-def _chars(text: str, special: bool) -> list[int]:
-    """A stand-in tokenizer for plans: about 4 characters per token, as English prose has."""
-    return ([1] if special else []) + [7] * max(1, round(len(text) / 4))
+def _words(text: str) -> list[int]:
+    """A stand-in tokenizer for plans: a token per word and per punctuation mark, as English prose
+    has about (the same word, the same id, so prompts share their beginnings as real ones do)."""
+    return [zlib.crc32(w.encode()) % 30000 + 2 for w in re.findall(r"\w+|[^\w\s]", text)]
 
 
 def _plan(prot: protocols.Protocol, context: int, shape: plan.Shape | None = None) -> plan.Plan:
-    from posenc.extend import passkey_trunks
+    from posenc.extend import retrieval_prompts
 
     entries = sc.parse_all(prot.scalings, prot.factors)
     documents = tuple(tuple(range(i, i + max(prot.lengths))) for i in range(prot.documents))
     return plan.build(
         entries=entries, lengths=prot.lengths, context=context, documents=documents,
-        passkey=passkey_trunks(prot, entries, context, None, _chars), longrope=None,
+        prompts=retrieval_prompts(prot, _words, [1]), longrope=None,
         shape=shape or plan.Shape(**SMOLLM2), model="m", fingerprint="f", trust_remote_code=False,
         precision="fp32", chunk=prot.chunk, device="cpu", threads=1,
     )  # fmt: skip
 
 
-def test_the_default_has_intervals_over_documents_and_is_estimated_well_under_a_quarter_hour():
-    """Two documents at least (an interval over documents), plain RoPE and YaRN to twice the
-    context, passkey at two depths; dynamic YaRN adds no pass of its own; on two workers the
-    estimate from the measured rates leaves a margin to 15 minutes."""
+def test_the_default_has_intervals_over_documents_and_is_estimated_under_a_quarter_hour():
+    """Three plays (a t interval with 2 degrees of freedom), plain RoPE and YaRN to twice the
+    context; dynamic YaRN adds no pass of its own; on two workers the estimate from the cost model
+    leaves a margin to 15 minutes, and what the protocol file says a fourth play or a length between
+    the context and 2x costs is what the estimate says."""
     smol = protocols.load("smollm2")
-    assert smol.documents >= 2 and smol.workers == 2
+    assert smol.documents >= 3 and smol.workers == 2
     assert {"none", "yarn", "yarn-dynamic"} <= set(smol.scalings) and max(smol.lengths) == 2 * 8192
-    assert len(smol.passkey.depths) >= 2
     grid = _plan(smol, 8192)
     text = [c for c in grid.cells if c.kind == "text"]
     tables = {c.scaling for c in text}
-    assert len(tables) == 2 and len(text) == 2 * smol.documents  # none and yarn x2; dynamic YaRN shares
+    assert len(tables) == 2 and len(text) == 2 * smol.documents == len(grid.cells)  # dynamic YaRN shares
     assert all(len(c.tokens) == 16384 for c in text)
     seconds = plan.estimate_seconds(grid.cells, workers=smol.workers)
-    assert 9 * 60 < seconds <= 12.5 * 60, seconds / 60
-    # the costs the protocol file's comments give: one more scaling, one more document
-    for change, minutes in [(dict(scalings=("none", "linear", "yarn", "yarn-dynamic")), 6.5), (dict(documents=3), 5.3),
-                            (dict(passkey_lengths=(2048, 4096, 16384)), 9.1)]:  # fmt: skip
+    assert 12 * 60 < seconds <= 14 * 60, seconds / 60
+    assert "13.5 minutes" in (Path(protocols.__file__).parent / "protocols" / "smollm2.toml").read_text()
+    for change in (dict(documents=4), dict(lengths=(*smol.lengths, 12288))):  # "several minutes more" each
         more = plan.estimate_seconds(_plan(protocols.replace(smol, **change), 8192).cells, workers=2)
-        assert (more - seconds) / 60 == pytest.approx(minutes, abs=0.1), change
+        assert 2 * 60 < more - seconds < 6 * 60 and more > 15 * 60, change
 
 
 def test_a_grid_written_with_the_old_spelling_has_the_same_cells():
@@ -237,15 +207,16 @@ def test_a_grid_written_with_the_old_spelling_has_the_same_cells():
     assert old.text_tables == new.text_tables and ("yarn-dynamic", 16384) in new.text_tables
 
 
-def test_the_long_protocol_takes_every_llama_scaling_and_the_passkey_past_the_context():
-    """smollm2-long: what the default leaves out (PI, NTK, dynamic NTK, Llama 3; a third document;
-    the key at 2x the trained context), with the time its description states."""
+def test_the_long_protocol_takes_every_llama_scaling_and_the_passkey_inside_the_context():
+    """smollm2-long: every scaling SmolLM2 takes (PI, NTK, dynamic NTK, Llama 3 besides the
+    default's) on three plays to 2x, and twenty passkey prompts per scaling inside the context,
+    with the time its description states."""
     long = protocols.load("smollm2-long")
     assert {"none", "linear", "ntk", "dynamic:1", "yarn", "yarn-dynamic", "llama3"} <= set(long.scalings)
-    assert max(long.lengths) == 2 * 8192 and max(long.passkey.lengths) == 2 * 8192
-    assert long.documents == 3 and len(long.passkey.depths) == 3
+    assert max(long.lengths) == 2 * 8192 and long.tasks["passkey"].lengths == (4096,)
+    assert long.documents == 3 and long.tasks["passkey"].prompts == 20
     minutes = plan.estimate_seconds(_plan(long, 8192).cells, workers=long.workers) / 60
-    assert 80 < minutes < 110 and "1.5 h" in long.description, minutes
+    assert 40 < minutes < 60 and "~1 h" in long.description, minutes
 
 
 def test_a_pass_splits_into_dense_and_attention_flops_and_a_prompt_needs_no_logits_but_the_last():
@@ -263,20 +234,19 @@ def test_a_pass_splits_into_dense_and_attention_flops_and_a_prompt_needs_no_logi
     )
 
 
-def _cells(units: list[int], threads: int = 1) -> list[plan.ExtendCell]:
-    return [plan.ExtendCell(f"c{i}", "text", "null", 0, (), (), "m", False, "fp32", 64, "cpu", threads, f"c{i}", u, u // 2)
-            for i, u in enumerate(units)]  # fmt: skip
+def _cells(seconds: list[float], threads: int = 1) -> list[plan.ExtendCell]:
+    return [plan.ExtendCell(f"c{i}", "text", "null", 0, (), (), "m", False, "fp32", 64, "cpu", threads, f"c{i}", 1,
+                            seconds=s) for i, s in enumerate(seconds)]  # fmt: skip
 
 
 def test_the_estimate_schedules_the_longest_first_on_the_worker_that_frees_first():
-    rate = plan.Rate(dense=1.0, attention=0.5, where="a test")  # u GFLOP, half of it attention: 1.5 u s
     start = plan.STARTUP_SECONDS
-    # longest first on 2 workers: 6 | 6, then 4 -> 10 | 6, 4 -> 10 | 10, 4 -> 14 | 10: 14 x 1.5 s
-    assert plan.estimate_seconds(_cells([4, 6, 4, 6, 4]), workers=2, rate=rate) == pytest.approx(21 + start)
-    assert plan.estimate_seconds(_cells([4, 6, 4, 6, 4]), workers=1, rate=rate) == pytest.approx(36 + start)
-    assert plan.estimate_seconds(_cells([8]), workers=8, rate=rate) == pytest.approx(12 + start)
-    assert plan.estimate_seconds(_cells([8], threads=2), workers=1, rate=rate) == pytest.approx(6 + start)
-    assert plan.estimate_seconds([], workers=2, rate=rate) == 0.0
+    # longest first on 2 workers: 9 | 9, then 6 -> 15 | 9, 6 -> 15 | 15, 6 -> 21 | 15
+    assert plan.estimate_seconds(_cells([6, 9, 6, 9, 6]), workers=2) == pytest.approx(21 + start)
+    assert plan.estimate_seconds(_cells([6, 9, 6, 9, 6]), workers=1) == pytest.approx(36 + start)
+    assert plan.estimate_seconds(_cells([12]), workers=8) == pytest.approx(12 + start)
+    assert plan.estimate_seconds(_cells([12], threads=2), workers=1) == pytest.approx(6 + start)
+    assert plan.estimate_seconds([], workers=2) == 0.0
 
 
 def test_the_estimate_is_said_to_be_one_and_only_made_for_a_cpu():
@@ -285,7 +255,7 @@ def test_the_estimate_is_said_to_be_one_and_only_made_for_a_cpu():
     seconds, line = estimate(_cells([30_000, 30_000]), device="cpu", workers=2, threads=1)
     assert seconds == pytest.approx(plan.estimate_seconds(_cells([30_000, 30_000]), workers=2))
     assert f"about {seconds / 60:.1f} minutes" in line and "an estimate, not a measurement" in line
-    assert f"attention {plan.CPU_RATE.attention:g} GFLOP/s" in line
+    assert f"attention {CPU_COSTS.attention:.0f} GFLOP/s" in line and "a decoding step" in line
     seconds, line = estimate(_cells([30_000]), device="cuda:0", workers=1, threads=1)
     assert seconds is None and line.startswith("no time estimate on cuda:0")
 
@@ -295,8 +265,7 @@ def _summary(nll_by_doc: list[list[float]], scalings=("none", "yarn")) -> dict:
     from posenc.extend import summary as summaries
 
     context, lengths = 64, (32, 64, 128)
-    prot = protocols.Protocol(name="t", documents=len(nll_by_doc), lengths=lengths, scalings=scalings,
-                              passkey=protocols.Passkey(lengths=()))  # fmt: skip
+    prot = protocols.Protocol(name="t", documents=len(nll_by_doc), lengths=lengths, scalings=scalings)
     shape = plan.Shape(
         layers=1, heads=1, kv_heads=1, head_dim=4, hidden=4, intermediate=4, vocab=8, parameters=10
     )
@@ -307,8 +276,8 @@ def _summary(nll_by_doc: list[list[float]], scalings=("none", "yarn")) -> dict:
         results[cell.run_id] = {"nll": [x + shift for x in nll_by_doc[cell.index]]}
     entries = sc.parse_all(scalings, (2.0,))
     out = summaries.summarize(grid, results, entries=entries, lengths=lengths, documents=len(nll_by_doc),
-                              context=context, passkey_lengths=(), depths=(), trials=1, longrope=None)  # fmt: skip
-    out["caption"] = summaries.caption(out)
+                              context=context, longrope=None)  # fmt: skip
+    out["caption"] = caption(out)
     return out
 
 
@@ -339,16 +308,12 @@ def test_perplexity_and_loss_by_position_carry_a_t_interval_over_documents():
     assert (mean, lo, hi) == pytest.approx((sum(per_doc) / 3, *want))
     assert "95% Student t interval over the 3 documents (2 degrees of freedom)" in out["caption"]
     assert "bootstrap" not in out["caption"] and "wide" in out["caption"]
-    from posenc.extend.summary import markdown
-
     table = markdown(out)
     assert f"[{math.exp(low):.3g}, {math.exp(high):.3g}]" in table
 
 
 def test_one_document_shows_no_interval_and_says_so():
     out = _summary([[2.0] * 127])
-    from posenc.extend.summary import markdown
-
     assert "one document: no interval" in out["caption"]
     assert "[" not in markdown(out).split("\n", 2)[2]  # no bracket in any row
     assert math.isnan(out["perplexity"]["none"]["64"]["low"])
@@ -374,9 +339,12 @@ def test_the_interval_over_documents_covers_at_its_stated_level():
 
 
 def test_the_figures_draw_the_interval_bands_and_name_the_method(tmp_path, monkeypatch):
+    """Perplexity: an error bar per scaling (no band over the others); loss by position: a panel per
+    scaling, each with its own band; both name the interval's method."""
+    from matplotlib.container import ErrorbarContainer
     from matplotlib.figure import Figure
 
-    from posenc.extend import summary as summaries
+    from posenc.extend import summary_figures as figures
 
     saved: dict[str, Figure] = {}
     real = Figure.savefig
@@ -387,16 +355,17 @@ def test_the_figures_draw_the_interval_bands_and_name_the_method(tmp_path, monke
 
     monkeypatch.setattr(Figure, "savefig", keep)
     out = _summary([[1.0 + 0.01 * i + 0.2 * d for i in range(127)] for d in range(3)])
-    summaries.figures(out, tmp_path)
-    for name in ("perplexity", "loss_by_position"):
-        ax = saved[name].axes[0]
-        assert "95% Student t interval over the 3 documents" in ax.get_title()
-        bands = [
-            c
-            for c in ax.collections
-            if c.__class__.__name__ in ("PolyCollection", "FillBetweenPolyCollection")
-        ]
-        assert len(bands) == 2, name  # one per scaling
+    figures.figures(out, tmp_path)
+    ax = saved["perplexity"].axes[0]
+    assert "95% Student t interval over the 3 documents" in ax.get_title()
+    assert len([c for c in ax.containers if isinstance(c, ErrorbarContainer)]) == 2  # one per scaling
+    panels = [a for a in saved["loss_by_position"].axes if a.get_visible()]
+    assert [a.get_title() for a in panels] == ["none", "yarn x2"]
+    assert "95% Student t interval over the 3 documents" in saved["loss_by_position"]._suptitle.get_text()
+    for panel in panels:
+        bands = [c for c in panel.collections
+                 if c.__class__.__name__ in ("PolyCollection", "FillBetweenPolyCollection")]  # fmt: skip
+        assert len(bands) == 1 and bands[0].get_alpha() <= 0.25, panel.get_title()  # its own, light
 
 
 def test_the_page_says_how_long_the_run_took_next_to_its_estimate_and_whether_the_machine_was_idle():
@@ -432,10 +401,10 @@ def test_a_run_writes_table_figures_and_records_and_a_rerun_resumes_without_comp
     first = extend.run(tiny_protocol(tiny), out=out, show_progress=False, log=lambda m: None)
     assert not first.failed and first.resumed == 0
     # text: none, linear x2, NTK x2 (dynamic:1 at 128), YaRN x2 (= dynamic-yarn at 128): 4 passes per
-    # document, dynamic:1 and dynamic-yarn add none; passkey (256 and 320 tokens, past the context): none,
-    # linear x2, YaRN x2, and dynamic:1 / dynamic-yarn at each length (NTK x4, x5, YaRN x4, x5): 7 trunks
+    # document, dynamic:1 and dynamic-yarn add none; passkey (256 and 320 tokens, past the context): a
+    # prompts cell per length for none, linear x2, YaRN x2, dynamic:1 (NTK x4, x5), dynamic-yarn (YaRN x4, x5)
     records = sorted((out / "cells").glob("*.json"))
-    assert first.done == len(records) == 4 * 2 + 7
+    assert first.done == len(records) == 4 * 2 + 5 * 2
     summary = first.summary
     assert [e["label"] for e in summary["entries"]] == [
         "none",
@@ -453,12 +422,13 @@ def test_a_run_writes_table_figures_and_records_and_a_rerun_resumes_without_comp
     assert ppl["linear x2"]["64"]["value"] != ppl["none"]["64"]["value"]
     assert ppl["yarn-dynamic"]["128"] == ppl["yarn x2"]["128"]
     assert summary["inside"]["none"]["value"] == pytest.approx(1.0)
-    assert set(summary["passkey"]["none"]) == {"256", "320"}
-    assert summary["passkey"]["none"]["320"]["prompts"] == 2
+    assert set(summary["retrieval"]["none"]["passkey"]) == {"256", "320"}
+    assert summary["retrieval"]["none"]["passkey"]["320"]["prompts"] == 2
     for name in ("perplexity", "loss_by_position", "passkey"):
         assert Path(first.files[name]).stat().st_size > 1000
     table = (out / "summary.md").read_text()
     assert "| yarn x2 |" in table and "ppl @128" in table and "passkey @320" in table
+    assert "What these records decide" in table and summary["tests"] and "effective" in summary
     record = json.loads(records[0].read_text())
     assert record["schema"] == "posenc-extend/1" and record["checkpoint"]["context"] == CONTEXT
 
@@ -471,7 +441,7 @@ def test_a_run_writes_table_figures_and_records_and_a_rerun_resumes_without_comp
     measured = json.loads((out / "run.json").read_text())  # still the run that computed the cells
     assert measured["cells_done"] == len(records) and measured["cells_resumed"] == 0
     assert second.summary["perplexity"] == summary["perplexity"]
-    assert second.summary["passkey"] == summary["passkey"]
+    assert second.summary["retrieval"] == summary["retrieval"]
 
     edited = json.loads(records[0].read_text())
     edited["result"]["edited"] = True  # a hand edit: the checksum no longer matches
@@ -494,7 +464,7 @@ def test_the_command_runs_a_tiny_grid_and_prints_the_table(tiny, tmp_path):
     from posenc.cli import main
 
     args = ["extend", "--model", str(tiny), "--lengths", "32,96", "--documents", "1", "--scalings", "none,yarn:2",
-            "--passkey-lengths", "256", "--passkey-depths", "0.5", "--chunk", "64", "--workers", "1",
+            "--passkey-lengths", "256", "--prompts", "2", "--chunk", "64", "--workers", "1",
             "--device", "cpu", "--no-figures", "--out", str(tmp_path / "o")]  # fmt: skip
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
@@ -511,7 +481,7 @@ def test_the_command_runs_a_tiny_grid_and_prints_the_table(tiny, tmp_path):
 
 
 def test_a_prompt_pass_computes_the_last_logits_only_and_they_are_the_full_passes(tiny):
-    """Passkey prompts ask transformers for the last position's logits only (logits_to_keep, as its
+    """Retrieval prompts ask transformers for the last position's logits only (logits_to_keep, as its
     generate does on a prompt): the same logits as the full pass's last row (on SmolLM2 the output
     layer is a fifth of the dense layers' FLOPs at every other position)."""
     from posenc.extend import cell_work as work
@@ -550,7 +520,7 @@ def test_the_plan_prints_an_estimate_said_to_be_one(tiny, tmp_path):
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("estimate: about")]
     assert len(lines) == 1 and "an estimate, not a measurement" in lines[0] and "on 2 worker(s)" in lines[0]
-    assert "6 cell(s)" in lines[0]  # 2 scalings x 2 documents + 2 passkey trunks
+    assert "6 cell(s)" in lines[0]  # 2 scalings x 2 documents + a passkey cell per scaling
     assert not list((tmp_path / "o" / "cells").glob("*.json"))  # nothing ran
 
 
@@ -566,8 +536,7 @@ def test_a_longrope_checkpoint_reads_from_its_original_context_and_longrope_is_t
     from posenc.extend.cell_store import Store
 
     out = tmp_path / "out"
-    prot = tiny_protocol(tiny_phi3, lengths=(48, 128), scalings=("none", "longrope", "yarn:2"),
-                         passkey=protocols.Passkey(lengths=(), depths=(0.5,), trials=1))  # fmt: skip
+    prot = tiny_protocol(tiny_phi3, lengths=(48, 128), scalings=("none", "longrope", "yarn:2"), tasks={})
     logged: list[str] = []
     result = extend.run(prot, out=out, show_progress=False, log=logged.append, figures=False)
     assert not result.failed
@@ -723,7 +692,7 @@ def test_the_ray_executor_writes_the_records_a_local_run_writes(tiny, tmp_path, 
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)  # a private Ray on loopback
     prot = tiny_protocol(tiny, documents=1, lengths=(32, 96), scalings=("none", "yarn"), passkey_lengths=(256,),
-                         passkey_depths=(0.5,))  # fmt: skip
+                         prompts=2)  # fmt: skip
     local = extend.run(prot, out=tmp_path / "local", show_progress=False, log=lambda m: None)
     remote = extend.run(prot, out=tmp_path / "ray", executor="ray", show_progress=False, log=lambda m: None)
     assert not ray.is_initialized()  # the Ray it started is shut down again
@@ -751,7 +720,7 @@ def test_bf16_runs_the_grid_in_bfloat16_and_keeps_its_own_records(tiny, tmp_path
         documents=1,
         lengths=(32, 64),
         scalings=("none", "yarn"),
-        passkey=protocols.Passkey(lengths=(256,), depths=(0.5,), trials=1),
+        tasks={"passkey": protocols.RetrievalCells(lengths=(256,), prompts=2)},
     )
     out = tmp_path / "out"
     fp32 = extend.run(tiny_protocol(tiny, **small), out=out, show_progress=False, log=lambda m: None)

@@ -58,7 +58,8 @@ def test_the_shipped_extend_tables_entries_read_as_the_same_scalings_under_the_o
             assert parsed.label == entry["label"] or entry["key"] == "dynamic-yarn", entry
             keys.append(entry["key"])
             context = data["context"]
-            for length in (*data["lengths"], *data["passkey_lengths"]):
+            prompts = data.get("passkey_lengths") or [cell["length"] for cell in data.get("tasks", [])]
+            for length in (*data["lengths"], *prompts):
                 again = sc.parse(parsed.key, (2.0,))[0]
                 assert sc.tables_key(parsed.at(length, context)) == sc.tables_key(again.at(length, context))
     assert "dynamic-yarn" in keys
