@@ -14,7 +14,7 @@ from rich.text import Text
 import posenc.extend as ext
 import posenc.extend.protocol as protocols
 from posenc.cli.catalog_command import print_named
-from posenc.cli.options import LazyHelpOption
+from posenc.cli.options import FORMAT, LazyHelpOption
 from posenc.cli.paths import out_dir_option, output_dir
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS
 from posenc.core.errors import PosencError
@@ -101,7 +101,7 @@ def _scalings_help() -> str:
 @click.option("--allow-changed", is_flag=True,
               help="keep finished cells in OUT computed with other torch or transformers versions (refused otherwise)")  # fmt: skip
 @click.option("--list-protocols", is_flag=True, help="print the shipped protocols and exit")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@FORMAT
 def extend_command(protocol, config, settings, model, text, scalings, factors, lengths, documents,
                    passkey_lengths, prompts, context, chunk, out, executor, address, workers, threads,
                    device, precision, trust_remote_code, no_figures, print_config, plan_only, summarize_only, allow_changed,
