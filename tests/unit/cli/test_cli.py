@@ -85,9 +85,9 @@ def test_format_is_one_option_written_once():
         for param in command.params
         if isinstance(param, click.Option) and "--format" in param.opts
     }
-    assert {"list", "show", "check", "compare", "extend", "notes", "build", "probe", "rope inspect"} <= set(formats), (
-        sorted(formats)
-    )
+    assert {"list", "show", "check", "compare", "extend", "notes", "build", "probe", "rope inspect"} <= set(
+        formats
+    ), sorted(formats)
     for path, param in formats.items():
         assert isinstance(param.type, click.Choice), path
         assert (param.name, list(param.type.choices), param.default) == ("fmt", ["table", "json"], "table"), (
