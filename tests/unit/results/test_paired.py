@@ -80,7 +80,7 @@ def _any_found(p, correct):
     return float(np.mean([(np.asarray(correct(row)) < 0.05).any() for row in p]))
 
 
-@pytest.mark.parametrize(("bimodal", "seeds"), [(3, 6), (6, 6), (6, 3)])
+@pytest.mark.parametrize(("bimodal", "seeds"), [(6, 6), (6, 3)])
 def test_a_quick_shaped_table_of_identical_encodings_shows_a_false_pair_at_most_5_percent(bimodal, seeds):
     """35 columns of 5 identical encodings paired by seed (350 pairs), ``bimodal`` of them seeds that
     learn or not (every example alike), Benjamini-Hochberg over the table: some pair called different
