@@ -38,6 +38,10 @@ def test_the_exact_test_pays_for_its_floor():
     assert design.paired_power(near, 1.0, 8, alpha=0.0125, exact=True) < 0.7  # 2/256: all but one seed agree
     far = design.detectable(1.0, 10, alpha=0.05)
     assert design.paired_power(far, 1.0, 10, alpha=0.05, exact=True) == pytest.approx(0.8, abs=0.03)
+    # past 14 seeds the exact test's power is taken as the t test's: within 2.5 points of it at 16
+    sixteen = design.detectable(1.0, 16, alpha=0.00625)
+    assert design.paired_power(sixteen, 1.0, 16, alpha=0.00625, exact=True) == pytest.approx(0.8, abs=1e-4)
+    assert design._exact_power(sixteen, 16, 0.00625) == pytest.approx(0.8, abs=0.025)
 
 
 @pytest.mark.parametrize(

@@ -127,17 +127,31 @@ def test_a_paired_test_of_identical_encodings_holds_its_level(population, seeds)
         )
 
 
-@pytest.mark.parametrize("seeds", [3, 5, 10])
-def test_the_interval_of_a_paired_difference_covers_it(seeds):
-    """Two encodings 0.8 logits apart with shared seed effects (rho 0.7): the paired 95% interval of
-    the difference covers the true difference 93-97.5% of the time."""
-    population = Correlated(0.4, 0.8, 0.5, 0.7, offsets=(0.0, 0.8))
-    reps = 2000
-    values = population.draw(np.random.default_rng(seeds + 20), reps, seeds, 256, arms=2)
+@pytest.mark.parametrize(
+    ("population", "least"),
+    [
+        (Correlated(0.4, 0.8, 0.5, 0.7, offsets=(0.8,)), 0.93),
+        (Correlated(0.02, 0.5, 0.0, 0.5, offsets=(0.5,)), 0.93),
+        (Correlated(0.1, 1.0, 1.0, 0.3, offsets=(0.8,)), 0.93),
+        (Correlated(0.5, 2.0, 0.0, 0.5, offsets=(1.0,)), 0.93),
+        (Correlated(0.98, 0.5, 0.0, 0.7, offsets=(-0.5,)), 0.93),
+        (Correlated(0.02, 2.0, 0.0, 0.5, offsets=(1.0,)), 0.87),  # near a floor, seed SD 2: 89-91%
+        (Correlated(0.98, 2.0, 0.0, 0.5, offsets=(-1.0,)), 0.87),
+    ],
+    ids=str,
+)
+def test_the_interval_of_a_paired_difference_covers_it(population, least):
+    """Two encodings a known amount apart with shared seed effects, rates 2-98%, seed SD up to 2, at 3,
+    5 and 10 seeds: the paired 95% interval of the difference covers the true difference 93-97.5% of
+    the time (near a floor or ceiling with seed SD 2, where per-seed differences are skewed: 89-92%,
+    asserted at 87%)."""
+    reps = 1000
     truth = population.truth(0) - population.truth(1)
-    _, low, high, *_ = paired.paired_arrays(values[:, 0], values[:, 1], rate=True)
-    covered = float(np.mean((low <= truth) & (truth <= high)))
-    assert 0.93 <= covered <= 0.975, covered
+    for seeds in (3, 5, 10):
+        values = population.draw(np.random.default_rng(seeds + 20), reps, seeds, 256, arms=2)
+        _, low, high, *_ = paired.paired_arrays(values[:, 0], values[:, 1], rate=True)
+        covered = float(np.mean((low <= truth) & (truth <= high)))
+        assert least <= covered <= 0.975, (seeds, covered)
 
 
 @pytest.mark.parametrize(
