@@ -5,13 +5,14 @@ A :class:`SequentialPlan` fixes, before any run, how many seeds the questions ar
 e.g. 3, 5, 7, 10 seeds per encoding; the last is the most a question may use) and how the error
 rate is spent over them (Lan & DeMets 1983: ``"obrien-fleming"``, little early and most at the
 end as O'Brien & Fleming 1979, or ``"pocock"``, evenly as Pocock 1977). At look k a question is
-decided where its paired t statistic over seeds (:func:`posenc.results.paired.paired_arrays`, the
-shared examples' part of the variance added) reaches the look's boundary (:func:`boundaries`) and,
-with ``exact``, its exact sign-flip p-value (:func:`posenc.results.paired.signflip_p`) is at most
-the look's nominal level too. The boundaries come from the joint law of the t statistics at the
-looks under the null (normal per-seed differences, whose t statistics do not depend on the SD:
-Monte Carlo with a fixed generator), so that the chance of ever crossing by look k is the spent
-``alpha(seeds_k / seeds_K)``.
+decided where its test's p-value over the seeds so far reaches the look's nominal level
+(:func:`boundaries`): the paired t test (:func:`posenc.results.paired.paired_arrays`, the shared
+examples' part of the variance added) or, with ``paired=False``, Welch's test over independent seeds
+(:func:`posenc.results.stats.compare_arrays`); with ``exact`` (paired only) its exact sign-flip
+p-value (:func:`posenc.results.paired.signflip_p`) must reach the level too. The nominal levels come
+from the joint law of the test's p-values at the looks under the null (normal seed outcomes, whose
+t statistics do not depend on the SD: Monte Carlo with a fixed generator), so that the chance of
+ever crossing by look k is the spent ``alpha(seeds_k / seeds_K)``.
 
 Stopping is optional: a run may stop at any look (every question decided, the time budget spent)
 and resume later on the same plan; the error rate only falls, because a question is decided
@@ -37,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from posenc.core.errors import PosencError
+from posenc.results import stats
 from posenc.results.design import scipy_stats
 from posenc.results.paired import paired_arrays, signflip_p
 from posenc.results.stats import ALPHA
@@ -62,12 +64,15 @@ def spent(fraction: float, alpha: float = ALPHA, spending: str = "obrien-fleming
 
 @dataclass(frozen=True)
 class SequentialPlan:
-    """Seeds per encoding at each look (increasing, the first at least 3) and the spending function."""
+    """Seeds per encoding at each look (increasing, the first at least 3), the spending function, the
+    test (``paired`` by seed, or Welch's over independent seeds) and whether a paired test also needs
+    its exact sign-flip p-value (``exact``)."""
 
     looks: tuple[int, ...]
     alpha: float = ALPHA
     spending: str = "obrien-fleming"
     exact: bool = True
+    paired: bool = True
 
     def __post_init__(self) -> None:
         looks = tuple(int(k) for k in self.looks)
@@ -77,6 +82,8 @@ class SequentialPlan:
             raise PosencError(f"alpha must be in (0, 1), got {self.alpha}")
         if self.spending not in SPENDING:
             raise PosencError(f"spending must be one of {', '.join(SPENDING)}, got {self.spending!r}")
+        if self.exact and not self.paired:
+            raise PosencError("exact needs paired seeds (the sign-flip test reads per-seed differences)")
         object.__setattr__(self, "looks", looks)
 
     @classmethod
@@ -105,67 +112,77 @@ class SequentialPlan:
         return asdict(self)
 
 
-@functools.lru_cache(maxsize=256)
-def _boundaries(
-    looks: tuple[int, ...], alpha: float, spending: str
-) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def _null_p(z: np.ndarray, k: int, paired: bool) -> np.ndarray:
+    """Two-sided p-values of the test over the first ``k`` seeds of null normal paths ``z``."""
     sp = scipy_stats()
+    if paired:
+        part = z[:, 0, :k]
+        t = part.mean(1) / (part.std(1, ddof=1) / math.sqrt(k))
+        return 2 * sp.t.sf(np.abs(t), k - 1)
+    a, b = z[:, 0, :k], z[:, 1, :k]
+    va, vb = a.var(1, ddof=1) / k, b.var(1, ddof=1) / k
+    t = (a.mean(1) - b.mean(1)) / np.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (k - 1) + vb**2 / (k - 1))
+    return 2 * sp.t.sf(np.abs(t), df)
+
+
+@functools.lru_cache(maxsize=256)
+def _boundaries(looks: tuple[int, ...], alpha: float, spending: str, paired: bool) -> tuple[float, ...]:
     rng = np.random.default_rng(2024)
-    z = rng.standard_normal((BOUNDARY_DRAWS, looks[-1]))
+    z = rng.standard_normal((BOUNDARY_DRAWS, 1 if paired else 2, looks[-1]))
     alive = np.ones(BOUNDARY_DRAWS, dtype=bool)
-    crit, nominal, before = [], [], 0.0
+    nominal, before = [], 0.0
     for k in looks:
-        part = z[:, :k]
-        t = np.abs(part.mean(1) / (part.std(1, ddof=1) / math.sqrt(k)))
+        p = _null_p(z, k, paired)
         target = spent(k / looks[-1], alpha, spending) - before
-        live = np.sort(t[alive])[::-1]
+        live = np.sort(p[alive])
         index = int(round(target * BOUNDARY_DRAWS))
-        c = math.inf if index <= 0 else (float(live[index - 1]) if index <= len(live) else 0.0)
-        alive &= t < c
+        level = 0.0 if index <= 0 else (float(live[index - 1]) if index <= len(live) else 1.0)
+        alive &= p > level
         before += target
-        crit.append(c)
-        nominal.append(float(2 * sp.t.sf(c, k - 1)) if math.isfinite(c) else 0.0)
-    return tuple(crit), tuple(nominal)
+        nominal.append(level)
+    return tuple(nominal)
 
 
-def boundaries(
-    plan: SequentialPlan, alpha: float | None = None
-) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """``(|t| boundaries, nominal two-sided levels)`` at each look of ``plan`` for a question tested at
-    ``alpha`` (default: the plan's): the chance under the null of first crossing at look k is what the
-    spending function spends between look k - 1 and look k."""
-    return _boundaries(plan.looks, plan.alpha if alpha is None else float(alpha), plan.spending)
+def boundaries(plan: SequentialPlan, alpha: float | None = None) -> tuple[float, ...]:
+    """The nominal two-sided level of each look of ``plan`` for a question tested at ``alpha`` (default:
+    the plan's): a question is decided at look k where its p-value there is at most this, and the chance
+    under the null of first doing so at look k is what the spending function spends between looks k - 1
+    and k."""
+    return _boundaries(plan.looks, plan.alpha if alpha is None else float(alpha), plan.spending, plan.paired)
 
 
-def look_statistics(differences: Any, plan: SequentialPlan, *, rate: bool) -> tuple[np.ndarray, np.ndarray]:
-    """``(|t|, sign-flip p)`` at each look ``differences`` (seeds x units, or a list of the two rows' seeds
-    x units arrays ``(a, b)``) completes: the paired t statistic with the shared units' part of the
-    variance, and the exact sign-flip p-value of the mean differences per seed."""
-    a, b = differences if isinstance(differences, tuple) else (np.asarray(differences, dtype=float), None)
-    a = np.asarray(a, dtype=float)
-    b = np.zeros_like(a) if b is None else np.asarray(b, dtype=float)
-    done = plan.looks_done(a.shape[-2])
-    ts, ps = [], []
+def look_statistics(
+    rows: tuple[Any, Any], plan: SequentialPlan, *, rate: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, sign-flip p)`` at each look the two rows' seeds x units arrays ``rows = (a, b)`` complete
+    (leading axes vectorised): the plan's test over the seeds so far (its shared units' part of the
+    variance added), and for paired seeds the exact sign-flip p-value of the mean differences per seed
+    (1 for independent seeds)."""
+    a, b = (np.asarray(x, dtype=float) for x in rows)
+    done = plan.looks_done(min(a.shape[-2], b.shape[-2]))
+    ps, flips = [], []
     for k in done:
-        diff, _, _, _, se, _ = paired_arrays(a[..., :k, :], b[..., :k, :], rate=rate, exact=False)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ts.append(np.where(se > 0, np.abs(diff) / se, np.where(diff == 0, 0.0, np.inf)))
-        ps.append(signflip_p((a[..., :k, :] - b[..., :k, :]).mean(-1)))
+        if plan.paired:
+            ps.append(paired_arrays(a[..., :k, :], b[..., :k, :], rate=rate, exact=False)[3])
+            flips.append(signflip_p((a[..., :k, :] - b[..., :k, :]).mean(-1)))
+        else:
+            ps.append(stats.compare_arrays(a[..., :k, :], b[..., :k, :], rate=rate)[3])
+            flips.append(np.ones(np.shape(ps[-1])))
     shape = a.shape[:-2] + (len(done),)
     if not done:
-        return np.zeros(shape), np.ones(shape)
-    return np.stack(ts, -1), np.stack(ps, -1)
+        return np.ones(shape), np.ones(shape)
+    return np.stack(ps, -1), np.stack(flips, -1)
 
 
-def crossed(t: Any, p_exact: Any, plan: SequentialPlan, alpha: float) -> np.ndarray:
-    """True where any look so far (last axis of ``t`` / ``p_exact``) crosses the boundary of a question
-    tested at ``alpha`` (and, for an exact plan, its sign-flip p is at most the look's nominal level)."""
-    t, p_exact = np.asarray(t, dtype=float), np.asarray(p_exact, dtype=float)
-    crit, nominal = boundaries(plan, alpha)
-    k = t.shape[-1]
-    hit = t >= np.asarray(crit[:k])
+def crossed(p: Any, p_exact: Any, plan: SequentialPlan, alpha: float) -> np.ndarray:
+    """True where any look so far (last axis of ``p`` / ``p_exact``) reaches the nominal level of a
+    question tested at ``alpha`` (for an exact plan, its sign-flip p too)."""
+    p, p_exact = np.asarray(p, dtype=float), np.asarray(p_exact, dtype=float)
+    nominal = np.asarray(boundaries(plan, alpha)[: p.shape[-1]])
+    hit = p <= nominal
     if plan.exact:
-        hit &= p_exact <= np.asarray(nominal[:k])
+        hit &= p_exact <= nominal
     return hit.any(-1)
 
 
@@ -173,14 +190,14 @@ def crossed(t: Any, p_exact: Any, plan: SequentialPlan, alpha: float) -> np.ndar
 class Decision:
     """One question after the looks so far: ``decided`` (its null rejected: the two rows differ, in the
     direction of ``diff``, the mean of a - b), ``seeds`` read, ``looks`` completed, and at the last look
-    the paired ``t`` statistic and the sign-flip ``p_exact``."""
+    the test's ``p`` and the sign-flip ``p_exact`` (1 for independent seeds)."""
 
     question: str
     decided: bool
     diff: float
     seeds: int
     looks: int
-    t: float
+    p: float
     p_exact: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -207,48 +224,45 @@ def holm_recycled(hits: Any, questions: int, alpha: float) -> np.ndarray:
 def decide(
     plan: SequentialPlan, rows: Mapping[str, tuple[Any, Any]], *, rate: bool, alpha: float | None = None
 ) -> list[Decision]:
-    """The family's decisions after the looks completed by every seed run so far: ``rows`` maps each question to
-    its two rows' seeds x units arrays ``(a, b)`` paired by seed (the same seeds, in order). Holm's
-    method recycled over looks (:func:`holm_recycled`) at ``alpha`` (default: the plan's)."""
+    """The family's decisions after the looks completed by every seed run so far: ``rows`` maps each
+    question to its two rows' seeds x units arrays ``(a, b)`` (for a paired plan the same seeds, in
+    order). Holm's method recycled over looks (:func:`holm_recycled`) at ``alpha`` (default: the plan's)."""
     names = list(rows)
     if not names:
         return []
     level = plan.alpha if alpha is None else alpha
-    seeds = {np.asarray(a).shape[-2] for a, _ in rows.values()}
+    seeds = {min(np.shape(a)[-2], np.shape(b)[-2]) for a, b in rows.values()}
     if len(seeds) != 1:
         raise PosencError(f"every question of a family reads the same seeds; got {sorted(seeds)} seeds")
-    stats_ = [look_statistics((np.asarray(a), np.asarray(b)), plan, rate=rate) for a, b in rows.values()]
-    t = np.stack([s[0] for s in stats_])  # (questions, looks)
-    p = np.stack([s[1] for s in stats_])
-    decided = holm_recycled(lambda lv: crossed(t, p, plan, lv), len(names), level)
+    found = [look_statistics((a, b), plan, rate=rate) for a, b in rows.values()]
+    p = np.stack([f[0] for f in found])  # (questions, looks)
+    flips = np.stack([f[1] for f in found])
+    decided = holm_recycled(lambda lv: crossed(p, flips, plan, lv), len(names), level)
     out = []
     for i, name in enumerate(names):
         a, b = (np.asarray(x, dtype=float) for x in rows[name])
-        last_t = float(t[i, -1]) if t.shape[-1] else math.nan
-        last_p = float(p[i, -1]) if p.shape[-1] else math.nan
-        out.append(
-            Decision(name, bool(decided[i]), float((a - b).mean()), a.shape[-2], t.shape[-1], last_t, last_p)
-        )
+        last = (float(p[i, -1]), float(flips[i, -1])) if p.shape[-1] else (math.nan, math.nan)
+        diff = float(a.mean() - b.mean())
+        out.append(Decision(name, bool(decided[i]), diff, min(a.shape[-2], b.shape[-2]), p.shape[-1], *last))
     return out
 
 
 def sequential_power(
     shift: float, plan: SequentialPlan, *, alpha: float | None = None, draws: int = 20_000, seed: int = 0
 ) -> tuple[float, float]:
-    """``(power, expected seeds)`` of one question under ``plan`` at ``alpha`` whose per-seed differences
-    are normal with mean ``shift`` SDs (Monte Carlo; examples' part left out)."""
+    """``(power, expected seeds)`` of one question under ``plan`` at ``alpha`` whose seed outcomes are normal
+    and ``shift`` SDs apart (paired: SDs of the per-seed differences; independent: of one encoding's seed
+    outcomes); Monte Carlo, the examples' part left out."""
     level = plan.alpha if alpha is None else alpha
-    rng = np.random.default_rng(seed)
-    d = rng.standard_normal((draws, plan.most)) + shift
-    crit, nominal = boundaries(plan, level)
+    z = np.random.default_rng(seed).standard_normal((draws, 1 if plan.paired else 2, plan.most))
+    z[:, 0] += shift
+    nominal = boundaries(plan, level)
     stopped = np.full(draws, plan.most)
     hit = np.zeros(draws, dtype=bool)
-    for k, c, lv in zip(plan.looks, crit, nominal):
-        part = d[:, :k]
-        t = np.abs(part.mean(1) / (part.std(1, ddof=1) / math.sqrt(k)))
-        now = ~hit & (t >= c)
+    for k, lv in zip(plan.looks, nominal):
+        now = ~hit & (_null_p(z, k, plan.paired) <= lv)
         if plan.exact and now.any():
-            now[now] = signflip_p(part[now]) <= lv
+            now[now] = signflip_p(z[now, 0, :k]) <= lv
         stopped[now] = k
         hit |= now
     return float(hit.mean()), float(stopped.mean())

@@ -41,44 +41,45 @@ def test_a_plan_is_checked_and_refuses_seeds_past_its_end():
             sq.SequentialPlan(looks)
     with pytest.raises(PosencError, match="alpha must be in"):
         sq.SequentialPlan((3, 5), alpha=1.5)
+    with pytest.raises(PosencError, match="exact needs paired seeds"):
+        sq.SequentialPlan((3, 5), paired=False)
 
 
 @pytest.mark.parametrize("spending", sq.SPENDING)
-def test_the_boundaries_spend_what_they_say_at_each_look(spending):
+@pytest.mark.parametrize("paired", [True, False])
+def test_the_boundaries_spend_what_they_say_at_each_look(spending, paired):
     """Normal null paths (a generator of their own): the share first crossing by each look is the
-    spent error rate, within three Monte-Carlo standard errors."""
-    plan = sq.SequentialPlan((3, 5, 7, 10), spending=spending, exact=False)
-    crit, _ = sq.boundaries(plan, 0.05)
-    z = np.random.default_rng(77).standard_normal((100_000, plan.most))
+    spent error rate, within three Monte-Carlo standard errors (paired t, and Welch over independent seeds)."""
+    plan = sq.SequentialPlan((3, 5, 7, 10), spending=spending, exact=False, paired=paired)
+    nominal = sq.boundaries(plan, 0.05)
+    z = np.random.default_rng(77).standard_normal((50_000, 1 if paired else 2, plan.most))
     alive = np.ones(len(z), dtype=bool)
-    for k, c in zip(plan.looks, crit):
-        t = np.abs(z[:, :k].mean(1) / (z[:, :k].std(1, ddof=1) / math.sqrt(k)))
-        alive &= t < c
+    for k, level in zip(plan.looks, nominal):
+        alive &= sq._null_p(z, k, paired) > level
         want = sq.spent(k / plan.most, 0.05, spending)
         assert abs((1 - alive.mean()) - want) < 3 * math.sqrt(want * (1 - want) / len(z)) + 1e-4, (k, want)
-    assert crit[-1] > sp.t.ppf(0.975, plan.most - 1)  # the last look pays for the earlier ones
+    assert nominal[-1] < 0.05  # the last look pays for the earlier ones
 
 
 def _stopped_errors(values, plan, rate):
     """(the plan's rule, the naive rule) error on null paths: decided at any look, stopping there."""
-    t, p = sq.look_statistics((values[:, 0], values[:, 1]), plan, rate=rate)  # (reps, looks)
-    ours = sq.crossed(t, p, plan, plan.alpha)
-    dfs = np.array(plan.looks) - 1.0
-    naive = (2 * sp.t.sf(t, dfs) < plan.alpha).any(-1)
+    p, flips = sq.look_statistics((values[:, 0], values[:, 1]), plan, rate=rate)  # (reps, looks)
+    ours = sq.crossed(p, flips, plan, plan.alpha)
+    naive = (p < plan.alpha).any(-1)
     return float(ours.mean()), float(naive.mean())
 
 
 @pytest.mark.parametrize(
-    ("population", "exact"),
-    [(CorrelatedContinuous(0.3, 0.5, 0.5), False), (CorrelatedContinuous(0.3, 0.5, 0.5), True),
-     (AllOrNothing(0.5, 0.02, 0.9, rho=0.3), True)],
+    ("population", "exact", "paired"),
+    [(CorrelatedContinuous(0.3, 0.5, 0.5), False, True), (CorrelatedContinuous(0.3, 0.5, 0.5), True, True),
+     (AllOrNothing(0.5, 0.02, 0.9, rho=0.3), True, True), (CorrelatedContinuous(0.3, 0.5, 0.0), False, False)],
     ids=str,
 )  # fmt: skip
-def test_stopping_when_decided_keeps_the_error_rate(population, exact):
+def test_stopping_when_decided_keeps_the_error_rate(population, exact, paired):
     """Two identical encodings looked at after 3, 5, 7 and 10 seeds, stopping at the first decision:
-    called different at most 5% of the time (within two standard errors). Testing at 5% at every look
-    instead: well above 5%."""
-    plan = sq.SequentialPlan((3, 5, 7, 10), exact=exact)
+    called different at most 5% of the time (within two standard errors), paired or by Welch's test
+    over independent seeds. Testing at 5% at every look instead: well above 5%."""
+    plan = sq.SequentialPlan((3, 5, 7, 10), exact=exact, paired=paired)
     reps = 4000
     values = population.draw(np.random.default_rng(5), reps, plan.most, 32, arms=2)
     ours, naive = _stopped_errors(values, plan, population.kind == "binary")
@@ -101,10 +102,10 @@ def test_a_family_decided_in_rounds_keeps_its_family_wise_error(population):
     values[:, 0] += 0.6  # encodings 0 and 1 differ from the reference (the last)
     values[:, 1] -= 0.6
     rate = population.kind == "binary"
-    stats_ = [sq.look_statistics((values[:, j], values[:, -1]), plan, rate=rate) for j in range(questions)]
-    t = np.stack([s[0] for s in stats_], 1)  # (reps, questions, looks)
-    p = np.stack([s[1] for s in stats_], 1)
-    decided = sq.holm_recycled(lambda level: sq.crossed(t, p, plan, level), questions, plan.alpha)
+    found = [sq.look_statistics((values[:, j], values[:, -1]), plan, rate=rate) for j in range(questions)]
+    p = np.stack([f[0] for f in found], 1)  # (reps, questions, looks)
+    flips = np.stack([f[1] for f in found], 1)
+    decided = sq.holm_recycled(lambda level: sq.crossed(p, flips, plan, level), questions, plan.alpha)
     false = decided[:, 2:].any(-1).mean()
     assert false <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / reps), false
     if not rate:
@@ -137,8 +138,24 @@ def test_decide_reads_a_family_of_rows():
 
 
 def test_sequential_power_grows_with_the_difference_and_stops_early():
-    small, seeds_small = sq.sequential_power(0.5, sq.SequentialPlan((3, 5, 7, 10), exact=False), alpha=0.0125)
-    large, seeds_large = sq.sequential_power(2.0, sq.SequentialPlan((3, 5, 7, 10), exact=False), alpha=0.0125)
+    plan = sq.SequentialPlan((3, 5, 7, 10), exact=False)
+    small, seeds_small = sq.sequential_power(0.5, plan, alpha=0.0125)
+    large, seeds_large = sq.sequential_power(2.0, plan, alpha=0.0125)
     assert small < large and seeds_large < seeds_small <= 10
     exact, _ = sq.sequential_power(2.0, PLAN, alpha=0.0125)
     assert exact <= large
+    # the sequential test's power at its last look against scipy's paired t at the same draws' level
+    last = sq.boundaries(plan, 0.0125)[-1]
+    fixed = sq.SequentialPlan((10,), exact=False)
+    assert sq.sequential_power(1.0, fixed, alpha=0.0125)[0] == pytest.approx(
+        float(
+            np.mean(
+                sp.ttest_1samp(
+                    np.random.default_rng(0).standard_normal((20_000, 1, 10))[:, 0] + 1.0, 0, axis=1
+                ).pvalue
+                <= 0.0125
+            )
+        ),
+        abs=0.01,
+    )
+    assert last < 0.0125
