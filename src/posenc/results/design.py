@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from posenc.core.errors import PosencError
-from posenc.results.paired import signflip_floor, signflip_p
+from posenc.results.paired import permutation_floor, permutation_p, signflip_floor, signflip_p
 from posenc.results.stats import ALPHA, POWER
 from posenc.results.stats import power as welch_power
 
@@ -51,8 +51,10 @@ METHODS = ("holm", "fixed-sequence")
 POWER_DRAWS = 4000
 #: Past this many seeds the exact test's power is taken as the t test's, which overstates it by 1.5-2.5
 #: points at 14-16 seeds and 0.6-5% (measured on fixed draws: the sign-flip test's p-values are discrete),
-#: so a detectable difference by 3% at most; up to it, a Monte Carlo over every sign pattern.
+#: so a detectable difference by 3% at most; up to it, a Monte Carlo over every sign pattern. Independent
+#: seeds: past :data:`EXACT_WELCH_SEEDS` per side, Welch's power (the permutation floor is then below 4e-5).
 EXACT_POWER_SEEDS = 14
+EXACT_WELCH_SEEDS = 8
 
 
 def scipy_stats() -> Any:
@@ -102,6 +104,21 @@ def _exact_power(shift: float, seeds: int, alpha: float) -> float:
     return float(hits.mean())
 
 
+@functools.lru_cache(maxsize=64)
+def _independent_draws(seeds: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(2000 + seeds)
+    return rng.standard_normal((POWER_DRAWS, seeds)), rng.standard_normal((POWER_DRAWS, seeds))
+
+
+def _exact_welch_power(shift: float, seeds: int, alpha: float) -> float:
+    """Power of Welch's test that also needs its permutation p at ``alpha`` (Monte Carlo)."""
+    a, b = _independent_draws(seeds)
+    by_welch = scipy_stats().ttest_ind(a + shift, b, axis=1, equal_var=False).pvalue <= alpha
+    hits = np.zeros(len(a), dtype=bool)
+    hits[by_welch] = permutation_p(a[by_welch] + shift, b[by_welch]) <= alpha
+    return float(hits.mean())
+
+
 def paired_power(diff: float, sd: float, seeds: int, *, alpha: float = ALPHA, exact: bool = False) -> float:
     """Power of the two-sided paired t test over ``seeds`` per-seed differences with standard
     deviation ``sd`` to detect a mean difference ``diff`` at ``alpha``; ``exact``: the test also needs
@@ -121,9 +138,15 @@ def power(
     diff: float, sd: float, seeds: int, *, alpha: float = ALPHA, paired: bool = True, exact: bool = False
 ) -> float:
     """Power of the design's test: :func:`paired_power` (``sd`` of the per-seed differences) or,
-    with ``paired=False``, Welch's test over independent seeds (``sd`` of one encoding's seed means)."""
+    with ``paired=False``, Welch's test over independent seeds (``sd`` of one encoding's seed means;
+    ``exact``: its p-value also never below the permutation test's, :func:`~posenc.results.paired.permutation_p`)."""
     if paired:
         return paired_power(diff, sd, seeds, alpha=alpha, exact=exact)
+    if exact and seeds >= 2 and sd > 0:
+        if permutation_floor(seeds, seeds) > alpha:
+            return 0.0
+        if seeds <= EXACT_WELCH_SEEDS:
+            return _exact_welch_power(abs(diff) / sd, seeds, alpha)
     return welch_power(diff, sd, seeds, alpha=alpha)
 
 
@@ -131,7 +154,7 @@ def power(
 def _detectable_unit(seeds: int, alpha: float, paired: bool, exact: bool, level: float) -> float:
     """:func:`detectable` at an SD of 1, by bisection to 1e-4 of it (inf where no difference reaches
     ``level``). The exact test's starts from the t test's, which it can only exceed."""
-    lo = _detectable_unit(seeds, alpha, paired, False, level) if exact else 0.0
+    lo = _detectable_unit(seeds, alpha, paired, False, level) if exact else 0.0  # never below it
     hi = max(lo, 0.5) * 1.25
     while power(hi, 1.0, seeds, alpha=alpha, paired=paired, exact=exact) < level:
         lo, hi = hi, 1.5 * hi
@@ -161,7 +184,7 @@ def detectable(
     ``alpha`` with these seeds)."""
     if seeds < 2 or not sd > 0 or not math.isfinite(sd):
         return math.nan
-    if exact and paired and signflip_floor(seeds) > alpha:
+    if exact and (signflip_floor(seeds) if paired else permutation_floor(seeds, seeds)) > alpha:
         return math.inf
     return sd * _detectable_unit(seeds, alpha, paired, exact, level)
 
@@ -183,9 +206,10 @@ def seeds_needed(
     if diff == 0:
         return None
     first = 2
-    if exact and paired:  # never fewer than the t test needs, nor than its floor allows
-        first = seeds_needed(diff, sd, alpha=alpha, level=level, most=most) or most + 1
-        first = max(first, next((n for n in range(2, most + 1) if signflip_floor(n) <= alpha), most + 1))
+    if exact:  # never fewer than the test without its floor needs, nor than the floor allows
+        first = seeds_needed(diff, sd, alpha=alpha, paired=paired, level=level, most=most) or most + 1
+        floor = (lambda n: signflip_floor(n)) if paired else (lambda n: permutation_floor(n, n))
+        first = max(first, next((n for n in range(2, most + 1) if floor(n) <= alpha), most + 1))
     for seeds in range(first, most + 1):
         if detectable(sd, seeds, alpha=alpha, paired=paired, exact=exact, level=level) <= abs(diff):
             return seeds

@@ -38,6 +38,14 @@ def test_the_exact_test_pays_for_its_floor():
     assert design.paired_power(near, 1.0, 8, alpha=0.0125, exact=True) < 0.7  # 2/256: all but one seed agree
     far = design.detectable(1.0, 10, alpha=0.05)
     assert design.paired_power(far, 1.0, 10, alpha=0.05, exact=True) == pytest.approx(0.8, abs=0.03)
+    # independent seeds: Welch's test with the permutation floor (2 / C(2n, n))
+    assert design.detectable(1.0, 5, alpha=0.00625, paired=False, exact=True) == np.inf  # 2/252 > 0.625%
+    six = design.detectable(1.0, 6, alpha=0.00625, paired=False)
+    assert design.power(six, 1.0, 6, alpha=0.00625, paired=False, exact=True) < 0.75
+    eight = design.detectable(1.0, 8, alpha=0.00625, paired=False)
+    assert design.power(eight, 1.0, 8, alpha=0.00625, paired=False, exact=True) == pytest.approx(
+        0.8, abs=0.02
+    )
     # past 14 seeds the exact test's power is taken as the t test's: within 2.5 points of it at 16
     sixteen = design.detectable(1.0, 16, alpha=0.00625)
     assert design.paired_power(sixteen, 1.0, 16, alpha=0.00625, exact=True) == pytest.approx(0.8, abs=1e-4)
