@@ -5,7 +5,7 @@ A :class:`SequentialPlan` fixes, before any run, how many seeds the questions ar
 e.g. 3, 5, 7, 10 seeds per encoding; the last is the most a question may use) and how the error
 rate is spent over them (Lan & DeMets 1983: ``"obrien-fleming"``, little early and most at the
 end as O'Brien & Fleming 1979, or ``"pocock"``, evenly as Pocock 1977). At look k a question is
-decided where its test's p-value over the seeds so far reaches the look's nominal level
+decided where its test's p-value over every seed so far reaches the look's nominal level
 (:func:`boundaries`): the paired t test (:func:`posenc.results.paired.paired_arrays`, the shared
 examples' part of the variance added) or, with ``paired=False``, Welch's test over independent seeds
 (:func:`posenc.results.stats.compare_arrays`); with ``exact`` (paired only) its exact sign-flip
@@ -156,7 +156,7 @@ def look_statistics(
     rows: tuple[Any, Any], plan: SequentialPlan, *, rate: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(p, sign-flip p)`` at each look the two rows' seeds x units arrays ``rows = (a, b)`` complete
-    (leading axes vectorised): the plan's test over the seeds so far (its shared units' part of the
+    (leading axes vectorised): the plan's test over every seed so far (its shared units' part of the
     variance added), and for paired seeds the exact sign-flip p-value of the mean differences per seed
     (1 for independent seeds)."""
     a, b = (np.asarray(x, dtype=float) for x in rows)
