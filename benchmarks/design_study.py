@@ -86,7 +86,7 @@ def seed_means(records: Records, label: str, task: str, column: str) -> dict[int
             got = loglik_units(record, column)
         else:
             raw = stats.units(record, "default", column)
-            got = None if raw is None else stats._as_units(raw)
+            got = None if raw is None else stats.as_units(raw)
         if got is not None:
             out[int(record["spec"]["seed"])] = float(np.mean(got))
     return out
@@ -238,7 +238,7 @@ def question_rows(source: str, task: str, column: str, data: dict[str, dict[int,
 def today_cutoff(quick: Records) -> float:
     """The largest raw p-value Benjamini-Hochberg called significant in quick's published table."""
     keys = [(t, c) for t in ("copy", "passkey", "lm") for c in stats.columns(t)]
-    raw = [p for key in keys for p in stats._column_tests(quick, *key)[0]]
+    raw = [p for key in keys for p in stats.column_tests(quick, *key)[0]]
     adjusted = stats.adjust(raw)
     found = [p for p, q in zip(raw, adjusted) if not math.isnan(q) and q < stats.ALPHA]
     return max(found) if found else math.nan
@@ -286,7 +286,7 @@ def stopping_table(records: Records, column: str = "bpb_train") -> str:
         got = sorted(
             (
                 int(r["result"]["train"]["steps"]),
-                float(np.mean(stats._as_units(stats.units(r, "default", column)))),
+                float(np.mean(stats.as_units(stats.units(r, "default", column)))),
             )
             for r in records
             if r["label"] == label

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from posenc.core.errors import PosencError
+from posenc.results.intervals import scipy_stats
 from posenc.results.paired import permutation_floor, permutation_p, signflip_floor, signflip_p
 from posenc.results.stats import ALPHA, POWER
 from posenc.results.stats import power as welch_power
@@ -55,16 +56,6 @@ POWER_DRAWS = 4000
 #: seeds: past :data:`EXACT_WELCH_SEEDS` per side, Welch's power (the permutation floor is then below 4e-5).
 EXACT_POWER_SEEDS = 14
 EXACT_WELCH_SEEDS = 8
-
-
-def scipy_stats() -> Any:
-    try:
-        from scipy import stats as scipy_stats  # optional dependency: the cli extra
-    except ImportError:
-        raise PosencError(
-            "the benchmark's statistics need scipy: pip install 'posenc[cli]' (bash scripts/setup.sh does)"
-        ) from None
-    return scipy_stats
 
 
 def family_level(questions: int, *, method: str = "holm", alpha: float = ALPHA) -> float:

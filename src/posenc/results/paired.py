@@ -171,7 +171,7 @@ class PairedComparison:
         if not self.se > 0:
             return 0.0 if (self.diff > margin if side == ">" else self.diff < margin) else 1.0
         t = (self.diff - margin) / self.se
-        sp = stats._scipy_stats()
+        sp = stats.scipy_stats()
         return float(sp.t.sf(t, self.df) if side == ">" else sp.t.cdf(t, self.df))
 
     def to_dict(self) -> dict[str, Any]:
@@ -210,8 +210,8 @@ def paired_compare(a: Any, b: Any, *, rate: bool, exact: bool = True) -> PairedC
 
 def seed_data(records: Records, label: str, task: str, column: str) -> dict[int, np.ndarray]:
     """``{seed: unit values}`` of one cell's converged runs (a ratio's linearised per-file values)."""
-    data, _ = stats._collect(records, label, task, column)
-    return {seed: stats._as_units(got) for seed, got in data.items()}
+    data, _ = stats.collect(records, label, task, column)
+    return {seed: stats.as_units(got) for seed, got in data.items()}
 
 
 def pair_records(
@@ -243,7 +243,7 @@ def clopper_pearson(k: int, n: int, confidence: float = stats.CONFIDENCE) -> tup
     """Exact (Clopper-Pearson) interval of a share ``k / n`` (``scipy.stats.binomtest``)."""
     if not 0 <= k <= n or n < 1:
         raise PosencError(f"k must be in 0..n and n at least 1, got k={k}, n={n}")
-    ci = stats._scipy_stats().binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    ci = stats.scipy_stats().binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
     return float(ci.low), float(ci.high)
 
 
@@ -278,13 +278,13 @@ def learning(values: Any, *, rate: bool = True, at: float = LEARNED_AT) -> Learn
 
 @functools.lru_cache(maxsize=4096)
 def _binomial_p(k: int, n: int) -> float:
-    return float(stats._scipy_stats().binomtest(k, n, 0.5).pvalue)
+    return float(stats.scipy_stats().binomtest(k, n, 0.5).pvalue)
 
 
 @functools.lru_cache(maxsize=4096)
 def _boschloo_p(ka: int, na: int, kb: int, nb: int) -> float:
     table = [[ka, na - ka], [kb, nb - kb]]
-    return float(stats._scipy_stats().boschloo_exact(table, alternative="two-sided").pvalue)
+    return float(stats.scipy_stats().boschloo_exact(table, alternative="two-sided").pvalue)
 
 
 def learned_test(a: Sequence[bool], b: Sequence[bool], *, paired: bool) -> float:

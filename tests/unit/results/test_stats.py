@@ -116,7 +116,7 @@ def test_lm_ratio_units_pair_each_long_window_with_the_short_ones_it_covers():
                                "default", "ratio_2x")  # fmt: skip
     np.testing.assert_array_equal(longer, [1.0, 3.0])
     np.testing.assert_array_equal(base, [1.0, 2.0])
-    linear = stats._as_units((longer, base))  # each block's share of its seed's ratio
+    linear = stats.as_units((longer, base))  # each block's share of its seed's ratio
     # their mean is the ratio: exp(mean(1, 3) - mean(1, 2)) = exp(0.5)
     assert float(linear.mean()) == pytest.approx(math.exp(0.5))
     assert linear[1] - linear[0] == pytest.approx(math.exp(0.5) * 1.0)  # delta method: r x (d_1 - d_0)
