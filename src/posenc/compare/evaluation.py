@@ -37,10 +37,9 @@ from posenc.tasks import synthetic, task_registry, text
 AtLength = Callable[[int], None]  # called with the sequence length before each evaluation forward
 
 #: Also keep each example's answer log-likelihood (:func:`answer_logprob`: ``answer_logprob`` per
-#: example and per length), a continuous outcome beside exact match and answer-token accuracy. Off:
-#: records gain a key, so it comes with the next benchmark version (records/spec.py's
-#: BENCHMARK_VERSION), not before.
-ANSWER_LOGPROB = False
+#: example and per length), a continuous outcome beside exact match and answer-token accuracy: on
+#: from benchmark version 3 (records/spec.py's BENCHMARK_VERSION), whose task records all keep it.
+ANSWER_LOGPROB = True
 
 
 def _at_nothing(_: int) -> None:

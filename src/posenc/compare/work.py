@@ -38,9 +38,9 @@ from posenc.records.spec import WEIGHTS_KEY, RunSpec
 from posenc.tasks import task_registry, text
 
 #: Draw the weights every encoding shares from generators keyed by the seed and the weight's name
-#: (:func:`share_initial_weights`). Off: it changes every run's initial weights, so it comes with
-#: the next benchmark version (records/spec.py's BENCHMARK_VERSION), not before.
-SHARED_INIT = False
+#: (:func:`share_initial_weights`): on from benchmark version 3 (records/spec.py's BENCHMARK_VERSION),
+#: whose runs all start so; a switch for studies that turn it off.
+SHARED_INIT = True
 #: The standard deviation the model's own initialisation draws its linear and embedding weights with.
 INIT_STD = 0.02
 

@@ -40,7 +40,7 @@ import numpy as np
 from posenc.core.errors import PosencError
 from posenc.results import stats
 from posenc.results.design import scipy_stats
-from posenc.results.paired import paired_arrays, signflip_p
+from posenc.results.paired import paired_arrays, permutation_p, signflip_p
 from posenc.results.stats import ALPHA
 
 SPENDING = ("obrien-fleming", "pocock")
@@ -65,8 +65,9 @@ def spent(fraction: float, alpha: float = ALPHA, spending: str = "obrien-fleming
 @dataclass(frozen=True)
 class SequentialPlan:
     """Seeds per encoding at each look (increasing, the first at least 3), the spending function, the
-    test (``paired`` by seed, or Welch's over independent seeds) and whether a paired test also needs
-    its exact sign-flip p-value (``exact``)."""
+    test (``paired`` by seed, or Welch's over independent seeds) and whether the test also needs its
+    exact p-value (``exact``: the sign-flip test's for paired seeds, the permutation test's for
+    independent ones) at the look's level."""
 
     looks: tuple[int, ...]
     alpha: float = ALPHA
@@ -82,8 +83,6 @@ class SequentialPlan:
             raise PosencError(f"alpha must be in (0, 1), got {self.alpha}")
         if self.spending not in SPENDING:
             raise PosencError(f"spending must be one of {', '.join(SPENDING)}, got {self.spending!r}")
-        if self.exact and not self.paired:
-            raise PosencError("exact needs paired seeds (the sign-flip test reads per-seed differences)")
         object.__setattr__(self, "looks", looks)
 
     @classmethod
@@ -155,10 +154,10 @@ def boundaries(plan: SequentialPlan, alpha: float | None = None) -> tuple[float,
 def look_statistics(
     rows: tuple[Any, Any], plan: SequentialPlan, *, rate: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(p, sign-flip p)`` at each look the two rows' seeds x units arrays ``rows = (a, b)`` complete
+    """``(p, exact p)`` at each look the two rows' seeds x units arrays ``rows = (a, b)`` complete
     (leading axes vectorised): the plan's test over every seed so far (its shared units' part of the
-    variance added), and for paired seeds the exact sign-flip p-value of the mean differences per seed
-    (1 for independent seeds)."""
+    variance added), and the exact p-value of the seeds' means: the sign-flip test's of their
+    differences for paired seeds, the permutation test's for independent ones (1 unless ``exact``)."""
     a, b = (np.asarray(x, dtype=float) for x in rows)
     done = plan.looks_done(min(a.shape[-2], b.shape[-2]))
     ps, flips = [], []
@@ -168,7 +167,11 @@ def look_statistics(
             flips.append(signflip_p((a[..., :k, :] - b[..., :k, :]).mean(-1)))
         else:
             ps.append(stats.compare_arrays(a[..., :k, :], b[..., :k, :], rate=rate)[3])
-            flips.append(np.ones(np.shape(ps[-1])))
+            flips.append(
+                permutation_p(a[..., :k, :].mean(-1), b[..., :k, :].mean(-1))
+                if plan.exact
+                else np.ones(np.shape(ps[-1]))
+            )
     shape = a.shape[:-2] + (len(done),)
     if not done:
         return np.ones(shape), np.ones(shape)
@@ -247,6 +250,26 @@ def decide(
     return out
 
 
+def decide_looks(p: Any, plans: Sequence[SequentialPlan], alpha: float) -> np.ndarray:
+    """The decided questions of a family whose questions each have their own plan (their test's
+    boundaries) and a p-value at each look so far (``p``: questions x looks, each the test's p-value
+    over the look's seeds, already never below the exact test's where the question's test is exact;
+    NaN: untestable at that look): Holm's method recycled over the looks (:func:`holm_recycled`)."""
+    p = np.nan_to_num(np.asarray(p, dtype=float).reshape(len(plans), -1), nan=1.0)
+
+    def hits(level: float) -> np.ndarray:
+        return np.array(
+            [
+                bool((row <= np.asarray(boundaries(plan, level)[: len(row)])).any())
+                for row, plan in zip(p, plans)
+            ]
+        )
+
+    if not plans:
+        return np.zeros(0, dtype=bool)
+    return holm_recycled(hits, len(plans), alpha)
+
+
 def sequential_power(
     shift: float, plan: SequentialPlan, *, alpha: float | None = None, draws: int = 20_000, seed: int = 0
 ) -> tuple[float, float]:
@@ -262,7 +285,8 @@ def sequential_power(
     for k, lv in zip(plan.looks, nominal):
         now = ~hit & (_null_p(z, k, plan.paired) <= lv)
         if plan.exact and now.any():
-            now[now] = signflip_p(z[now, 0, :k]) <= lv
+            exact = signflip_p(z[now, 0, :k]) if plan.paired else permutation_p(z[now, 0, :k], z[now, 1, :k])
+            now[now] = exact <= lv
         stopped[now] = k
         hit |= now
     return float(hit.mean()), float(stopped.mean())

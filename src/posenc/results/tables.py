@@ -47,7 +47,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from posenc.results import stats
+from posenc.results import primary, stats
 from posenc.results.lengths import ratios as length_ratios
 from posenc.results.stats import BUCKETS, METHOD
 
@@ -130,12 +130,28 @@ def run_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+def declared(info: dict[str, Any] | None) -> dict[str, Any]:
+    """The keyword arguments of :func:`summarize` a run's ``run.json`` (``info``) declares: its profile's
+    ``questions`` and, for a run of ``posenc compare --until decided``, its plan (``sequential``)."""
+    info = info or {}
+    until = info.get("until") if isinstance(info.get("until"), dict) else {}
+    return {"questions": info.get("questions"), "sequential": until.get("plan")}
+
+
+def summarize(
+    records: list[dict[str, Any]],
+    questions: dict[str, Any] | None = None,
+    sequential: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``{"tasks", "method", "rows": {label: {"encoding", "TASK:COLUMN": cell dict, ...}}}``.
 
     A cell dict is :meth:`posenc.results.stats.Cell.to_dict` (mean, low, high, n, runs,
     units, converged). Per task the row also has ``steps_per_second``, ``steps_to_converge``
     (mean over converged runs), ``seeds`` (runs) and ``converged`` (converged runs).
+    With the profile's declared ``questions`` (:class:`posenc.records.questions.Questions` as a
+    dict) the summary also has ``primary``, the family decided as one (:mod:`posenc.results.primary`:
+    tested once at the seeds run, or with ``sequential``, the plan of a ``--until decided`` run, look
+    by look; then ``sequential`` holds the plan, the looks done, each decision and the undecided questions).
     """
     per_run: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in run_rows(records):
@@ -162,7 +178,12 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         records, [(task, column) for task in tasks for column in stats.columns(task)]
     )
     power = {f"{task}:{column}": sep.to_dict() for (task, column), sep in separated.items()}
+    decided = primary.block(records, questions, sequential)
     return {
+        **({"primary": decided} if decided else {}),
+        **(
+            {"sequential": sequential_summary(decided)} if decided and decided["mode"] == "sequential" else {}
+        ),
         "tasks": tasks,
         "method": METHOD,
         "test": stats.TEST,
@@ -173,6 +194,16 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "columns": power,
         "rows": {name: table[name] for name in order},
     }
+
+
+def sequential_summary(block: dict[str, Any]) -> dict[str, Any]:
+    """What a ``--until decided`` run decided: its plan, the looks its records complete, each question's
+    decision (and the seeds of the look that decided it), the undecided ones, and whether all are."""
+    keep = ("question", "decided", "decided_at", "diff", "p_looks")
+    return {
+        "plan": block["plan"], "looks_done": block["looks_done"], "all_decided": block["all_decided"],
+        "undecided": block["undecided"], "decisions": [{k: q[k] for k in keep} for q in block["questions"]],
+    }  # fmt: skip
 
 
 def lm_data(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -295,18 +326,33 @@ def format_cell(c: dict[str, Any] | None, percent: bool, sep: str = " ") -> str:
 METRICS = (("", "em"), (" prefix", "pre"), (" tf-tok", "tok"))
 
 
+#: The headers of the LM's columns.
+LM_HEADERS = {"bpb_train": "LM bpb@L", "bpb_2x": "LM bpb 2x", "bpb_4x": "LM bpb 4x", "ratio_2x": "LM ppl 2x",
+              "ratio_4x": "LM ppl 4x"}  # fmt: skip
+
+
+def column_header(task: str, column: str) -> str:
+    """The header a table gives ``task``'s ``column``: ``copy in``, ``copy prefix 1.5x``, ``copy tf-tok
+    2x``, ``LM bpb@L``."""
+    if task == "lm":
+        return LM_HEADERS[column]
+    metric, _, bucket = column.partition("_")
+    suffix = next(suffix for suffix, name in METRICS if name == metric)
+    return f"{task}{suffix} {bucket}"
+
+
 def _all_columns(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
     cols = []
     for task in summary["tasks"]:
         if task == "lm":
-            cols += [("LM bpb@L", "lm:bpb_train", False), ("LM bpb 2x", "lm:bpb_2x", False)]
-            cols += [("LM bpb 4x", "lm:bpb_4x", False), ("LM ppl 2x", "lm:ratio_2x", False)]
-            cols += [("LM ppl 4x", "lm:ratio_4x", False)]
+            cols += [(column_header(task, c), f"lm:{c}", False) for c in LM_HEADERS]
             continue
         cols.append((f"{task} in", f"{task}:em_in", True))
-        for suffix, metric in METRICS:
+        for _, metric in METRICS:
             cols += [
-                (f"{task}{suffix} {b}", f"{task}:{metric}_{b}", True) for b, _, _ in BUCKETS if b != "in"
+                (column_header(task, f"{metric}_{b}"), f"{task}:{metric}_{b}", True)
+                for b, _, _ in BUCKETS
+                if b != "in"
             ]
     return cols
 

@@ -85,11 +85,17 @@ def threshold_p(values: Any, threshold: float, side: str, *, rate: bool) -> tupl
     """One-sided p-values ``(for, against)`` that a cell (seeds x units) lies on ``side`` (``">="`` or
     ``"<="``) of ``threshold``, from the cell's t statistic (:func:`posenc.results.stats.mean_variance`;
     rates on the logit scale, as the cell's interval is) with ``seeds - 1`` degrees of freedom at most; a
-    cell at exactly 0 or 1 on every seed and unit: the chance of that if the rate were at the line, every
-    unit alike (as its Clopper-Pearson bound)."""
+    cell at exactly 0 or 1 on every seed and unit reads as the same cell with one unit of one seed the
+    other way, as its interval does (:func:`posenc.results.intervals.floor_bound`): one error fewer never
+    gives weaker evidence."""
     if side not in (">=", "<="):
         raise PosencError(f"side must be '>=' or '<=', got {side!r}")
     values = np.asarray(values, dtype=float)
+    mean = float(values.mean()) if values.size else math.nan
+    if rate and values.ndim == 2 and values.shape[0] > 1 and mean in (0.0, 1.0):
+        flipped = values.copy()
+        flipped[0, 0] = 1.0 - mean
+        return threshold_p(flipped, threshold, side, rate=True)
     mean, variance, df = (float(x) for x in stats.mean_variance(values))
     # seeds - 1 degrees of freedom, as the tests between rows keep them: where the examples' part is the
     # larger, Satterthwaite's df rise with it, and p-values far in the tail, where a family's correction
@@ -98,23 +104,47 @@ def threshold_p(values: Any, threshold: float, side: str, *, rate: bool) -> tupl
     if math.isnan(variance):
         return math.nan, math.nan
     sp = scipy_stats()
-    if rate and mean in (0.0, 1.0):
-        edge = (1 - threshold) if mean == 0.0 else threshold
-        tail = min(1.0, edge ** values.shape[-1]) if 0 < threshold < 1 else 1.0
-        above = mean == 1.0  # the cell is above any line below 1
-        p_above, p_below = (tail, 1.0) if above else (1.0, tail)
+    if rate:
+        m, line = min(max(mean, 1e-9), 1 - 1e-9), min(max(threshold, 1e-9), 1 - 1e-9)
+        t = (math.log(m / (1 - m)) - math.log(line / (1 - line))) / (math.sqrt(variance) / (m * (1 - m)))
     else:
-        if rate:
-            m, line = min(max(mean, 1e-9), 1 - 1e-9), min(max(threshold, 1e-9), 1 - 1e-9)
-            t = (math.log(m / (1 - m)) - math.log(line / (1 - line))) / (math.sqrt(variance) / (m * (1 - m)))
-        else:
-            t = (
-                (mean - threshold) / math.sqrt(variance)
-                if variance > 0
-                else math.copysign(math.inf, mean - threshold)
-            )
-        p_above, p_below = float(sp.t.sf(t, df)), float(sp.t.cdf(t, df))
+        t = (
+            (mean - threshold) / math.sqrt(variance)
+            if variance > 0
+            else math.copysign(math.inf, mean - threshold)
+        )
+    p_above, p_below = float(sp.t.sf(t, df)), float(sp.t.cdf(t, df))
     return (p_above, p_below) if side == ">=" else (p_below, p_above)
+
+
+def margin_p(diff: float, variance: float, df: float, line: float) -> tuple[float, float]:
+    """One-sided p-values ``(above, below)`` that a difference with this variance and degrees of
+    freedom (:func:`posenc.results.pair_tests.difference_variance`) lies above / below ``line``."""
+    if math.isnan(variance) or math.isnan(diff):
+        return math.nan, math.nan
+    if not variance > 0:
+        return (0.0, 1.0) if diff > line else ((1.0, 0.0) if diff < line else (1.0, 1.0))
+    sp = scipy_stats()
+    t = (diff - line) / math.sqrt(variance)
+    return float(sp.t.sf(t, df)), float(sp.t.cdf(t, df))
+
+
+def per_seed_p(values: Sequence[float], threshold: float, side: str) -> tuple[float, float]:
+    """One-sided p-values ``(for, against)`` that one number per seed (a ratio of two runs, a rise of a
+    loss) has its mean on ``side`` (``">="`` / ``"<="``) of ``threshold``: the t test over seeds."""
+    array = np.asarray([float(v) for v in values if not math.isnan(float(v))])
+    if len(array) < 2:
+        return math.nan, math.nan
+    return threshold_p(array[:, None], threshold, side, rate=False)
+
+
+def ordered_p(p_values: Sequence[float], needed: int) -> float:
+    """The smallest level at which Holm's method over ``p_values`` (one-sided, one per pair of a claim)
+    decides at least ``needed`` of them: the ``needed``-th smallest Holm-adjusted p-value (1 where there
+    are fewer). A valid p-value for "at least ``needed`` of these hold" (the pairs decided are each right
+    with family-wise error at that level)."""
+    adjusted = sorted(q for q in holm(p_values) if not math.isnan(q))
+    return adjusted[needed - 1] if 0 < needed <= len(adjusted) else 1.0
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

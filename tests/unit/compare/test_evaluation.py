@@ -211,6 +211,8 @@ def test_the_answer_log_likelihood_is_the_mean_log_probability_of_the_answer_tok
 def test_the_answer_log_likelihood_is_kept_only_where_switched_on(monkeypatch):
     smoke = get_profile("smoke")
     (spec,) = [s for s in build_grid(smoke, seeds=(0,), encodings=("nope",), tasks=("copy",)).specs]
+    assert evaluation.ANSWER_LOGPROB  # on from benchmark version 3
+    monkeypatch.setattr(evaluation, "ANSWER_LOGPROB", False)
     assert "answer_logprob" not in evaluate_task(_model("nope"), spec)["per_example"]
     monkeypatch.setattr(evaluation, "ANSWER_LOGPROB", True)
     ev = evaluate_task(_model("nope"), spec)

@@ -41,8 +41,8 @@ def test_a_plan_is_checked_and_refuses_seeds_past_its_end():
             sq.SequentialPlan(looks)
     with pytest.raises(PosencError, match="alpha must be in"):
         sq.SequentialPlan((3, 5), alpha=1.5)
-    with pytest.raises(PosencError, match="exact needs paired seeds"):
-        sq.SequentialPlan((3, 5), paired=False)
+    with pytest.raises(PosencError, match="spending must be one of"):
+        sq.SequentialPlan((3, 5), spending="haybittle")
 
 
 @pytest.mark.parametrize("spending", sq.SPENDING)

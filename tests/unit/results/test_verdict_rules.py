@@ -74,12 +74,17 @@ def test_a_cells_p_value_keeps_its_level_far_in_the_tail(population):
         )
 
 
-def test_a_cell_at_a_floor_is_judged_as_its_clopper_pearson_bound():
+def test_a_cell_at_a_floor_is_judged_as_its_interval_bound():
+    """At exactly 0 a cell reads as its interval does (one error more): p 2.5% at the interval's bound,
+    and never stronger evidence than the cell with one example of one seed right."""
     zeros = np.zeros((3, 128))
     edge = stats.interval(zeros, rate=True)[2]
     assert rules.threshold_p(zeros, edge, "<=", rate=True)[0] == pytest.approx(0.025, rel=1e-3)
-    assert rules.threshold_p(zeros, 0.5, "<=", rate=True)[0] < 1e-30
-    assert rules.threshold_p(zeros, 0.5, ">=", rate=True)[0] == 1.0
+    one = zeros.copy()
+    one[0, 0] = 1.0
+    assert rules.threshold_p(zeros, 0.5, "<=", rate=True) == rules.threshold_p(one, 0.5, "<=", rate=True)
+    assert rules.threshold_p(zeros, 0.5, "<=", rate=True)[0] < 0.02
+    assert rules.threshold_p(zeros, 0.5, ">=", rate=True)[0] > 0.98
     with pytest.raises(PosencError, match="side must be"):
         rules.threshold_p(zeros, 0.5, ">", rate=True)
     assert all(math.isnan(p) for p in rules.threshold_p(zeros[:1], 0.5, "<=", rate=True))
