@@ -5,6 +5,8 @@
 # Every package is installed at the version constraints.txt pins (the tested
 # environment); POSENC_CONSTRAINTS=FILE uses another file, POSENC_CONSTRAINTS= none.
 # POSENC_VENV=DIR sets up DIR instead of .venv (scripts/test_upstream.sh uses it).
+# POSENC_TORCH=REQUIREMENT installs that torch first instead of the locked CPU wheel
+# (scripts/test_upstream.sh --torch VERSION; its constraints then leave torch out).
 # Idempotent: re-running with nothing changed returns in about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +14,7 @@ extras="${POSENC_EXTRAS-cli}"
 constraints="${POSENC_CONSTRAINTS-constraints.txt}"
 py="${PYTHON:-python3}"
 venv="${POSENC_VENV:-.venv}"
+torch_req="${POSENC_TORCH:-torch==2.13.0}"
 find_links=()
 [ -d /opt/wheels ] && find_links=(--find-links /opt/wheels)
 pinned=()
@@ -19,13 +22,13 @@ pinned=()
 
 inputs=(pyproject.toml scripts/setup.sh)
 [ -n "$constraints" ] && inputs+=("$constraints")
-stamp="$venv/.posenc-setup-$(cat "${inputs[@]}" | sha1sum | cut -c1-12)-${extras//,/_}"
+stamp="$venv/.posenc-setup-$( (cat "${inputs[@]}"; echo "$torch_req") | sha1sum | cut -c1-12)-${extras//,/_}"
 if [ -f "$stamp" ]; then exit 0; fi
 
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
 pip=("$venv/bin/python" -m pip install --disable-pip-version-check -q)
 # The CPU wheel of torch 2.13.0 is on disk here; pinning it keeps pip off the CUDA build.
-"${pip[@]}" "${find_links[@]}" "torch==2.13.0"
+"${pip[@]}" "${find_links[@]}" "$torch_req"
 spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 "${pip[@]}" "${find_links[@]}" "${pinned[@]}" -e "$spec"

@@ -1,6 +1,6 @@
 """Sweep posenc's FlexAttention path over many lengths in ONE fresh process; print JSON.
 
-Run by tests/unit/kernels/test_flex.py in subprocesses, each with a fresh inductor cache (and, to reach
+Run by tests/unit/kernels/test_bias_attention.py in subprocesses, each with a fresh inductor cache (and, to reach
 the vector code that misbehaves, optionally ``ATEN_CPU_CAPABILITY=avx2``). Not a test module.
 
 Every buffer the compiled kernel reads (the padded q, k, v posenc builds) is placed at the

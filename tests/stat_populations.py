@@ -1,5 +1,6 @@
 """Known populations for checking the benchmark's statistics by simulation (used by
-tests/unit/results/test_stats_coverage.py and by ``python tests/stat_populations.py`` for the full tables).
+tests/unit/results/test_intervals.py, test_pair_tests.py and test_power.py, and by ``python tests/stat_populations.py``
+for the full tables).
 
 A *cell* is a seeds x examples array like the benchmark's: every seed scores the same examples.
 

@@ -96,6 +96,10 @@ MOVED: dict[str, str] = {
     # the golden vectors: posenc.conform
     "posenc.conform_hf": "posenc.conform.hf_families",
     "posenc.conform_mrope": "posenc.conform.mrope_vectors",
+    # the NumPy references: one module per kind's home in posenc.encoding
+    "posenc.reference.hierarchical": "posenc.reference.absolute",
+    "posenc.reference.rope_scaling": "posenc.reference.rotary",
+    "posenc.reference.multiaxis": "posenc.reference.rotary",
 }
 
 #: Names that left their module or were renamed: ``old.module.Name`` -> ``new.module.Name``,
@@ -108,6 +112,11 @@ MOVED_NAMES: dict[str, str] = {
     "posenc.multiaxis_rotary.ENCODINGS": "posenc.encoding.rotary.rope_axial.AXIAL_ROTARY_MEMBERS",
     "posenc.multiaxis_bias.ENCODINGS": "posenc.encoding.bias.alibi_2d.ALIBI_2D_MEMBERS",
     "posenc.records.scalings.Scaling": "posenc.records.benchmark_scalings.BenchmarkScaling",
+    "posenc.reference.multiaxis.sincos_1d": "posenc.reference.absolute.sincos_1d",
+    "posenc.reference.multiaxis.sincos_axial": "posenc.reference.absolute.sincos_axial",
+    "posenc.reference.multiaxis.learned_axial": "posenc.reference.absolute.learned_axial",
+    "posenc.reference.multiaxis.interpolate_table": "posenc.reference.absolute.interpolate_table",
+    "posenc.reference.multiaxis.alibi_2d": "posenc.reference.bias.alibi_2d",
 }
 
 _moved.install(MOVED, MOVED_NAMES)

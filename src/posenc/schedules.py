@@ -64,7 +64,9 @@ class LayerEncoding(HoldsEncodingClass):
                     f"unknown config key {key!r} for encoding {self.encoding!r} in a schedule; "
                     f"valid keys: {names}{did_you_mean(key, names)}"
                 )
-        object.__setattr__(self, "config", json.loads(json.dumps(dict(self.config))))  # a private copy
+        # the config in its normal form, a private JSON copy (a caller's dict changed later changes no
+        # schedule), written as the layer is made (docs/architecture.md lists this write)
+        object.__setattr__(self, "config", json.loads(json.dumps(dict(self.config))))
 
     def to_dict(self) -> dict[str, Any]:
         return {"encoding": self.encoding, "config": dict(self.config), "role": self.role}
@@ -86,7 +88,7 @@ class Schedule:
                 raise PosencTypeError(
                     f"schedule layer {index} must be a posenc.schedules.LayerEncoding, got {type(layer).__name__}"
                 )
-        object.__setattr__(self, "layers", tuple(layers))
+        object.__setattr__(self, "layers", tuple(layers))  # a list given: a tuple (docs/architecture.md)
 
     @property
     def num_layers(self) -> int:

@@ -1,6 +1,6 @@
 """Declared capabilities match what the encodings do (attention reads the declarations).
 
-``translation_invariant`` of bias encodings is checked in tests/unit/kernels/test_kernels.py; here
+``translation_invariant`` of bias encodings is checked in tests/unit/kernels/test_bias_attention.py; here
 ``cache_unrotated_keys`` (rotary) and ``has_values`` (relative), for every registered
 encoding of the kind and, for RoPE, every scaling.
 """

@@ -89,7 +89,10 @@ def test_the_shipped_tables_name_the_benchmark_version_of_their_records(path, bl
         if version == BENCHMARK_VERSION:
             assert re.search(rf"benchmark version {BENCHMARK_VERSION};", header), (path, block, header)
         else:
-            assert f"published before version {BENCHMARK_VERSION}, not re-run under it" in header, (path, block)
+            assert f"published before version {BENCHMARK_VERSION}, not re-run under it" in header, (
+                path,
+                block,
+            )
         assert "| encoding |" in body and "mean [95% interval]" in body
 
 

@@ -107,6 +107,8 @@ class CompareResult:
             lines.append(f"FAILED {run}: {error}")
         if self.until is not None:
             lines.append(self._until_note())
+        for cell, why in self.summary.get("failed_evaluations", {}).items():
+            lines.append(f"FAILED evaluation {cell}: {why}")
         lines += [f"{kind}: {path}" for kind, path in self.files.items()]
         return lines
 

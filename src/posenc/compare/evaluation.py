@@ -453,10 +453,20 @@ def evaluate_scaling(
     return result
 
 
-def evaluate(model: Transformer, spec: RunSpec, progress: Progress = no_progress) -> dict[str, Any]:
-    """The default evaluation plus one per RoPE scaling (each on a copy of the trained model)."""
+def evaluate(
+    model: Transformer, spec: RunSpec, progress: Progress = no_progress, failed: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The default evaluation plus one per RoPE scaling (each on a copy of the trained model).
+
+    ``failed``: a scaling whose evaluation raises loses that evaluation only; why goes to
+    ``failed`` under its name and the run keeps every other evaluation (without it, it raises)."""
     fn = evaluate_lm if spec.task == "lm" else evaluate_task
     results = {"default": fn(model, spec, progress)}
     for name in spec.scalings:
-        results[name] = evaluate_scaling(model, spec, name, progress)
+        try:
+            results[name] = evaluate_scaling(model, spec, name, progress)
+        except Exception as exc:  # noqa: BLE001  (a scaling from outside posenc may raise anything)
+            if failed is None:
+                raise
+            failed[name] = scalings.failure_reason(exc)
     return results

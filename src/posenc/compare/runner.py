@@ -35,6 +35,7 @@ from rich.progress import (
 from posenc.compare.executor import Executor
 from posenc.compare.work import execute
 from posenc.core.errors import PosencError
+from posenc.records.benchmark_scalings import FAILED_KEY
 from posenc.records.files import read_record_file
 from posenc.records.provenance import changes, code_of, encodings_of
 from posenc.records.spec import RunSpec
@@ -211,10 +212,14 @@ def _ended(result: Any) -> str:
     if isinstance(result, BaseException):
         return f"failed ({type(result).__name__})"
     training = result.get("train", result) if isinstance(result, dict) else {}
+    failed = result.get(FAILED_KEY) if isinstance(result, dict) else None
+    said = (
+        f"; the evaluation of {', '.join(failed)} failed (its other evaluations are kept)" if failed else ""
+    )
     if training.get("converged"):
-        return f"converged at step {training.get('steps_to_converge', training.get('steps', '?'))}"
+        return f"converged at step {training.get('steps_to_converge', training.get('steps', '?'))}{said}"
     if "converged" in training:
-        return f"not converged in {training.get('steps', '?')} steps"
+        return f"not converged in {training.get('steps', '?')} steps{said}"
     return "done"  # work that does not train (a posenc extend cell)
 
 

@@ -32,6 +32,7 @@ from posenc.compare.evaluation import evaluate
 from posenc.compare.trainer import Progress, no_progress, train
 from posenc.encoding.base import PositionalEncoding
 from posenc.nn.transformer import Transformer
+from posenc.records.benchmark_scalings import FAILED_KEY
 from posenc.records.models import build_model
 from posenc.records.provenance import code_of
 from posenc.records.spec import WEIGHTS_KEY, RunSpec
@@ -94,7 +95,8 @@ def execute(spec: RunSpec, progress: Progress = no_progress) -> dict[str, Any]:
     progress(spec.train.steps - training["steps"])  # a converged run gives back its unused steps
     weights = weights_bytes(model)
     tic = time.perf_counter()
-    evaluation = evaluate(model, spec, progress)
+    failed: dict[str, str] = {}  # a scaling whose evaluation failed: why (the others are kept)
+    evaluation = evaluate(model, spec, progress, failed)
     payload: dict[str, Any] = {
         "num_parameters": model.num_parameters(),
         "train": training,
@@ -111,6 +113,8 @@ def execute(spec: RunSpec, progress: Progress = no_progress) -> dict[str, Any]:
         "code": code,
         WEIGHTS_KEY: weights,
     }
+    if failed:
+        payload[FAILED_KEY] = failed
     if spec.task == "lm":
         payload["data"] = text.stdlib_corpus().describe()
     else:

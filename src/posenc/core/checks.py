@@ -90,8 +90,11 @@ def check_float(
 
 
 def did_you_mean(value: Any, choices: Any, *, cutoff: float = 0.6) -> str:
-    """``"; did you mean 'x'?"`` for the choice closest to ``value``, or ``""`` when none is close."""
-    hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=cutoff)
+    """``"; did you mean 'x'?"`` for the choice closest to ``value``, or ``""`` when none is close;
+    never ``value`` itself (a name refused for another reason than being unknown is no typo)."""
+    typed = str(value)
+    others = [str(c) for c in choices if str(c) != typed]
+    hint = difflib.get_close_matches(typed, others, n=1, cutoff=cutoff)
     return f"; did you mean {hint[0]!r}?" if hint else ""
 
 

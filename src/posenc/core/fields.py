@@ -40,6 +40,13 @@ def plain_value(value: Any) -> Any:
     return value
 
 
+def _list_field(field: dataclasses.Field) -> bool:
+    """Whether the field's annotation is ``list[...]`` or ``list[...] | None``."""
+    text = field.type if isinstance(field.type, str) else str(field.type)
+    text = text.replace(" ", "").removesuffix("|None").removeprefix("None|")
+    return text.startswith("list[") and text.endswith("]")
+
+
 def _annotated(field: dataclasses.Field, name: str) -> bool:
     """Whether the field's annotation (a string under ``from __future__ import annotations``)
     is ``name`` or ``name | None`` (``float`` fields accept ints and keep them as floats)."""
@@ -57,6 +64,10 @@ class EncodingConfig:
     """
 
     def __post_init__(self) -> None:
+        # The given values in their normal form, written as the object is made (dataclasses have no
+        # converters; docs/architecture.md lists this write): plain Python values, so that configs
+        # compare, hash and round-trip to JSON; an int for a float field as a float; a tuple for a
+        # list field as a list.
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
             value = plain_value(getattr(self, f.name))
             if isinstance(value, int) and not isinstance(value, bool):
@@ -64,6 +75,8 @@ class EncodingConfig:
                     value = float(value) if abs(value) < 2**1023 else value
                 elif abs(value) > MAX_CONFIG_INT:  # sizes past 2**53 only overflow inside torch
                     raise PosencError(f"{f.name} must be an integer with |{f.name}| <= 2**53, got {value}")
+            elif isinstance(value, tuple) and _list_field(f):  # sections=(3, 5): [3, 5]
+                value = list(value)
             object.__setattr__(self, f.name, value)
         try:
             self.validate()

@@ -22,6 +22,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 import types
 import warnings
@@ -35,13 +36,17 @@ def _warn(message: str) -> None:
     """A DeprecationWarning attributed to the first frame outside the import machinery and posenc's
     alias code (the line that imported or read the old path)."""
     internal = (_HERE, sys.modules["posenc"].__file__, importlib.__file__)
+    package = os.path.dirname(sys.modules["posenc"].__file__ or "")
     frame: types.FrameType | None = sys._getframe(0)
     level = 1
     while frame is not None:
         name = frame.f_code.co_filename
         if "importlib" in name and "_bootstrap" in name:
             frame = frame.f_back  # warnings.warn skips the import system's frames itself
-        elif name in internal:
+        elif name in internal or (
+            frame.f_code.co_name == "__getattr__" and name.startswith(package + os.sep)
+        ):
+            # a package's __getattr__ that serves old paths (posenc.reference's) is alias code too
             frame, level = frame.f_back, level + 1
         else:
             break

@@ -134,7 +134,7 @@ class PluginGroup(Generic[T]):
 
     def register(self, name: str, cls: Any, *, replace: bool = False) -> T:
         name = check_name(name, self.noun)
-        cls = self.check(cls, f"the class registered as {name!r}")
+        cls = self.check(cls, f"the {self.noun} registered as {name!r}")
         if name in self.extra_names:
             raise PosencError(f"{name!r} is a built-in {self.noun}; register yours under another name")
         if name in self.builtins:
@@ -272,6 +272,19 @@ class PluginGroup(Generic[T]):
             f"unknown {self.noun} {name!r}{did_you_mean(name, names)} (valid: {', '.join(names)}; or an "
             "import spec 'package.module:Class')"
         )
+
+    def broken(self) -> dict[str, str]:
+        """The entry points that cannot be loaded (or take a built-in's name), by name: why, in one
+        line naming the entry point and its distribution. The others are loaded (and kept)."""
+        out = self.clashes_by_name()
+        for name, point in self.discover().items():
+            if name in out or name in self.registered:
+                continue
+            try:
+                self.load(name, point)
+            except PosencError as exc:
+                out[name] = str(exc)
+        return out
 
     def lookup(self, name: str) -> T | None:
         """The class of a registry name (not a spec), or None when no entry has that name."""

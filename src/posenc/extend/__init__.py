@@ -205,7 +205,7 @@ def _check_scalings(
             )
         for length in sorted({*protocol.lengths, *protocol.passkey.lengths}):
             try:
-                rope_scaling.Scaling.parse(entry.at(length, context, longrope), dim=dim)
+                rope_scaling.Scaling.parse(entry.at(length, context, longrope), dim=dim).probe(base=base)
             except PosencError as exc:
                 raise PosencError(f"--scalings {entry.key} at {length} tokens: {exc}") from None
             sc.check_equivalent(entry, length, context, dim=dim, base=base, longrope=longrope)

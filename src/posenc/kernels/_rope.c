@@ -22,7 +22,7 @@
  *   AVX-512 BF16 conversion flushes subnormal results to zero, which torch does not);
  *   - otherwise plain C loops (the compiler's own vectorisation).
  * The same scalar loops finish every row whose pair count is not a whole number of steps.
- * All variants give the same bits (tests/unit/kernels/test_rope_isa.py builds each and checks).
+ * All variants give the same bits (tests/unit/kernels/test__build.py builds each and checks).
  *
  * Calling convention: one pointer to int64 words, JOB_WORDS per job, and a job count (q and
  * k in one call). Passing one array instead of ~20 scalars keeps the foreign call itself

@@ -48,8 +48,8 @@ that does not grow with ``i * j``:
 encoding, the mode (forward, or with a backward pass), the dtype and the length; a flex choice
 the call cannot take (a mask, dropout) runs chunked.
 
-All are tested against dense SDPA on full tensors (tests/unit/kernels/test_kernels.py,
-test_flex.py, test_bias_paths.py).
+All are tested against dense SDPA on full tensors (tests/unit/kernels/test_bias_attention.py,
+test_blocked.py, test_mlp_bias.py, test_bias_paths.py).
 """
 
 from __future__ import annotations

@@ -114,8 +114,15 @@ class TransformerConfig:
     scale_embeddings: bool | None = None
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):  # NumPy scalars -> Python values, so to_dict() is JSON
-            object.__setattr__(self, f.name, plain_value(getattr(self, f.name)))
+        # The given values in their normal form, written as the config is made (dataclasses have no
+        # converters; docs/architecture.md lists this write): NumPy scalars as Python values, so
+        # that to_dict() is JSON, dicts as private copies, an encoding read from JSON (a dict) as
+        # the Schedule it stands for.
+        for f in dataclasses.fields(self):
+            value = plain_value(getattr(self, f.name))  # a dict comes back a new dict
+            if f.name == "encoding" and isinstance(value, dict):  # from to_dict() / JSON
+                value = Schedule.from_dict(value)
+            object.__setattr__(self, f.name, value)
         check_int("vocab_size", self.vocab_size, minimum=1)
         check_int("d_model", self.d_model, minimum=1)
         check_int("num_heads", self.num_heads, minimum=1)
@@ -138,7 +145,6 @@ class TransformerConfig:
             raise PosencTypeError(
                 f"encoding_config must be a dict, got {type(self.encoding_config).__name__}"
             )
-        object.__setattr__(self, "encoding_config", dict(self.encoding_config))  # private copy
         kind = self._check_encoding()
         check_choice("combine", self.combine, COMBINES)
         check_choice("inject", self.inject, INJECTS)
@@ -152,8 +158,6 @@ class TransformerConfig:
     def _check_encoding(self) -> str:
         """Check ``encoding`` against the rest of the config; its kind ("per-layer" for a schedule).
         A name (unknown ones raise PosencError with a suggestion) or a class is resolved once, here."""
-        if isinstance(self.encoding, dict):  # from to_dict() / JSON
-            object.__setattr__(self, "encoding", Schedule.from_dict(self.encoding))
         if isinstance(self.encoding, Schedule):
             kind = "per-layer"
             if self.encoding.num_layers != self.num_layers:

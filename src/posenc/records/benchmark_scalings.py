@@ -63,7 +63,7 @@ from typing import Any, NoReturn
 
 from posenc.core.checks import did_you_mean
 from posenc.core.errors import PosencError
-from posenc.encoding.rotary.scaling import ORIGINAL, ROPE_SCALINGS, RopeScaling
+from posenc.encoding.rotary.scaling import ORIGINAL, ROPE_SCALINGS, RopeScaling, Scaling, broken_scalings
 
 #: YaRN's own setting (Peng et al. 2023, Llama 2): head_dim, base, L0, beta_fast, beta_slow.
 YARN_REFERENCE = (128, 10000.0, 4096, 32.0, 1.0)
@@ -72,12 +72,21 @@ PLAIN = "none"  # posenc extend's plain RoPE
 MAX_FACTOR = 1024.0  # posenc extend's largest factor
 
 
+def _known(name: str) -> bool:
+    """``name`` is a scaling of the registry that loads (a broken entry point is not: it blocks no
+    other name; :func:`_refuse_name` says what is wrong with it when it is the name asked for)."""
+    try:
+        return name in ROPE_SCALINGS
+    except PosencError:
+        return False
+
+
 def _form(name: str) -> tuple[str, bool]:
     """``(rope_type, per length)`` of a grid name (``none`` is plain RoPE's ``default``)."""
     if name == PLAIN:
         return "default", False
     base = name.removesuffix(DYNAMIC)
-    if base != name and name not in ROPE_SCALINGS and base in ROPE_SCALINGS:
+    if base != name and not _known(name) and _known(base):
         return base, True
     return name, False
 
@@ -232,12 +241,12 @@ def forms(*, checkpoint: bool = False) -> str:
 def _canonical(name: str) -> str:
     """A grid name as the vocabulary spells it: case and ``_`` as written elsewhere
     (``YaRN``, ``dynamic_yarn``) and ``dynamic-TYPE`` for ``TYPE-dynamic``."""
-    if name == PLAIN or name in ROPE_SCALINGS:
+    if name == PLAIN or _known(name):
         return name
     name = name.lower().replace("_", "-")
-    if name == PLAIN or name in ROPE_SCALINGS:
+    if name == PLAIN or _known(name):
         return name
-    if name.startswith("dynamic-") and name.removeprefix("dynamic-") in ROPE_SCALINGS:
+    if name.startswith("dynamic-") and _known(name.removeprefix("dynamic-")):
         return name.removeprefix("dynamic-") + DYNAMIC  # dynamic-yarn: posenc extend's first spelling
     return name
 
@@ -258,7 +267,7 @@ def parse_grid(
     rope_type, per_length = _form(name)
     takes = not per_length and _takes_factor(rope_type)
     if sep and not takes:
-        raise PosencError(f"{head}: {name} takes no factor")
+        raise PosencError(f"{head}: {name} takes no factor{_declared(rope_type, per_length)}")
     if not takes:
         return [BenchmarkScaling(name, None, text)]
     if not sep and not factors:
@@ -278,9 +287,24 @@ def parse_grid(
     return [BenchmarkScaling(name, factor, text) for factor in chosen]
 
 
+def _declared(rope_type: str, per_length: bool) -> str:
+    """Why a scaling written ``NAME:FACTOR`` takes no factor: the keys it declares."""
+    if per_length:
+        return " (its factor is chosen per length)"
+    if rope_type == "default":
+        return ""
+    keys = ROPE_SCALINGS[rope_type].takes
+    if "factor" in keys:  # its keys are not the benchmark's to choose (missing_keys)
+        return " (its keys, the factor among them, come from a checkpoint's config that carries the scaling)"
+    return f" (its RopeScaling declares {'the keys ' + ', '.join(keys) if keys else 'no keys'}, not 'factor')"
+
+
 def _refuse_name(head: str, name: str, valid: list[str], checkpoint: bool) -> NoReturn:
-    """A name the grid does not take, said with why (a scaling no benchmark can build, plain RoPE in
-    ``posenc compare``) or the closest valid one."""
+    """A name the grid does not take, said with why (an entry point that cannot be loaded, a scaling
+    no benchmark can build, plain RoPE in ``posenc compare``) or the closest valid one."""
+    broken = broken_scalings().get(name)
+    if broken is not None:
+        raise PosencError(f"{head}: {broken}")
     if not checkpoint and name in ROPE_SCALINGS and name != "default" and missing_keys(name):
         why = ROPE_SCALINGS[name].cannot_build or "values a benchmark cannot choose for the models it trains"
         raise PosencError(
@@ -358,11 +382,41 @@ def scaling_dict(
     return out
 
 
+def probe(
+    scaling: BenchmarkScaling, *, dim: int, base: float, original: int, lengths: tuple[int, ...]
+) -> None:
+    """Run ``scaling`` as ``posenc compare`` builds it (:func:`scaling_dict`) for a model of rotated
+    dimension ``dim``, RoPE base ``base`` and trained length ``original``, at each of ``lengths``
+    (the sequence lengths its evaluation reads), so that a scaling from outside posenc that raises or
+    returns NaN or a wrong shape is refused when a profile names it, before any run
+    (:meth:`posenc.encoding.rotary.scaling.Scaling.probe`; posenc's own are not run here)."""
+    if scaling.per_length:  # its factor, hence its keys, change with the length
+        for length in lengths:
+            at = scaling_dict(scaling, dim=dim, base=base, original=original, seq_len=length)
+            Scaling.parse(at, dim=dim).probe(base=base)
+        return
+    typed = Scaling.parse(scaling_dict(scaling, dim=dim, base=base, original=original), dim=dim)
+    typed.probe(base=base, lengths=(None, *lengths) if typed.length_dependent else (None,))
+
+
 def finetune_length(scaling: BenchmarkScaling, train_len: int) -> int:
     """The target length a scaling is fine-tuned at: factor x L_train."""
     if scaling.factor is None:
         raise PosencError(f"{scaling.text} is not fine-tuned")
     return int(round(scaling.factor * train_len))
+
+
+#: The key of a ``posenc compare`` result that holds the scalings whose evaluation failed, each with
+#: why (``{"halfscale:2": "PosencError: ..."}``): such a scaling has no entry in the result's ``eval``,
+#: and the run keeps every other evaluation.
+FAILED_KEY = "failed_scalings"
+MAX_REASON = 500  # characters of a failed evaluation's reason
+
+
+def failure_reason(exc: BaseException) -> str:
+    """Why one scaled evaluation failed, in one line: ``Type: message``."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
 
 
 #: YaRN's per-length form, as profiles and records spell it (``yarn-dynamic``).
@@ -386,8 +440,10 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BenchmarkScaling",
     "DYNAMIC_YARN",
+    "FAILED_KEY",
     "MAX_FACTOR",
     "YARN_REFERENCE",
+    "failure_reason",
     "finetune_length",
     "for_task",
     "forms",
@@ -395,6 +451,7 @@ __all__ = [
     "names",
     "parse",
     "parse_grid",
+    "probe",
     "scaling_dict",
     "types",
     "yarn_betas",

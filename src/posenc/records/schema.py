@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from posenc.records.benchmark_scalings import FAILED_KEY
 from posenc.records.spec import RunSpec
 
 
@@ -93,8 +94,13 @@ def result_problem(result: Any, spec: RunSpec) -> str | None:
     if not evaluation:
         return "result has no evaluation (result.eval is empty)"
     expected = {"default", *spec.scalings}
-    if set(evaluation) != expected:
-        return f"result.eval has variants {sorted(evaluation)}, expected {sorted(expected)}"
+    failed = result.get(FAILED_KEY, {})
+    problem = _failed_problem(failed, spec)
+    if problem:
+        return problem
+    if set(evaluation) | set(failed) != expected or set(evaluation) & set(failed):
+        said = f" and failed scalings {sorted(failed)}" if failed else ""
+        return f"result.eval has variants {sorted(evaluation)}{said}, expected {sorted(expected)}"
     lm = spec.task == "lm"
     lengths = list(spec.eval.lm_lengths if lm else spec.eval.lengths)
     for variant, ev in evaluation.items():
@@ -110,6 +116,19 @@ def result_problem(result: Any, spec: RunSpec) -> str | None:
         problem = _lm_problem(where, ev, spec) if lm else _task_problem(where, ev, spec)
         if problem:
             return problem
+    return None
+
+
+def _failed_problem(failed: Any, spec: RunSpec) -> str | None:
+    """``result.failed_scalings``: the run's scalings whose evaluation failed, each with why."""
+    where = f"result.{FAILED_KEY}"
+    if not isinstance(failed, dict):
+        return f"{where} is not a JSON object"
+    for name, reason in failed.items():
+        if name not in spec.scalings:
+            return f"{where} names {name!r}, which is not a scaling of the run"
+        if not isinstance(reason, str):
+            return f"{where}.{name} is not a text (why it failed)"
     return None
 
 

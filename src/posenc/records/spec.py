@@ -200,6 +200,8 @@ class RunSpec(HoldsEncodingClass):
     def __post_init__(self, encoding_class: Any) -> None:
         self._hold_class(encoding_class)
         if self.model.scale_embeddings is None:  # as the encoding's paper: resolved once, here
+            # the spec holds the setting it trains with (its identity, label and record say it),
+            # written as the spec is made (docs/architecture.md lists this write)
             scaled = self.paper_setting().scale_embeddings
             object.__setattr__(self, "model", dataclasses.replace(self.model, scale_embeddings=scaled))
 

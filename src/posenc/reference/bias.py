@@ -1,11 +1,12 @@
-"""NumPy float64 references for the bias family (no torch here).
+"""NumPy float64 references for the bias family, ``posenc.encoding.bias`` (no torch here).
 
 Each function takes integer query positions ``q (i,)`` or ``(b, i)`` and key positions
 ``k (j,)`` or ``(b, j)`` and returns the bias ``(h, i, j)`` (or ``(b, h, i, j)``) added to
 the scaled attention scores. Written to be read next to the papers; loops are kept
 where they make the definition plainer than a vectorised form would.
 
-Axis legend: b batch, h heads, i query positions, j key positions.
+Axis legend: b batch, h heads, i query positions, j key positions. 2-D ALiBi takes coordinates
+``(i, a)`` and ``(j, a)`` instead, ``-1`` on every axis of a token meaning "no grid position".
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import math
 import numpy as np
 
 from posenc.core.errors import PosencError
+from posenc.reference._coordinates import coordinates as _coords
 
 __all__ = [
     "alibi",
+    "alibi_2d",
     "alibi_slopes",
     "fire",
     "kerple_log",
@@ -198,3 +201,20 @@ def sandwich(
         profile += np.cos(d / base ** (2.0 * kk / embed_dim))
     profile -= embed_dim / 2
     return _with_heads([profile / (8.0 * h / num_heads) for h in range(1, num_heads + 1)])
+
+
+# --- 2-D ALiBi: positions with axes -----------------------------------------------------------
+
+
+def alibi_2d(q_coords: np.ndarray, k_coords: np.ndarray, num_heads: int) -> np.ndarray:
+    """2-D ALiBi (Fuller et al. 2023, CROMA): ``B[h, i, j] = -m_h ||p_i - p_j||_2`` with ALiBi's
+    slopes; 0 to and from tokens without a position. ``(i, a)``, ``(j, a)`` -> ``(h, i, j)``."""
+    q, q_present = _coords(q_coords)
+    k, k_present = _coords(k_coords)
+    slopes = alibi_slopes(num_heads)
+    out = np.zeros((num_heads, len(q), len(k)))
+    for i in range(len(q)):
+        for j in range(len(k)):
+            if q_present[i] and k_present[j]:
+                out[:, i, j] = -slopes * np.sqrt(np.sum((q[i] - k[j]) ** 2))
+    return out

@@ -58,7 +58,13 @@ def decide_questions(
     reads after each look."""
     records = ResultStore(Path(out)).records(run_ids=run_ids, warn=lambda _: None)
     found = primary.block(records, questions, sequential)
-    return found or {"mode": "sequential", "questions": [], "undecided": [], "all_decided": False, "looks_done": []}
+    return found or {
+        "mode": "sequential",
+        "questions": [],
+        "undecided": [],
+        "all_decided": False,
+        "looks_done": [],
+    }
 
 
 def load_model(record_path: str | os.PathLike, *, trust_remote_code: bool = False):

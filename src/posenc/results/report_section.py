@@ -55,7 +55,7 @@ def _summary_html(summary: dict[str, Any]) -> str:
         f"<li><code>{html.escape(key)}</code>: {html.escape(text)}</li>"
         for key, text in summary.get("reasons", {}).items()
     )
-    why = f"<p>Why a cell is n.c. or k/N:</p><ul>{reasons}</ul>" if reasons else ""
+    why = f"<p>Why a cell is n.c., k/N or failed:</p><ul>{reasons}</ul>" if reasons else ""
     return table + f"<p><small>{html.escape(caption(summary))}</small></p>" + why
 
 

@@ -44,7 +44,8 @@ The module's parts: what a record gives a cell (its columns, buckets and per-uni
 (:mod:`posenc.results.pair_tests`) and the power of those tests (:mod:`posenc.results.power`); this
 module reads records into cells, pairs and columns with them, and re-exports their names.
 
-How well this holds is measured, not assumed: ``tests/unit/results/test_stats_coverage.py`` simulates known
+How well this holds is measured, not assumed: ``tests/unit/results/test_intervals.py`` (and
+``test_pair_tests.py``, ``test_power.py``) simulates known
 populations (binary examples with seed and example effects on the logit scale, continuous
 per-example values) at 3, 5 and 10 seeds and checks the coverage of the 95% intervals and the
 error rate of the corrected tests; docs/benchmark.md gives the table, including the designs it

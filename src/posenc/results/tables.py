@@ -47,11 +47,13 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from posenc.records.benchmark_scalings import FAILED_KEY
 from posenc.results import primary, stats
 from posenc.results.lengths import ratios as length_ratios
 from posenc.results.stats import BUCKETS, METHOD
 
 NOT_CONVERGED = "n.c."
+FAILED = "failed"  # a scaled evaluation that raised (the run's other evaluations are kept)
 
 
 def _num(x: Any) -> float:
@@ -167,7 +169,14 @@ def summarize(
         entry[f"{task}:seeds"] = len(rows)
         entry[f"{task}:converged"] = len(done)
         entry[f"{task}:lr"] = sorted({r["lr"] for r in rows})
-    tasks = sorted({task for _, task in per_run}, key=lambda t: (t == "lm", t))
+    failures = failed_evaluations(records)
+    for (label, task), failure in failures.items():
+        entry = table.setdefault(label, {"encoding": failure["encoding"]})
+        for column in stats.columns(task):
+            empty = stats.Cell(math.nan, math.nan, math.nan, 0, 0, 0).to_dict()  # no seed evaluated
+            entry.setdefault(f"{task}:{column}", empty)["failed"] = failure["seeds"]
+    failed = {f"{label} / {task}": failure["why"] for (label, task), failure in failures.items()}
+    tasks = sorted({task for _, task in [*per_run, *failures]}, key=lambda t: (t == "lm", t))
     order = sorted(table, key=lambda name: (name.count("["), name))
     not_converged = sorted(
         f"{r['label']} / {r['spec']['task']} / seed {r['spec']['seed']}"
@@ -189,7 +198,8 @@ def summarize(
         "test": stats.TEST,
         "correction": stats.CORRECTION,
         "not_converged": not_converged,
-        "reasons": not_converged_reasons(records),
+        "reasons": not_converged_reasons(records) | failed,
+        **({"failed_evaluations": failed} if failed else {}),
         "lm_data": lm_data(records),
         "columns": power,
         "rows": {name: table[name] for name in order},
@@ -271,6 +281,34 @@ def not_converged_reasons(records: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
+def failed_evaluations(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The scaled evaluations that failed (a scaling whose evaluation raised: the run kept its other
+    evaluations, :data:`posenc.records.benchmark_scalings.FAILED_KEY`), by ``(label, task)``:
+    ``{"seeds": how many, "encoding", "why"}`` (why said as the table's notes say it)."""
+    found: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
+    runs: dict[tuple[str, str], int] = defaultdict(int)
+    encoding: dict[tuple[str, str], str] = {}
+    for record in records:
+        failed = record["result"].get(FAILED_KEY, {})
+        for variant in record["spec"].get("scalings", ()):
+            key = (f"{record['label']}[{variant}]", record["spec"]["task"])
+            runs[key] += 1
+            if variant in failed:
+                found[key].append((record["spec"]["seed"], failed[variant]))
+                encoding[key] = record["spec"]["encoding"]
+    out = {}
+    for key, failures in sorted(found.items()):
+        seeds = ", ".join(str(seed) for seed, _ in sorted(failures))
+        why = "; ".join(sorted({reason for _, reason in failures}))
+        out[key] = {
+            "seeds": len(failures),
+            "encoding": encoding[key],
+            "why": f"evaluation failed in {len(failures)} of {runs[key]} seeds (seed {seeds}), the run's other "
+            f"evaluations kept: {why}",
+        }
+    return out
+
+
 def _below(value: float, threshold: float) -> str:
     """``value`` as a percentage that does not read as reaching ``threshold`` (98.9% of a 99% rule
     is "98.9%", not "99%")."""
@@ -301,7 +339,15 @@ def _speed(value: float | None) -> str:
 
 def format_cell(c: dict[str, Any] | None, percent: bool, sep: str = " ") -> str:
     """``"72% [65, 80]"`` / ``"1.04 [1.01, 1.08]"`` (``sep`` between mean and interval);
-    ``n.c.`` when no seed converged; a ``k/N`` suffix when only k of N seeds did."""
+    ``n.c.`` when no seed converged; a ``k/N`` suffix when only k of N seeds did; ``failed`` when
+    the evaluation failed in every seed (a scaling that raised), a ``(k failed)`` suffix when in k."""
+    failed = (c or {}).get("failed")
+    if failed:
+        return (
+            FAILED
+            if not c or not c.get("runs")
+            else format_cell({**c, "failed": 0}, percent, sep) + f" ({failed} failed)"
+        )
     if not c or not c.get("runs"):
         return "-"
     if not c["n"]:
@@ -452,11 +498,17 @@ def caption(summary: dict[str, Any], *, per_task: bool = False) -> str:
     dropped = dropped_columns(summary)
     if dropped:
         text += f" Columns with no significant pair, left out: {', '.join(dropped)}."
+    if any(isinstance(c, dict) and c.get("failed") for e in summary["rows"].values() for c in e.values()):
+        text += (
+            f" {FAILED} = the scaling's evaluation raised (the run kept its other evaluations); (k failed) = in k "
+            "seeds; why: under the table."
+        )
     return text
 
 
 def reasons_markdown(summary: dict[str, Any]) -> str:
-    """Why each n.c. / k/N cell is one, as Markdown bullets ('' when every run converged)."""
+    """Why each n.c. / k/N / failed cell is one, as Markdown bullets ('' when every run converged
+    and every evaluation ran)."""
     reasons = summary.get("reasons", {})
     return "".join(f"- `{key}`: {text}\n" for key, text in reasons.items())
 
@@ -540,6 +592,7 @@ def summary_csv(summary: dict[str, Any]) -> str:
                         "lr": " ".join(f"{lr:g}" for lr in entry.get(f"{task}:lr", [])),
                         "steps_to_converge": entry.get(f"{task}:steps_to_converge", math.nan),
                     }
+                    | ({"failed": c["failed"]} if c.get("failed") else {})  # seeds whose evaluation failed
                 )
     return _csv(rows)
 

@@ -1,4 +1,7 @@
-"""The benchmark machinery on the smoke profile: determinism, grid, store, summaries, report, CLI."""
+"""``posenc.compare.compare`` end to end on the smoke profile: a grid's records, summaries, report section
+and figures; what it checks before anything runs (the machine, the executor, classes only this process
+knows) and the configs it leaves beside the records. One run is ``test_work.py``, the grid
+``test_grid.py``, the command ``tests/unit/cli/test_compare_command.py``."""
 
 from __future__ import annotations
 
@@ -7,25 +10,30 @@ import dataclasses
 import io
 import json
 import math
-import pickle
+import sys
 
 import pytest
-from click.testing import CliRunner
+import torch
 
-import posenc
-from posenc.cli import main
+from posenc.compare import CONFIG_DIR, CONFIG_FILE, compare
 from posenc.compare.executor import LocalExecutor
-from posenc.compare.grid import RANDOMIZED_PAPER_MAX_LEN, build_grid, eval_length, train_length
-from posenc.compare.profile import PROFILES, get_profile
+from posenc.compare.grid import build_grid
+from posenc.compare.profile import (
+    PROFILES,
+    ProfileOptions,
+    get_profile,
+    load_profile,
+)
+from posenc.compare.ray_executor import INSTALL_HINT, RayNotInstalled
 from posenc.compare.runner import run_grid
-from posenc.compare.trainer import learning_rate
-from posenc.compare.work import execute
+from posenc.core.errors import PosencError
 from posenc.records.spec import RunSpec
 from posenc.records.store import ResultStore, checksum
 from posenc.results import claims as claims_module
-from posenc.results import stats, tables
+from posenc.results import stats, tables, write_outputs
 from posenc.results.claims import claims
 from posenc.results.report_section import render
+from posenc.tasks import task_registry
 
 SMOKE = get_profile("smoke")
 
@@ -36,162 +44,8 @@ def smoke_specs(**narrow) -> list[RunSpec]:
     return build_grid(SMOKE, **narrow).specs
 
 
-def _numbers(payload: dict) -> dict:
-    return {"loss": payload["train"]["loss"], "eval": payload["eval"]}
-
-
 # ---------------------------------------------------------------------------
-# Determinism and fairness.
-# ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("task", ["copy", "lm"])
-def test_same_seed_gives_identical_numbers_and_another_seed_does_not(task):
-    (spec,) = smoke_specs(encodings=("sinusoidal",), tasks=(task,))
-    first, second = execute(spec), execute(spec)
-    assert _numbers(first) == _numbers(second)
-    other = execute(dataclasses.replace(spec, seed=1))
-    assert other["train"]["loss"] != first["train"]["loss"]
-
-
-def test_every_encoding_sees_the_same_eval_data():
-    a, b = (execute(s) for s in smoke_specs(tasks=("copy",)))
-    assert a["eval"]["default"]["eval_data_sha256"] == b["eval"]["default"]["eval_data_sha256"]
-    assert a["eval"]["default"]["lengths"] == list(SMOKE.eval.lengths)
-
-
-def test_lm_run_records_python_version_and_data_hash():
-    (spec,) = smoke_specs(encodings=("nope",), tasks=("lm",))
-    payload = execute(spec)
-    data = payload["data"]
-    assert data["python_version"].count(".") == 2 and len(data["sha256"]) == 64
-    ev = payload["eval"]["default"]
-    assert ev["lengths"] == list(SMOKE.eval.lm_lengths)
-    assert ev["ratio_to_train"][ev["lengths"].index(SMOKE.lm_train.max_len)] == pytest.approx(1.0)
-    assert (
-        len(ev["loss_by_position"]["nats_per_byte"]) == SMOKE.eval.position_multiple * SMOKE.lm_train.max_len
-    )
-    assert len(ev["lastk"]["nats_per_byte"]) == len(SMOKE.eval.lastk_contexts)
-    assert payload["timing"]["steps_per_second"] > 0 and payload["timing"]["wall_seconds"] > 0
-
-
-def test_learning_rate_schedule():
-    (spec,) = smoke_specs(encodings=("nope",), tasks=("copy",))
-    spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, steps=200, warmup_steps=20))
-    lrs = [learning_rate(s, spec) for s in range(200)]
-    assert lrs[19] == pytest.approx(spec.train.lr)  # end of warm-up: peak
-    assert all(a < b for a, b in zip(lrs[:19], lrs[1:20]))  # linear warm-up rises
-    assert all(a >= b for a, b in zip(lrs[20:], lrs[21:]))  # cosine decays
-    assert lrs[-1] == pytest.approx(spec.train.min_lr_ratio * spec.train.lr, rel=1e-3)
-
-
-def test_rope_scalings_are_evaluated_without_retraining():
-    (spec,) = smoke_specs(encodings=("rope",), tasks=("lm",))
-    spec = dataclasses.replace(spec, scalings=("linear:2", "yarn:4"))
-    payload = execute(spec)
-    assert set(payload["eval"]) == {"default", "linear:2", "yarn:4"}
-    default, linear = payload["eval"]["default"], payload["eval"]["linear:2"]
-    assert default["nats_per_byte"] != linear["nats_per_byte"]  # the scaling changed the model's outputs
-
-
-def test_randomized_positions_variant_runs_and_differs():
-    (spec,) = smoke_specs(encodings=("sinusoidal",), tasks=("copy",))
-    rand = dataclasses.replace(spec, randomized_max_len=64)
-    assert rand.label == "sinusoidal+rand" and rand.run_id != spec.run_id
-    assert execute(rand)["train"]["loss"] != execute(spec)["train"]["loss"]
-
-
-# ---------------------------------------------------------------------------
-# Profiles and grids.
-# ---------------------------------------------------------------------------
-
-
-def test_quick_profile_meets_the_brief():
-    grid = build_grid(get_profile("quick"))
-    labels = {s.label for s in grid.specs}
-    # the five encodings the NoPE paper ranks, the ALiBi paper's four among them
-    assert labels == set(get_profile("paper-nope").encodings) == {"sinusoidal", "nope", "rope", "alibi", "t5"}
-    assert set(get_profile("paper-alibi").encodings) <= labels
-    # learned embeddings and randomized RoPE run in standard (quick's 10 minutes: docs/benchmark.md)
-    assert {"learned", "rope+rand"} <= {
-        s.label for s in build_grid(get_profile("standard"), tasks=("copy",)).specs
-    }
-    assert {s.task for s in grid.specs} == {"copy", "passkey", "lm"}
-    assert len(get_profile("quick").seeds) >= 3
-    rope_lm = [s for s in grid.specs if s.label == "rope" and s.task == "lm"]
-    assert rope_lm and all(s.finetune > 0 and "yarn:4" in s.scalings for s in rope_lm)
-    rope_copy = [s for s in grid.specs if s.label == "rope" and s.task == "copy"]
-    assert all(
-        "yarn:4" not in s.scalings and "dynamic:4" in s.scalings for s in rope_copy
-    )  # no fine-tune on tasks
-    assert all(s.encoding in posenc.ENCODINGS for s in grid.specs)
-
-
-def test_standard_covers_the_registry_and_full_adds_scaled_and_seeds():
-    standard = build_grid(get_profile("standard"), tasks=("copy",))
-    # every sequence encoding; the ones whose positions have axes (grids) run on the grid task
-    sequence = {name for name, cls in posenc.ENCODINGS.items() if cls.position_axes == 1}
-    assert {s.encoding for s in standard.specs} == sequence and len(sequence) >= 19
-    full = build_grid(get_profile("full"), tasks=("copy",))
-    assert {s.seed for s in full.specs} == {0, 1, 2, 3, 4}
-    assert all(len(p.seeds) >= 3 for p in PROFILES.values())
-    t5 = [s for s in full.specs if s.encoding == "t5" and s.seed == 0 and not s.randomized_max_len]
-    assert {s.variant for s in t5} == {"default", "scaled"}
-    scaled = next(s for s in t5 if s.variant == "scaled")
-    assert scaled.encoding_config["max_distance"] == train_length("copy", scaled.train)
-    assert {s.randomized_max_len for s in full.specs if s.encoding == "t5" and s.seed == 0} >= {
-        None,
-        RANDOMIZED_PAPER_MAX_LEN,
-    }
-
-
-def test_learned_table_keeps_untrained_rows_for_long_evaluation():
-    (spec,) = smoke_specs(encodings=("learned",), tasks=("copy",))
-    t_len = train_length("copy", spec.train)
-    e_len = eval_length("copy", spec.train, spec.eval)
-    assert spec.encoding_config == {"max_len": t_len, "extra_rows": e_len - t_len}
-    assert execute(spec)["eval"]["default"]["lengths"][-1] == SMOKE.eval.lengths[-1]  # no error, no clamp
-
-
-def test_unknown_names_are_rejected_with_the_parameter_named():
-    with pytest.raises(ValueError, match="encoding"):
-        build_grid(SMOKE, encodings=("ropee",))
-    with pytest.raises(ValueError, match="task"):
-        build_grid(SMOKE, tasks=("cpy",))
-    with pytest.raises(ValueError, match="profile"):
-        get_profile("quik")
-
-
-def test_spec_pickles_and_round_trips_through_json():
-    for spec in build_grid(get_profile("full"), tasks=("copy", "lm")).specs[:40]:
-        assert pickle.loads(pickle.dumps(spec)) == spec
-        again = RunSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
-        assert again == spec and again.run_id == spec.run_id
-    a, b = (
-        smoke_specs(encodings=("nope",), tasks=("copy",))[0],
-        smoke_specs(encodings=("nope",), tasks=("lm",))[0],
-    )
-    assert a.run_id != b.run_id
-    assert (
-        dataclasses.replace(a, threads=2, profile="x").run_id == a.run_id
-    )  # execution details are not identity
-
-
-def test_a_run_id_is_worked_out_once_and_not_carried_to_another_spec(monkeypatch):
-    spec = smoke_specs(encodings=("nope",), tasks=("copy",))[0]
-    calls = []
-    identity = RunSpec.identity
-    monkeypatch.setattr(RunSpec, "identity", lambda self: calls.append(1) or identity(self))
-    first = spec.run_id
-    assert [spec.run_id for _ in range(5)] == [first] * 5 and len(calls) == 1
-    other = dataclasses.replace(spec, seed=spec.seed + 1)
-    assert other.run_id != first and len(calls) == 2
-    assert pickle.loads(pickle.dumps(spec)).run_id == first
-    assert "_run_id" not in spec.to_dict() and "_run_id" not in spec.identity()
-
-
-# ---------------------------------------------------------------------------
-# Store, executor, summaries, report, CLI.
+# A grid run on the smoke profile: its records, its summaries, its report section.
 # ---------------------------------------------------------------------------
 
 
@@ -215,155 +69,11 @@ def test_records_are_complete_and_checksummed(smoke_results):
         assert rec["result"]["timing"]["steps_per_second"] > 0
 
 
-@pytest.mark.parametrize(
-    "damage",
-    [
-        lambda text: text[: len(text) // 2],  # truncated
-        lambda text: "{not json",  # bad JSON
-        lambda text: text.replace('"posenc.bench.run/1"', '"posenc.bench.run/0"'),  # wrong schema
-        lambda text: text.replace('"exact_match": [', '"exact_match": [0.5, ', 1),  # checksum mismatch
-        lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "result"}),  # missing key
-    ],
-)
-def test_corrupt_record_is_detected_and_redone(tmp_path, damage):
-    specs = smoke_specs(encodings=("nope",), tasks=("copy",))
-    store = ResultStore(tmp_path)
-    run_grid(specs, store, LocalExecutor(1), show_progress=False, log=lambda _: None)
-    path = store.path_for(specs[0])
-    good = path.read_text()
-    path.write_text(damage(good))
-    record, reason = store.load(specs[0])
-    assert record is None and reason
-    messages: list[str] = []
-    outcome = run_grid(specs, store, LocalExecutor(1), show_progress=False, log=messages.append)
-    assert outcome.redone and outcome.done == [specs[0].run_id]
-    assert any("corrupt" in m for m in messages)
-    redone = json.loads(path.read_text())
-    assert _numbers(redone["result"]) == _numbers(json.loads(good)["result"])
-    assert path.with_suffix(".json.corrupt").exists()  # kept aside, never trusted
-
-
-def _eval(record: dict) -> dict:
-    return record["result"]["eval"]
-
-
-MALFORMED = {  # checksum-valid records another posenc version could have written under the same run id
-    "eval is a string": lambda r: r["result"].update(eval="n/a"),
-    "eval is empty": lambda r: r["result"].update(eval={}),
-    "no exact_match": lambda r: _eval(r)["default"].pop("exact_match"),
-    "exact_match too short": lambda r: _eval(r)["default"].update(exact_match=[0.5]),
-    "exact_match holds text": lambda r: _eval(r)["default"]["exact_match"].__setitem__(0, "high"),
-    "other lengths": lambda r: _eval(r)["default"].update(lengths=[1, 2, 3, 4, 5, 6, 7]),
-    "no train loss": lambda r: r["result"]["train"].pop("loss"),
-    "timing is a list": lambda r: r["result"].update(timing=[]),
-    "no label": lambda r: r.pop("label"),
-}
-
-
-@pytest.fixture(scope="module")
-def copy_record(tmp_path_factory):
-    """One finished nope/copy run: (its spec, the record's text)."""
-    spec = smoke_specs(encodings=("nope",), tasks=("copy",))[0]
-    store = ResultStore(tmp_path_factory.mktemp("one"))
-    run_grid([spec], store, LocalExecutor(1), show_progress=False, log=lambda _: None)
-    return spec, store.path_for(spec).read_text()
-
-
-def _plant_malformed(root, spec, text, damage) -> dict:
-    """Write the record with ``damage`` applied and its checksum recomputed (so only the schema is wrong)."""
-    record = json.loads(text)
-    damage(record)
-    record["checksum"] = checksum(record)
-    path = ResultStore(root).path_for(spec)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record))
-    return record
-
-
-@pytest.mark.parametrize("what", list(MALFORMED))
-def test_checksum_valid_but_malformed_record_is_quarantined_and_redone(tmp_path, copy_record, what):
-    """Found: such a record crashed compare and report (AttributeError/KeyError) on every rerun,
-    or (eval: {}) silently dropped its seed from the table."""
-    spec, good = copy_record
-    _plant_malformed(tmp_path, spec, good, MALFORMED[what])
-    store = ResultStore(tmp_path)
-    record, reason = store.load(spec)
-    assert record is None and reason, what
-    assert store.records() == []  # never read as a result (and never crashes a reader)
-    messages: list[str] = []
-    outcome = run_grid([spec], store, LocalExecutor(1), show_progress=False, log=messages.append)
-    assert outcome.done == [spec.run_id] and [r for r, _ in outcome.redone] == [spec.run_id]
-    assert len([m for m in messages if "corrupt" in m]) == 1, messages  # one log line
-    assert store.path_for(spec).with_suffix(".json.corrupt").exists()
-    assert _numbers(json.loads(store.path_for(spec).read_text())["result"]) == _numbers(
-        json.loads(good)["result"]
-    )
-    summary = tables.summarize(store.records())
-    assert summary["rows"]["nope"]["copy:seeds"] == 1  # the seed is in the table, not dropped
-
-
-def test_report_and_summaries_skip_a_malformed_record_with_one_warning(tmp_path, copy_record):
-    spec, good = copy_record
-    _plant_malformed(tmp_path, spec, good, MALFORMED["eval is a string"])
-    warnings: list[str] = []
-    assert ResultStore(tmp_path).records(warn=warnings.append) == []
-    assert ResultStore(tmp_path).records(warn=warnings.append) == []  # the same file: said once
-    assert len(warnings) == 1 and "result.eval" in warnings[0] and str(spec.run_id) in warnings[0]
-    assert "<p>No finished runs" in render(tmp_path)  # the report section does not crash
-    result = CliRunner().invoke(main, ["compare", "--profile", "smoke", "--encodings", "nope", "--tasks", "copy",
-                                       "--seeds", "0", "--no-report", "--format", "json", "--out", str(tmp_path)])  # fmt: skip
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
-    assert data["outcome"]["redone"] and data["summary"]["rows"]["nope"]["copy:seeds"] == 1
-
-
-def test_a_huge_record_file_is_refused_unread(tmp_path, copy_record):
-    """A file far larger than any record (here a sparse 2 GiB one) is corrupt, not loaded."""
-    from posenc.records.files import MAX_RECORD_BYTES
-
-    spec, _ = copy_record
-    path = ResultStore(tmp_path).path_for(spec)
-    path.parent.mkdir(parents=True)
-    with open(path, "wb") as handle:
-        handle.truncate(max(2 << 30, MAX_RECORD_BYTES + 1))
-    record, reason = ResultStore(tmp_path).load(spec)
-    assert record is None and "larger than" in reason
-
-
 def test_finished_runs_are_skipped(smoke_results):
     outcome = run_grid(
         smoke_specs(), ResultStore(smoke_results), LocalExecutor(1), show_progress=False, log=lambda _: None
     )
     assert len(outcome.skipped) == 4 and not outcome.done
-
-
-def _double(spec, advance):  # module level: picklable for worker processes
-    advance(3)
-    if spec.seed == 13:
-        raise RuntimeError("boom")
-    return {"seed": spec.seed * 2}
-
-
-def test_process_pool_executor_yields_every_result_and_reports_failures():
-    base = smoke_specs(encodings=("nope",), tasks=("copy",))[0]
-    specs = [dataclasses.replace(base, seed=s) for s in (1, 2, 13)]
-    seen: list[int] = []
-    results = dict(
-        (spec.seed, result)
-        for spec, result in LocalExecutor(2).map(_double, specs, lambda s, u: seen.append(u))
-    )
-    assert results[1] == {"seed": 2} and results[2] == {"seed": 4}
-    assert isinstance(results[13], RuntimeError)
-    assert sum(seen) == 9
-
-
-def test_buckets_average_the_right_lengths():
-    # copy at n = 4, 6, 9, 12, 24 reads rows of 10, 14, 20, 26, 50 tokens; trained at n <= 6: 14
-    ratios = [t / 14 for t in (10, 14, 20, 26, 50)]
-    got = tables.bucket_values(ratios, [1.0, 0.5, 0.25, 0.75, 0.0])
-    assert math.isnan(got.pop("1.25x"))  # no row in (14, 17.5] tokens
-    assert got == {"in": 0.75, "1.5x": 0.25, "2x": 0.75, "4x": 0.0}
-    assert math.isnan(tables.bucket_values([10 / 14], [1.0])["2x"])
 
 
 def test_summary_table_csv_and_json(smoke_results):
@@ -425,36 +135,6 @@ def test_report_section_has_curves_table_and_claims(smoke_results):
     assert "<p>No finished runs" in render(smoke_results / "nowhere")
 
 
-def test_cli_compare_smoke_json_then_resume(tmp_path):
-    runner = CliRunner()
-    args = [
-        "compare",
-        "--profile",
-        "smoke",
-        "--encodings",
-        "nope",
-        "--out",
-        str(tmp_path),
-        "--format",
-        "json",
-    ]
-    first = runner.invoke(main, [*args, "--no-report"])
-    assert first.exit_code == 0, first.output
-    data = json.loads(first.stdout)
-    assert data["outcome"]["done"] == 6 and "nope" in data["summary"]["rows"]  # 3 seeds x (copy, LM)
-    assert data["summary"]["rows"]["nope"]["lm:seeds"] == 3
-    assert (tmp_path / "summary.csv").exists() and (tmp_path / "summary.json").exists()
-    assert (tmp_path / "runs.csv").exists()
-    info = json.loads((tmp_path / "run.json").read_text())
-    assert info["runs_done"] == 6 and info["wall_seconds"] > 0 and info["benchmark"] >= 2
-    second = json.loads(runner.invoke(main, [*args, "--no-report"]).stdout)
-    assert second["outcome"]["skipped"] == 6 and second["outcome"]["done"] == 0
-    bad = runner.invoke(
-        main, ["compare", "--profile", "smoke", "--encodings", "nopee", "--out", str(tmp_path)]
-    )
-    assert bad.exit_code == 2 and "nope" in bad.output
-
-
 def test_compare_writes_figures_the_section_page_and_calls_the_full_report(smoke_results, monkeypatch):
     import posenc.report.builder
     from posenc.results import write_outputs
@@ -489,31 +169,86 @@ def test_summaries_show_only_the_latest_grid_of_a_reused_directory(smoke_results
         (smoke_results / "grid.json").unlink()
 
 
-def test_a_scaling_evaluated_without_its_fine_tune_is_its_own_labelled_cell(tmp_path):
-    smoke = get_profile("smoke")
-    (spec,) = build_grid(smoke, encodings=("rope",), tasks=("lm",), seeds=(0,)).specs
-    assert "yarn:2" in spec.scalings and spec.finetune > 0
-    plain = dataclasses.replace(spec, finetune=0)
-    store = ResultStore(tmp_path)
-    outcome = run_grid([spec, plain], store, LocalExecutor(1), show_progress=False, log=lambda _: None)
-    assert len(outcome.done) == 2 and not outcome.failed
-    rows = tables.summarize(store.records())["rows"]
-    assert "rope[yarn:2]" in rows and "rope[yarn:2, no fine-tune]" in rows
+# ---------------------------------------------------------------------------
+# What `compare` checks before it runs, and what it leaves in the results directory.
+# ---------------------------------------------------------------------------
+
+
+def test_compare_names_the_machine_settings_as_the_caller_does(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cuda = load_profile("smoke", (), ProfileOptions(device="cuda"))
+    quiet = {"show_progress": False, "log": lambda _: None, "out": tmp_path / "out"}
+    with pytest.raises(PosencError, match=r"^--device cuda: no CUDA device here"):
+        compare(cuda, names={"device": "--device"}, **quiet)
+    with pytest.raises(PosencError, match=r"^device cuda: no CUDA device here"):
+        compare(cuda, **quiet)
+    with pytest.raises(PosencError, match=r"^--threads must be an integer in \[1, "):
+        compare("smoke", threads=0, names={"threads": "--threads"}, **quiet)
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
+def test_ray_not_installed_is_bad_input_from_the_library(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(RayNotInstalled) as caught:
+        compare("smoke", executor="ray", out=tmp_path / "out", show_progress=False, log=lambda _: None)
+    assert isinstance(caught.value, PosencError) and isinstance(caught.value, ImportError)
+    assert str(caught.value) == INSTALL_HINT and not (tmp_path / "out").exists()
+
+
+def test_config_toml_describes_the_grid_of_the_summaries_when_two_invocations_share_out(tmp_path):
+    """Found: two invocations on one --out left config.toml describing the other's grid. Here B runs
+    from start to end while A is between its runs and its summaries (the interleaving that did it)."""
+    out = tmp_path / "out"
+    base = dataclasses.replace(load_profile("smoke", ["tasks=['copy']", "encodings=['nope']"]), workers=1)
+    first, second = (dataclasses.replace(base, seeds=(seed,), name=f"seed{seed}") for seed in (0, 1))
+    quiet = dict(show_progress=False, log=lambda _: None)
+
+    def outputs_after_another_invocation(path, *, run_ids, profile, log):
+        compare(second, out=out, outputs=lambda p, **kw: write_outputs(p, report=False, **kw), **quiet)
+        return write_outputs(path, report=False, run_ids=run_ids, profile=profile, log=log)
+
+    compare(first, out=out, outputs=outputs_after_another_invocation, **quiet)
+    grid = json.loads((out / "grid.json").read_text())
+    stored = load_profile(out / CONFIG_FILE)
+    assert stored.seeds == (0,) and grid["profile"] == "seed0"
+    assert sorted(s.run_id for s in build_grid(stored).specs) == grid["run_ids"]
+    run = json.loads((out / "run.json").read_text())
     assert (
-        rows["rope[yarn:2]"]["lm:ratio_2x"]["runs"]
-        == 1
-        == rows["rope[yarn:2, no fine-tune]"]["lm:ratio_2x"]["runs"]
+        run["config"] == CONFIG_FILE
+        and (out / run["invocation_config"]).read_text() == (out / CONFIG_FILE).read_text()
     )
-    assert (
-        "rope[dynamic:2]" in rows and rows["rope[dynamic:2]"]["lm:ratio_2x"]["runs"] == 2
-    )  # no fine-tune needed
+    own = sorted(p.name for p in (out / CONFIG_DIR).iterdir())  # each invocation's own, both kept
+    assert len(own) == 2 and {load_profile(out / CONFIG_DIR / name).seeds for name in own} == {(0,), (1,)}
 
 
-def test_the_printed_table_shows_square_brackets_as_written(tmp_path):
-    """Labels (rope[dynamic:4]) and the caption ([one seed]) hold square brackets: printed as data,
-    never read as console markup (which dropped them)."""
-    result = CliRunner().invoke(main, ["compare", "--profile", "smoke", "--encodings", "nope", "--tasks", "copy",
-                                       "--seeds", "0", "--no-report", "--out", str(tmp_path)])  # fmt: skip
-    assert result.exit_code == 0, result.output
-    text = " ".join(result.output.split())  # the caption wraps at the console's width
-    assert "[one seed]: no interval" in text and "(rope, rope[dynamic:4], ...)" in text
+def test_a_class_only_this_process_knows_runs_in_this_process_only(tmp_path):
+    """A task registered from a function (or a notebook's __main__) cannot go to a worker: the grid
+    runs it in-process (one worker), and refuses more workers before anything runs."""
+    import torch
+
+    from posenc.compare import compare
+    from posenc.tasks import FIRST_SYMBOL
+
+    class Local(task_registry.Task):
+        description = "x; y = x"
+        vocab_size = FIRST_SYMBOL + 4
+        chance = 0.25
+
+        def example(self, n, generator):
+            x = torch.randint(0, 4, (n,), generator=generator) + FIRST_SYMBOL
+            return x, x.clone()
+
+    task_registry.register_task("local_task", Local)
+    try:
+        grid = build_grid(PROFILES["smoke"], encodings=("nope",), tasks=("local_task",), seeds=(0,))
+        assert grid.specs[0].task == "local_task" and grid.specs[0].imports == ()
+        assert "cannot be imported by another process" in grid.local_only[0]
+        kwargs = {"encodings": ("nope",), "tasks": ("local_task",), "seeds": (0, 1), "show_progress": False,
+                  "log": lambda _: None}  # fmt: skip
+        with pytest.raises(PosencError, match="cannot be imported by another process.*--workers 1"):
+            compare("smoke", out=tmp_path / "two", workers=2, **kwargs)
+        assert not (tmp_path / "two" / "runs").exists()
+        result = compare("smoke", out=tmp_path / "one", workers=1, **kwargs)
+        assert len(result.outcome.done) == 2 and not result.outcome.failed
+    finally:
+        task_registry.unregister_task("local_task")

@@ -9,9 +9,10 @@ import torch
 
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
-from posenc.compare.trainer import Checker, heldout_task_batch, plateaued
+from posenc.compare.trainer import Checker, heldout_task_batch, learning_rate, plateaued
 from posenc.compare.work import execute
 from posenc.records.models import build_model
+from posenc.records.spec import RunSpec
 from posenc.tasks import synthetic
 
 SMOKE = get_profile("smoke")
@@ -104,3 +105,19 @@ def test_a_converged_run_hands_back_its_unused_progress():
     execute(spec, lambda units, status=None: (seen.append(units), status and checks.append(status)))
     assert sum(seen) == spec.work_units()  # the bar reaches the end although training stopped early
     assert [c["step"] for c in checks] == [4]  # and the display heard of the one check
+
+
+def smoke_specs(**narrow) -> list[RunSpec]:
+    """The smoke grid, seed 0 only unless ``seeds`` is given (the profile has three)."""
+    narrow.setdefault("seeds", (0,))
+    return build_grid(SMOKE, **narrow).specs
+
+
+def test_learning_rate_schedule():
+    (spec,) = smoke_specs(encodings=("nope",), tasks=("copy",))
+    spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, steps=200, warmup_steps=20))
+    lrs = [learning_rate(s, spec) for s in range(200)]
+    assert lrs[19] == pytest.approx(spec.train.lr)  # end of warm-up: peak
+    assert all(a < b for a, b in zip(lrs[:19], lrs[1:20]))  # linear warm-up rises
+    assert all(a >= b for a, b in zip(lrs[20:], lrs[21:]))  # cosine decays
+    assert lrs[-1] == pytest.approx(spec.train.min_lr_ratio * spec.train.lr, rel=1e-3)

@@ -1,13 +1,75 @@
-"""Common random numbers across encodings: with SHARED_INIT every weight the encodings share starts
-equal within a seed (posenc.compare.work.share_initial_weights)."""
+"""One run (posenc.compare.work.execute) on the smoke profile: determinism, the same evaluation data for every encoding, what an LM run records, scalings evaluated without retraining, randomized positions; common random numbers across encodings (with SHARED_INIT every weight the encodings share starts equal within a seed)."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
 import torch
 
 from posenc.compare import work
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
+from posenc.compare.work import execute
+from posenc.records.spec import RunSpec
+
+SMOKE = get_profile("smoke")
+
+
+def smoke_specs(**narrow) -> list[RunSpec]:
+    """The smoke grid, seed 0 only unless ``seeds`` is given (the profile has three)."""
+    narrow.setdefault("seeds", (0,))
+    return build_grid(SMOKE, **narrow).specs
+
+
+def _numbers(payload: dict) -> dict:
+    return {"loss": payload["train"]["loss"], "eval": payload["eval"]}
+
+
+@pytest.mark.parametrize("task", ["copy", "lm"])
+def test_same_seed_gives_identical_numbers_and_another_seed_does_not(task):
+    (spec,) = smoke_specs(encodings=("sinusoidal",), tasks=(task,))
+    first, second = execute(spec), execute(spec)
+    assert _numbers(first) == _numbers(second)
+    other = execute(dataclasses.replace(spec, seed=1))
+    assert other["train"]["loss"] != first["train"]["loss"]
+
+
+def test_every_encoding_sees_the_same_eval_data():
+    a, b = (execute(s) for s in smoke_specs(tasks=("copy",)))
+    assert a["eval"]["default"]["eval_data_sha256"] == b["eval"]["default"]["eval_data_sha256"]
+    assert a["eval"]["default"]["lengths"] == list(SMOKE.eval.lengths)
+
+
+def test_lm_run_records_python_version_and_data_hash():
+    (spec,) = smoke_specs(encodings=("nope",), tasks=("lm",))
+    payload = execute(spec)
+    data = payload["data"]
+    assert data["python_version"].count(".") == 2 and len(data["sha256"]) == 64
+    ev = payload["eval"]["default"]
+    assert ev["lengths"] == list(SMOKE.eval.lm_lengths)
+    assert ev["ratio_to_train"][ev["lengths"].index(SMOKE.lm_train.max_len)] == pytest.approx(1.0)
+    assert (
+        len(ev["loss_by_position"]["nats_per_byte"]) == SMOKE.eval.position_multiple * SMOKE.lm_train.max_len
+    )
+    assert len(ev["lastk"]["nats_per_byte"]) == len(SMOKE.eval.lastk_contexts)
+    assert payload["timing"]["steps_per_second"] > 0 and payload["timing"]["wall_seconds"] > 0
+
+
+def test_rope_scalings_are_evaluated_without_retraining():
+    (spec,) = smoke_specs(encodings=("rope",), tasks=("lm",))
+    spec = dataclasses.replace(spec, scalings=("linear:2", "yarn:4"))
+    payload = execute(spec)
+    assert set(payload["eval"]) == {"default", "linear:2", "yarn:4"}
+    default, linear = payload["eval"]["default"], payload["eval"]["linear:2"]
+    assert default["nats_per_byte"] != linear["nats_per_byte"]  # the scaling changed the model's outputs
+
+
+def test_randomized_positions_variant_runs_and_differs():
+    (spec,) = smoke_specs(encodings=("sinusoidal",), tasks=("copy",))
+    rand = dataclasses.replace(spec, randomized_max_len=64)
+    assert rand.label == "sinusoidal+rand" and rand.run_id != spec.run_id
+    assert execute(rand)["train"]["loss"] != execute(spec)["train"]["loss"]
 
 
 def _specs(seed: int = 0) -> dict:

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import types
 import warnings
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def forget(old: str) -> None:
     holder = sys.modules.get(parent)
     if holder is not None and leaf in vars(holder) and getattr(holder, "__name__", "") != old:
         real = f"{holder.__name__}.{leaf}"
-        if vars(holder)[leaf] is not sys.modules.get(real):  # the import system set the alias there
+        given = vars(holder)[leaf]  # the import system set the alias there (never over a function)
+        if isinstance(given, types.ModuleType) and given is not sys.modules.get(real):
             delattr(holder, leaf)
 
 
@@ -118,6 +120,29 @@ def test_a_submodule_of_an_old_package_is_the_new_one():
 
     assert old_alibi is alibi
     assert [m.split(" ")[0] for m in deprecations(caught)] == ["posenc.bias", "posenc.bias.alibi"]
+
+
+def test_an_old_path_named_like_a_function_of_its_package_leaves_the_function():
+    """posenc.reference.hierarchical was a module and is the package's function ``hierarchical``:
+    importing the old path (now posenc.reference.absolute) must not put a module over the function."""
+    code = textwrap.dedent(
+        """
+        import warnings
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import posenc.reference
+        function = posenc.reference.hierarchical
+        import posenc.reference.hierarchical
+        from posenc.reference.hierarchical import hierarchical_sinusoidal
+        import posenc.reference.multiaxis
+        print(posenc.reference.hierarchical is function, callable(posenc.reference.hierarchical),
+              posenc.reference.multiaxis.sincos_axial is posenc.reference.sincos_axial)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True", "True"], result.stdout
 
 
 def test_only_the_tables_names_are_answered():

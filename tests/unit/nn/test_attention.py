@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from tests.tolerances import tol
 
 import posenc
+from posenc.core.axes import grid_positions
 from posenc.core.checks import check_int
 from posenc.core.fields import EncodingConfig
 from posenc.core.positions import document_ids_from_lengths, document_ids_from_positions
@@ -336,3 +337,32 @@ def test_bfloat16_follows_float64(name):
     assert out.dtype == torch.bfloat16
     expected = exact(x, padding_mask=left_padding_mask([6, 4], 6))
     torch.testing.assert_close(out.double(), expected, rtol=5e-2, atol=5e-2)
+
+
+# ---------------------------------------------------------------------------
+# Positions with axes: every path agrees.
+# ---------------------------------------------------------------------------
+
+
+def coords(*sizes: int, prefix: int = 0, start: int = 0) -> torch.Tensor:
+    return grid_positions(sizes, prefix=prefix, start=start)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("name", ["alibi_2d", "rope_mixed", "sincos_axial"])
+def test_attention_paths_agree_with_coordinates(name, causal):
+    from posenc.nn.attention import MultiHeadAttention
+
+    torch.manual_seed(0)
+    enc = posenc.build_for_model(name, d_model=16, num_heads=2)
+    plain = MultiHeadAttention(
+        16, 2, encoding=None if enc.kind == "additive" else enc, causal=causal, path="plain"
+    )
+    sdpa = MultiHeadAttention(
+        16, 2, encoding=None if enc.kind == "additive" else enc, causal=causal, path="sdpa"
+    )
+    sdpa.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 10, 16, dtype=torch.float64)
+    pos = coords(3, 3, prefix=1)
+    plain, sdpa = plain.double(), sdpa.double()
+    torch.testing.assert_close(plain(x, positions=pos), sdpa(x, positions=pos), **tol(torch.float64))

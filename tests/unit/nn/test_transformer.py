@@ -9,6 +9,8 @@ import torch
 from tests.tolerances import tol
 
 import posenc
+from posenc.core.axes import grid_positions, multimodal_positions
+from posenc.core.errors import PosencError
 from posenc.nn.transformer import Transformer, TransformerConfig
 
 NAMES = list(posenc.ENCODINGS)
@@ -290,3 +292,67 @@ def test_scale_embeddings_multiplies_tokens_by_sqrt_d_model():
     off = Transformer(TransformerConfig(vocab_size=11, d_model=16, num_heads=2, encoding="nope"))
     torch.testing.assert_close(on.token_embeddings(toks), on.tok_emb(toks) * 4.0)
     torch.testing.assert_close(off.token_embeddings(toks), off.tok_emb(toks))
+
+
+# ---------------------------------------------------------------------------
+# Positions with axes: coordinates through the model and its KV cache.
+# ---------------------------------------------------------------------------
+
+
+MULTI = [
+    name
+    for name in posenc.ENCODINGS
+    if posenc.build_for_model(name, d_model=24, num_heads=2).position_axes > 1
+]
+
+
+def coords(*sizes: int, prefix: int = 0, start: int = 0) -> torch.Tensor:
+    return grid_positions(sizes, prefix=prefix, start=start)
+
+
+@pytest.mark.parametrize("name", MULTI)
+def test_model_takes_coordinates_and_decodes_with_cache(name):
+    torch.manual_seed(0)
+    model = Transformer(
+        TransformerConfig(vocab_size=20, d_model=16, num_heads=2, num_layers=2, encoding=name)
+    )
+    model = model.double().eval()
+    a = model.encodings().__next__().position_axes
+    pos = multimodal_positions([2, (1, 2, 3), 2]) if a == 3 else coords(*([3] * a))[:, :10]
+    n = pos.shape[1]
+    tokens = torch.randint(0, 20, (2, n), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = model(tokens, positions=pos)
+        cache = model.new_cache()
+        steps = [model(tokens[:, :4], positions=pos[:, :4], cache=cache)]
+        steps += [model(tokens[:, t : t + 1], positions=pos[:, t : t + 1], cache=cache) for t in range(4, n)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), full, **tol(torch.float64))
+        # positions=None after coordinates: text continues on the diagonal past the largest one
+        nxt = model(tokens[:, :1], cache=cache)
+        top = int(pos.max()) + 1
+        explicit = model(torch.cat([tokens, tokens[:, :1]], 1),
+                         positions=torch.cat([pos, torch.full((1, 1, a), top)], 1))[:, -1:]  # fmt: skip
+        torch.testing.assert_close(nxt, explicit, **tol(torch.float64))
+        coordinates_differ = model(tokens, positions=pos * 2)
+    assert float((coordinates_differ - full).abs().max()) > 1e-9  # the coordinates are used
+
+
+def test_one_dimensional_encodings_refuse_coordinates_by_name():
+    model = Transformer(
+        TransformerConfig(vocab_size=10, d_model=16, num_heads=2, num_layers=1, encoding="rope")
+    )
+    with pytest.raises(
+        PosencError,
+        match=r"positions have 2 coordinates per token \(h, w\) but encoding RoPE takes sequence positions",
+    ):
+        model(torch.zeros(1, 4, dtype=torch.long), positions=coords(2, 2))
+    additive = Transformer(
+        TransformerConfig(vocab_size=10, d_model=16, num_heads=2, num_layers=1, encoding="sinusoidal")
+    )
+    with pytest.raises(PosencError, match="encoding Sinusoidal takes sequence positions"):
+        additive(torch.zeros(1, 4, dtype=torch.long), positions=coords(2, 2))
+    mrope = Transformer(
+        TransformerConfig(vocab_size=10, d_model=24, num_heads=2, num_layers=1, encoding="mrope")
+    )
+    with pytest.raises(PosencError, match=r"encoding MRoPE takes 3 \(t, h, w\)"):
+        mrope(torch.zeros(1, 4, dtype=torch.long), positions=coords(2, 2))

@@ -23,11 +23,11 @@ from posenc.core.errors import PosencError, PosencTypeError
 from posenc.tasks import FIRST_SYMBOL, Task, synthetic, task_registry
 
 SMOKE = get_profile("smoke")
-SPEC = "test_task_registry:Repeat"
+SPEC = f"{__name__}:Repeat"  # this module as pytest imports it (tests/ is on sys.path)
 
 
 class Repeat(Task):
-    """A task of this test module: y is x twice (importable by spec: this file is on sys.path)."""
+    """A task of this test module: y is x twice (importable by spec: the module is importable by its name)."""
 
     description = "n symbols out of 8; y = x x"
     vocab_size = FIRST_SYMBOL + 8

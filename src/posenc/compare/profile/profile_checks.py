@@ -27,21 +27,24 @@ from posenc.compare.profile.definition import (
     Resolved,
     dotted,
 )
+from posenc.compare.profile.geometry import eval_length, task_eval, train_length
 from posenc.compare.profile.question_checks import check_questions, fit_questions
 from posenc.compare.profile.variants import parse_variant
 from posenc.core.checks import did_you_mean
 from posenc.core.datafiles import MISSING, Where
 from posenc.core.errors import PosencError
 from posenc.core.plugins import is_spec
-from posenc.encoding.base import PositionalEncoding
+from posenc.encoding.base import PositionalEncoding, RotaryEncoding
 from posenc.nn.attention import check_kv_heads
 from posenc.nn.transformer import TransformerConfig
 from posenc.records import benchmark_scalings as scalings
+from posenc.records.benchmark_scalings import BenchmarkScaling
 from posenc.records.spec import LM_PROTOCOLS, TrainSpec
+from posenc.registry import BUILTINS as BUILTIN_ENCODINGS
 from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.registry import build_for_model, get_encoding_class
 from posenc.tasks import synthetic
-from posenc.tasks.task_registry import lengths_at_scales, task_names, validate_task
+from posenc.tasks.task_registry import lengths_at_scales, max_sequence_length, task_names, validate_task
 
 
 def checked(profile: Profile, where: KeySources) -> Profile:
@@ -67,6 +70,7 @@ def checked(profile: Profile, where: KeySources) -> Profile:
     _check_encoding_config(profile, classes, where)
     profile = fit_questions(profile, where)
     check_questions(profile, where)
+    _probe_scalings(profile, classes, parsed["scalings"], where)
     resolved = Resolved(classes=classes, scalings=parsed["scalings"], variants=parsed["variants"])
     return dataclasses.replace(profile, resolved=resolved)
 
@@ -312,6 +316,45 @@ def _check_encoding_config(
             build_for_model(name, d_model=model.d_model, num_heads=model.num_heads, causal=True, **config)
         except (ValueError, TypeError, OverflowError) as exc:  # PosencError is a ValueError
             raise where.error(key, MISSING, str(exc)) from None
+
+
+def _probe_scalings(
+    profile: Profile,
+    classes: dict[str, type[PositionalEncoding]],
+    parsed: dict[str, BenchmarkScaling],
+    where: Where,
+) -> None:
+    """Each scaling from outside posenc run as the grid's rotary runs will evaluate it, before any
+    run (:func:`posenc.records.benchmark_scalings.probe`): for each scaled rotary encoding of the
+    profile (``"all"``: posenc's own), built as the grid builds it, and each task's trained length
+    and evaluation lengths. One that raises or returns NaN or a wrong shape is one error naming
+    ``scalings`` and the scaling."""
+    if not parsed:
+        return
+    named = classes if profile.encodings is not None else BUILTIN_ENCODINGS
+    model = profile.model
+    geometries = set()
+    for name, cls in named.items():
+        if issubclass(cls, RotaryEncoding) and cls.supports_scaling:
+            try:
+                built: Any = build_for_model(cls, d_model=model.d_model, num_heads=model.num_heads, causal=True,
+                                             **profile.encoding_config.get(name, {}))  # fmt: skip
+            except Exception:  # noqa: BLE001  (an outside encoding that does not build: the contract says why)
+                continue
+            if hasattr(built, "rotary_dim") and hasattr(built.config, "base"):
+                geometries.add((int(built.rotary_dim), float(built.config.base)))
+    for task in profile.tasks:
+        train = profile.lm_train if task == "lm" else profile.task_train
+        ev = task_eval(task, train, profile.eval)
+        read = ev.lm_lengths if task == "lm" else tuple(max_sequence_length(task, n) for n in ev.lengths)
+        original = train_length(task, train)
+        lengths = tuple(sorted({original, *read, eval_length(task, train, profile.eval)}))
+        for text in (text for text, scaling in parsed.items() if task == "lm" or not scaling.needs_finetune):
+            for dim, base in sorted(geometries):
+                try:
+                    scalings.probe(parsed[text], dim=dim, base=base, original=original, lengths=lengths)
+                except PosencError as exc:
+                    raise where.error("scalings", text, f"{exc} (as a {task} run evaluates it)") from None
 
 
 #: Per kind of name: how it resolves and every valid one (read when needed: entry points stay lazy).

@@ -16,7 +16,7 @@ Both take coordinates ``(b, n, a)``, or sequence positions ``(b, n)`` on the dia
 :mod:`posenc.core.axes`); a token with coordinate ``-1`` on every axis (a class token) gets a zero
 vector, as MAE's class token does. Values are computed in float64 from the integer
 coordinates and cast to float32 last. The float64 NumPy references are in
-:mod:`posenc.reference.multiaxis`.
+:mod:`posenc.reference.absolute`.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ sentence or document boundaries instead, give explicit positions built with
 the encoding then sees exactly the (sentence, word) pairs you mean, as long as
 no segment is longer than ``segment_len``.
 
-The float64 NumPy reference is :func:`posenc.reference.hierarchical.hierarchical`.
+The float64 NumPy reference is :func:`posenc.reference.absolute.hierarchical`.
 """
 
 from __future__ import annotations

@@ -79,14 +79,24 @@ def _check_rotary_dim(rotary_dim: Any, head_dim: int, name: str = "rotary_dim") 
 # ---------------------------------------------------------------------------
 
 
+#: The context a length-dependent scaling is probed at when the encoding states none.
+PROBE_CONTEXT = 2048
+
+
 def _scaling_for(
-    scaling: dict | rope_scaling.Scaling | None, *, dim: int, max_position_embeddings: int | None
+    scaling: dict | rope_scaling.Scaling | None, *, dim: int, base: float, max_position_embeddings: int | None
 ) -> rope_scaling.Scaling:
     """``scaling`` typed and checked for the rotated dimension ``dim``: a Scaling already checked
-    for ``dim`` travels as it is (nothing is parsed again), anything else is parsed once."""
+    for ``dim`` travels as it is (nothing is parsed again), anything else is parsed once, and a
+    scaling from outside posenc is run for base ``base`` (:meth:`~posenc.encoding.rotary.scaling.Scaling.probe`:
+    within the context, and a length-dependent one at the context and four times it), so that one
+    that raises or returns NaN or a wrong shape is refused here, in one line naming it."""
     if isinstance(scaling, rope_scaling.Scaling) and scaling.dim == dim:
         return scaling
-    return rope_scaling.Scaling.parse(scaling, dim=dim, max_position_embeddings=max_position_embeddings)
+    parsed = rope_scaling.Scaling.parse(scaling, dim=dim, max_position_embeddings=max_position_embeddings)
+    context = max_position_embeddings or PROBE_CONTEXT
+    parsed.probe(base=base, lengths=(None, context, 4 * context) if parsed.length_dependent else (None,))
+    return parsed
 
 
 @dataclass(frozen=True)
@@ -122,7 +132,9 @@ class RoPEConfig(EncodingConfig):
         dim = self.resolved_rotary_dim()
         if self.scaling is None:
             return rope_scaling.Scaling("default", (), dim)
-        return _scaling_for(self.scaling, dim=dim, max_position_embeddings=self.max_position_embeddings)
+        return _scaling_for(
+            self.scaling, dim=dim, base=self.base, max_position_embeddings=self.max_position_embeddings
+        )
 
     def with_scaling(self, scaling: rope_scaling.Scaling) -> RoPEConfig:
         """This config holding ``scaling``, a Scaling checked for its rotated dimension (nothing is
@@ -218,7 +230,10 @@ class RoPE(RotaryEncoding):
         """``scaling`` parsed and checked for this encoding (its ``rotary_dim`` and context), not
         installed; a Scaling already checked for this ``rotary_dim`` is returned as it is."""
         return _scaling_for(
-            scaling, dim=self.rotary_dim, max_position_embeddings=self._config.max_position_embeddings
+            scaling,
+            dim=self.rotary_dim,
+            base=self._config.base,
+            max_position_embeddings=self._config.max_position_embeddings,
         )
 
     def _install(self, scaling: rope_scaling.Scaling) -> None:
@@ -236,14 +251,9 @@ class RoPE(RotaryEncoding):
         return self._dynamic
 
     def _compute(self, seq_len: int | None) -> tuple[torch.Tensor, float]:
+        # checked there: float64 (r/2,), finite and > 0; a scaling's own error names it
         inv_freq, attention_scaling = self._scaling.frequencies(base=self._config.base, seq_len=seq_len)
-        inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64).detach().cpu()  # (r/2,)
-        if inv_freq.shape != (self.rotary_dim // 2,):
-            raise PosencError(
-                f"scaling {self._scaling!r} returned inv_freq of shape {tuple(inv_freq.shape)}; "
-                f"expected ({self.rotary_dim // 2},)"
-            )
-        return inv_freq, float(attention_scaling)
+        return inv_freq.detach().cpu(), float(attention_scaling)
 
     def frequencies(self, max_position: int) -> tuple[torch.Tensor, float]:
         """``(inv_freq (r/2,) float64, attention_scaling)`` for a call whose largest position

@@ -19,7 +19,7 @@ Positions are ``(b, n, a)`` coordinates or ``(b, n)`` sequence positions on the 
 token). Angles are float64 from integer coordinates, cast last; the rotation is the fused kernel
 of :mod:`posenc.kernels.fused_rope` (the plain :func:`posenc.kernels.rotation.apply_rotary` where RoPE-Mixed's
 frequencies need gradients). ``cos_sin(positions, dtype)`` gives the tables, as RoPE's does.
-The float64 NumPy references are in :mod:`posenc.reference.multiaxis`.
+The float64 NumPy references are in :mod:`posenc.reference.rotary`.
 """
 
 from __future__ import annotations
@@ -187,8 +187,8 @@ class AxialRoPEConfig(EncodingConfig):
         check_choice("layout", self.layout, LAYOUTS)
         if self.sections is None:
             even_sections(d // 2, axes)
-        else:
-            object.__setattr__(self, "sections", check_sections("sections", self.sections, d // 2, axes))
+        else:  # a tuple is a list by now (EncodingConfig's normal form)
+            check_sections("sections", self.sections, d // 2, axes)
 
     def resolved_sections(self) -> list[int]:
         return (
@@ -237,9 +237,8 @@ class MRoPEConfig(EncodingConfig):
         check_float("base", self.base, minimum=1.0, exclusive_minimum=True)
         check_bool("mrope_interleaved", self.mrope_interleaved)
         check_choice("layout", self.layout, LAYOUTS)
-        if self.mrope_section is not None:
-            sections = check_sections("mrope_section", self.mrope_section, d // 2, 3, minimum=0)
-            object.__setattr__(self, "mrope_section", sections)
+        if self.mrope_section is not None:  # a tuple is a list by now (EncodingConfig's normal form)
+            check_sections("mrope_section", self.mrope_section, d // 2, 3, minimum=0)
 
     def resolved_section(self) -> list[int]:
         """``mrope_section``, or Qwen2-VL's proportions for this head_dim: 3/8 of the pairs for h and

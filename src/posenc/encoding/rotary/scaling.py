@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +69,7 @@ from posenc.core.errors import PosencError, PosencTypeError
 from posenc.core.plugins import PluginGroup, check_name, is_spec
 from posenc.core.sincos import inverse_frequencies
 from posenc.encoding.base import RotaryEncoding
+from posenc.encoding.rotary import scaling_checks as checks
 from posenc.encoding.rotary.formulas import (
     ORIGINAL,
     Params,
@@ -99,6 +100,7 @@ __all__ = [  # the formulas' public helpers are part of this module's face
     "RopeScaling",
     "Scaling",
     "apply_to_model",
+    "broken_scalings",
     "compute",
     "depends_on_seq_len",
     "describe",
@@ -145,12 +147,14 @@ ENTRY_POINT_GROUP = "posenc.rope_scalings"
 
 
 def check_scaling_spec(obj: Any, source: str) -> RopeScaling:
-    """``obj`` if it is a :class:`RopeScaling`, else a PosencTypeError naming ``source``."""
+    """``obj`` if it is a :class:`RopeScaling` whose function posenc can call
+    (:func:`~posenc.encoding.rotary.scaling_checks.check_signature`), else a PosencTypeError naming ``source``."""
     if not isinstance(obj, RopeScaling):
         raise PosencTypeError(
             f"{source} is {obj!r}, not a RoPE scaling: make it a posenc.encoding.rotary.scaling.RopeScaling "
             "(its function, paper and keys)"
         )
+    checks.check_signature(obj.compute, source)
     return obj
 
 
@@ -162,7 +166,13 @@ SCALINGS_GROUP: PluginGroup[RopeScaling] = PluginGroup(
 
 class _ScalingsView(Mapping[str, RopeScaling]):
     """Every RoPE scaling by ``rope_type``, live: built-ins, registered, entry points (an entry
-    point is imported when its name is looked up). Read-only: add yours with :func:`register_scaling`."""
+    point is imported when its name is looked up or the view is listed). Read-only: add yours with
+    :func:`register_scaling`.
+
+    An entry point that cannot be loaded (its module does not import, it is no :class:`RopeScaling`,
+    its function cannot be called as posenc calls it) is left out of the listing, alone
+    (:func:`broken_scalings` says why), so that it blocks no other scaling, no listing and no help
+    text; looking its name up raises the PosencError naming it."""
 
     def __getitem__(self, name: str) -> RopeScaling:
         if not isinstance(name, str) or is_spec(name):
@@ -173,16 +183,26 @@ class _ScalingsView(Mapping[str, RopeScaling]):
         return found
 
     def __iter__(self) -> Iterator[str]:
-        return iter(SCALINGS_GROUP.names())
+        return iter(SCALINGS_GROUP.all(on_error=_left_out))
 
     def __len__(self) -> int:
-        return len(SCALINGS_GROUP.names())
+        return len(SCALINGS_GROUP.all(on_error=_left_out))
 
     def __repr__(self) -> str:
         return f"ROPE_SCALINGS({list(self)})"
 
 
+def _left_out(message: str) -> None:
+    """A broken entry point, left out of a listing (:func:`broken_scalings` says why)."""
+
+
 ROPE_SCALINGS: Mapping[str, RopeScaling] = _ScalingsView()
+
+
+def broken_scalings() -> dict[str, str]:
+    """The entry points of ``posenc.rope_scalings`` that cannot be loaded, by name: why, in one line
+    naming the entry point and its distribution (one under a built-in's name included)."""
+    return SCALINGS_GROUP.broken()
 
 
 def register_scaling(name: str, scaling: RopeScaling | str, *, replace: bool = False) -> RopeScaling:
@@ -350,31 +370,51 @@ class Scaling:
     def frequencies(self, *, base: float, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
         """``(inv_freq float64 (dim/2,), attention_scaling)`` for RoPE base ``base`` (checked by
         the caller) at length ``seq_len`` (read by length-dependent scalings; None = within the
-        original context). The inputs are not checked again; an overflowing result is refused."""
+        original context). The inputs are not checked again; the result is
+        (:func:`~posenc.encoding.rotary.scaling_checks.checked_output`): an overflowing one of
+        posenc's own formulas is refused as such, and a scaling from outside posenc that raises or
+        returns NaN, a wrong shape or a wrong type is refused in one line naming it."""
+        builtin = self.rope_type in BUILTIN_SCALINGS
+        params = self.params
         try:
-            inv_freq, attention = self.spec(dim=self.dim, base=base, seq_len=seq_len, params=self.params)
+            result = self.spec(dim=self.dim, base=base, seq_len=seq_len, params=params)
         except OverflowError:
-            inv_freq, attention = torch.full((self.dim // 2,), math.nan), math.nan
-        # A factor/base so large that float64 overflows would give zero/inf frequencies or an
-        # inf attention scaling (silently inf or unrotated outputs): reject it, naming the keys.
-        inv = torch.as_tensor(inv_freq)
+            result = torch.full((self.dim // 2,), math.nan, dtype=torch.float64), math.nan
+        except Exception as exc:
+            if builtin:  # posenc's own formulas: a bug of posenc's, with its traceback
+                raise
+            where = checks.setting(dim=self.dim, base=base, seq_len=seq_len, params=params)
+            raise checks.raised(self.rope_type, exc, self.spec.takes, where) from exc
         if (
             torch.compiler.is_compiling()
         ):  # a length-dependent scaling traced in a graph: checked on the device
+            inv = torch.as_tensor(result[0], dtype=torch.float64)
             torch._assert_async(
                 torch.isfinite(inv).all() & (inv > 0).all(),
                 f"rope scaling {self.rope_type!r} overflows float64 at this length (frequencies out of range)",
             )
-            return inv_freq, attention
-        if not (
-            bool(torch.isfinite(inv).all() and (inv > 0).all())
-            and abs(attention) <= torch.finfo(torch.float32).max
-        ):
-            raise PosencError(
-                f"rope scaling {self.rope_type!r} with base={base} and {self.params} overflows float64/float32 "
-                "(frequencies or attention_factor out of range); use a smaller factor, base or attention_factor"
-            )
-        return inv_freq, attention
+            return inv, result[1]
+        # A factor/base so large that float64 overflows would give zero/inf frequencies or an
+        # inf attention scaling (silently inf or unrotated outputs): refused, naming the keys.
+        return checks.checked_output(
+            result,
+            name=self.rope_type,
+            dim=self.dim,
+            base=base,
+            seq_len=seq_len,
+            params=params,
+            builtin=builtin,
+        )
+
+    def probe(self, *, base: float, lengths: Iterable[int | None] = (None,)) -> None:
+        """Run a scaling from outside posenc at each of ``lengths`` (``seq_len``; None = within the
+        original context) for RoPE base ``base``, so that one that raises or returns NaN or a wrong
+        shape is refused where it is named, before any run (:meth:`frequencies` says how). posenc's
+        own scalings are tested formula by formula and are not run here."""
+        if self.rope_type in BUILTIN_SCALINGS:
+            return
+        for seq_len in dict.fromkeys(lengths):
+            self.frequencies(base=base, seq_len=seq_len)
 
     def reference(self, *, base: float, seq_len: int | None = None) -> tuple[np.ndarray, float]:
         """:meth:`frequencies` by the variant's NumPy float64 reference."""

@@ -41,7 +41,7 @@ from posenc.encoding.rotary.formulas import (
     yarn_bands,
     yarn_freqs,
 )
-from posenc.reference import rope_scaling as ref
+from posenc.reference import rotary as ref
 
 ScalingFn = Callable[..., tuple[torch.Tensor, float]]
 
@@ -83,7 +83,7 @@ class RopeScaling:
     # "max_position_embeddings" (that key only); None when the scaling has no L0.
     hf_original: str | None = None
     factor_from_context: bool = False  # a missing factor is max_position_embeddings / L0 (as HF)
-    # The NumPy float64 reference (posenc.reference.rope_scaling), fn(dim, base, **params[, seq_len]).
+    # The NumPy float64 reference (a rope_scaling_* of posenc.reference.rotary), fn(dim, base, **params[, seq_len]).
     reference: Callable[..., tuple[np.ndarray, float]] | None = None
     # A representative setting for rotated dim d with original context 2048 (conformance vectors).
     example: Callable[[int], Params] | None = None
