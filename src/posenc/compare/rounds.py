@@ -6,7 +6,7 @@ fixed before the first run and kept in ``run.json`` (:func:`plan_info`); a direc
 plan is refused (:func:`check_same_plan`), because a plan changed after looking at results spends an
 error rate it does not have. The first look runs the profile's grid at its first seeds (the table
 every profile publishes); each later look adds seeds for the questions' encodings and tasks only
-(:func:`questions_profile`: no other task, no RoPE scalings or variants), the seeds after the
+(:func:`questions_profile`: no other task, no RoPE scalings or variants), its new seeds after the
 profile's own (:func:`posenc.records.questions.look_seeds`). A look starts only if the time per unit of
 work measured on the looks so far says it ends within the budget (:func:`fits_budget`).
 """
@@ -43,7 +43,7 @@ def parse_budget(text: str | None) -> float | None:
 
 
 def plan_info(prof: Profile, questions: dict[str, Any]) -> dict[str, Any]:
-    """The plan as ``run.json`` keeps it: looks, spending, the seeds in the order looks take them, and
+    """The plan as ``run.json`` keeps it: looks, spending, every seed in the order looks take them, and
     the questions (a resumed run must find all of them unchanged)."""
     plan = prof.sequential
     return {
@@ -95,7 +95,7 @@ def questions_profile(prof: Profile) -> Profile:
 
 
 def new_seeds(prof: Profile, index: int) -> tuple[int, ...]:
-    """The seeds look ``index`` adds (the first look: all of its seeds)."""
+    """What seeds look ``index`` adds (the first look: all of its seeds)."""
     looks = prof.sequential.looks
     now = look_seeds(prof.seeds, looks[index])
     before = look_seeds(prof.seeds, looks[index - 1]) if index else ()

@@ -14,7 +14,7 @@ all-or-nothing ones included, and cannot go below ``2 / C(2n, n)`` or ``2 / 2^n`
 A :class:`SequentialSpec` fixes, before any run, after how many seeds the questions are looked at
 (``looks``) and how the error rate is spent over the looks (``spending``): ``posenc compare --until
 decided`` adds seeds look by look and stops once every question is decided (:mod:`posenc.results.sequential`).
-The seeds of a look are the first ``look`` of the profile's ``seeds``, continued by the integers after
+A look's seeds are the first ``look`` of the profile's ``seeds``, continued by the integers after
 its last (:func:`look_seeds`).
 """
 
@@ -103,7 +103,7 @@ def json_ready(obj: Any) -> dict[str, Any]:
 
 
 def look_seeds(seeds: tuple[int, ...] | list[int], look: int) -> tuple[int, ...]:
-    """The seeds of a look after ``look`` seeds: the first ``look`` of ``seeds``, continued by the
+    """A look's seeds after ``look`` seeds: the first ``look`` of ``seeds``, continued by the
     integers after the largest of them."""
     order = list(dict.fromkeys(int(s) for s in seeds))
     nxt = max(order, default=-1) + 1

@@ -56,7 +56,7 @@ def _matrix(records: Records, label: str, task: str, column: str) -> np.ndarray 
 
 def _pair(records: Records, a: str, b: str, task: str, column: str) -> tuple[Any, Any, bool] | None:
     """The two rows' seeds x units arrays as the tables compare them (paired within one set of trained
-    runs, over the seeds both converged on), and whether they are paired; None without runs."""
+    runs, over every seed both converged on), and whether they are paired; None without runs."""
     left, right = stats.collect(records, a, task, column)[0], stats.collect(records, b, task, column)[0]
     same = stats.group(records, a, task) == stats.group(records, b, task) and a != b
     if same:

@@ -6,7 +6,7 @@ Each question is one encoding against the profile's reference in one column (``a
 test over independent seeds (:func:`posenc.results.paired.independent_arrays`) or the paired t test
 over seeds paired by seed number (:func:`posenc.results.paired.paired_arrays`), each with the shared
 examples' part of the variance added, and with ``-exact`` its p-value never below the exact
-permutation or sign-flip test's of the seeds' means, which holds for any distribution of seed outcomes
+permutation or sign-flip test's of the per-seed means, which holds for any distribution of seed outcomes
 (all-or-nothing seeds included) and cannot fall below ``2 / C(2n, n)`` or ``2 / 2^n``.
 
 - **A fixed number of seeds** (:func:`fixed_block`): Holm's method over the family at ``alpha``; a
@@ -196,7 +196,7 @@ def _entry(q: Question, found: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def fixed_block(records: Records, declared: Questions) -> dict[str, Any]:
-    """The family tested once at the seeds run: each question's difference, interval, p-value, Holm-
+    """The family tested once at every seed run: each question's difference, interval, p-value, Holm-
     adjusted p-value and whether it is decided; each column's detectable difference; learned notes."""
     qs = questions_of(declared, records)
     found = [compare_question(records, q) for q in qs]
@@ -274,7 +274,7 @@ def sequential_block(
 
 
 def _decided_at(p: np.ndarray, plans: Sequence[sequential.SequentialPlan], alpha: float) -> list[int | None]:
-    """For each question of the family, the seeds of the first look at which it was decided (None: not
+    """For each question of the family, seeds per encoding at the first look at which it was decided (None: not
     decided): Holm's method recycled over the looks, step by step, each newly decided question at the
     level it was decided at (alpha over the questions then open); the decided set is
     :func:`posenc.results.sequential.decide_looks`'s."""
@@ -302,9 +302,11 @@ def block(
 ) -> dict[str, Any] | None:
     """The primary block of a summary: None without declared questions; with a plan that ran
     (``sequential_spec``: its ``looks``, ``spending`` and the profile's ``seeds``), the sequential
-    decisions, else the fixed test of the seeds run."""
+    decisions, else the fixed test of every seed run."""
     declared = Questions.from_dict(questions)
-    if not declared.declared or not questions_of(declared, records):
+    if not declared.declared or not any(r["label"] == declared.reference for r in records):
+        return None  # no questions, or a grid without the reference (--encodings left it out)
+    if not questions_of(declared, records):
         return None
     if sequential_spec:
         spec = SequentialSpec.from_dict(sequential_spec)
@@ -312,3 +314,35 @@ def block(
             seeds = [int(s) for s in sequential_spec.get("seeds") or ()]
             return sequential_block(records, declared, spec, seeds)
     return fixed_block(records, declared)
+
+
+def declared(info: dict[str, Any] | None) -> dict[str, Any]:
+    """The keyword arguments of :func:`summarize` a run's ``run.json`` (``info``) declares: its profile's
+    ``questions`` and, for a run of ``posenc compare --until decided``, its plan (``sequential``)."""
+    info = info or {}
+    until = info.get("until") if isinstance(info.get("until"), dict) else {}
+    return {"questions": info.get("questions"), "sequential": until.get("plan")}
+
+
+def summary_part(
+    records: Records, questions: Mapping[str, Any] | None, sequential_spec: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """What a summary holds of the declared questions (nothing without them): ``primary``, the family
+    decided as one (:func:`block`: tested once at every seed run, or look by look with the plan of a
+    ``--until decided`` run), and for such a run ``sequential`` (:func:`sequential_summary`)."""
+    decided = block(records, questions, sequential_spec)
+    if not decided:
+        return {}
+    if decided["mode"] != "sequential":
+        return {"primary": decided}
+    return {"primary": decided, "sequential": sequential_summary(decided)}
+
+
+def sequential_summary(block: dict[str, Any]) -> dict[str, Any]:
+    """What a ``--until decided`` run decided: its plan, the looks its records complete, each question's
+    decision (and seeds per encoding at the look that decided it), the undecided ones, and whether all are."""
+    keep = ("question", "decided", "decided_at", "diff", "p_looks")
+    return {
+        "plan": block["plan"], "looks_done": block["looks_done"], "all_decided": block["all_decided"],
+        "undecided": block["undecided"], "decisions": [{k: q[k] for k in keep} for q in block["questions"]],
+    }  # fmt: skip

@@ -100,7 +100,7 @@ def notes(block: dict[str, Any]) -> list[str]:
             for key, rows_ in learned.items()
         ]
         lines.append(
-            "Seeds that learned the bucket (a seed's mean at least 50%), where a row's seeds split: "
+            "Seeds that learned the bucket (a mean of at least 50% on that seed), where a row's seeds split: "
             + "; ".join(parts)
             + ". There the mean mixes seeds that learned and seeds that did not; only a test with an exact "
             "floor holds for such seeds."
@@ -129,7 +129,7 @@ def _mode_text(block: dict[str, Any]) -> str:
     return (
         f"Seeds added in looks (posenc compare --until decided): looks after {', '.join(map(str, plan['looks']))} "
         f"seeds per encoding, the error spent {plan['spending']} (Lan-DeMets) over them, so a question may stop "
-        f"early with its error rate held; looks done: {done}{left}. decided at: the seeds of the look at which "
+        f"early with its error rate held; looks done: {done}{left}. decided at: seeds per encoding at the look at which "
         "its p-value reached that look's level."
     )
 

@@ -76,14 +76,21 @@ class SequentialPlan:
     paired: bool = True
 
     def __post_init__(self) -> None:
-        looks = tuple(int(k) for k in self.looks)
-        if not looks or looks[0] < 3 or any(b <= a for a, b in zip(looks, looks[1:])):
-            raise PosencError(f"looks must be increasing seed counts, the first at least 3, got {self.looks}")
+        looks = self.looks
+        if (
+            not isinstance(looks, tuple)
+            or not all(isinstance(k, int) for k in looks)
+            or not looks
+            or looks[0] < 3
+            or any(b <= a for a, b in zip(looks, looks[1:]))
+        ):
+            raise PosencError(
+                f"looks must be increasing seed counts (a tuple of ints), the first at least 3, got {self.looks!r}"
+            )
         if not 0 < self.alpha < 1:
             raise PosencError(f"alpha must be in (0, 1), got {self.alpha}")
         if self.spending not in SPENDING:
             raise PosencError(f"spending must be one of {', '.join(SPENDING)}, got {self.spending!r}")
-        object.__setattr__(self, "looks", looks)
 
     @classmethod
     def rounds(cls, first: int, step: int, most: int, **kwargs: Any) -> SequentialPlan:
@@ -156,7 +163,7 @@ def look_statistics(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(p, exact p)`` at each look the two rows' seeds x units arrays ``rows = (a, b)`` complete
     (leading axes vectorised): the plan's test over every seed so far (its shared units' part of the
-    variance added), and the exact p-value of the seeds' means: the sign-flip test's of their
+    variance added), and the exact p-value of the per-seed means: the sign-flip test's of their
     differences for paired seeds, the permutation test's for independent ones (1 unless ``exact``)."""
     a, b = (np.asarray(x, dtype=float) for x in rows)
     done = plan.looks_done(min(a.shape[-2], b.shape[-2]))

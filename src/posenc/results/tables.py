@@ -25,14 +25,13 @@ language model, ``ratio 2x`` / ``ratio 4x`` are perplexity(L_valid) / perplexity
 at L_valid = 2 and 4 L_train (the protocol each record names: non-overlapping windows as in
 the ALiBi paper, or sliding windows); below 1 means longer windows help.
 
-Tests and power: for every column the summary says how many pairs of rows a seed-level test
-tells apart after a multiplicity correction over every pair of every column of the table
-(Welch t over seeds, paired for one model evaluated several ways; Benjamini-Hochberg), which
-pairs, the smallest difference it detects with 80% power at its seeds, and how many seeds per
-encoding a 10-point (LM: 0.05) difference needs (:func:`posenc.results.stats.table_separation`). The tables show the in-distribution exact match, the
-LM columns and every bucket column with at least one significant pair; the others (every
-encoding at the same floor or ceiling, or too few seeds for the spread) are named under the
-table and kept in ``summary.csv``.
+Tests and power (exploratory; a profile's declared questions: :mod:`posenc.results.primary`): per
+column, the pairs of rows a seed-level test tells apart corrected over every pair of every column
+(Welch t over seeds, paired for one model evaluated several ways; Benjamini-Hochberg), the smallest
+difference it detects with 80% power and how many seeds per encoding a 10-point (LM: 0.05) difference
+needs (:func:`posenc.results.stats.table_separation`). The tables show the in-distribution exact
+match, the LM columns and every bucket column with a significant pair; the others are named under
+the table and kept in ``summary.csv``.
 """
 
 from __future__ import annotations
@@ -50,6 +49,7 @@ from rich.table import Table
 from posenc.records.benchmark_scalings import FAILED_KEY
 from posenc.results import primary, stats
 from posenc.results.lengths import ratios as length_ratios
+from posenc.results.primary import declared  # noqa: F401  (summarize's arguments from a run.json)
 from posenc.results.stats import BUCKETS, METHOD
 
 NOT_CONVERGED = "n.c."
@@ -64,8 +64,7 @@ def _num(x: Any) -> float:
 
 
 def _mean(xs: list[float]) -> float:
-    xs = [x for x in xs if not math.isnan(x)]
-    return sum(xs) / len(xs) if xs else math.nan
+    return sum(kept) / len(kept) if (kept := [x for x in xs if not math.isnan(x)]) else math.nan
 
 
 def bucket_values(ratios: list[float] | None, values: list[float]) -> dict[str, float]:
@@ -132,14 +131,6 @@ def run_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def declared(info: dict[str, Any] | None) -> dict[str, Any]:
-    """The keyword arguments of :func:`summarize` a run's ``run.json`` (``info``) declares: its profile's
-    ``questions`` and, for a run of ``posenc compare --until decided``, its plan (``sequential``)."""
-    info = info or {}
-    until = info.get("until") if isinstance(info.get("until"), dict) else {}
-    return {"questions": info.get("questions"), "sequential": until.get("plan")}
-
-
 def summarize(
     records: list[dict[str, Any]],
     questions: dict[str, Any] | None = None,
@@ -150,10 +141,8 @@ def summarize(
     A cell dict is :meth:`posenc.results.stats.Cell.to_dict` (mean, low, high, n, runs,
     units, converged). Per task the row also has ``steps_per_second``, ``steps_to_converge``
     (mean over converged runs), ``seeds`` (runs) and ``converged`` (converged runs).
-    With the profile's declared ``questions`` (:class:`posenc.records.questions.Questions` as a
-    dict) the summary also has ``primary``, the family decided as one (:mod:`posenc.results.primary`:
-    tested once at the seeds run, or with ``sequential``, the plan of a ``--until decided`` run, look
-    by look; then ``sequential`` holds the plan, the looks done, each decision and the undecided questions).
+    With the profile's declared ``questions`` and a ``--until decided`` run's plan (``sequential``),
+    also ``primary`` and ``sequential``: :func:`posenc.results.primary.summary_part`.
     """
     per_run: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in run_rows(records):
@@ -187,12 +176,8 @@ def summarize(
         records, [(task, column) for task in tasks for column in stats.columns(task)]
     )
     power = {f"{task}:{column}": sep.to_dict() for (task, column), sep in separated.items()}
-    decided = primary.block(records, questions, sequential)
     return {
-        **({"primary": decided} if decided else {}),
-        **(
-            {"sequential": sequential_summary(decided)} if decided and decided["mode"] == "sequential" else {}
-        ),
+        **primary.summary_part(records, questions, sequential),
         "tasks": tasks,
         "method": METHOD,
         "test": stats.TEST,
@@ -204,16 +189,6 @@ def summarize(
         "columns": power,
         "rows": {name: table[name] for name in order},
     }
-
-
-def sequential_summary(block: dict[str, Any]) -> dict[str, Any]:
-    """What a ``--until decided`` run decided: its plan, the looks its records complete, each question's
-    decision (and the seeds of the look that decided it), the undecided ones, and whether all are."""
-    keep = ("question", "decided", "decided_at", "diff", "p_looks")
-    return {
-        "plan": block["plan"], "looks_done": block["looks_done"], "all_decided": block["all_decided"],
-        "undecided": block["undecided"], "decisions": [{k: q[k] for k in keep} for q in block["questions"]],
-    }  # fmt: skip
 
 
 def lm_data(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -618,10 +593,8 @@ def to_json(summary: dict[str, Any]) -> str:
     def clean(x: Any) -> Any:
         if isinstance(x, float) and not math.isfinite(x):
             return None if math.isnan(x) else str(x)
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [clean(v) for v in x]
+        if isinstance(x, (dict, list)):
+            return {k: clean(v) for k, v in x.items()} if isinstance(x, dict) else [clean(v) for v in x]
         return x
 
     return json.dumps(clean(summary), indent=2, allow_nan=False)

@@ -36,7 +36,7 @@ def test_a_plan_is_checked_and_refuses_seeds_past_its_end():
     assert PLAN.looks_done(6) == (3, 5) and PLAN.looks_done(2) == ()
     with pytest.raises(PosencError, match="ends at 10 seeds"):
         PLAN.looks_done(11)
-    for looks in ((2, 4), (3, 3), ()):
+    for looks in ((2, 4), (3, 3), (), [3, 5], (3.0, 5.0)):
         with pytest.raises(PosencError, match="looks must be increasing"):
             sq.SequentialPlan(looks)
     with pytest.raises(PosencError, match="alpha must be in"):

@@ -15,6 +15,7 @@ from posenc.core.plugins import is_spec
 from posenc.records.columns import columns
 from posenc.records.questions import CORRECTIONS, SPENDING, TESTS, Questions, SequentialSpec
 from posenc.registry import GROUP as ENCODING_GROUP
+from posenc.tasks.task_registry import task_names
 
 
 def fit_questions(profile: Profile, where: Where) -> Profile:
@@ -30,6 +31,7 @@ def fit_questions(profile: Profile, where: Where) -> Profile:
         raise where.error(
             "questions.reference", q.reference, f"not an encoding{did_you_mean(q.reference, names)}"
         )
+    _check_names(q, where)
     primary = tuple(item for item in q.primary if item.partition(":")[0] in profile.tasks)
     encodings = profile.encodings
     if (encodings is not None and q.reference not in encodings) or (q.primary and not primary):
@@ -47,6 +49,26 @@ def fit_questions(profile: Profile, where: Where) -> Profile:
     return dataclasses.replace(
         profile, questions=dataclasses.replace(q, primary=primary, against=against, tests=tests)
     )
+
+
+def _check_names(q: Questions, where: Where) -> None:
+    """Before the questions are narrowed to the grid: each encoding compared is a registered one (or an
+    import spec) other than the reference, each primary column's task a task posenc knows (a typo is not
+    a narrowed grid)."""
+    names = list(ENCODING_GROUP.names())
+    for name in q.against or ():
+        if name == q.reference or not (is_spec(name) or name in names):
+            raise where.error(
+                "questions.against", list(q.against or ()),
+                f"{name!r}: each must be an encoding other than the reference{did_you_mean(name, names)}",
+            )  # fmt: skip
+    tasks = list(task_names())
+    for item in q.primary:
+        task = item.partition(":")[0]
+        if not (is_spec(task) or task in tasks):
+            raise where.error(
+                "questions.primary", item, f"{task!r} is not a task ({', '.join(tasks)}); write TASK:COLUMN"
+            )
 
 
 def check_questions(profile: Profile, where: Where) -> None:
@@ -81,6 +103,8 @@ def check_questions(profile: Profile, where: Where) -> None:
     _check_tests(profile, where)
     if q.correction not in CORRECTIONS:
         raise where.error("questions.correction", q.correction, f"must be one of {', '.join(CORRECTIONS)}")
+    if not 0 < q.alpha < 0.5:
+        raise where.error("questions.alpha", q.alpha, "must be > 0 and < 0.5 (the family's error rate)")
     _check_plan(profile, where)
 
 
@@ -128,9 +152,11 @@ def _check_plan(profile: Profile, where: Where) -> None:
     if not plan.declared:
         return
     looks = list(plan.looks)
-    if any(b <= a for a, b in zip(looks, looks[1:])):
+    if looks[0] < 3 or any(b <= a for a, b in zip(looks, looks[1:])):
         raise where.error(
-            "sequential.looks", looks, "must grow: seeds per encoding at each look, e.g. [3, 5, 7, 10]"
-        )
+            "sequential.looks", looks,
+            "must grow from at least 3 (a test over seeds needs 3 on each side): seeds per encoding at each "
+            "look, e.g. [3, 6, 8, 10]",
+        )  # fmt: skip
     if plan.spending not in SPENDING:
         raise where.error("sequential.spending", plan.spending, f"must be one of {', '.join(SPENDING)}")
