@@ -72,7 +72,9 @@ def test_an_exact_test_cannot_decide_below_its_floor_and_says_how_many_seeds_can
     got = {e["label"]: e for e in three["questions"]}
     assert not got["alibi"]["decided"] and got["alibi"]["p"] >= 0.1 - 1e-12  # 2 / C(6, 3)
     col = three["columns"]["copy:tok_2x"]
-    assert col["exact_floor"] == pytest.approx(0.1) and col["seeds_to_reach"] == 5  # 2 / C(10, 5) = 0.008 <= 0.025
+    assert (
+        col["exact_floor"] == pytest.approx(0.1) and col["seeds_to_reach"] == 5
+    )  # 2 / C(10, 5) = 0.008 <= 0.025
     assert math.isinf(col["detectable"]) or col["detectable"] > 1  # never, at 3 seeds
     six = primary.fixed_block(_records(6, alibi=24), _declared("welch-exact"))
     assert {e["label"]: e["decided"] for e in six["questions"]} == {"alibi": True, "t5": False}
