@@ -7,7 +7,7 @@ correction applied to the declared family; and what quick can detect in 10 minut
 reads the records shipped for quick and standard (benchmarks/records/, through posenc.results) and
 the runs of benchmarks/design_runs.py (benchmarks/results/design-study-runs.json.gz: quick's copy
 and passkey grid at more seeds, common random numbers and the answer log-likelihood on), and prints
-the tables of docs/design-study-draft.md. Every number comes from those records and from
+the tables of docs/benchmark.md (section "Design study"). Every number comes from those records and from
 posenc.results.design / posenc.results.sequential (power of the paired t test by the noncentral t,
 of Welch's test and of the exact or sequential tests by Monte Carlo with fixed generators), so a
 rerun prints the same tables.
