@@ -170,7 +170,7 @@ def write_run_info(
     tables in the docs quote it; a resumed invocation says how many runs it resumed),
     ``config``, its own config file (:func:`write_config`), the profile's declared questions
     (:func:`questions_info`) and, for ``--until decided``, its plan and why it stopped (``until``)."""
-    info = {
+    info: dict[str, Any] = {
         "profile": prof.name,
         "config": CONFIG_FILE,
         "invocation_config": None if config is None else config.relative_to(out).as_posix(),
@@ -367,7 +367,8 @@ def _looks(
     all, the tuning runs and ``run.json``'s ``until``."""
     log, store = kwargs["log"], ResultStore(out)
     store.check_writable()
-    looks, specs, outcome, tuned = prof.sequential.looks, [], GridOutcome(), None
+    looks, outcome, tuned = prof.sequential.looks, GridOutcome(), None
+    specs: list[RunSpec] = []
     per_unit, stopped, run_looks = None, "plan ended", []
     said: set[str] = set()
     for index, look in enumerate(looks):

@@ -21,6 +21,7 @@ its last (:func:`look_seeds`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,7 +103,7 @@ def json_ready(obj: Any) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
-def look_seeds(seeds: tuple[int, ...] | list[int], look: int) -> tuple[int, ...]:
+def look_seeds(seeds: Sequence[int], look: int) -> tuple[int, ...]:
     """A look's seeds after ``look`` seeds: the first ``look`` of ``seeds``, continued by the
     integers after the largest of them."""
     order = list(dict.fromkeys(int(s) for s in seeds))

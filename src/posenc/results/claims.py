@@ -354,11 +354,11 @@ def notes_measurements(records: Records) -> dict[str, tuple[str, str]]:
     pending with what happened. The text quotes each row (claim: ours, verdict).
     """
     by_measure: dict[str, list[tuple[Claim, dict[str, str]]]] = {}
-    rows = _family_rows(records)  # the notes' claims judged in the family of the table they stand in
+    family = _family_rows(records)  # the notes' claims judged in the family of the table they stand in
     offset = len(_PAPERS)
     for j, (measure, claim) in enumerate(NOTES_CLAIMS):
-        if offset + j in rows:
-            by_measure.setdefault(measure, []).append((claim, rows[offset + j]))
+        if offset + j in family:
+            by_measure.setdefault(measure, []).append((claim, family[offset + j]))
     out = {}
     for measure, rows in by_measure.items():
         verdicts = {NOTES_VERDICTS[r["verdict"]] for _, r in rows if r["verdict"] in NOTES_VERDICTS}

@@ -317,11 +317,12 @@ def block(
 
 
 def declared(info: dict[str, Any] | None) -> dict[str, Any]:
-    """The keyword arguments of :func:`summarize` a run's ``run.json`` (``info``) declares: its profile's
+    """The keyword arguments of :func:`posenc.results.tables.summarize` a run's ``run.json`` (``info``) declares: its profile's
     ``questions`` and, for a run of ``posenc compare --until decided``, its plan (``sequential``)."""
     info = info or {}
-    until = info.get("until") if isinstance(info.get("until"), dict) else {}
-    return {"questions": info.get("questions"), "sequential": until.get("plan")}
+    until = info.get("until")
+    plan = until.get("plan") if isinstance(until, dict) else None
+    return {"questions": info.get("questions"), "sequential": plan}
 
 
 def summary_part(
