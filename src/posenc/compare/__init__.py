@@ -496,15 +496,10 @@ def _write_summaries(
     out, prof, outcome = store.root, run.profile, run.outcome
     with store.lock():
         if outputs is not None:
-            plan = (run.until or {}).get("plan")
-            summary, files = outputs(
-                out,
-                run_ids=run.run_ids,
-                profile=prof.name,
-                log=log,
-                questions=questions_info(prof),
-                sequential=plan,
-            )
+            plan, questions = (run.until or {}).get("plan"), questions_info(prof)
+            declared = {k: v for k, v in (("questions", questions), ("sequential", plan)) if v is not None}
+            # an outputs callable written before questions existed still serves a profile without any
+            summary, files = outputs(out, run_ids=run.run_ids, profile=prof.name, log=log, **declared)
         else:
             summary, files = {}, {}
             store.write_grid(run.run_ids, prof.name)

@@ -203,9 +203,9 @@ def test_config_toml_describes_the_grid_of_the_summaries_when_two_invocations_sh
     first, second = (dataclasses.replace(base, seeds=(seed,), name=f"seed{seed}") for seed in (0, 1))
     quiet = dict(show_progress=False, log=lambda _: None)
 
-    def outputs_after_another_invocation(path, *, run_ids, profile, log):
+    def outputs_after_another_invocation(path, *, run_ids, profile, log, **declared):
         compare(second, out=out, outputs=lambda p, **kw: write_outputs(p, report=False, **kw), **quiet)
-        return write_outputs(path, report=False, run_ids=run_ids, profile=profile, log=log)
+        return write_outputs(path, report=False, run_ids=run_ids, profile=profile, log=log, **declared)
 
     compare(first, out=out, outputs=outputs_after_another_invocation, **quiet)
     grid = json.loads((out / "grid.json").read_text())
