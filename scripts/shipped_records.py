@@ -32,8 +32,8 @@ from posenc.compare import tuning
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import Profile, get_profile
 from posenc.records.files import read_record_file
-from posenc.records.spec import RunSpec
-from posenc.records.store import ResultStore, validate_record
+from posenc.records.spec import BENCHMARK_HISTORY, RunSpec
+from posenc.records.store import ResultStore, record_version, validate_record
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where the records of the published tables live (one folder per block).
@@ -161,9 +161,11 @@ def load(block: str, shipped: Path | None = None) -> tuple[list[dict[str, Any]],
     grid = json.loads((folder / "grid.json").read_text(encoding="utf-8"))
     info = json.loads((folder / "run.json").read_text(encoding="utf-8"))
     records = []
+    version = None  # the benchmark version of the block's run (an earlier one stays published as such)
     for path in sorted(folder.glob(f"runs/*/*{SUFFIX}"), key=lambda p: p.with_suffix("")):
         data, reason = read_record_file(path)  # decompressed, never past MAX_RECORD_BYTES
-        reason = reason or validate_record(data)
+        version = record_version(data) if version is None and reason is None else version
+        reason = reason or _version_problem(data, version) or validate_record(data, version=version or 0)
         if reason is not None:
             raise NotShipped(f"{path}: not a valid record ({reason}); ship the {block} block again: {ship}")
         records.append(data)
@@ -176,6 +178,17 @@ def load(block: str, shipped: Path | None = None) -> tuple[list[dict[str, Any]],
             f"{len(missing)} of the grid's {len(wanted)} runs missing, {len(extra)} not in it); ship it again: {ship}"
         )
     return records, info
+
+
+def _version_problem(data: Any, version: int | None) -> str | None:
+    """Why a record cannot stand in a block of benchmark ``version`` (the block's first record's): a
+    version this posenc does not know, or another than the block's."""
+    found = record_version(data)
+    if found not in BENCHMARK_HISTORY:
+        return f"written by benchmark version {found}, which this posenc does not know"
+    if found != version:
+        return f"written by benchmark version {found}, the block's other records by {version}"
+    return None
 
 
 def shown(path: Path) -> str:

@@ -37,9 +37,9 @@ from pathlib import Path
 
 from posenc.compare import tuning
 from posenc.compare.profile import load_profile
-from posenc.records.spec import BENCHMARK_VERSION
-from posenc.records.store import ResultStore
-from posenc.results import claims, tables
+from posenc.records.spec import BENCHMARK_HISTORY, BENCHMARK_VERSION
+from posenc.records.store import ResultStore, record_version
+from posenc.results import claims, primary_table, tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import shipped_records  # noqa: E402  (next to this script)
@@ -78,14 +78,15 @@ def render(results: Path, *, with_claims: bool) -> str:
 def render_records(records: list[dict], info: dict, *, with_claims: bool, summary: dict | None = None) -> str:
     """The Markdown of one block from ``records`` and their run's ``run.json`` (``info``);
     ``summary``: ``tables.summarize(records)`` when already made (it takes a while)."""
-    summary = tables.summarize(records) if summary is None else summary
+    summary = tables.summarize(records, **tables.declared(info)) if summary is None else summary
     seeds = sorted({r["spec"]["seed"] for r in records})
     versions = records[0]["versions"]
     lines = [
         f"`{shown_command(info.get('command') or 'posenc compare --profile ' + info.get('profile', '?'))}`: "
-        f"{len(records)} runs, seeds {', '.join(map(str, seeds))}; benchmark version {BENCHMARK_VERSION}; "
+        f"{len(records)} runs, seeds {', '.join(map(str, seeds))}; {version_text(records)}; "
         f"{_wall(info)}; python {versions['python']}, torch {versions['torch']}.",
         "",
+        *([primary_table.markdown(summary["primary"]).rstrip("\n"), ""] if summary.get("primary") else []),
         tables.markdown_table(summary).rstrip("\n"),
         "",
         tables.caption(summary),
@@ -99,13 +100,25 @@ def render_records(records: list[dict], info: dict, *, with_claims: bool, summar
         lines += ["", reasons.rstrip("\n")]
     if with_claims:
         rows = claims.claims(records)
-        lines += ["", verdict_counts(rows)]
+        lines += ["", f"{verdict_counts(rows)} {claims.caption(rows)}"]
         lines += ["", "| source | claim | paper | ours | verdict |", "|---|---|---|---|---|"]
         lines += [
             f"| {r['source']} | {r['claim']} | {r['paper']} | {r['ours']} | **{r['verdict']}** |"
             for r in rows
         ]
     return "\n".join(lines) + "\n"
+
+
+def version_text(records: list[dict]) -> str:
+    """``"benchmark version N"`` of the records; for an earlier version than this posenc runs, what
+    it was and that it was not re-run (its table stays published as that version's results)."""
+    version = record_version(records[0])
+    if version == BENCHMARK_VERSION:
+        return f"benchmark version {version}"
+    return (
+        f"benchmark version {version} ({BENCHMARK_HISTORY.get(version, 'unknown')}; published before version "
+        f"{BENCHMARK_VERSION}, not re-run under it)"
+    )
 
 
 def verdict_counts(rows: list[dict]) -> str:
@@ -217,7 +230,7 @@ def main(argv: list[str]) -> int:
         else:
             if records is None:
                 records, info = shipped_records.load(args.block)
-                summary = tables.summarize(records)
+                summary = tables.summarize(records, **tables.declared(info))
             body = render_records(
                 records, info, with_claims=claims_for(args.block, with_claims), summary=summary
             )

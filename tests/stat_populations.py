@@ -94,6 +94,94 @@ class Windowed:
         return f"windowed seed_sd={self.seed_sd:g} file_sd={self.file_sd:g} windows={self.windows}"
 
 
+@dataclass(frozen=True)
+class Correlated:
+    """Binary examples like :class:`Binary`, the seed effect partly shared by every arm (encoding) of a
+    seed: common random numbers (same batches, order and shared initial weights). The seed effects of
+    two arms correlate ``rho`` on the logit scale; each arm's own is ``Binary``'s. ``offsets``: arm j's
+    logit is shifted by ``offsets[j]`` (arms past the tuple: none), so two arms can differ by a known
+    amount (:meth:`truth` of ``arm``)."""
+
+    p: float
+    seed_sd: float
+    example_sd: float
+    rho: float
+    offsets: tuple[float, ...] = ()
+    kind: str = "binary"
+
+    def _offset(self, arm: int) -> float:
+        return self.offsets[arm] if arm < len(self.offsets) else 0.0
+
+    def truth(self, arm: int = 0) -> float:
+        p = float(expit(logit(self.p) + self._offset(arm)))
+        return Binary(p, self.seed_sd, self.example_sd).truth()
+
+    def draw(self, rng: np.random.Generator, reps: int, seeds: int, units: int, arms: int = 1) -> np.ndarray:
+        example = self.example_sd * rng.standard_normal((reps, 1, 1, units))
+        shared = rng.standard_normal((reps, 1, seeds, 1))
+        own = rng.standard_normal((reps, arms, seeds, 1))
+        seed = self.seed_sd * (np.sqrt(self.rho) * shared + np.sqrt(1 - self.rho) * own)
+        offset = np.array([self._offset(j) for j in range(arms)])[None, :, None, None]
+        p = expit(logit(self.p) + offset + seed + example)
+        return (rng.random(p.shape) < p).astype(float)
+
+    def __str__(self) -> str:
+        return f"correlated p={self.p:g} seed_sd={self.seed_sd:g} example_sd={self.example_sd:g} rho={self.rho:g}"
+
+
+@dataclass(frozen=True)
+class AllOrNothing:
+    """Seeds that either learn or do not: a seed learns with probability ``learn`` and then gets each
+    example right with probability ``high``, else ``low`` (0 and 1: every example alike). Learning is
+    correlated ``rho`` across the arms of a seed (a shared normal latent)."""
+
+    learn: float
+    low: float = 0.0
+    high: float = 1.0
+    rho: float = 0.0
+    kind: str = "binary"
+
+    def truth(self) -> float:
+        return self.learn * self.high + (1 - self.learn) * self.low
+
+    def draw(self, rng: np.random.Generator, reps: int, seeds: int, units: int, arms: int = 1) -> np.ndarray:
+        from scipy.stats import norm
+
+        latent = np.sqrt(self.rho) * rng.standard_normal((reps, 1, seeds, 1)) + np.sqrt(
+            1 - self.rho
+        ) * rng.standard_normal((reps, arms, seeds, 1))
+        p = np.where(latent < norm.ppf(self.learn), self.high, self.low) * np.ones((1, 1, 1, units))
+        return (rng.random(p.shape) < p).astype(float)
+
+    def __str__(self) -> str:
+        return f"all-or-nothing learn={self.learn:g} low={self.low:g} high={self.high:g} rho={self.rho:g}"
+
+
+@dataclass(frozen=True)
+class CorrelatedContinuous:
+    """Per-unit values like :class:`Continuous`, the seed effect shared ``rho`` across arms of a seed."""
+
+    seed_sd: float
+    file_sd: float
+    rho: float
+    noise: float = 0.3
+    mu: float = 2.0
+    kind: str = "continuous"
+
+    def truth(self) -> float:
+        return Continuous(self.seed_sd, self.file_sd, self.noise, self.mu).truth()
+
+    def draw(self, rng: np.random.Generator, reps: int, seeds: int, units: int, arms: int = 1) -> np.ndarray:
+        files = 0.5 * (np.exp(self.file_sd * rng.standard_normal((reps, 1, 1, units))) - 1)
+        shared = rng.standard_normal((reps, 1, seeds, 1))
+        own = rng.standard_normal((reps, arms, seeds, 1))
+        seed = self.seed_sd * (np.sqrt(self.rho) * shared + np.sqrt(1 - self.rho) * own)
+        return self.mu + seed + files + self.noise * rng.standard_normal((reps, arms, seeds, units))
+
+    def __str__(self) -> str:
+        return f"correlated continuous seed_sd={self.seed_sd:g} file_sd={self.file_sd:g} rho={self.rho:g}"
+
+
 Interval = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 

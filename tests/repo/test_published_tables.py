@@ -41,7 +41,7 @@ shipped = sys.modules["shipped_records"]  # imported by the scripts, from next t
 def stale_files(block: str, files: dict[Path, bool]) -> list[str]:
     """The files whose ``block`` differs from what the shipped records give (NotShipped when none)."""
     records, info = shipped.load(block)
-    summary = TABLES.tables.summarize(records)
+    summary = TABLES.tables.summarize(records, **TABLES.tables.declared(info))
     stale, found = [], 0
     for path, with_claims in files.items():
         text = path.read_text(encoding="utf-8")
@@ -270,7 +270,9 @@ def test_the_claims_verdicts_are_counted_by_label(results, tree):
     records, info = shipped.load("quick")
     text = TABLES.render_records(records, info, with_claims=True)
     count = text.split("\n\n| source |")[0].rsplit("\n", 1)[-1]
-    assert count == TABLES.verdict_counts(TABLES.claims.claims(records))
+    rows = TABLES.claims.claims(records)
+    assert count == f"{TABLES.verdict_counts(rows)} {TABLES.claims.caption(rows)}"
+    assert "corrected together by Holm's method" in count
     assert "Verdicts of" not in TABLES.render_records(records, info, with_claims=False)
 
 

@@ -17,6 +17,7 @@ from posenc.cli.catalog_command import print_named
 from posenc.cli.options import FORMAT, LazyHelpOption
 from posenc.cli.paths import out_dir_option, output_dir
 from posenc.cli.trust_option import TRUST_OPTION
+from posenc.compare import rounds
 from posenc.compare.device import DEVICE_FORMS, PRECISIONS
 from posenc.compare.grid import variants_note
 from posenc.compare.profile import PROFILES, ProfileOptions, dump_profile, load_profile
@@ -24,6 +25,7 @@ from posenc.core import trust
 from posenc.core.errors import PosencError
 from posenc.records import benchmark_scalings
 from posenc.registry import GROUP as ENCODING_GROUP
+from posenc.results import primary_table
 from posenc.tasks.task_registry import task_names
 
 
@@ -209,13 +211,26 @@ def _profile_options(
     help="train encodings and tasks from outside posenc without checking them against posenc's contract "
     "first (posenc check NAME runs it alone)",
 )
+@click.option(
+    "--until",
+    type=click.Choice(["decided"]),
+    default=None,
+    help="add seeds look by look (the profile's [sequential] plan) until its declared questions are decided, "
+    "the plan ends or --budget would be passed; summary.json says what was decided and what was not",
+)
+@click.option(
+    "--budget",
+    default=None,
+    help="with --until decided: the time it may take, e.g. 30m, 1h, 1800 (seconds): a look starts only if "
+    "the time per run measured so far says it ends within it",
+)
 @click.option("--list-profiles", is_flag=True, help="print the profiles and exit")
 @TRUST_OPTION
 @FORMAT
 def compare_command(
     profile, config, settings, print_config, encodings, tasks, seeds, out, executor, address, workers, threads,
     no_report, variants, schedules, scalings, kv_heads, finetune, lm_protocol, sliding_stride, retune, device, precision,
-    allow_changed, no_check, list_profiles, trust_remote_code, fmt,
+    allow_changed, no_check, until, budget, list_profiles, trust_remote_code, fmt,
 ):  # fmt: skip
     """Train tiny Transformers short, test them long, for each encoding.
 
@@ -244,6 +259,7 @@ def compare_command(
       posenc compare --encodings rope --tasks lm --finetune 400
       posenc compare --encodings rope --scalings dynamic:4,ntk:4   # RoPE scalings on the trained models
       posenc compare --tasks lm --lm-protocol sliding --sliding-stride 32
+      posenc compare --until decided --budget 30m   # seeds until quick's questions are decided
 
     --variants adds runs of each additive encoding that change how position is
     added (labels like sinusoidal[concat], sinusoidal[pe-warmup:200]); other
@@ -259,6 +275,12 @@ def compare_command(
     examples' spread added); training stops at in-distribution convergence (or the step
     cap: such runs show as n.c., a failure in the claims of papers that train for fixed
     steps); each encoding's learning rate is chosen by in-distribution validation.
+
+    A profile may declare its primary questions ([questions]: quick compares each encoding with
+    RoPE on copy past training and on the LM): they are tested as one family (Holm), shown
+    above the tables, and everything else is exploratory. --until decided adds seeds look by
+    look ([sequential]) until they are decided, the plan ends or --budget would be passed; it
+    resumes like any run, on the same plan only.
 
     Every name is checked, every key of a config file, of --set and of the options above
     typed and range-checked, the device found, the precision checked against it and the
@@ -291,13 +313,22 @@ def compare_command(
         raise click.UsageError("--address needs --executor ray")
     if address:  # Ray's own convention: ray.init reads it
         os.environ["RAY_ADDRESS"] = address
+    if budget is not None and until is None:
+        raise click.UsageError("--budget goes with --until decided")
+    seconds = rounds.parse_budget(budget)
     output_dir(out, "--out")  # before any run: a directory that cannot take records fails now
-    result = compare.compare(
-        prof, out=Path(out), executor=executor, threads=threads, show_progress=fmt == "table",
+    kwargs = dict(
+        out=Path(out), executor=executor, threads=threads, show_progress=fmt == "table",
         log=(lambda msg: click.echo(msg, err=True)), retune=retune, command=_command_line(),
         allow_changed=allow_changed, check=not no_check, names={**given.flags(), "threads": "--threads"},
         outputs=functools.partial(results.write_outputs, report=not no_report, extra_outputs=_full_report),
     )  # fmt: skip
+    if until == "decided":
+        result = compare.compare_until_decided(
+            prof, decide=results.decide_questions, budget=seconds, **kwargs
+        )
+    else:
+        result = compare.compare(prof, **kwargs)
     _print_result(result, fmt, source)
     if result.outcome.failed:
         raise SystemExit(1)
@@ -331,6 +362,12 @@ def _print_result(result: compare.CompareResult, fmt: str, source: str) -> None:
         return
     # a task's 11 columns of mean [interval]; labels hold [...]: data, not markup
     console = Console(width=max(140, Console().width), markup=False)
+    if result.summary.get("primary"):
+        console.print(
+            primary_table.render(
+                result.summary["primary"], title=f"posenc compare {source}: primary questions"
+            )
+        )
     for table in results.render_tables(result.summary, title=f"posenc compare {source}"):
         console.print(table)
     console.print(results.tables.caption(result.summary, per_task=True))

@@ -21,6 +21,7 @@ write records through :mod:`posenc.records`. Pieces, each usable alone:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from posenc.compare import tuning
+from posenc.compare import rounds, tuning
 from posenc.compare.contract import check_plugins
 from posenc.compare.device import check_precision, describe, resolve_device
 from posenc.compare.evaluation import check_lm_data
@@ -49,6 +50,7 @@ from posenc.records.store import ResultStore, versions
 __all__ = [
     "PROFILES",
     "CompareResult",
+    "Decide",
     "EvalSpec",
     "LocalExecutor",
     "ModelSpec",
@@ -58,6 +60,7 @@ __all__ = [
     "TrainSpec",
     "build_grid",
     "compare",
+    "compare_until_decided",
     "get_profile",
 ]
 
@@ -65,10 +68,18 @@ __all__ = [
 class Outputs(Protocol):
     """What :func:`compare` calls once the grid has run: write the grid's summaries (e.g.
     :func:`posenc.results.write_outputs`), under the results directory's lock, from exactly
-    ``run_ids``; returns ``(summary, {kind: path})``."""
+    ``run_ids``, with the profile's declared ``questions`` (:func:`questions_info`) and, after
+    ``--until decided``, its plan (``sequential``); returns ``(summary, {kind: path})``."""
 
     def __call__(
-        self, out: Path, *, run_ids: list[str], profile: str, log: Callable[[str], None]
+        self,
+        out: Path,
+        *,
+        run_ids: list[str],
+        profile: str,
+        log: Callable[[str], None],
+        questions: dict[str, Any] | None = None,
+        sequential: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], dict[str, str]]: ...
 
 
@@ -80,6 +91,7 @@ class CompareResult:
     summary: dict[str, Any] = field(default_factory=dict)  # what ``outputs`` returned ({} without)
     files: dict[str, str] = field(default_factory=dict)
     tuning: GridOutcome | None = None  # the learning-rate candidates run by this invocation, if any
+    until: dict[str, Any] | None = None  # --until decided: the plan, the looks run, why it stopped
 
     def notes(self) -> list[str]:
         lines = [
@@ -93,10 +105,23 @@ class CompareResult:
             )
         for run, error in self.outcome.failed:
             lines.append(f"FAILED {run}: {error}")
+        if self.until is not None:
+            lines.append(self._until_note())
         for cell, why in self.summary.get("failed_evaluations", {}).items():
             lines.append(f"FAILED evaluation {cell}: {why}")
         lines += [f"{kind}: {path}" for kind, path in self.files.items()]
         return lines
+
+    def _until_note(self) -> str:
+        """What ``--until decided`` did: the looks it ran, why it stopped, what it left undecided."""
+        until = self.until or {}
+        decided = self.summary.get("sequential", {})
+        undecided = decided.get("undecided", [])
+        left = f"; undecided: {'; '.join(undecided)}" if undecided else ""
+        looks = ", ".join(map(str, until.get("looks_run", []))) or "none"
+        return (
+            f"--until decided: looks run at {looks} seeds per encoding; stopped: {until.get('stopped')}{left}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the summary is not: :func:`posenc.results.to_json` writes it)."""
@@ -105,6 +130,7 @@ class CompareResult:
             "out": str(self.out),
             "outcome": self.outcome.to_dict(),
             "files": self.files,
+            **({"until": self.until} if self.until is not None else {}),
         }
 
 
@@ -119,6 +145,18 @@ def default_threads(workers: int) -> int:
     return max(1, cores // max(1, workers)) if cores > 2 * workers else 1
 
 
+def questions_info(prof: Profile) -> dict[str, Any] | None:
+    """The profile's declared questions as ``run.json`` keeps them (``against`` resolved to the
+    profile's encodings other than the reference), or None without any."""
+    q = prof.questions
+    if not q.declared:
+        return None
+    against = q.against
+    if against is None and prof.encodings is not None:
+        against = tuple(name for name in prof.encodings if name != q.reference)
+    return dataclasses.replace(q, against=against).to_dict()
+
+
 def write_run_info(
     out: Path,
     prof: Profile,
@@ -126,11 +164,13 @@ def write_run_info(
     command: str,
     device: str = "cpu",
     config: Path | None = None,
+    until: dict[str, Any] | None = None,
 ) -> Path:
     """``out/run.json``: what this invocation ran and how long it took, end to end (the
-    tables in the docs quote it; a resumed invocation says how many runs it resumed), and
-    ``config``, its own config file (:func:`write_config`)."""
-    info = {
+    tables in the docs quote it; a resumed invocation says how many runs it resumed),
+    ``config``, its own config file (:func:`write_config`), the profile's declared questions
+    (:func:`questions_info`) and, for ``--until decided``, its plan and why it stopped (``until``)."""
+    info: dict[str, Any] = {
         "profile": prof.name,
         "config": CONFIG_FILE,
         "invocation_config": None if config is None else config.relative_to(out).as_posix(),
@@ -146,6 +186,11 @@ def write_run_info(
         "runs_failed": len(outcome.failed),
         "cores": os.cpu_count(),
     }
+    questions = questions_info(prof)
+    if questions is not None:
+        info["questions"] = questions
+    if until is not None:
+        info["until"] = until
     atomic_write_text(out / "run.json", json.dumps(info, indent=1))
     return out / "run.json"
 
@@ -256,6 +301,115 @@ def _execute(
     return CompareResult(prof, out, outcome, summary, files, tuned)
 
 
+#: What ``--until decided`` reads after each look: ``decide(out, run_ids, questions, plan)`` gives the
+#: questions decided so far (:func:`posenc.results.decide_questions`: ``questions`` with ``decided``,
+#: ``all_decided``, ``undecided``, ``looks_done``).
+Decide = Callable[[Path, list[str], dict[str, Any], dict[str, Any]], dict[str, Any]]
+
+
+def compare_until_decided(
+    profile: str | Profile,
+    *,
+    decide: Decide,
+    budget: float | None = None,
+    out: str | Path = "posenc-results",
+    executor: str = "local",
+    workers: int | None = None,
+    threads: int | None = None,
+    show_progress: bool = True,
+    log: Callable[[str], None] = print,
+    outputs: Outputs | None = None,
+    retune: bool = False,
+    command: str = "",
+    allow_changed: bool = False,
+    check: bool = True,
+    names: Mapping[str, str] | None = None,
+) -> CompareResult:
+    """Run the profile's grid look by look (``[sequential] looks``: seeds per encoding at each) until
+    ``decide`` says every declared question is decided, the plan ends, or the next look would not end
+    within ``budget`` seconds (measured per seed on the looks so far); then the summaries of every run
+    of the looks, with the decisions (``summary.json``: ``primary``, ``sequential``) and ``run.json``'s
+    ``until`` (the plan, the looks run, why it stopped). The first look is the profile's own grid; later
+    ones add seeds for the questions' encodings and tasks only (:mod:`posenc.compare.rounds`). Resumes
+    like :func:`compare`, on the same plan only."""
+    start = time.perf_counter()
+    prof = get_profile(profile) if isinstance(profile, str) else profile
+    questions = questions_info(prof)
+    if questions is None or not prof.sequential.declared:
+        raise PosencError(
+            f"--until decided needs declared questions and a plan ([questions] and [sequential] in the profile; "
+            f"quick has both): profile {prof.name!r} declares {'no plan' if questions else 'no questions'} for this grid"
+        )
+    plan_text = rounds.plan_info(prof, questions)
+    rounds.check_same_plan(Path(out), plan_text)
+    kwargs = dict(
+        executor=executor, workers=workers, threads=threads, log=log, check=check, names=names or {}
+    )
+    looks = _looks(prof, plan_text, Path(out), decide=decide, budget=budget, start=start, kwargs=kwargs,
+                   show_progress=show_progress, retune=retune, allow_changed=allow_changed)  # fmt: skip
+    specs, outcome, tuned, until = looks
+    store = ResultStore(Path(out))
+    run = _Finished(prof, [spec.run_id for spec in specs], outcome, command, _device(prof, names),
+                    write_config(Path(out), prof, command), start, until)  # fmt: skip
+    summary, files = _write_summaries(store, run, outputs, log)
+    return CompareResult(prof, Path(out), outcome, summary, files, tuned, until)
+
+
+def _device(prof: Profile, names: Mapping[str, str] | None) -> str:
+    return resolve_device(prof.device, (names or {}).get("device", "device"))
+
+
+def _looks(
+    prof: Profile, plan_text: dict[str, Any], out: Path, *, decide: Decide, budget: float | None, start: float,
+    kwargs: dict[str, Any], show_progress: bool, retune: bool, allow_changed: bool,
+) -> tuple[list[RunSpec], GridOutcome, GridOutcome | None, dict[str, Any]]:  # fmt: skip
+    """Run look after look (see :func:`compare_until_decided`): every look's specs, the outcome of them
+    all, the tuning runs and ``run.json``'s ``until``."""
+    log, store = kwargs["log"], ResultStore(out)
+    store.check_writable()
+    looks, outcome, tuned = prof.sequential.looks, GridOutcome(), None
+    specs: list[RunSpec] = []
+    per_unit, stopped, run_looks = None, "plan ended", []
+    said: set[str] = set()
+    for index, look in enumerate(looks):
+        grid_prof = prof if index == 0 else rounds.questions_profile(prof)
+        grid_prof = dataclasses.replace(grid_prof, seeds=rounds.new_seeds(prof, index))
+        plan = _plan(grid_prof, encodings=None, tasks=None, seeds=None, **kwargs)
+        check_code(plan.specs, store, allow_changed=allow_changed, log=log, said=said)
+        found, tuned_now = _tune(grid_prof, plan, out, retune=retune, show_progress=show_progress, log=log,
+                                 allow_changed=allow_changed, said=said)  # fmt: skip
+        todo = sum(spec.work_units() for spec in found if store.load(spec)[0] is None)
+        if index and not rounds.fits_budget(time.perf_counter() - start, per_unit, todo, budget):
+            stopped = "budget"
+            break
+        tic = time.perf_counter()
+        ran = run_grid(found, store, plan.runner, show_progress=show_progress, log=log,
+                       allow_changed=allow_changed, said=said)  # fmt: skip
+        per_unit = (time.perf_counter() - tic) / todo if todo else per_unit
+        specs, tuned = specs + found, tuned or tuned_now
+        _merge(outcome, ran)
+        run_looks.append(look)
+        if ran.failed:
+            stopped = "a run failed"
+            break
+        status = decide(out, [spec.run_id for spec in specs], plan_text["questions"], plan_text)
+        for line in rounds.progress_text(status, look, index, len(looks), time.perf_counter() - start):
+            log(line)
+        if status.get("all_decided"):
+            stopped = "decided"
+            break
+    until = {"plan": plan_text, "looks_run": run_looks, "stopped": stopped, "budget_seconds": budget}
+    return specs, outcome, tuned, until
+
+
+def _merge(total: GridOutcome, one: GridOutcome) -> None:
+    total.done += one.done
+    total.skipped += one.skipped
+    total.redone += one.redone
+    total.failed += one.failed
+    total.wall_seconds += one.wall_seconds
+
+
 @dataclass
 class _Plan:
     """What :func:`compare` has checked and built before any run."""
@@ -330,6 +484,7 @@ class _Finished:
     device: str
     own_config: Path  # this invocation's config (:func:`write_config`)
     start: float  # time.perf_counter() when the invocation began
+    until: dict[str, Any] | None = None  # --until decided: its plan and why it stopped
 
 
 def _write_summaries(
@@ -341,13 +496,18 @@ def _write_summaries(
     out, prof, outcome = store.root, run.profile, run.outcome
     with store.lock():
         if outputs is not None:
-            summary, files = outputs(out, run_ids=run.run_ids, profile=prof.name, log=log)
+            plan, questions = (run.until or {}).get("plan"), questions_info(prof)
+            declared = {k: v for k, v in (("questions", questions), ("sequential", plan)) if v is not None}
+            # an outputs callable written before questions existed still serves a profile without any
+            summary, files = outputs(out, run_ids=run.run_ids, profile=prof.name, log=log, **declared)
         else:
             summary, files = {}, {}
             store.write_grid(run.run_ids, prof.name)
         atomic_write_text(out / CONFIG_FILE, run.own_config.read_text(encoding="utf-8"))
         outcome.wall_seconds = time.perf_counter() - run.start  # everything, figures and report included
-        files["run"] = str(write_run_info(out, prof, outcome, run.command, run.device, run.own_config))
+        files["run"] = str(
+            write_run_info(out, prof, outcome, run.command, run.device, run.own_config, run.until)
+        )
     files["config"] = str(out / CONFIG_FILE)
     finished = set(outcome.done) | set(outcome.skipped)
     missing = finished - {r["run_id"] for r in store.records(run_ids=run.run_ids, warn=log)}

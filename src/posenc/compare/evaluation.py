@@ -36,6 +36,11 @@ from posenc.tasks import synthetic, task_registry, text
 
 AtLength = Callable[[int], None]  # called with the sequence length before each evaluation forward
 
+#: Also keep each example's answer log-likelihood (:func:`answer_logprob`: ``answer_logprob`` per
+#: example and per length), a continuous outcome beside exact match and answer-token accuracy: on
+#: from benchmark version 3 (records/spec.py's BENCHMARK_VERSION), whose task records all keep it.
+ANSWER_LOGPROB = True
+
 
 def _at_nothing(_: int) -> None:
     pass
@@ -139,6 +144,19 @@ def free_running(
 # ---------------------------------------------------------------------------
 
 
+def answer_logprob(logits: torch.Tensor, batch: synthetic.TaskBatch) -> torch.Tensor:
+    """Per-example mean log-probability in nats (``(b,)``, at most 0) the teacher-forced pass gives
+    the answer's own tokens ``y_1 .. y_m`` (EOS left out, as answer-token accuracy leaves it out):
+    how close a model is to the answer, not only whether its first choice is right.
+
+    Args:
+        logits: ``(b, t, V)`` from one teacher-forced pass over ``batch.inputs``.
+    """
+    answer = batch.loss_mask & (batch.targets != synthetic.EOS)  # (b, t)
+    logp = torch.log_softmax(logits.float(), -1).gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)  # (b, t)
+    return (logp * answer).sum(-1) / answer.sum(-1)
+
+
 @torch.no_grad()
 def evaluate_task(
     model: Transformer, spec: RunSpec, progress: Progress = no_progress, at_length: AtLength = _at_nothing
@@ -153,7 +171,12 @@ def evaluate_task(
     model.eval()
     axes = position_axes(model)
     pos_gen = torch.Generator().manual_seed(10_000 + spec.eval.seed)  # identical across runs
-    keys = ["exact_match", "token_accuracy", "answer_accuracy"]
+    keys = [
+        "exact_match",
+        "token_accuracy",
+        "answer_accuracy",
+        *(["answer_logprob"] if ANSWER_LOGPROB else []),
+    ]
     free_keys = ["free_exact_match", "free_prefix", "answer_tokens"]
     per: dict[str, list[list]] = {key: [] for key in keys + free_keys}
     means: dict[str, list[float]] = {key: [] for key in [*keys, "free_exact_match", "free_prefix_share"]}
@@ -213,6 +236,8 @@ def _task_scores(
             "token_accuracy": tok,
             "answer_accuracy": synthetic.answer_accuracy(logits, part),
         }
+        if ANSWER_LOGPROB:
+            found["answer_logprob"] = answer_logprob(logits, part)
         if decode:
             free = free_running(
                 model, part, positions, at_length, device=spec.device, precision=spec.precision

@@ -137,7 +137,9 @@ def _task_problem(where: str, ev: dict[str, Any], spec: RunSpec) -> str | None:
     if not isinstance(per, dict):
         return f"{where}.per_example is missing"
     # answer_accuracy (the answer's tokens, EOS left out): records written before it was kept lack it
-    keys = ["exact_match", "token_accuracy", *(("answer_accuracy",) if "answer_accuracy" in per else ())]
+    # answer_logprob (each answer's mean log-likelihood): kept from benchmark version 3 on
+    keys = ["exact_match", "token_accuracy"]
+    keys += [key for key in ("answer_accuracy", "answer_logprob") if key in per]
     if spec.eval.free_running:  # records before free-running decoding have no such spec field
         free = ev.get("free_running")
         if not isinstance(free, dict) or "decoding" not in free:

@@ -141,10 +141,11 @@ def record_version(data: Any) -> int | None:
     return version if isinstance(version, int) and not isinstance(version, bool) else None
 
 
-def version_problem(data: Any) -> str | None:
-    """Why a record of another benchmark version is not a current result (None if it is current)."""
+def version_problem(data: Any, current: int = BENCHMARK_VERSION) -> str | None:
+    """Why a record of another benchmark version than ``current`` (default: this posenc's) is not a
+    result of it (None if it is)."""
     version = record_version(data)
-    if version is None or version == BENCHMARK_VERSION:
+    if version is None or version == current:
         return None
     meaning = BENCHMARK_HISTORY.get(version, "unknown to this posenc")
     return (
@@ -154,13 +155,19 @@ def version_problem(data: Any) -> str | None:
 
 
 def validate_record(
-    data: Any, expected_run_id: str | None = None, problem: ResultCheck = result_problem
+    data: Any,
+    expected_run_id: str | None = None,
+    problem: ResultCheck = result_problem,
+    *,
+    version: int = BENCHMARK_VERSION,
 ) -> str | None:
-    """None if ``data`` is a trustworthy record, else the reason it is not (``problem``
-    checks the result: :func:`~posenc.records.schema.result_problem` for runs, :func:`~posenc.records.schema.tune_problem` for candidates)."""
+    """None if ``data`` is a trustworthy record of benchmark ``version`` (default: this posenc's; the
+    records of a table published under an earlier one are read as that version's), else the reason it
+    is not (``problem`` checks the result: :func:`~posenc.records.schema.result_problem` for runs,
+    :func:`~posenc.records.schema.tune_problem` for candidates)."""
     if not isinstance(data, dict):
         return "not a JSON object"
-    other = version_problem(data)
+    other = version_problem(data, version)
     if other:
         return other
     missing = [k for k in REQUIRED if k not in data]

@@ -9,6 +9,9 @@ harness that writes them is :mod:`posenc.compare`. Pieces:
   results directory or of records, with seeds and convergence)
 - :mod:`~posenc.results.claims`: the papers' and the notes' claims (data: ``claims.json``) judged
   with those intervals
+- :mod:`~posenc.results.primary`: the profile's declared questions decided as one family (and
+  :mod:`~posenc.results.primary_table`, their table), from :mod:`~posenc.results.paired`,
+  :mod:`~posenc.results.design` and :mod:`~posenc.results.sequential`
 - :mod:`~posenc.results.tables`: CSV/JSON summaries, the terminal and Markdown tables
 - :mod:`~posenc.results.result_figures`: curves with bands
 - :mod:`~posenc.results.report_section`: the HTML fragment for ``posenc report``, and its own page
@@ -27,7 +30,7 @@ from typing import Any
 
 from posenc.records.files import atomic_write_text
 from posenc.records.store import ResultStore
-from posenc.results import trained
+from posenc.results import primary, trained
 from posenc.results.report_section import write_page
 from posenc.results.result_figures import save_all
 from posenc.results.stats import Cell, cell, cells
@@ -37,6 +40,7 @@ __all__ = [
     "Cell",
     "cell",
     "cells",
+    "decide_questions",
     "load_model",
     "render_table",
     "render_tables",
@@ -44,6 +48,23 @@ __all__ = [
     "to_json",
     "write_outputs",
 ]
+
+
+def decide_questions(
+    out: Path, run_ids: list[str], questions: dict[str, Any], sequential: dict[str, Any]
+) -> dict[str, Any]:
+    """The declared questions of the runs ``run_ids`` under ``out``, decided look by look as the plan
+    ``sequential`` says (:func:`posenc.results.primary.block`): what ``posenc compare --until decided``
+    reads after each look."""
+    records = ResultStore(Path(out)).records(run_ids=run_ids, warn=lambda _: None)
+    found = primary.block(records, questions, sequential)
+    return found or {
+        "mode": "sequential",
+        "questions": [],
+        "undecided": [],
+        "all_decided": False,
+        "looks_done": [],
+    }
 
 
 def load_model(record_path: str | os.PathLike, *, trust_remote_code: bool = False):
@@ -64,6 +85,8 @@ def write_outputs(
     profile: str = "",
     log: Callable[[str], None] | None = None,
     extra_outputs: Callable[[Path], dict[str, str]] | None = None,
+    questions: dict[str, Any] | None = None,
+    sequential: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Summary CSV/JSON, figures and this benchmark's HTML page of one grid's records under ``out``.
 
@@ -73,7 +96,9 @@ def write_outputs(
     the benchmark's section alone; ``extra_outputs(out)`` (with ``report``) writes more
     from the same grid, e.g. the full report (:func:`posenc.report.benchmark_report`,
     which ``posenc compare`` passes). The whole set of files is written under the
-    directory's lock, so concurrent invocations never interleave them.
+    directory's lock, so concurrent invocations never interleave them. ``questions``: the
+    profile's declared questions, decided in ``summary.json``'s ``primary`` (and with
+    ``sequential``, the plan of a ``--until decided`` run, look by look: :mod:`posenc.results.primary`).
     """
     out = Path(out)
     store = ResultStore(out)
@@ -81,7 +106,7 @@ def write_outputs(
         if run_ids is not None:
             store.write_grid(list(run_ids), profile)
         records = store.records(run_ids=run_ids, warn=log)
-        summary = summarize(records)
+        summary = summarize(records, questions, sequential)
         files = {}
         atomic_write_text(out / "summary.json", to_json(summary))
         atomic_write_text(out / "summary.csv", summary_csv(summary))

@@ -16,7 +16,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from posenc.results import stats
+from posenc.results.pair_tests import difference_variance
 from posenc.results.stats import Cell
+from posenc.results.verdict_rules import Judged, floor_tie, margin_p, ordered_p, per_seed_p, threshold_p
 
 AGREES, DISAGREES, INCONCLUSIVE, MIXED = "agrees", "disagrees", "inconclusive", "mixed"
 UNDECIDED, UNINFORMATIVE = "undecided", "uninformative"
@@ -37,6 +39,42 @@ class Test(Protocol):
     def judge(self, records: Records) -> tuple[str, str, str]:
         """``(what we measured, verdict, the rule)``."""
         ...
+
+    def evidence(self, records: Records) -> Judged:
+        """The one-sided p-values for and against the claim, which the claims of a table are corrected
+        over together (:func:`posenc.results.verdict_rules.family_verdicts`)."""
+        ...
+
+
+NOT_TESTED = Judged(math.nan, math.nan, measured=False)
+
+
+def _matrix(records: Records, label: str, task: str, column: str) -> np.ndarray | None:
+    data = stats.collect(records, label, task, column)[0]
+    return np.stack([stats.as_units(data[s]) for s in sorted(data)]) if data else None
+
+
+def _pair(records: Records, a: str, b: str, task: str, column: str) -> tuple[Any, Any, bool] | None:
+    """The two rows' seeds x units arrays as the tables compare them (paired within one set of trained
+    runs, over every seed both converged on), and whether they are paired; None without runs."""
+    left, right = stats.collect(records, a, task, column)[0], stats.collect(records, b, task, column)[0]
+    same = stats.group(records, a, task) == stats.group(records, b, task) and a != b
+    if same:
+        shared = sorted(set(left) & set(right))
+        left, right = {s: left[s] for s in shared}, {s: right[s] for s in shared}
+    if not left or not right:
+        return None
+    stack = [np.stack([stats.as_units(side[s]) for s in sorted(side)]) for side in (left, right)]
+    return stack[0], stack[1], same
+
+
+def _one_sided(records: Records, a: str, b: str, task: str, column: str, line: float) -> tuple[float, float]:
+    """``(p that a - b > line, p that a - b < line)`` by the tables' test of the pair (NaN: untestable)."""
+    found = _pair(records, a, b, task, column)
+    if found is None or min(found[0].shape[0], found[1].shape[0]) < 2:
+        return math.nan, math.nan
+    diff, variance, df = difference_variance(found[0], found[1], rate=stats.bounded(column), paired=found[2])
+    return margin_p(float(diff), float(variance), float(df), line)
 
 
 def _seeds(n: int) -> str:
@@ -80,6 +118,12 @@ class Threshold:
         verdict = stats.verdict_vs(c, self.threshold, self.side)
         return ours, verdict, rule + ("; " + FEW_SEEDS if verdict == UNDECIDED else "")
 
+    def evidence(self, records: Records) -> Judged:
+        values = _matrix(records, self.label, self.task, self.column)
+        if values is None or values.shape[0] < 2:
+            return NOT_TESTED
+        return Judged(*threshold_p(values, self.threshold, self.side, rate=stats.bounded(self.column)))
+
 
 @dataclass(frozen=True)
 class Compare:
@@ -115,7 +159,7 @@ class Compare:
         )
         ours += f", {d.test}"
         ours += f"; {self.what}" if self.what else ""
-        if d.tie:
+        if self._tie(records):
             return ours + TIE, UNINFORMATIVE, TIE_RULE
         m = self.margin
         if self.non_inferior:  # a no worse than b by more than the margin
@@ -134,6 +178,24 @@ class Compare:
                 f"interval of {self.a} - {self.b} wholly below {-m:+g} agrees, wholly at or above disagrees"
             )
         return ours, verdict, rule
+
+    def _tie(self, records: Records) -> bool:
+        """Both sides at the same floor or ceiling on every converged seed and unit, whatever their
+        numbers of converged seeds (2 of 3 against 3 of 3, both 0 of 384: a tie)."""
+        found = _pair(records, self.a, self.b, self.task, self.column)
+        return found is not None and stats.bounded(self.column) and floor_tie(found[0], found[1])
+
+    def evidence(self, records: Records) -> Judged:
+        if _pair(records, self.a, self.b, self.task, self.column) is None:
+            return NOT_TESTED
+        if self._tie(records):
+            return Judged(math.nan, math.nan, uninformative=True)
+        m = self.margin
+        # the line a - b is tested against, and whether the claim says a - b lies above it
+        line, above = {(True, "<"): (m, False), (True, ">"): (-m, True), (False, ">"): (m, True),
+                       (False, "<"): (-m, False)}[(self.non_inferior, self.side)]  # fmt: skip
+        p_above, p_below = _one_sided(records, self.a, self.b, self.task, self.column, line)
+        return Judged(p_above, p_below) if above else Judged(p_below, p_above)
 
 
 @dataclass(frozen=True)
@@ -164,6 +226,12 @@ class Ranking:
         verdict = ranking_verdict(agree, disagree, undecided)
         ours = f"{agree} pair(s) agree, {disagree} disagree, {undecided} undecided ({', '.join(measured)})"
         return ours, verdict, rule
+
+    def evidence(self, records: Records) -> Judged:
+        """More than half of the measured pairs decided in the paper's order (or against it), Holm within
+        the claim: :func:`posenc.results.verdict_rules.ordered_p`."""
+        pairs = [(task, a, b) for task in self.tasks for a, b in itertools.combinations(self.order, 2)]
+        return _most_pairs(records, pairs, self.column, everyone=False)
 
 
 def _tally(records: Records, pairs_per_task: Sequence[tuple[str, Any]], column: str) -> tuple[int, int, int]:
@@ -226,6 +294,34 @@ class Groups:
         ours = f"{agree} pair(s) agree, {disagree} disagree, {undecided} undecided"
         return ours + (f"; {self.what}" if self.what else ""), verdict, rule
 
+    def evidence(self, records: Records) -> Judged:
+        """Every pair in the claim's direction (or every one against it): the largest one-sided p-value
+        of the pairs (an intersection-union test, no correction within the claim)."""
+        pairs = [(self.task, a, b) for a, b in itertools.product(self.better, self.worse)]
+        return _most_pairs(records, pairs, self.column, everyone=True)
+
+
+def _most_pairs(
+    records: Records, pairs: Sequence[tuple[str, str, str]], column: str, *, everyone: bool
+) -> Judged:
+    """Evidence that the pairs ``(task, better, worse)`` with runs on both sides are ordered as the claim
+    says: every one of them (``everyone``: the largest p), or more than half (Holm's ``ordered_p``)."""
+    present = {(stats.run_label(r, v), r["spec"]["task"]) for r in records for v in r["result"]["eval"]}
+    found = [
+        _one_sided(records, a, b, task, column, 0.0)
+        for task, a, b in pairs
+        if (a, task) in present and (b, task) in present and _pair(records, a, b, task, column) is not None
+    ]
+    if not found:
+        return NOT_TESTED
+    better, worse = ([f[i] for f in found] for i in (0, 1))
+    if everyone:
+        if any(math.isnan(p) for p in better):
+            return NOT_TESTED
+        return Judged(max(better), max(worse))
+    needed = len(found) // 2 + 1
+    return Judged(ordered_p(better, needed), ordered_p(worse, needed))
+
 
 @dataclass(frozen=True)
 class Converges:
@@ -240,12 +336,28 @@ class Converges:
     task: str
     side: str = ">"
 
-    def judge(self, records: Records) -> tuple[str, str, str]:
+    def _flags(self, records: Records) -> tuple[list[bool], list[bool]]:
         def flags(label: str) -> list[bool]:
             return [stats.converged(r) for r in records
                     if r["label"] == label and r["spec"]["task"] == self.task]  # fmt: skip
 
-        fa, fb = flags(self.a), flags(self.b)
+        return flags(self.a), flags(self.b)
+
+    def evidence(self, records: Records) -> Judged:
+        fa, fb = self._flags(records)
+        if len(fa) < 2 or len(fb) < 2:
+            return NOT_TESTED
+        ka, kb = sum(fa), sum(fb)
+        if (ka, kb) in ((0, 0), (len(fa), len(fb))):
+            return Judged(math.nan, math.nan, uninformative=True)
+        sp = stats.scipy_stats()
+        table = [[ka, len(fa) - ka], [kb, len(fb) - kb]]
+        more = float(sp.boschloo_exact(table, alternative="greater").pvalue)
+        less = float(sp.boschloo_exact(table, alternative="less").pvalue)
+        return Judged(more, less)
+
+    def judge(self, records: Records) -> tuple[str, str, str]:
+        fa, fb = self._flags(records)
         rule = (
             f"seeds converged in-distribution, {self.a} against {self.b}: Boschloo's exact test, "
             f"one-sided at {ONE_SIDED:.1%} each way; fewer than 2 runs on a side: undecided; both at 0 "
@@ -283,19 +395,24 @@ class SeedRatio:
     threshold: float
     side: str
 
-    def judge(self, records: Records) -> tuple[str, str, str]:
+    def _ratios(self, records: Records) -> list[float]:
         def by_seed(label: str) -> dict[int, float]:
             return {
                 r["spec"]["seed"]: float(r["result"]["timing"][self.key])
                 for r in records
                 if r["label"] == label
                 and r["spec"]["task"] == self.task
-                and r["result"]["timing"].get(self.key)
+                and r["result"].get("timing", {}).get(self.key)
             }
 
         a, b = by_seed(self.a), by_seed(self.b)
-        ratios = [a[s] / b[s] for s in sorted(set(a) & set(b)) if b[s]]
-        c = stats.per_seed(ratios)
+        return [a[s] / b[s] for s in sorted(set(a) & set(b)) if b[s]]
+
+    def evidence(self, records: Records) -> Judged:
+        return _per_seed_evidence(self._ratios(records), self.threshold, self.side)
+
+    def judge(self, records: Records) -> tuple[str, str, str]:
+        c = stats.per_seed(self._ratios(records))
         rule = f"per-seed {self.key} of {self.a} over {self.b}; interval wholly {self.side} {self.threshold:g} agrees"
         if not c.measured:
             return "not run", NOT_MEASURED, rule
@@ -327,7 +444,7 @@ class BaselineRatio:
     side: str = "<="
     what: str = ""
 
-    def judge(self, records: Records) -> tuple[str, str, str]:
+    def _ratios(self, records: Records) -> list[float]:
         ratios = []
         for r in records:
             if r["label"] != self.label or r["spec"]["task"] != "lm" or not stats.converged(r):
@@ -337,7 +454,13 @@ class BaselineRatio:
             scaled = _lm_window_nats(r, self.variant, self.multiple * l_train)
             if base is not None and scaled is not None:
                 ratios.append(math.exp(scaled - base))
-        c = stats.per_seed(ratios)
+        return ratios
+
+    def evidence(self, records: Records) -> Judged:
+        return _per_seed_evidence(self._ratios(records), self.threshold, self.side)
+
+    def judge(self, records: Records) -> tuple[str, str, str]:
+        c = stats.per_seed(self._ratios(records))
         rule = (
             f"perplexity of {self.label}[{self.variant}] at {self.multiple}x L_train over the unscaled "
             f"{self.label} at L_train, per seed; interval wholly {self.side} {self.threshold:g} agrees"
@@ -362,7 +485,7 @@ class LastkRise:
     threshold: float
     explodes: bool
 
-    def judge(self, records: Records) -> tuple[str, str, str]:
+    def _rises(self, records: Records) -> list[float]:
         rises = []
         for r in records:
             if r["label"] != self.label or r["spec"]["task"] != "lm" or not stats.converged(r):
@@ -372,7 +495,13 @@ class LastkRise:
             loss = {c / l_train: float(v) for c, v in zip(lk["contexts"], lk["nats_per_byte"])}
             if 1.0 in loss and self.multiple in loss and loss[1.0] > 0:
                 rises.append(loss[self.multiple] / loss[1.0] - 1)
-        c = stats.per_seed(rises)
+        return rises
+
+    def evidence(self, records: Records) -> Judged:
+        return _per_seed_evidence(self._rises(records), self.threshold, ">=" if self.explodes else "<=")
+
+    def judge(self, records: Records) -> tuple[str, str, str]:
+        c = stats.per_seed(self._rises(records))
         side = ">=" if self.explodes else "<="
         rule = f"last-k loss at {self.multiple:g}x vs 1x L_train; interval wholly {side} {100 * self.threshold:+.0f}% agrees"
         if not c.measured:
@@ -381,6 +510,11 @@ class LastkRise:
             return f"{100 * c.mean:+.0f}% loss at {self.multiple:g}x (1 seed)", UNDECIDED, FEW_SEEDS
         ours = f"{100 * c.mean:+.0f}% [{100 * c.low:+.0f}, {100 * c.high:+.0f}] loss at {self.multiple:g}x ({_seeds(c.n)})"
         return ours, stats.verdict_vs(c, self.threshold, side), rule
+
+
+def _per_seed_evidence(values: Sequence[float], threshold: float, side: str) -> Judged:
+    p_for, p_against = per_seed_p(values, threshold, side)
+    return NOT_TESTED if math.isnan(p_for) else Judged(p_for, p_against)
 
 
 #: A test's ``"type"`` in the file -> its class (the file's other keys are the class's fields).

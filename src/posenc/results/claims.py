@@ -32,6 +32,7 @@ CPU model is not a 247M-parameter WikiText model.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,7 @@ from posenc.results.claim_tests import (
     fmt_cell,
     ranking_verdict,
 )
+from posenc.results.verdict_rules import Judged, family_verdicts
 from posenc.tasks import ALL_TASKS
 
 
@@ -161,21 +163,63 @@ class Claim:
     test: Test  # how our records judge it
     scale: Scale | None = None  # the scale the claim was made at
 
-    def row(self, records: Records) -> dict[str, str]:
+    def judged(self, records: Records) -> tuple[str, str, str, Judged]:
+        """``(ours, the test's own verdict, rule, evidence)`` before the family's correction."""
         fixed = self.scale is not None and self.scale.fixed_steps and not isinstance(self.test, Converges)
-        ours, verdict, rule = self.test.judge(_fixed_steps(records) if fixed else records)
+        counted = _fixed_steps(records) if fixed else records
+        ours, verdict, rule = self.test.judge(counted)
         if fixed and any(not stats.converged(r) for r in records):
             rule += "; the paper trains for fixed steps, so a run that did not converge counts as it scored"
+        return ours, verdict, rule, self.test.evidence(counted)
+
+    def row(
+        self,
+        records: Records,
+        family: tuple[str, float] | None = None,
+        judged: tuple[str, str, str, Judged] | None = None,
+    ) -> dict[str, str]:
+        """The claim's row: what we measured, the verdict and its rule. ``family``: the verdict and
+        Holm-adjusted p-value the table's family of claims gives it (:func:`claims` passes it, with what
+        :meth:`judged` gave; alone, the claim is a family of one)."""
+        ours, own, rule, evidence = judged or self.judged(records)
+        family = family or family_verdicts([evidence])[0]
+        verdict = _verdict(own, family)
+        if verdict in (AGREES, DISAGREES, INCONCLUSIVE) and not math.isnan(family[1]):
+            ours += f"; Holm-adjusted p {family[1]:.2g}"
+            rule += f"; {FAMILY_RULE}"
         run = run_scale(records, self.test)
         scale = ""
         if self.scale is not None:
             scale = f"paper: {self.scale.describe()}; run: {_scale_text(*run.values()) or 'not recorded'}"
-            if verdict == DISAGREES and not reaches(run, self.scale):
-                verdict = NOT_AT_SCALE
-                ours += f" ({scale})"
-                rule += "; the paper's scale is beyond the run's, so a disagreement does not contradict it"
+            if not reaches(run, self.scale):
+                ours += f" ({scale})"  # on every verdict: an agreement at a smaller scale says so too
+                if verdict == DISAGREES:
+                    verdict = NOT_AT_SCALE
+                    rule += (
+                        "; the paper's scale is beyond the run's, so a disagreement does not contradict it"
+                    )
         return {"source": self.source, "claim": self.claim, "paper": self.paper, "ours": ours,
                 "verdict": verdict, "rule": rule, "scale": scale}  # fmt: skip
+
+
+#: How a claim of a table is decided (the family's rule, in each row's rule and under the table).
+FAMILY_RULE = (
+    "one-sided p-values for and against the claim from its test, Holm's method over the table's claims "
+    "at 5%: agrees or disagrees only where the adjusted p-value is below 5% in that direction"
+)
+
+
+def _verdict(own: str, family: tuple[str, float]) -> str:
+    """A claim's verdict: its test's where the test could not judge (not measured, undecided, a floor
+    tie), else the family's; a ranking whose decided pairs go both ways stays mixed."""
+    if own in (NOT_MEASURED, UNDECIDED, UNINFORMATIVE):
+        return own
+    verdict, _ = family
+    if verdict == UNINFORMATIVE:
+        return UNINFORMATIVE
+    if verdict == INCONCLUSIVE and own == MIXED:
+        return MIXED
+    return verdict
 
 
 # ---------------------------------------------------------------------------
@@ -310,10 +354,11 @@ def notes_measurements(records: Records) -> dict[str, tuple[str, str]]:
     pending with what happened. The text quotes each row (claim: ours, verdict).
     """
     by_measure: dict[str, list[tuple[Claim, dict[str, str]]]] = {}
-    present = _present(records)
-    for measure, claim in NOTES_CLAIMS:
-        if _shown(claim.test, present):
-            by_measure.setdefault(measure, []).append((claim, claim.row(records)))
+    family = _family_rows(records)  # the notes' claims judged in the family of the table they stand in
+    offset = len(_PAPERS)
+    for j, (measure, claim) in enumerate(NOTES_CLAIMS):
+        if offset + j in family:
+            by_measure.setdefault(measure, []).append((claim, family[offset + j]))
     out = {}
     for measure, rows in by_measure.items():
         verdicts = {NOTES_VERDICTS[r["verdict"]] for _, r in rows if r["verdict"] in NOTES_VERDICTS}
@@ -341,9 +386,30 @@ def claims(records: Records) -> list[dict[str, str]]:
     """One row per claim of :data:`CLAIMS` whose runs are in ``records``: a claim is left out
     (rather than shown as not measured) unless every encoding it names ran on its task, or
     for a ranking at least two of them. A claim whose runs ran but did not converge stays,
-    as not measured."""
+    as not measured. The claims shown are one family: their p-values are corrected together
+    (Holm, :func:`posenc.results.verdict_rules.family_verdicts`)."""
+    return list(_family_rows(records).values())
+
+
+def _family_rows(records: Records) -> dict[int, dict[str, str]]:
+    """``{index in CLAIMS: row}`` of the claims shown for ``records``, judged as one family."""
     present = _present(records)
-    return [claim.row(records) for claim in CLAIMS if _shown(claim.test, present)]
+    shown = [(i, claim) for i, claim in enumerate(CLAIMS) if _shown(claim.test, present)]
+    judged = [claim.judged(records) for _, claim in shown]
+    family = family_verdicts([j[3] for j in judged])
+    return {i: claim.row(records, found, j) for (i, claim), found, j in zip(shown, family, judged)}
+
+
+def caption(rows: list[dict[str, str]]) -> str:
+    """What the claims table's verdicts mean (under its count)."""
+    return (
+        f"Each claim's test gives one-sided p-values for and against it; the {len(rows)} claims are one family, "
+        "corrected together by Holm's method at 5%: a claim agrees or disagrees only where its Holm-adjusted "
+        "p-value (in its row) is below 5% in that direction, else it is inconclusive (mixed: a ranking whose "
+        "decided pairs go both ways). Uninformative: both sides at the same floor or ceiling on every seed and "
+        "example. A claim made at a scale the run does not reach names both scales whatever its verdict, and "
+        "a disagreement there reads not reproduced at this scale."
+    )
 
 
 def _shown(test: Any, present: set[tuple[str, str]]) -> bool:
@@ -406,6 +472,7 @@ __all__ = [
     "SeedRatio",
     "Test",
     "Threshold",
+    "caption",
     "claims",
     "fmt_cell",
     "load_claims",

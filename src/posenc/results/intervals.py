@@ -114,10 +114,26 @@ def clopper_pearson_edge(count: int, confidence: float) -> float:
     return float(ci.high)
 
 
+@functools.lru_cache(maxsize=256)
+def floor_bound(seeds: int, count: int, confidence: float = CONFIDENCE) -> float:
+    """How far from 0% (from 100%) the interval of a rate cell at exactly 0 (1) on every seed and unit
+    reaches: the Clopper-Pearson bound of one seed's ``count`` units, or the upper bound the same cell
+    gets with one unit of one seed right, where that reaches further. A bound never falls as the count
+    does (before, 0 of 3 x 256 gave ``[0, 1]`` and 1 of 3 x 256 ``[0, 9]``: the examples' bound reads
+    one seed's examples and no seed spread), and the cell at the floor keeps the spread its seeds
+    could hide: the second bound shrinks with seeds (3 seeds of 256 units: 9%; 10 seeds: about 1%)."""
+    edge = clopper_pearson_edge(count, confidence)
+    if seeds < 2:
+        return edge
+    one = np.zeros((seeds, count))
+    one[0, 0] = 1.0
+    return max(edge, float(interval(one, rate=True, confidence=confidence)[2]))
+
+
 def interval(values: Any, *, rate: bool, confidence: float = CONFIDENCE) -> tuple[Any, Any, Any]:
     """``(mean, low, high)`` of a seeds x units array (leading axes vectorised): the t interval of
     :func:`mean_variance`; ``rate``: values in [0, 1], the interval on the logit scale, and at
-    exactly 0 or 1 the Clopper-Pearson bound for the units. NaN bounds with fewer than 2 seeds."""
+    exactly 0 or 1 :func:`floor_bound`. NaN bounds with fewer than 2 seeds."""
     sp = scipy_stats()
     from scipy.special import expit, logit
 
@@ -132,7 +148,8 @@ def interval(values: Any, *, rate: bool, confidence: float = CONFIDENCE) -> tupl
             centre, spread = logit(m), half / (m * (1 - m))
             low = np.where(inside, expit(centre - spread), mean)
             high = np.where(inside, expit(centre + spread), mean)
-            edge = clopper_pearson_edge(values.shape[-1], confidence)
+            at_edge = values.shape[-2] > 1 and bool(np.any((mean <= 0) | (mean >= 1)))
+            edge = floor_bound(values.shape[-2], values.shape[-1], confidence) if at_edge else 0.0
             low = np.where(mean >= 1, 1 - edge, low)
             high = np.where(mean <= 0, edge, high)
         else:

@@ -14,7 +14,7 @@ import numpy as np
 
 from posenc.results.intervals import (
     CONFIDENCE,
-    clopper_pearson_edge,
+    floor_bound,
     mean_variance,
     satterthwaite,
     scipy_stats,
@@ -30,12 +30,12 @@ CORRECTION = "Benjamini-Hochberg over every pair of every column of the table"
 
 def _arm_part(values: np.ndarray, rate: bool, confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(seed part of an arm's variance, its df, its residual mean square); an arm of rates at 0 or 1
-    on every seed and unit gets the variance of its Clopper-Pearson bound instead of none."""
+    on every seed and unit gets the variance of its interval's bound (:func:`floor_bound`) instead of none."""
     part, df, ms_resid = seed_variance(values)
     if rate and np.any(part == 0):
         seeds, count = values.shape[-2:]
         mean = values.mean(axis=(-2, -1))
-        edge = clopper_pearson_edge(count, confidence)
+        edge = floor_bound(seeds, count, confidence)
         q = scipy_stats().t.ppf(1 - (1 - confidence) / 2, seeds - 1)
         at_edge = (part == 0) & ((mean <= 0) | (mean >= 1))
         part = np.where(at_edge, (edge / q) ** 2, part)
@@ -74,14 +74,12 @@ WELCH = "Welch t over seeds"
 PAIRED = "paired t over seeds"
 
 
-def compare_arrays(
+def difference_variance(
     a: Any, b: Any, *, rate: bool, paired: bool = False, confidence: float = CONFIDENCE
-) -> tuple[Any, Any, Any, Any]:
-    """``(a - b, low, high, p)`` of two seeds x units arrays on the same units (leading axes
-    vectorised): Welch's t over seeds with the units' part of the difference added, or with
-    ``paired`` (seed i of ``a`` and of ``b`` are one trained run) a paired t over seeds on ``a - b``.
-    p is two-sided; a difference of exactly 0 with no spread (a tie) has p = 1."""
-    sp = scipy_stats()
+) -> tuple[Any, Any, Any]:
+    """``(a - b, variance of it, degrees of freedom)`` of two seeds x units arrays on the same units, as
+    :func:`compare_arrays` tests them (leading axes vectorised; NaN variance with fewer than 2 seeds on a
+    side): what a one-sided test against a margin reads too."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape[-1] != b.shape[-1]:
         raise ValueError(f"the two rows were scored on different units ({a.shape[-1]} vs {b.shape[-1]})")
@@ -89,31 +87,41 @@ def compare_arrays(
         diff, variance, df = mean_variance(a - b)
         # the df of the seeds' differences, as the unpaired test keeps Welch's (see below): the
         # examples' part let them grow, and p-values far in the tail came out 4-10x too small
-        df = np.minimum(df, a.shape[-2] - 1.0)
+        return diff, variance, np.minimum(df, a.shape[-2] - 1.0)
+    sa, sb, count = a.shape[-2], b.shape[-2], a.shape[-1]
+    diff = a.mean(axis=(-2, -1)) - b.mean(axis=(-2, -1))
+    if sa < 2 or sb < 2:
+        nan = np.full(np.shape(diff), np.nan)
+        return diff, nan, nan
+    part_a, df_a, res_a = _arm_part(a, rate, confidence)
+    part_b, df_b, res_b = _arm_part(b, rate, confidence)
+    if count > 1:
+        by_unit = a.mean(-2) - b.mean(-2)
+        unit = np.maximum(by_unit.var(-1, ddof=1) - res_a / sa - res_b / sb, 0.0) / count
     else:
-        sa, sb, count = a.shape[-2], b.shape[-2], a.shape[-1]
-        diff = a.mean(axis=(-2, -1)) - b.mean(axis=(-2, -1))
-        if sa < 2 or sb < 2:
-            nan = np.full(np.shape(diff), np.nan)
-            variance, df = nan, nan
-        else:
-            part_a, df_a, res_a = _arm_part(a, rate, confidence)
-            part_b, df_b, res_b = _arm_part(b, rate, confidence)
-            if count > 1:
-                by_unit = a.mean(-2) - b.mean(-2)
-                unit = np.maximum(by_unit.var(-1, ddof=1) - res_a / sa - res_b / sb, 0.0) / count
-            else:
-                unit = np.zeros(np.shape(diff))
-            variance, df = satterthwaite(
-                [(part_a, df_a), (part_b, df_b), (unit, np.full(np.shape(diff), max(count - 1, 1.0)))]
-            )
-            # The units' part of a difference estimates what is left of the shared examples after
-            # they cancel (nothing, when two rows differ alike on every example): a noisy, mostly
-            # zero estimate. It adds to the variance but never to the df, which stay the seeds'
-            # (Welch's): letting it raise them made p-values far in the tail, where a correction over
-            # a whole table reads them, too small (measured: 1.2-2.2x the nominal rate at 0.0005).
-            _, seed_df = satterthwaite([(part_a, df_a), (part_b, df_b)])
-            df = np.minimum(df, seed_df)
+        unit = np.zeros(np.shape(diff))
+    variance, df = satterthwaite(
+        [(part_a, df_a), (part_b, df_b), (unit, np.full(np.shape(diff), max(count - 1, 1.0)))]
+    )
+    # The units' part of a difference estimates what is left of the shared examples after
+    # they cancel (nothing, when two rows differ alike on every example): a noisy, mostly
+    # zero estimate. It adds to the variance but never to the df, which stay the seeds'
+    # (Welch's): letting it raise them made p-values far in the tail, where a correction over
+    # a whole table reads them, too small (measured: 1.2-2.2x the nominal rate at 0.0005).
+    _, seed_df = satterthwaite([(part_a, df_a), (part_b, df_b)])
+    return diff, variance, np.minimum(df, seed_df)
+
+
+def compare_arrays(
+    a: Any, b: Any, *, rate: bool, paired: bool = False, confidence: float = CONFIDENCE
+) -> tuple[Any, Any, Any, Any]:
+    """``(a - b, low, high, p)`` of two seeds x units arrays on the same units (leading axes
+    vectorised): Welch's t over seeds with the units' part of the difference added, or with
+    ``paired`` (seed i of ``a`` and of ``b`` are one trained run) a paired t over seeds on ``a - b``
+    (:func:`difference_variance`). p is two-sided; a difference of exactly 0 with no spread (a tie)
+    has p = 1."""
+    sp = scipy_stats()
+    diff, variance, df = difference_variance(a, b, rate=rate, paired=paired, confidence=confidence)
     with np.errstate(divide="ignore", invalid="ignore"):
         se = np.sqrt(variance)
         half = sp.t.ppf(1 - (1 - confidence) / 2, df) * se

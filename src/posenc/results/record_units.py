@@ -11,20 +11,16 @@ from typing import Any
 
 import numpy as np
 
+# the shared vocabulary of columns, re-exported for the modules that read cells
+from posenc.records.columns import BUCKETS, LM_COLUMNS, TASK_COLUMNS, bounded, columns  # noqa: F401
 from posenc.results.lengths import in_range as lengths_in_range
 
-#: Length buckets relative to the trained sequence length in tokens (posenc.results.lengths): (name,
-#: lo, hi] x the longest training row. They do not overlap, so a row shows where an encoding falls
-#: off (a bucket with no evaluation length has no cell).
-BUCKETS = (("in", 0.0, 1.0), ("1.25x", 1.0, 1.25), ("1.5x", 1.25, 1.5), ("2x", 1.5, 2.0), ("4x", 2.0, 4.0))
 #: Every length past the training one up to 4x (what rankings of "unseen lengths" use).
 UNSEEN = ("out", 1.0, 4.0)
 #: Every length past the training one up to 2x (the NoPE paper's test set: L < n <= 2L).
 UP_TO_2X = ("to2x", 1.0, 2.0)
 #: What a task column may read: the buckets and the two wider ranges.
 RANGES = (*BUCKETS, UNSEEN, UP_TO_2X)
-TASK_COLUMNS = tuple(f"{m}_{b}" for m in ("em", "pre", "tok") for b, _, _ in BUCKETS)
-LM_COLUMNS = ("bpb_train", "bpb_2x", "bpb_4x", "ratio_2x", "ratio_4x")
 
 
 #: Appended to the label of a scaling evaluated outside its regime (PI or YaRN without the
@@ -116,17 +112,6 @@ def _lm_units(ev: dict[str, Any], spec: dict[str, Any], column: str) -> Any:
         # older records (one stretch of validation text): m windows at L per window at mL
         base = base[: len(longer) * multiple].reshape(len(longer), multiple).mean(1)
     return longer, base
-
-
-def bounded(column: str) -> bool:
-    """True for a rate column (values in [0, 1]: exact match, token accuracy, free-running scores):
-    its interval is on the logit scale and never zero-width at 0% / 100%."""
-    return not (column in LM_COLUMNS or column.startswith(("bpb", "ratio")))
-
-
-def columns(task: str) -> tuple[str, ...]:
-    """The columns of ``task``'s rows: :data:`LM_COLUMNS` for the LM, :data:`TASK_COLUMNS` for a task."""
-    return LM_COLUMNS if task == "lm" else TASK_COLUMNS
 
 
 def labels_and_tasks(records: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -149,7 +149,7 @@ class Cell:
         return asdict(self) | {"converged": self.converged}
 
 
-def _collect(
+def collect(
     records: Sequence[dict[str, Any]], label: str, task: str, column: str
 ) -> tuple[dict[int, Any], int]:
     """({seed: unit data} of the converged runs, number of runs) of one cell."""
@@ -170,7 +170,7 @@ def _collect(
     return data, runs
 
 
-def _as_units(got: Any) -> np.ndarray:
+def as_units(got: Any) -> np.ndarray:
     """A run's unit values; for a ratio the linearised contributions of each block,
     r * (1 + d_j - mean(d)) with d_j = loss at m L - loss at L of block j (their mean is r)."""
     if isinstance(got, tuple):
@@ -183,7 +183,7 @@ def _as_units(got: Any) -> np.ndarray:
 def _matrix(data: dict[int, Any], seeds: Sequence[int] | None = None) -> np.ndarray:
     """Seeds x units array of a cell's data (``seeds``: in that order)."""
     order = sorted(data) if seeds is None else seeds
-    return np.stack([_as_units(data[s]) for s in order])
+    return np.stack([as_units(data[s]) for s in order])
 
 
 def cell(records: Sequence[dict[str, Any]], *, label: str, task: str, column: str) -> Cell:
@@ -193,7 +193,7 @@ def cell(records: Sequence[dict[str, Any]], *, label: str, task: str, column: st
     ``rope[dynamic:4]`` for a scaling evaluated on the ``rope`` runs). With one converged seed the
     interval is NaN (unknown: the spread over seeds cannot be seen).
     """
-    data, runs = _collect(records, label, task, column)
+    data, runs = collect(records, label, task, column)
     if not data:
         return Cell(math.nan, math.nan, math.nan, 0, runs, 0)
     values = _matrix(data)
@@ -217,8 +217,8 @@ def pair_test(records: Sequence[dict[str, Any]], a: str, b: str, *, task: str, c
     """Row ``a`` against row ``b`` in one column: the difference of their means, its 95% interval
     and the test's p-value (:data:`TEST`; before any multiplicity correction). Rows of one set of
     trained runs (:func:`group`) are paired by seed; others are independent samples of seeds."""
-    left, runs_a = _collect(records, a, task, column)
-    right, runs_b = _collect(records, b, task, column)
+    left, runs_a = collect(records, a, task, column)
+    right, runs_b = collect(records, b, task, column)
     same = group(records, a, task) == group(records, b, task) and a != b
     if same:
         shared = sorted(set(left) & set(right))
@@ -238,9 +238,9 @@ def difference(records: Sequence[dict[str, Any]], a: str, b: str, *, task: str, 
     :class:`Cell` (``n``: the fewer converged seeds of the two sides); :func:`pair_test` has the
     p-value too."""
     c = pair_test(records, a, b, task=task, column=column)
-    _, runs_a = _collect(records, a, task, column)
-    _, runs_b = _collect(records, b, task, column)
-    units_ = next((len(_as_units(v)) for v in _collect(records, a, task, column)[0].values()), 0)
+    _, runs_a = collect(records, a, task, column)
+    _, runs_b = collect(records, b, task, column)
+    units_ = next((len(as_units(v)) for v in collect(records, a, task, column)[0].values()), 0)
     return Cell(c.diff, c.low, c.high, min(c.n_a, c.n_b), max(runs_a, runs_b), units_)
 
 
@@ -295,13 +295,13 @@ def _seed_sd(values: np.ndarray) -> float:
     return float(math.sqrt(float(part) * values.shape[0]))
 
 
-def _column_tests(
+def column_tests(
     records: Sequence[dict[str, Any]], task: str, column: str, labels: Iterable[str] | None = None
 ) -> tuple[list[float], dict[str, dict[int, Any]], dict[str, str | None], list[str]]:
     """The raw p-values of one column's pairs (NaN: untestable), its rows' data and groups, and
     each pair as "a > b" (the row ahead first)."""
     rows = [lab for lab, t in labels_and_tasks(records) if t == task] if labels is None else list(labels)
-    data = {lab: _collect(records, lab, task, column)[0] for lab in rows}
+    data = {lab: collect(records, lab, task, column)[0] for lab in rows}
     data = {lab: got for lab, got in data.items() if got}
     groups = {lab: group(records, lab, task) for lab in data}
     pairs: list[tuple[str, str]] = []
@@ -353,7 +353,7 @@ def separation(
     """:class:`Separation` of one column over the rows ``labels`` (default: every row of ``task``),
     its pairs corrected on their own (a table of one column; :func:`table_separation` corrects a
     table's columns together)."""
-    p, data, groups, order = _column_tests(records, task, column, labels)
+    p, data, groups, order = column_tests(records, task, column, labels)
     return _separation(p, adjust(p), data, groups, order, column)
 
 
@@ -364,7 +364,7 @@ def table_separation(
     corrected together (:data:`CORRECTION`), so that the table as a whole, not each column, holds
     its false discovery rate at 5% (a column left out of the printed table for having no significant
     pair was still in the correction)."""
-    found = {key: _column_tests(records, *key) for key in columns_}
+    found = {key: column_tests(records, *key) for key in columns_}
     flat = [q for p, _, _, _ in found.values() for q in p]
     adjusted = adjust(flat)
     out, at = {}, 0
@@ -458,10 +458,13 @@ __all__ = [
     "Comparison",
     "Separation",
     "adjust",
+    "as_units",
     "bounded",
     "by_file",
     "cell",
     "cells",
+    "collect",
+    "column_tests",
     "columns",
     "compare_arrays",
     "converged",

@@ -25,14 +25,13 @@ language model, ``ratio 2x`` / ``ratio 4x`` are perplexity(L_valid) / perplexity
 at L_valid = 2 and 4 L_train (the protocol each record names: non-overlapping windows as in
 the ALiBi paper, or sliding windows); below 1 means longer windows help.
 
-Tests and power: for every column the summary says how many pairs of rows a seed-level test
-tells apart after a multiplicity correction over every pair of every column of the table
-(Welch t over seeds, paired for one model evaluated several ways; Benjamini-Hochberg), which
-pairs, the smallest difference it detects with 80% power at its seeds, and how many seeds per
-encoding a 10-point (LM: 0.05) difference needs (:func:`posenc.results.stats.table_separation`). The tables show the in-distribution exact match, the
-LM columns and every bucket column with at least one significant pair; the others (every
-encoding at the same floor or ceiling, or too few seeds for the spread) are named under the
-table and kept in ``summary.csv``.
+Tests and power (exploratory; a profile's declared questions: :mod:`posenc.results.primary`): per
+column, the pairs of rows a seed-level test tells apart corrected over every pair of every column
+(Welch t over seeds, paired for one model evaluated several ways; Benjamini-Hochberg), the smallest
+difference it detects with 80% power and how many seeds per encoding a 10-point (LM: 0.05) difference
+needs (:func:`posenc.results.stats.table_separation`). The tables show the in-distribution exact
+match, the LM columns and every bucket column with a significant pair; the others are named under
+the table and kept in ``summary.csv``.
 """
 
 from __future__ import annotations
@@ -48,8 +47,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from posenc.records.benchmark_scalings import FAILED_KEY
-from posenc.results import stats
+from posenc.results import primary, stats
 from posenc.results.lengths import ratios as length_ratios
+from posenc.results.primary import declared  # noqa: F401  (summarize's arguments from a run.json)
 from posenc.results.stats import BUCKETS, METHOD
 
 NOT_CONVERGED = "n.c."
@@ -64,8 +64,7 @@ def _num(x: Any) -> float:
 
 
 def _mean(xs: list[float]) -> float:
-    xs = [x for x in xs if not math.isnan(x)]
-    return sum(xs) / len(xs) if xs else math.nan
+    return sum(kept) / len(kept) if (kept := [x for x in xs if not math.isnan(x)]) else math.nan
 
 
 def bucket_values(ratios: list[float] | None, values: list[float]) -> dict[str, float]:
@@ -132,12 +131,18 @@ def run_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(
+    records: list[dict[str, Any]],
+    questions: dict[str, Any] | None = None,
+    sequential: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``{"tasks", "method", "rows": {label: {"encoding", "TASK:COLUMN": cell dict, ...}}}``.
 
     A cell dict is :meth:`posenc.results.stats.Cell.to_dict` (mean, low, high, n, runs,
     units, converged). Per task the row also has ``steps_per_second``, ``steps_to_converge``
     (mean over converged runs), ``seeds`` (runs) and ``converged`` (converged runs).
+    With the profile's declared ``questions`` and a ``--until decided`` run's plan (``sequential``),
+    also ``primary`` and ``sequential``: :func:`posenc.results.primary.summary_part`.
     """
     per_run: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in run_rows(records):
@@ -172,6 +177,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     )
     power = {f"{task}:{column}": sep.to_dict() for (task, column), sep in separated.items()}
     return {
+        **primary.summary_part(records, questions, sequential),
         "tasks": tasks,
         "method": METHOD,
         "test": stats.TEST,
@@ -341,18 +347,33 @@ def format_cell(c: dict[str, Any] | None, percent: bool, sep: str = " ") -> str:
 METRICS = (("", "em"), (" prefix", "pre"), (" tf-tok", "tok"))
 
 
+#: The headers of the LM's columns.
+LM_HEADERS = {"bpb_train": "LM bpb@L", "bpb_2x": "LM bpb 2x", "bpb_4x": "LM bpb 4x", "ratio_2x": "LM ppl 2x",
+              "ratio_4x": "LM ppl 4x"}  # fmt: skip
+
+
+def column_header(task: str, column: str) -> str:
+    """The header a table gives ``task``'s ``column``: ``copy in``, ``copy prefix 1.5x``, ``copy tf-tok
+    2x``, ``LM bpb@L``."""
+    if task == "lm":
+        return LM_HEADERS[column]
+    metric, _, bucket = column.partition("_")
+    suffix = next(suffix for suffix, name in METRICS if name == metric)
+    return f"{task}{suffix} {bucket}"
+
+
 def _all_columns(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
     cols = []
     for task in summary["tasks"]:
         if task == "lm":
-            cols += [("LM bpb@L", "lm:bpb_train", False), ("LM bpb 2x", "lm:bpb_2x", False)]
-            cols += [("LM bpb 4x", "lm:bpb_4x", False), ("LM ppl 2x", "lm:ratio_2x", False)]
-            cols += [("LM ppl 4x", "lm:ratio_4x", False)]
+            cols += [(column_header(task, c), f"lm:{c}", False) for c in LM_HEADERS]
             continue
         cols.append((f"{task} in", f"{task}:em_in", True))
-        for suffix, metric in METRICS:
+        for _, metric in METRICS:
             cols += [
-                (f"{task}{suffix} {b}", f"{task}:{metric}_{b}", True) for b, _, _ in BUCKETS if b != "in"
+                (column_header(task, f"{metric}_{b}"), f"{task}:{metric}_{b}", True)
+                for b, _, _ in BUCKETS
+                if b != "in"
             ]
     return cols
 
@@ -572,10 +593,8 @@ def to_json(summary: dict[str, Any]) -> str:
     def clean(x: Any) -> Any:
         if isinstance(x, float) and not math.isfinite(x):
             return None if math.isnan(x) else str(x)
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [clean(v) for v in x]
+        if isinstance(x, (dict, list)):
+            return {k: clean(v) for k, v in x.items()} if isinstance(x, dict) else [clean(v) for v in x]
         return x
 
     return json.dumps(clean(summary), indent=2, allow_nan=False)

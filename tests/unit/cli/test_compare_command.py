@@ -331,3 +331,22 @@ def test_the_command_leaves_the_checks_to_the_library():
     }
     checks = {"check_int", "check_kv_heads", "resolve_device", "check_precision", "require_ray", "presets"}
     assert not imported & checks, imported & checks
+
+
+def test_until_decided_runs_looks_until_it_stops_by_itself(tmp_path):
+    """``posenc compare --until decided --budget``: the smoke LM's question, looks of 3, 4 and 5 seeds;
+    it stops by itself (decided, or its plan ended) and summary.json says what it decided."""
+    out = tmp_path / "until"
+    args = ["compare", "--profile", "smoke", "--tasks", "lm", "--scalings", "", "--until", "decided"]
+    result = CliRunner().invoke(main, [*args, "--budget", "10m", "--out", str(out), "--no-report"])
+    assert result.exit_code == 0, result.output
+    until = json.loads((out / "run.json").read_text())["until"]
+    assert until["stopped"] in ("decided", "plan ended") and until["budget_seconds"] == 600.0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["primary"]["looks_done"] == until["looks_run"] and summary["sequential"]["decisions"]
+    assert summary["sequential"]["all_decided"] == (until["stopped"] == "decided")
+    assert "--until decided: looks run at" in result.output and "primary questions" in result.output
+    assert "--budget goes with --until decided" in one_line_error(["--profile", "smoke", "--budget", "5m"])
+    assert "--budget must be a positive time" in one_line_error(
+        ["--profile", "smoke", "--until", "decided", "--budget", "soon"], tmp_path / "bad"
+    )

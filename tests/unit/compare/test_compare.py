@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 
-from posenc.compare import CONFIG_DIR, CONFIG_FILE, compare
+from posenc.compare import CONFIG_DIR, CONFIG_FILE, compare, compare_until_decided
 from posenc.compare.executor import LocalExecutor
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import (
@@ -203,9 +203,9 @@ def test_config_toml_describes_the_grid_of_the_summaries_when_two_invocations_sh
     first, second = (dataclasses.replace(base, seeds=(seed,), name=f"seed{seed}") for seed in (0, 1))
     quiet = dict(show_progress=False, log=lambda _: None)
 
-    def outputs_after_another_invocation(path, *, run_ids, profile, log):
+    def outputs_after_another_invocation(path, *, run_ids, profile, log, **declared):
         compare(second, out=out, outputs=lambda p, **kw: write_outputs(p, report=False, **kw), **quiet)
-        return write_outputs(path, report=False, run_ids=run_ids, profile=profile, log=log)
+        return write_outputs(path, report=False, run_ids=run_ids, profile=profile, log=log, **declared)
 
     compare(first, out=out, outputs=outputs_after_another_invocation, **quiet)
     grid = json.loads((out / "grid.json").read_text())
@@ -252,3 +252,64 @@ def test_a_class_only_this_process_knows_runs_in_this_process_only(tmp_path):
         assert len(result.outcome.done) == 2 and not result.outcome.failed
     finally:
         task_registry.unregister_task("local_task")
+
+
+# ---------------------------------------------------------------------------
+# --until decided: seeds look by look until the declared questions are decided.
+# ---------------------------------------------------------------------------
+
+
+def _lm_only():
+    """Smoke's LM alone (its question: sinusoidal against NoPE in bits per byte), looks at 3, 4 and 5."""
+    return load_profile("smoke", ["tasks=['lm']", "scalings=[]", "finetune=0"])
+
+
+def test_until_decided_stops_by_itself_once_decided_with_the_decisions_kept(tmp_path):
+    seen = []
+
+    def decide(out, run_ids, questions, plan):  # decided at the second look
+        seen.append(len(run_ids))
+        return {"all_decided": len(seen) == 2, "questions": []}
+
+    result = compare_until_decided(
+        _lm_only(),
+        decide=decide,
+        out=tmp_path,
+        show_progress=False,
+        log=lambda _: None,
+        outputs=write_outputs,
+    )
+    assert seen == [6, 8] and not result.outcome.failed  # 2 encodings x 3, then x 4 seeds; never 5
+    assert result.until["stopped"] == "decided" and result.until["looks_run"] == [3, 4]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    block = summary["primary"]
+    assert block["mode"] == "sequential" and block["looks_done"] == [3, 4] and block["family"] == 1
+    assert block["questions"][0]["question"] == "sinusoidal vs nope: lm bpb_train"
+    assert len(block["questions"][0]["p_looks"]) == 2 and "decided" in block["questions"][0]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["until"]["stopped"] == "decided" and run["until"]["plan"]["looks"] == [3, 4, 5]
+    assert "--until decided: looks run at 3, 4 seeds per encoding; stopped: decided" in "\n".join(
+        result.notes()
+    )
+    # resumed on the same plan: nothing runs again; on another plan: refused before any run
+    again = compare_until_decided(
+        _lm_only(),
+        decide=lambda *a: {"all_decided": True},
+        out=tmp_path,
+        show_progress=False,
+        log=lambda _: None,
+    )
+    assert not again.outcome.done and len(again.outcome.skipped) == 6
+    other = load_profile("smoke", ["tasks=['lm']", "scalings=[]", "finetune=0", "sequential.looks=[3, 5]"])
+    with pytest.raises(PosencError, match="another plan"):
+        compare_until_decided(other, decide=decide, out=tmp_path, show_progress=False, log=lambda _: None)
+
+
+def test_until_decided_stops_where_the_budget_would_be_passed(tmp_path):
+    result = compare_until_decided(
+        _lm_only(), decide=lambda *a: {"all_decided": False}, budget=0.001, out=tmp_path,
+        show_progress=False, log=lambda _: None,
+    )  # fmt: skip
+    assert result.until["stopped"] == "budget" and result.until["looks_run"] == [3]  # the first look always
+    with pytest.raises(PosencError, match=r"--until decided needs declared questions and a plan"):
+        compare_until_decided(get_profile("standard"), decide=lambda *a: {}, out=tmp_path / "s")

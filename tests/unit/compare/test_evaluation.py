@@ -5,11 +5,13 @@ correct prefix must equal what one teacher-forced pass says (positions fixed).""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
 
-from posenc.compare.evaluation import evaluate_task, feeds_back, free_running
+from posenc.compare import evaluation
+from posenc.compare.evaluation import answer_logprob, evaluate_task, feeds_back, free_running
 from posenc.compare.grid import build_grid
 from posenc.compare.profile import get_profile
 from posenc.nn.transformer import Transformer, TransformerConfig
@@ -188,3 +190,32 @@ def test_a_task_run_records_free_running_scores_tokens_and_passes_the_schema():
 def _train() -> dict:
     return {"converged": True, "steps": 1, "steps_to_converge": 1, "checks": {"step": [1], "valid_exact_match": [1.0]},
             "final_loss": 0.1, "loss": [0.1]}  # fmt: skip
+
+
+def test_the_answer_log_likelihood_is_the_mean_log_probability_of_the_answer_tokens():
+    """A stub with logit 1 on the right token and 0 elsewhere: every answer token has probability
+    e / (e + V - 1); a model with equal logits: 1 / V. EOS is left out, as answer-token accuracy leaves it."""
+    batch = task_registry.eval_batch("copy", 5, 4, seed=1)
+    got = answer_logprob(CopyStub()(batch.inputs), batch)
+    want = math.log(math.e / (math.e + V - 1))
+    assert got.tolist() == pytest.approx([want] * 4, abs=1e-6)
+    assert answer_logprob(CopyStub(fail_at=5)(batch.inputs), batch).tolist() == pytest.approx(
+        [want] * 4, abs=1e-6
+    )
+    flat = answer_logprob(torch.zeros(4, batch.inputs.shape[1], V), batch)
+    assert flat.tolist() == pytest.approx([-math.log(V)] * 4, abs=1e-6)
+    wrong = answer_logprob(CopyStub(fail_at=2)(batch.inputs), batch)  # one of 5 tokens wrong
+    assert wrong.tolist() == pytest.approx([(4 * want + math.log(1 / (math.e + V - 1))) / 5] * 4, abs=1e-6)
+
+
+def test_the_answer_log_likelihood_is_kept_only_where_switched_on(monkeypatch):
+    smoke = get_profile("smoke")
+    (spec,) = [s for s in build_grid(smoke, seeds=(0,), encodings=("nope",), tasks=("copy",)).specs]
+    assert evaluation.ANSWER_LOGPROB  # on from benchmark version 3
+    monkeypatch.setattr(evaluation, "ANSWER_LOGPROB", False)
+    assert "answer_logprob" not in evaluate_task(_model("nope"), spec)["per_example"]
+    monkeypatch.setattr(evaluation, "ANSWER_LOGPROB", True)
+    ev = evaluate_task(_model("nope"), spec)
+    rows = ev["per_example"]["answer_logprob"]
+    assert len(rows) == len(spec.eval.lengths) and all(len(r) == spec.eval.samples for r in rows)
+    assert all(v <= 0 for r in rows for v in r) and len(ev["answer_logprob"]) == len(spec.eval.lengths)

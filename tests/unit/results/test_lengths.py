@@ -170,6 +170,9 @@ def test_an_older_record_keeps_its_run_id(key):
     for name in ("free_running", "lm_files", "scales"):
         del data["eval"][name]
     data["eval"].update(OLD_EVAL)
+    data["benchmark"] = 2  # written then; quick's LM stopped at a plateau from step 600
+    if task == "lm":
+        data["train"].update(plateau=0.02, plateau_after=600)
     old = RunSpec.from_dict(data)
     assert old.run_id == OLD_IDS[key] != spec.run_id
     assert (old.eval.free_running, old.eval.lm_files) == (False, 0)

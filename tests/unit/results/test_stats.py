@@ -53,12 +53,21 @@ def test_the_variance_of_a_cell_adds_the_shared_examples_spread_to_the_seeds():
     assert math.isnan(one[1])  # one seed: the seeds' spread is unknown
 
 
-def test_a_rate_at_zero_or_one_has_a_clopper_pearson_interval_never_zero_width():
-    zeros = np.zeros((3, 256))
+@pytest.mark.parametrize("seeds", [3, 5, 10])
+def test_a_rate_at_zero_or_one_is_never_zero_width_nor_narrower_than_one_error_more(seeds):
+    """0 of 3 x 256 printed [0, 1] (the Clopper-Pearson bound of one seed's 256 examples) while 1 of
+    3 x 256 printed [0, 9]: a bound that fell as the count did. Now the interval at exactly 0 reaches as
+    far as the same cell with one example of one seed right, and never less than the examples' bound."""
+    zeros = np.zeros((seeds, 256))
     mean, low, high = stats.interval(zeros, rate=True)
+    one = zeros.copy()
+    one[0, 0] = 1.0
     edge = 1 - 0.025 ** (1 / 256)  # Clopper-Pearson upper bound of 0 of 256
-    assert (mean, low) == (0.0, 0.0) and high == pytest.approx(edge) and high > 0.01
-    assert stats.interval(np.ones((3, 256)), rate=True)[1] == pytest.approx(1 - edge)
+    assert (mean, low) == (0.0, 0.0) and high >= stats.interval(one, rate=True)[2] and high >= edge - 1e-12
+    assert high == pytest.approx(max(edge, stats.interval(one, rate=True)[2]))
+    if seeds == 3:
+        assert 0.08 < high < 0.1  # [0, 9], as one error more gives
+    assert stats.interval(np.ones((seeds, 256)), rate=True)[1] == pytest.approx(1 - high)
     inside = stats.interval(np.array([[0.0] * 250 + [1.0] * 6] * 3), rate=True)
     assert 0 < inside[1] < inside[0] < inside[2] < 1  # the logit interval stays inside [0, 1]
 
@@ -116,7 +125,7 @@ def test_lm_ratio_units_pair_each_long_window_with_the_short_ones_it_covers():
                                "default", "ratio_2x")  # fmt: skip
     np.testing.assert_array_equal(longer, [1.0, 3.0])
     np.testing.assert_array_equal(base, [1.0, 2.0])
-    linear = stats._as_units((longer, base))  # each block's share of its seed's ratio
+    linear = stats.as_units((longer, base))  # each block's share of its seed's ratio
     # their mean is the ratio: exp(mean(1, 3) - mean(1, 2)) = exp(0.5)
     assert float(linear.mean()) == pytest.approx(math.exp(0.5))
     assert linear[1] - linear[0] == pytest.approx(math.exp(0.5) * 1.0)  # delta method: r x (d_1 - d_0)

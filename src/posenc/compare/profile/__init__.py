@@ -50,6 +50,7 @@ The package, one job per module:
 - :mod:`~posenc.compare.profile.definition`: :class:`Profile`, its constants and the ranges of its numbers;
 - :mod:`~posenc.compare.profile.load`: reading a file (``extends``, ``--set``, options) and the shipped profiles;
 - :mod:`~posenc.compare.profile.profile_checks`: what the types cannot say, checked once;
+- :mod:`~posenc.compare.profile.question_checks`: the declared questions and the plan for deciding them;
 - :mod:`~posenc.compare.profile.geometry`: lengths, memory and the machine fit;
 - :mod:`~posenc.compare.profile.variants`: architecture variants;
 - :mod:`~posenc.compare.profile.dump`: a profile as a file again (``--print-config``).

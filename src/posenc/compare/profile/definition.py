@@ -21,6 +21,7 @@ from posenc.core.errors import PosencError
 from posenc.encoding.base import PositionalEncoding
 from posenc.records import benchmark_scalings as scalings
 from posenc.records.benchmark_scalings import BenchmarkScaling
+from posenc.records.questions import Questions, SequentialSpec
 from posenc.records.spec import EvalSpec, ModelSpec, TrainSpec
 from posenc.registry import get_encoding_class
 
@@ -34,8 +35,9 @@ ARCHITECTURE = "architecture variants"
 DEFAULT_RUN = "default"
 TRAIN_TABLES = ("task_train", "lm_train")
 FILE_KEYS = ("extends",)  # keys of a file that are not Profile fields
-#: Keys a file does not pass on to a file that extends it: they describe the file itself.
-OWN_KEYS = ("name", "description", "why")
+#: Keys a file does not pass on to a file that extends it: they describe the file itself (and the
+#: questions it exists to answer, with its plan for deciding them: a file that extends it asks its own).
+OWN_KEYS = ("name", "description", "why", "questions", "sequential")
 #: The largest count or length a profile may set (steps, sizes, lengths, ...): far past what any
 #: machine trains, and small enough that products of a few of them stay within torch's 64 bits.
 MAX_COUNT = 2**31 - 1
@@ -86,6 +88,9 @@ class Profile:
     encoding_config: dict[str, dict[str, Any]] = field(default_factory=dict)
     device: str = "auto"  # where runs compute: auto, cpu, cuda, cuda:N, mps (not part of a run's identity)
     precision: str = "fp32"  # "bf16": forward passes under autocast to bfloat16 (posenc.compare.device)
+    # The primary questions (posenc.records.questions) and the plan of posenc compare --until decided
+    questions: Questions = Questions()
+    sequential: SequentialSpec = SequentialSpec()
     # Not data (no key of a file, left out of to_dict and comparisons): what the check resolved.
     resolved: Resolved = derived(Resolved)
 
@@ -192,6 +197,7 @@ RANGES: dict[type, dict[str, Bounds]] = {
         "batch_size": _at_least(1), "seed": Bounds(0, MAX_SEED), "lm_files": _at_least(1),
     },
     Profile: {"finetune": Bounds(0, 100_000), "workers": _at_least(1)},
+    Questions: {"alpha": Bounds(0, 1, above=True, below=True)},
 }  # fmt: skip
 #: Tuples whose every element must lie in a range: AdamW's betas in [0, 1) (torch refuses 1),
 #: the last-k contexts and evaluation scales (multiples of a trained length) > 0.
@@ -204,4 +210,5 @@ ELEMENT_RANGES: dict[type, dict[str, Bounds]] = {
         "scales": POSITIVE,
     },
     Profile: {"seeds": Bounds(0, MAX_SEED), "lr_grid": POSITIVE},
+    SequentialSpec: {"looks": Bounds(3, 1000)},
 }

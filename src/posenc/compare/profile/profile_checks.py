@@ -28,6 +28,7 @@ from posenc.compare.profile.definition import (
     dotted,
 )
 from posenc.compare.profile.geometry import eval_length, task_eval, train_length
+from posenc.compare.profile.question_checks import check_questions, fit_questions
 from posenc.compare.profile.variants import parse_variant
 from posenc.core.checks import did_you_mean
 from posenc.core.datafiles import MISSING, Where
@@ -67,6 +68,8 @@ def checked(profile: Profile, where: KeySources) -> Profile:
         )
     }
     _check_encoding_config(profile, classes, where)
+    profile = fit_questions(profile, where)
+    check_questions(profile, where)
     _probe_scalings(profile, classes, parsed["scalings"], where)
     resolved = Resolved(classes=classes, scalings=parsed["scalings"], variants=parsed["variants"])
     return dataclasses.replace(profile, resolved=resolved)
