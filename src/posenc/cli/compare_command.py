@@ -242,7 +242,7 @@ def compare_command(
 
     \b
     Examples:
-      posenc compare                              # quick: about 9 min on 2 idle cores
+      posenc compare                              # quick: about 11 min on 2 idle cores
       posenc compare --profile smoke --out /tmp/r
       posenc compare --encodings rope,alibi,nope --tasks copy,reverse
       posenc compare --encodings mine,rope,alibi,nope   # yours: an installed posenc.encodings entry point

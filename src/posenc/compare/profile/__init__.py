@@ -3,7 +3,7 @@
 | profile | budget | grid |
 |---|---|---|
 | ``smoke`` | seconds | 2 encodings, copy + LM, tiny model, 3 seeds; exercises every code path (tests) |
-| ``quick`` | about 9 min on 2 idle cores, figures and report included (timed from a fresh clone: the README) | the five encodings the NoPE paper ranks (the ALiBi paper's four among them) + RoPE's context extensions, copy + passkey + LM, 3 seeds |
+| ``quick`` | about 11 min on 2 idle cores, figures and report included (634 s measured: the README) | the five encodings the NoPE paper ranks (the ALiBi paper's four among them) + RoPE's context extensions, copy + passkey + LM, 3 seeds |
 | ``standard`` | <= 60 min on 2 cores (measured: docs/benchmark.md) | every registered encoding + randomized sinusoidal and RoPE, copy + passkey + LM, 3 seeds |
 | ``notes`` | about 7 min on 2 idle cores (measured: docs/benchmark.md) | sinusoidal + learned with the architecture variants, scaled_sinusoidal, integer positions, RoPE, T5, ALiBi; copy, 3 seeds |
 | ``full`` | many hours (not timed) | every encoding and task, 5 seeds, default *and* scaled variants, randomized variants, architecture variants |
