@@ -142,14 +142,17 @@ def test_every_choice_quick_standard_and_notes_need_is_shipped(name):
         (spec.label, spec.task)
         for spec in build_grid(prof).specs
         if not (
-            (key := tuning.tuning_key(spec, dict(prof.tune_share))) in entries and name in entries[key]["profiles"]
+            (key := tuning.tuning_key(spec, dict(prof.tune_share))) in entries
+            and name in entries[key]["profiles"]
         )
     ]
     if name == "quick" or _published_version(name) == BENCHMARK_VERSION:
         assert not missing, (name, missing[:5])
     elif missing:
         text = (Path(__file__).parents[3] / "docs" / "benchmark.md").read_text(encoding="utf-8")
-        assert f"a version-{BENCHMARK_VERSION} run of `--profile {name}` tunes first" in " ".join(text.split())
+        assert f"a version-{BENCHMARK_VERSION} run of `--profile {name}` tunes first" in " ".join(
+            text.split()
+        )
 
 
 def test_a_one_rate_grid_runs_no_candidate(tmp_path):
