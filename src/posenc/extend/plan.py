@@ -38,7 +38,7 @@ EXTEND_VERSION = 1  # changes when a record's meaning does
 
 
 @dataclass(frozen=True)
-class Question:
+class RetrievalPrompt:
     """One retrieval prompt of a ``prompts`` cell: its token ids, how many of them it shares with the
     prompt before it in the cell (fed after the cache is cut back to that), the greedy budget, what
     a right answer holds, and where its needles are."""
@@ -60,7 +60,7 @@ class ExtendCell:
     scaling: str  # tables_key(static scaling dict)
     index: int  # document (text), length (prompts)
     tokens: tuple[int, ...]  # the document (text); empty (prompts)
-    questions: tuple[Question, ...]  # the prompts, in the order they are fed (prompts)
+    questions: tuple[RetrievalPrompt, ...]  # the prompts, in the order they are fed (prompts)
     model: str  # checkpoint path (or hub id)
     trust_remote_code: bool
     precision: str
@@ -176,7 +176,7 @@ def build(
             text_cells[(key, index)] = run_id
     prompt_cells: dict[tuple[str, str, int], str] = {}
     for (task, length), items in prompts.items():
-        questions = tuple(Question(p.index, p.ids, shared, p.budget, p.expected, p.depths)
+        questions = tuple(RetrievalPrompt(p.index, p.ids, shared, p.budget, p.expected, p.depths)
                           for p, shared in prefill_order(items))  # fmt: skip
         names: dict[str, list[str]] = {}
         for entry in entries:
@@ -190,7 +190,7 @@ def build(
 
 
 def _prompts_cell(
-    key: str, task: str, length: int, questions: tuple[Question, ...], shape: Shape, costs: CostModel,
+    key: str, task: str, length: int, questions: tuple[RetrievalPrompt, ...], shape: Shape, costs: CostModel,
     fingerprint: str, label: str, common: dict[str, Any],
 ) -> ExtendCell:  # fmt: skip
     """One prompts cell: each prompt's prefill past what it shares (last logits only) and its
@@ -270,7 +270,7 @@ __all__ = [
     "STARTUP_SECONDS",
     "ExtendCell",
     "Plan",
-    "Question",
+    "RetrievalPrompt",
     "Shape",
     "available_memory",
     "build",

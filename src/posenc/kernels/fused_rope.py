@@ -54,10 +54,22 @@ _FUNCS = {
 }
 _WORDS = 22  # int64 words per job (JOB_WORDS in _rope.c)
 _PARALLEL_MIN = 1 << 15  # elements; below this one thread is faster than waking a team
-#: Under torch.compile: "plain" (inductor traces and fuses apply_rotary) or "op" (the C kernel
-#: as an opaque custom op). Measured with ``benchmarks/run_speed.py`` (compiled rope case): a tie; plain
-#: lets inductor fuse the rotation with the code around it.
-COMPILED_PATH = "plain"
+#: Under torch.compile: "plain" (inductor traces and fuses apply_rotary), "op" (the C kernel as an
+#: opaque custom op) or "auto": the op for CPU tensors, plain elsewhere (a GPU's inductor fuses the
+#: rotation into its Triton code). Measured with ``benchmarks/run_speed.py`` (compiled rope case): a
+#: tie on the CPU. "auto" keeps CPU graphs off inductor's own code for the rotation: torch 2.13's
+#: inductor, compiling the traced plain path of (1, 32, 2048, 128) float32 q and k with AVX-512
+#: code, corrupted the heap ("double free or corruption") in 5 of 5 speed races on a 2-core AMD
+#: EPYC (torch 2.15: 0 of 1; forced AVX2 code: 0 of 4). Tables that need a gradient (a learned
+#: cos/sin) take the plain path on every device.
+COMPILED_PATH = "auto"
+
+
+def _compiled_op(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+    """Whether a rotation being compiled goes through the custom op (see :data:`COMPILED_PATH`)."""
+    if cos.requires_grad or sin.requires_grad:
+        return False
+    return COMPILED_PATH == "op" or (COMPILED_PATH == "auto" and x.device.type == "cpu")
 
 
 _FN: dict[torch.dtype, object] = {}  # loaded entry points (a dict hit on every decode step)
@@ -277,10 +289,13 @@ def rotate_trusted(
     stride, no gradient. Without autograd, every tensor goes through ONE foreign call.
     """
     if torch.compiler.is_compiling():
-        if COMPILED_PATH == "op":
-            interleaved = layout == "interleaved"
-            return [rotary_op(x, c, s, interleaved, rotary_dim, 1) for x, c, s in items]
-        return [_plain(x, c, s, layout, rotary_dim) for x, c, s in items]
+        interleaved = layout == "interleaved"
+        return [
+            rotary_op(x, c, s, interleaved, rotary_dim, 1)
+            if _compiled_op(x, c, s)
+            else _plain(x, c, s, layout, rotary_dim)
+            for x, c, s in items
+        ]
     x0 = items[0][0]
     backend = _backend(x0)
     if backend is None:
@@ -442,7 +457,7 @@ def apply_rotary_fused(
             warn_once(
                 f"rope:{reason}", f"posenc: fused rotary kernel cannot take {reason}; using the plain path"
             )
-        elif COMPILED_PATH == "op" and out is None and not (cos.requires_grad or sin.requires_grad):
+        elif reason == "torch.compile tracing" and out is None and _compiled_op(x, cos, sin):
             return rotary_op(x, cos, sin, layout == "interleaved", rotary_dim, 1)
         y = _plain(x, cos, sin, layout, rotary_dim)
         return y if out is None else out.copy_(y)

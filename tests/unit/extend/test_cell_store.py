@@ -10,7 +10,9 @@ from posenc.extend.cell_store import result_problem
 
 
 def _cell() -> plan.ExtendCell:
-    questions = tuple(plan.Question(i, (1, 2, 3 + i), 1 if i else 0, 8, ("12345",), (0.5,)) for i in (4, 9))
+    questions = tuple(
+        plan.RetrievalPrompt(i, (1, 2, 3 + i), 1 if i else 0, 8, ("12345",), (0.5,)) for i in (4, 9)
+    )
     return plan.ExtendCell("r", "prompts", "null", 4096, (), questions, "m", False, "fp32", 64, "cpu", 1, "c", 1,
                            task="passkey")  # fmt: skip
 

@@ -229,3 +229,28 @@ def test_encoding_rotate_equals_plain_apply(name, layout, dtype):
     torch.testing.assert_close(
         torch.autograd.grad(qo, q, g)[0], torch.autograd.grad(expected[0], q, g)[0], rtol=0, atol=0
     )
+
+
+def test_under_compile_a_cpu_rotation_takes_the_custom_op_by_default():
+    """COMPILED_PATH "auto": the C kernel as a custom op for CPU tensors (torch 2.13's inductor
+    corrupted the heap compiling the traced plain path with AVX-512 code), the traced plain path
+    on other devices and whenever the tables need a gradient."""
+    from posenc.kernels import fused_rope
+
+    assert fused_rope.COMPILED_PATH == "auto"
+    x, cos, sin = torch.randn(1, 2, 3, 8), torch.randn(3, 4), torch.randn(3, 4)
+    assert fused_rope._compiled_op(x, cos, sin)
+    assert not fused_rope._compiled_op(x, cos.requires_grad_(), sin)
+    meta = torch.empty(1, 2, 3, 8, device="meta")
+    assert not fused_rope._compiled_op(
+        meta, torch.empty(3, 4, device="meta"), torch.empty(3, 4, device="meta")
+    )
+    calls = []
+    real = fused_rope.rotary_op
+    enc = posenc.build("rope", head_dim=8)
+    q = torch.randn(1, 2, 5, 8)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fused_rope, "rotary_op", lambda *a: calls.append(1) or real(*a))
+        got = torch.compile(lambda t: enc.rotate(t, t)[0], fullgraph=True, backend="eager")(q)
+    assert calls, "the compiled rotation did not go through the custom op"
+    torch.testing.assert_close(got, enc.rotate(q, q)[0])
