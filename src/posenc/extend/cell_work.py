@@ -170,6 +170,11 @@ def prompt_answers(runner: Runner, model: Any, tokenizer: Any, cell: ExtendCell)
     return answers
 
 
+#: The name the passkey's answers had when the passkey was the only retrieval task (it is one of
+#: :data:`posenc.extend.haystacks.TASKS` now): the same call, kept for one release.
+passkey_answers = prompt_answers
+
+
 def execute(cell: ExtendCell, advance: Advance = _noop) -> dict[str, Any]:
     """Run one cell; the payload of its record."""
     torch.set_num_threads(max(1, cell.threads))

@@ -154,6 +154,12 @@ def test_factors_must_be_positive(factors):
     _one_line(["extend", "--factors", factors, "--print-config"], "factors must be finite numbers > 0")
 
 
+def _interruptible() -> None:
+    """In the child: Ctrl-C's default disposition. A test session started in the background (``&``)
+    ignores SIGINT, and its children would inherit that, as a shell's background job does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_exits_130_with_one_line(tmp_path):
     """Found: Ctrl-C during a command exited 1 ("Aborted!"); shells report 128 + SIGINT."""
     script = (
@@ -169,7 +175,7 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path):
         "main(['sleep'])\n"
     )
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, cwd=tmp_path)  # fmt: skip
+                             text=True, cwd=tmp_path, preexec_fn=_interruptible)  # fmt: skip
     assert child.stdout is not None and child.stdout.readline().strip() == "ready"
     time.sleep(0.2)
     os.kill(child.pid, signal.SIGINT)
@@ -185,7 +191,7 @@ def test_ctrl_c_during_a_benchmark_exits_130(tmp_path):
     child = subprocess.Popen(
         [posenc_command, "compare", "--profile", "smoke", "--encodings", "rope", "--tasks", "copy", "--seeds", "0",
          "--out", str(out), "--no-report"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible,
     )  # fmt: skip
     deadline = time.time() + 120
     while not list(out.glob("configs/*.toml")) and child.poll() is None and time.time() < deadline:
