@@ -120,7 +120,7 @@ def extend_command(protocol, config, settings, model, text, scalings, factors, l
 
     \b
     Examples:
-      posenc extend                                   # SmolLM2-135M-Instruct, 2 CPU cores, ~15 min
+      posenc extend                                   # SmolLM2-135M-Instruct, 2 CPU cores, ~14 min
       posenc extend --protocol thorough               # 10 plays, 20 prompts per cell, ~2.5 h
       posenc extend --scalings none,yarn:2,yarn:4 --lengths 2048,8192,16384,32768
       posenc extend --model ./my-checkpoint --text ./books --documents 8
