@@ -74,7 +74,12 @@ ISA_ENVIRONMENT = {
     "--isa", type=click.Choice(list(ISA_ENVIRONMENT)), default=None,
     help="vector code to time: avx2 on an AVX-512 CPU times an AVX2 machine's code (default: the CPU's own)",
 )  # fmt: skip
-def run_command(mode, sections, no_memory, out_dir, no_save, threads, device, fmt, isa) -> None:
+@click.option(
+    "--no-prime", is_flag=True,
+    help="time each call as the round before it leaves the memory allocator (no untimed call of the same "
+    "contender first)",
+)  # fmt: skip
+def run_command(mode, sections, no_memory, out_dir, no_save, threads, device, fmt, isa, no_prime) -> None:
     """Time RoPE application, decoding, bias attention and a training step against peers.
 
     \b
@@ -103,6 +108,7 @@ def run_command(mode, sections, no_memory, out_dir, no_save, threads, device, fm
     if not no_save:
         output_dir(out_dir, "--out")  # before minutes of timing, not after
     console = Console(stderr=True)
+    speed.PRIME = not no_prime
     sections = tuple(sections) or speed.SECTIONS
     with console.status("speed race") as status:
         record = speed.run(

@@ -493,11 +493,20 @@ def _inner(plan: dict[str, Any], calls: int) -> int:
     return max(1, int(calls * plan.get("inner", 1.0)))
 
 
+#: Each timed call of a round follows one untimed call of the same contender (see :func:`_race`).
+PRIME = True
+
+
 def _race(
     cases: dict[str, Any], repeats: int, progress: Callable[[str], None], label: str, *, inner: int = 1
 ) -> dict[str, Any]:
     """Time every contender; rounds interleave the contenders (round r runs each once) so a
-    load change on a shared machine hits all of them alike."""
+    load change on a shared machine hits all of them alike. With :data:`PRIME`, each timed call
+    follows one untimed call of the same contender, so it meets the memory allocator as that
+    contender's own repeated calls leave it (what a model calling it layer after layer sees), not
+    as the contender before it in the round left it: outputs of tens of MiB are fresh pages
+    (first-touch faults, zeroed by the kernel) or reused ones depending on what was freed just
+    before, which moved single ratios by 1.5x between otherwise equal runs."""
     out: dict[str, Any] = {}
     live: dict[str, Callable[[], object]] = {}
     sync = _synchronizer()
@@ -519,6 +528,8 @@ def _race(
         progress(f"{label}: round {round_ + 1}/{repeats}")
         for name, case in live.items():
             try:
+                if PRIME:
+                    case()
                 sync()
                 t0 = time.perf_counter()
                 for _ in range(inner):
@@ -769,7 +780,7 @@ def run(
         "mode": mode,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_info(),
-        "plan": {key: value for key, value in plan.items()},
+        "plan": {**plan, "prime": PRIME},
         "device": str(cases_mod.DEVICE),
         # the records a new one is compared with: the same mode on the same kind of device
         "series": mode if cases_mod.DEVICE.type == "cpu" else f"{cases_mod.DEVICE.type}-{mode}",
@@ -778,7 +789,9 @@ def run(
             "the bytes a rotation must read and write",
             "memory": "peak RSS added by one call, fresh subprocess, /proc/self/clear_refs + VmHWM",
             "posenc_speedup": "contender time / posenc time (> 1: posenc is faster)",
-            "rounds": "contenders interleaved: each round times every contender once; medians over rounds",
+            "rounds": "contenders interleaved: each round times every contender once"
+            + (", after one untimed call of it" if PRIME else "")
+            + "; medians over rounds",
         },
     }
     runners = {"rope": run_rope, "decode": run_decode, "train": run_train}

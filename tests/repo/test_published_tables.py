@@ -346,6 +346,50 @@ def test_the_extend_page_reads_the_first_releases_run_no_further_than_it_goes():
     assert "overlap: its rise past the context is not shown" in " ".join(text.split())
 
 
+def _decided(summary: dict, measure: str, length: int, first: str, second: str) -> bool:
+    (test,) = [t for t in summary["tests"] if (t["measure"], t["length"], {t["first"], t["second"]})
+               == (measure, length, {first, second})]  # fmt: skip
+    return bool(test["decided"])
+
+
+def test_the_extend_page_reads_the_thorough_run_no_further_than_it_goes():
+    """The prose above the thorough block: every count, cost and verdict it states is what the shipped
+    summary holds (passkey counts and McNemar verdicts past the context, perplexity verdicts at 12,288,
+    costs inside the context, no perplexity effective length shown to hold, the RULER-style floor)."""
+    summary = json.loads((EXTEND_PAGE.SHIPPED / "thorough" / "summary.json").read_text())
+    assert summary["documents"] == 10 and max(summary["lengths"]) == 12288
+    passkey = {name: row["passkey"] for name, row in summary["retrieval"].items()}
+    counts = {name: (cells["4096"]["correct"], cells["12288"]["correct"]) for name, cells in passkey.items()}
+    assert counts == {"none": (17, 0), "ntk x2": (12, 18), "yarn x2": (17, 20), "yarn-dynamic": (17, 11)}
+    for other in ("ntk x2", "yarn x2", "yarn-dynamic"):
+        assert _decided(summary, "passkey", 12288, "none", other)
+        assert _decided(summary, "perplexity", 12288, "none", other)
+    assert _decided(summary, "passkey", 12288, "yarn x2", "yarn-dynamic")
+    ratios = [t["ratio"] for t in summary["tests"] if t["measure"] == "perplexity" and t["length"] == 12288
+              and t["first"] == "none"]  # fmt: skip
+    assert len(ratios) == 3 and all(1.06 <= round(r, 2) <= 1.08 for r in ratios)
+    inside = {name: [round(100 * (row[k] - 1), 1) for k in ("value", "low", "high")]
+              for name, row in summary["inside"].items()}  # fmt: skip
+    assert inside["ntk x2"] == [1.7, 1.3, 2.1] and inside["yarn x2"] == [2.9, 2.6, 3.2]
+    assert inside["yarn-dynamic"] == [0.0, 0.0, 0.0]
+    effective = summary["effective"]
+    assert all(
+        row["perplexity"]["low"] == 1024 and row["perplexity"]["length"] == 12288
+        for row in effective.values()
+    )
+    assert effective["none"]["passkey"]["high"] == 4096
+    assert all(effective[name]["passkey"]["low"] is None for name in ("ntk x2", "yarn x2", "yarn-dynamic"))
+    floor = {name: [row[task]["4096"]["correct"] for task in ("multivalue", "variables", "frequent")]
+             for name, row in summary["retrieval"].items()}  # fmt: skip
+    assert all(counts_ == [0, 0, 0] for counts_ in floor.values())
+    assert sorted(row["multikey"]["4096"]["correct"] for row in summary["retrieval"].values()) == [1, 2, 4, 4]
+    text = " ".join(EXTEND_PAGE.PAGE.read_text().split())
+    for words in ("0 of 20, against 17 of 20 at 4,096", "YaRN x2 finds 20 of 20, NTK-aware x2 18 and dynamic YaRN 11",
+                  "6-8% higher under plain RoPE", "NTK-aware x2 costs 1.7% [1.3, 2.1]", "YaRN x2 2.9% [2.6, 3.2]",
+                  "Not decided: effective context lengths", "multi-key 1-4 of 5"):  # fmt: skip
+        assert words in text, words
+
+
 def test_every_test_the_extend_page_names_is_a_test_of_the_suite():
     """A claim on docs/extend.md names the test that supports it (``tests/...py::test_name``), and the
     verdicts a summary writes name theirs (posenc.extend.summary.METHOD_TESTS): each is a test

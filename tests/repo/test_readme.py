@@ -68,13 +68,13 @@ def test_the_extend_paragraph_states_no_time_without_a_shipped_idle_run():
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     paragraph = " ".join(readme.split("`posenc extend` answers", 1)[1].split("\n\n", 1)[0].split())
-    shipped = ROOT / "benchmarks" / "records" / "extend" / "results"
-    measured = None
-    if (shipped / "run.json").exists():
-        run = json.loads((shipped / "run.json").read_text())
-        idle = json.loads((shipped / "page.json").read_text())["idle"]
-        measured = f"{run['wall_seconds'] / 60:.1f} min" if idle and not run.get("cells_resumed") else None
+    measured = set()  # the wall-clock of every shipped block's whole run on an idle machine
+    for shipped in (ROOT / "benchmarks" / "records" / "extend").iterdir():
+        if (shipped / "run.json").exists() and (shipped / "page.json").exists():
+            run = json.loads((shipped / "run.json").read_text())
+            if json.loads((shipped / "page.json").read_text())["idle"] and not run.get("cells_resumed"):
+                measured.add(f"{run['wall_seconds'] / 60:.1f} min")
     assert "posenc extend" in paragraph and "estimated" in paragraph
     for said in re.finditer(r"(\d+(?:\.\d+)?)\s*(min|minutes|s)\b", paragraph):
         before = paragraph[max(0, said.start() - 40) : said.start()]
-        assert "estimated" in before or said.group(0) == measured, (said.group(0), before)
+        assert "estimated" in before or said.group(0) in measured, (said.group(0), before)

@@ -307,7 +307,9 @@ def compare_command(
     if note:
         click.echo(note, err=True)
     source = f"--config {config}" if config is not None else f"--profile {prof.name}"
-    if print_config:
+    if print_config:  # a run says the profile's notes once its checks pass (posenc.compare)
+        for line in prof.resolved.notes:
+            click.echo(f"note: {line}", err=True)
         return _print_config(prof, source)
     if address and executor != "ray":
         raise click.UsageError("--address needs --executor ray")

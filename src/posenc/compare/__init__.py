@@ -288,6 +288,8 @@ def _execute(
     store.check_writable()  # before any run: a directory that cannot take records fails now
     said: set[str] = set()  # each change of code said once (--allow-changed), whichever check finds it
     check_code(plan.specs, store, allow_changed=allow_changed, log=log, said=said)
+    for note in prof.resolved.notes:  # once every check passed: a refused command prints only its error
+        log(f"note: {note}")
     own_config = write_config(out, prof, command)
     specs, tuned = _tune(prof, plan, out, retune=retune, show_progress=show_progress, log=log,
                          allow_changed=allow_changed, said=said)  # fmt: skip
@@ -339,6 +341,7 @@ def compare_until_decided(
         raise PosencError(
             f"--until decided needs declared questions and a plan ([questions] and [sequential] in the profile; "
             f"quick has both): profile {prof.name!r} declares {'no plan' if questions else 'no questions'} for this grid"
+            + "".join(f" ({line})" for line in prof.resolved.notes)
         )
     plan_text = rounds.plan_info(prof, questions)
     rounds.check_same_plan(Path(out), plan_text)

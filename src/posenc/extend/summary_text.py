@@ -161,7 +161,9 @@ def _new_parts(summary: dict[str, Any]) -> list[str]:
         f"exact test on the same prompts), corrected by {CORRECTION}"
     )
     if summary.get("decides"):
-        parts.append(f"this protocol decides: {summary['decides']}")
+        # the protocol's description as it ran: what it was designed to decide; the records' own
+        # verdicts are the "What these records decide" list, which may say less
+        parts.append(f"the protocol, as described when it ran: {summary['decides']}")
     return parts
 
 

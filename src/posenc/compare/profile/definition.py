@@ -47,11 +47,14 @@ MAX_COUNT = 2**31 - 1
 class Resolved:
     """What checking a profile resolved from its names (:func:`posenc.compare.profile.load_profile`):
     each encoding it names, by name -> class, and each of its scalings, by text -> parsed. Keyed by
-    name and text, so a profile changed with ``dataclasses.replace`` finds only what still holds."""
+    name and text, so a profile changed with ``dataclasses.replace`` finds only what still holds.
+    ``notes``: what resolving set aside that the user should hear (declared questions the grid cannot
+    ask), one line each."""
 
     classes: Mapping[str, type[PositionalEncoding]] = field(default_factory=dict)
     scalings: Mapping[str, BenchmarkScaling] = field(default_factory=dict)
     variants: Mapping[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # text -> overrides
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

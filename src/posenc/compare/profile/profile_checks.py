@@ -68,10 +68,15 @@ def checked(profile: Profile, where: KeySources) -> Profile:
         )
     }
     _check_encoding_config(profile, classes, where)
-    profile = fit_questions(profile, where)
+    profile, note = fit_questions(profile, where)
     check_questions(profile, where)
     _probe_scalings(profile, classes, parsed["scalings"], where)
-    resolved = Resolved(classes=classes, scalings=parsed["scalings"], variants=parsed["variants"])
+    resolved = Resolved(
+        classes=classes,
+        scalings=parsed["scalings"],
+        variants=parsed["variants"],
+        notes=(note,) if note else (),
+    )
     return dataclasses.replace(profile, resolved=resolved)
 
 

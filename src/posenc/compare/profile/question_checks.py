@@ -18,14 +18,15 @@ from posenc.registry import GROUP as ENCODING_GROUP
 from posenc.tasks.task_registry import task_names
 
 
-def fit_questions(profile: Profile, where: Where) -> Profile:
+def fit_questions(profile: Profile, where: Where) -> tuple[Profile, str | None]:
     """``profile`` with its questions narrowed to its grid, after options such as ``--encodings`` and
     ``--tasks`` chose part of it: the encodings compared and the primary columns the grid runs; no
-    questions (and no plan) where it leaves out the reference or every primary column. A reference
-    that names no registered encoding is an error (a typo is not a narrowed grid)."""
+    questions (and no plan) where it leaves out the reference or every primary column, with a note
+    saying so (else None). A reference that names no registered encoding is an error (a typo is not
+    a narrowed grid)."""
     q = profile.questions
     if not q.declared:
-        return profile
+        return profile, None
     if not is_spec(q.reference) and q.reference not in ENCODING_GROUP.names():
         names = list(ENCODING_GROUP.names())
         raise where.error(
@@ -34,21 +35,32 @@ def fit_questions(profile: Profile, where: Where) -> Profile:
     _check_names(q, where)
     primary = tuple(item for item in q.primary if item.partition(":")[0] in profile.tasks)
     encodings = profile.encodings
-    if (encodings is not None and q.reference not in encodings) or (q.primary and not primary):
-        return dataclasses.replace(profile, questions=Questions(), sequential=SequentialSpec())
+    unasked = dataclasses.replace(profile, questions=Questions(), sequential=SequentialSpec())
+    declared = (
+        f"the profile's declared questions (each encoding against {q.reference} in {', '.join(q.primary)})"
+    )
+    exploratory = "every pair of the table is exploratory"
+    if encodings is not None and q.reference not in encodings:
+        return unasked, f"{declared} need {q.reference}, which this grid leaves out: {exploratory}"
+    if q.primary and not primary:
+        tasks = sorted({item.partition(":")[0] for item in q.primary})
+        return (
+            unasked,
+            f"{declared} need the task(s) {', '.join(tasks)}, which this grid leaves out: {exploratory}",
+        )
     against = q.against
     if against is not None and encodings is not None:
         against = tuple(name for name in against if name in encodings)
     if encodings is not None and not [
         e for e in (encodings if against is None else against) if e != q.reference
     ]:
-        return dataclasses.replace(
-            profile, questions=Questions(), sequential=SequentialSpec()
-        )  # no one to compare
+        return (
+            unasked,
+            f"{declared} have no encoding to compare with {q.reference} in this grid: {exploratory}",
+        )
     tests = {task: test for task, test in q.tests.items() if any(p.startswith(f"{task}:") for p in primary)}
-    return dataclasses.replace(
-        profile, questions=dataclasses.replace(q, primary=primary, against=against, tests=tests)
-    )
+    narrowed = dataclasses.replace(q, primary=primary, against=against, tests=tests)
+    return dataclasses.replace(profile, questions=narrowed), None
 
 
 def _check_names(q: Questions, where: Where) -> None:

@@ -5,7 +5,10 @@ questions with it."""
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner
 
+from posenc.cli import main
+from posenc.compare import compare_until_decided
 from posenc.compare.profile import ProfileOptions, load_profile
 from posenc.core.errors import PosencError
 
@@ -47,3 +50,37 @@ def test_options_that_narrow_the_grid_narrow_the_questions():
     assert not no_reference.questions.declared and not no_reference.sequential.declared
     quick = load_profile("quick", options=ProfileOptions(encodings=["rope", "alibi"]))
     assert quick.questions.reference == "rope" and quick.questions.against in (None, ("alibi",))
+    assert smoke.resolved.notes == () and lm_only.resolved.notes == () and quick.resolved.notes == ()
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (ProfileOptions(encodings=["sinusoidal", "alibi"]), "need rope, which this grid leaves out"),
+        (ProfileOptions(tasks=["passkey"]), "need the task(s) copy, lm, which this grid leaves out"),
+        (ProfileOptions(encodings=["rope"]), "have no encoding to compare with rope in this grid"),
+    ],
+)
+def test_questions_a_narrowed_grid_cannot_ask_are_said_to_be_set_aside(options, words):
+    """Found: ``posenc compare --encodings alibi,t5`` dropped quick's questions without a word."""
+    prof = load_profile("quick", options=options)
+    assert not prof.questions.declared
+    (note,) = prof.resolved.notes
+    assert words in note and "every pair of the table is exploratory" in note
+    with pytest.raises(
+        PosencError, match="declares no questions for this grid .*leaves out|no encoding to compare"
+    ):
+        compare_until_decided(prof, decide=lambda *a, **k: None, out="unused")
+
+
+def test_the_note_is_said_by_print_config_and_by_a_run_once_its_checks_pass(tmp_path):
+    result = CliRunner().invoke(main, ["compare", "--encodings", "alibi,t5", "--print-config"])
+    assert result.exit_code == 0, result.output
+    assert "note: the profile's declared questions (each encoding against rope" in result.stderr
+    out = tmp_path / "out"
+    run = CliRunner().invoke(main, ["compare", "--profile", "smoke", "--encodings", "sinusoidal", "--tasks", "copy",
+                                    "--seeds", "0", "--out", str(out), "--no-report", "--format", "json"])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    notes = [line for line in run.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == ["note: the profile's declared questions (each encoding against nope in copy:tok_2x, "
+                     "lm:bpb_train) need nope, which this grid leaves out: every pair of the table is exploratory"]  # fmt: skip
