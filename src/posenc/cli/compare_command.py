@@ -307,9 +307,10 @@ def compare_command(
     if note:
         click.echo(note, err=True)
     source = f"--config {config}" if config is not None else f"--profile {prof.name}"
-    if print_config:  # a run says the profile's notes once its checks pass (posenc.compare)
-        for line in prof.resolved.notes:
-            click.echo(f"note: {line}", err=True)
+    notes = [f"note: {line}" for line in prof.resolved.notes]  # said with the config or the results
+    if print_config:
+        for line in notes:
+            click.echo(line, err=True)
         return _print_config(prof, source)
     if address and executor != "ray":
         raise click.UsageError("--address needs --executor ray")
@@ -332,6 +333,8 @@ def compare_command(
     else:
         result = compare.compare(prof, **kwargs)
     _print_result(result, fmt, source)
+    for line in notes:  # after the tables: why they show no declared questions
+        click.echo(line, err=True)
     if result.outcome.failed:
         raise SystemExit(1)
 

@@ -288,8 +288,6 @@ def _execute(
     store.check_writable()  # before any run: a directory that cannot take records fails now
     said: set[str] = set()  # each change of code said once (--allow-changed), whichever check finds it
     check_code(plan.specs, store, allow_changed=allow_changed, log=log, said=said)
-    for note in prof.resolved.notes:  # once every check passed: a refused command prints only its error
-        log(f"note: {note}")
     own_config = write_config(out, prof, command)
     specs, tuned = _tune(prof, plan, out, retune=retune, show_progress=show_progress, log=log,
                          allow_changed=allow_changed, said=said)  # fmt: skip
