@@ -9,7 +9,7 @@ previous one of the same mode (:mod:`speed_compare`).
 Usage:
     python benchmarks/run_speed.py [--quick | --full] [--section rope|decode|bias|train ...]
         [--no-memory] [--out DIR] [--no-save] [--threads N] [--device cpu|cuda] [--format table|json]
-        [--isa native|avx512|avx2]
+        [--isa native|avx512|avx2] [--no-prime] [--allocator steady|as-is]
 
 ``--isa avx2`` times what an AVX2 machine runs, on an AVX-512 one: the process is started again
 with ``POSENC_KERNEL_ISA=avx2`` (posenc's kernel built for AVX2) and ``ATEN_CPU_CAPABILITY=avx2``
@@ -79,7 +79,13 @@ ISA_ENVIRONMENT = {
     help="time each call as the round before it leaves the memory allocator (no untimed call of the same "
     "contender first)",
 )  # fmt: skip
-def run_command(mode, sections, no_memory, out_dir, no_save, threads, device, fmt, isa, no_prime) -> None:
+@click.option(
+    "--allocator", type=click.Choice(["steady", "as-is"]), default="steady", show_default=True,
+    help="steady: glibc's malloc keeps freed memory, so outputs reuse touched pages (every contender "
+    "alike); as-is: the C library's own policy, first-touch page faults included",
+)  # fmt: skip
+def run_command(mode, sections, no_memory, out_dir, no_save, threads, device, fmt, isa, no_prime,
+                allocator) -> None:  # fmt: skip
     """Time RoPE application, decoding, bias attention and a training step against peers.
 
     \b
@@ -114,7 +120,7 @@ def run_command(mode, sections, no_memory, out_dir, no_save, threads, device, fm
         record = speed.run(
             mode, sections=sections, memory=not no_memory, out_dir=None if no_save else out_dir,
             progress=lambda message: status.update(f"speed race: {message}"), threads=threads,
-            device=device,
+            device=device, allocator=allocator,
         )  # fmt: skip
     comparison = None
     if not no_save:  # the newest earlier record of the same vector code

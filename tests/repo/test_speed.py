@@ -151,6 +151,9 @@ def test_a_forced_isa_reaches_the_kernel_and_torch(monkeypatch):
     record = json.loads(result.stdout[result.stdout.index("{") :])["record"]
     isa = record["machine"]["vector_isa"]
     assert (isa["kernel"], isa["torch"], isa["forced"]) == ("avx2", "AVX2", "avx2")
+    # the race's own process keeps what it frees (glibc), and the record and its label say so
+    assert record["plan"]["allocator"]["mode"] == ("steady" if sys.platform == "linux" else "as-is")
+    assert speed.isa_label(record).endswith(", malloc steady") == (sys.platform == "linux")
     # in a process whose torch is already loaded the option is refused, never half applied
     monkeypatch.delenv("POSENC_KERNEL_ISA", raising=False)
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
@@ -188,11 +191,14 @@ def test_cli_smoke_json(tmp_path):
         str(tmp_path),
         "--format",
         "json",
+        "--allocator",  # (steady would keep this test process's freed memory from here on)
+        "as-is",
     ]
     result = CliRunner().invoke(run_speed.run_command, args)
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output[result.output.index("{") :])
     assert payload["record"]["mode"] == "smoke" and "bias" in payload["record"]
+    assert payload["record"]["plan"]["allocator"] == {"mode": "as-is", "why": "as asked"}
     assert list(tmp_path.glob("speed-smoke-*.json"))
     with pytest.raises(ValueError, match="mode"):
         speed.run("huge", out_dir=None)
@@ -262,3 +268,21 @@ def test_cli_out_faults_are_one_line_exit_2_before_any_timing(
     bad = fault_path(fault, "write directory", tmp_path, unwritable)
     line = _one_line_error(["--smoke", "--section", "bias", "--no-memory", "--out", bad], capsys)
     assert bad[:60] in line, line
+
+
+def test_kernel_builds_race_in_one_process():
+    """benchmarks/kernel_isa.py: every build this CPU runs (and another source) timed beside a copy."""
+    from posenc.kernels import _build
+
+    if not {"avx2", "fma", "f16c"} <= _build.cpu_features() or _build.load("_rope", "avx2") is None:
+        pytest.skip("no AVX2 build of the kernel here")
+    source = Path(__file__).resolve().parents[2] / "src" / "posenc" / "kernels" / "_rope.c"
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "kernel_isa.py"), "--isa", "avx2", "--source", str(source), "--rounds", "2"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert "allocator" in lines[0] and len(lines) == 5
+    for line in lines[1:]:
+        assert "copy" in line and "avx2 build " in line and "avx2 build of _rope.c" in line and "x)" in line

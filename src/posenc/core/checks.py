@@ -144,7 +144,10 @@ def _range_text(minimum: int | None, maximum: int | None) -> str:
 def check_not_meta(name: str, device: torch.device | str | None) -> None:
     """Meta tensors have shapes but no values; posenc checks values (positions, token ids)
     and builds tables from them, so it refuses them by name instead of failing in torch."""
-    if device is not None and torch.device(device).type == "meta":
+    if device is None:
+        return
+    kind = device.type if isinstance(device, torch.device) else torch.device(device).type
+    if kind == "meta":
         raise PosencError(
             f"{name} is on the meta device (shapes without values); posenc needs real tensors: "
             "move the module and inputs to a real device (e.g. .to_empty(device='cpu')) first"
@@ -161,10 +164,12 @@ def check_tensor(
     """Check a tensor argument's type, rank and dtype family."""
     if not isinstance(value, torch.Tensor):
         raise PosencTypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-    check_not_meta(name, value.device)
+    if value.is_meta:
+        check_not_meta(name, value.device)  # raises, naming it
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else ndim
-        if not any(value.ndim == a for a in allowed):  # (no `in`: dynamo with dynamic shapes)
+        if not (value.ndim == ndim if isinstance(ndim, int) else any(value.ndim == a for a in allowed)):
+            # (no `in`: dynamo with dynamic shapes)
             raise PosencError(
                 f"{name} must have {' or '.join(map(str, allowed))} dimensions, "
                 f"got shape {tuple(value.shape)}"

@@ -84,11 +84,34 @@ class Positions(NamedTuple):
 
     @classmethod
     def arange(cls, n: int, *, start: int = 0, device: torch.device | str | None = None) -> Positions:
-        """``start + arange(n)`` as ``(1, n)``."""
-        tensor = torch.arange(start, start + n, device=device, dtype=torch.long).unsqueeze(0)
+        """``start + arange(n)`` as ``(1, n)``.
+
+        Eager calls with integer ``n`` and ``start`` share one tensor per ``(start, n, device)``
+        (the last few are kept): a step of a model makes the same positions every call, and
+        making them anew costs more than rotating a short sequence. Treat ``tensor`` as
+        read-only, as every hook does.
+        """
         if not (isinstance(n, int) and isinstance(start, int)):  # symbolic (torch.compile, dynamic
+            tensor = torch.arange(start, start + n, device=device, dtype=torch.long).unsqueeze(0)
             return cls(tensor, None, start, 0)  # shapes): tables cannot be sized by it
-        return cls(tensor, start + n, start, start)
+        if torch.compiler.is_compiling() or torch.is_inference_mode_enabled():
+            # traced: a constant would be baked into the graph; inference mode: its tensors cannot be
+            # saved for a backward pass later (a learned table's index)
+            tensor = torch.arange(start, start + n, device=device, dtype=torch.long).unsqueeze(0)
+            return cls(tensor, start + n, start, start)
+        key = (start, n, device)
+        made = _ARANGES.get(key)
+        if made is None:
+            tensor = torch.arange(start, start + n, device=device, dtype=torch.long).unsqueeze(0)
+            if len(_ARANGES) >= _ARANGES_KEPT:
+                _ARANGES.pop(next(iter(_ARANGES)), None)  # the oldest
+            made = _ARANGES[key] = cls(tensor, start + n, start, start)
+        return made
+
+
+#: Eager ``Positions.arange`` results by ``(start, n, device)``, oldest first (at most _ARANGES_KEPT).
+_ARANGES: dict[tuple, Positions] = {}
+_ARANGES_KEPT = 16
 
 
 def joint_bound(first: Positions, *others: Positions) -> int | None:

@@ -15,7 +15,8 @@
  *
  * Vector code, chosen by the instruction set the library is compiled for (-march=native by
  * default; kernels/_build.py can force another, see POSENC_KERNEL_ISA):
- *   - AVX-512 (F, BW, DQ, VL): 16 pairs per step;
+ *   - AVX-512 (F, BW, DQ, VL): 16 pairs per step for half precision, 8 (AVX2 code) for float32,
+ *     which is bound by memory and ran faster that way (see "The width per dtype" below);
  *   - AVX2 (+ F16C): 8 pairs per step;
  *   both widen bfloat16 to float32 with an integer shift and round float32 to bfloat16 to
  *   nearest even with integer adds and shifts, in vector registers (no BF16 instruction: the
@@ -123,25 +124,26 @@ DEFINE_SCALAR(bf16, bf16_t, float, bf16_load, bf16_store)
 DEFINE_SCALAR(f16, _Float16, float, (float), (_Float16))
 
 /* ------------------------------------------------------------------------------------------
- * Vector rows. VF is a vector of VL floats; per dtype, LD_<T>(p) widens VL elements at p to
- * VF and ST_<T>(p, v) rounds VF to VL elements at p.
+ * Vector rows, in two widths: W = 16 floats (AVX-512) and W = 8 (AVX2). VF<W> is a vector of W
+ * floats; per dtype, LD<W>_<T>(p) widens W elements at p to VF<W> and ST<W>_<T>(p, v) rounds
+ * VF<W> to W elements at p. An AVX-512 build has both and picks one per dtype (see below).
  * ---------------------------------------------------------------------------------------- */
 
 #if defined(ISA_AVX512)
-#define VL 16
-typedef __m512 VF;
-#define VMUL _mm512_mul_ps
-#define VADD _mm512_add_ps
-#define VSUB _mm512_sub_ps
-#define VLOADF _mm512_loadu_ps
-#define VNEG(v) _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)))
-static inline VF LD_f32(const float *p) { return _mm512_loadu_ps(p); }
-static inline void ST_f32(float *p, VF v) { _mm512_storeu_ps(p, v); }
-static inline VF LD_bf16(const bf16_t *p) {
+#define HAVE_W16 1
+typedef __m512 VF16;
+#define VMUL16 _mm512_mul_ps
+#define VADD16 _mm512_add_ps
+#define VSUB16 _mm512_sub_ps
+#define VLOADF16 _mm512_loadu_ps
+#define VNEG16(v) _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)))
+static inline VF16 LD16_f32(const float *p) { return _mm512_loadu_ps(p); }
+static inline void ST16_f32(float *p, VF16 v) { _mm512_storeu_ps(p, v); }
+static inline VF16 LD16_bf16(const bf16_t *p) {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
 }
-static inline void ST_bf16(bf16_t *p, VF v) {
+static inline void ST16_bf16(bf16_t *p, VF16 v) {
     /* (u + 0x7fff + ((u >> 16) & 1)) >> 16: round to nearest even; NaN -> 0x7fc0. Not the
      * AVX-512 BF16 conversion: it flushes subnormal results to zero, which torch does not. */
     const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
@@ -151,36 +153,38 @@ static inline void ST_bf16(bf16_t *p, VF v) {
     r = _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7fc0));
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
 }
-static inline VF LD_f16(const _Float16 *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
-static inline void ST_f16(_Float16 *p, VF v) {
+static inline VF16 LD16_f16(const _Float16 *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+static inline void ST16_f16(_Float16 *p, VF16 v) {
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
-/* Interleaved pairs: (a, z) of 2*VL consecutive elements, de-interleaved per 128-bit lane;
+/* Interleaved pairs: (a, z) of 2*W consecutive elements, de-interleaved per 128-bit lane;
  * the cos/sin rows are permuted the same way and the results re-interleaved lane by lane. */
-#define SHUF_A(v0, v1) _mm512_shuffle_ps(v0, v1, 0x88)
-#define SHUF_Z(v0, v1) _mm512_shuffle_ps(v0, v1, 0xDD)
-static inline VF PERM_CS(const float *p) {
+#define SHUF_A16(v0, v1) _mm512_shuffle_ps(v0, v1, 0x88)
+#define SHUF_Z16(v0, v1) _mm512_shuffle_ps(v0, v1, 0xDD)
+static inline VF16 PERM_CS16(const float *p) {
     /* lane l of the de-interleaved vectors holds pairs 2l, 2l+1, 8+2l, 8+2l+1 */
     const __m512i idx = _mm512_setr_epi32(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
     return _mm512_permutexvar_ps(idx, _mm512_loadu_ps(p));
 }
-#define UNPACK_LO _mm512_unpacklo_ps
-#define UNPACK_HI _mm512_unpackhi_ps
-#elif defined(ISA_AVX2)
-#define VL 8
-typedef __m256 VF;
-#define VMUL _mm256_mul_ps
-#define VADD _mm256_add_ps
-#define VSUB _mm256_sub_ps
-#define VLOADF _mm256_loadu_ps
-#define VNEG(v) _mm256_xor_ps(v, _mm256_set1_ps(-0.0f))
-static inline VF LD_f32(const float *p) { return _mm256_loadu_ps(p); }
-static inline void ST_f32(float *p, VF v) { _mm256_storeu_ps(p, v); }
-static inline VF LD_bf16(const bf16_t *p) {
+#define UNPACK_LO16 _mm512_unpacklo_ps
+#define UNPACK_HI16 _mm512_unpackhi_ps
+#endif
+
+#if defined(__AVX2__) && defined(__F16C__) /* AVX-512 builds too: those CPUs have both */
+#define HAVE_W8 1
+typedef __m256 VF8;
+#define VMUL8 _mm256_mul_ps
+#define VADD8 _mm256_add_ps
+#define VSUB8 _mm256_sub_ps
+#define VLOADF8 _mm256_loadu_ps
+#define VNEG8(v) _mm256_xor_ps(v, _mm256_set1_ps(-0.0f))
+static inline VF8 LD8_f32(const float *p) { return _mm256_loadu_ps(p); }
+static inline void ST8_f32(float *p, VF8 v) { _mm256_storeu_ps(p, v); }
+static inline VF8 LD8_bf16(const bf16_t *p) {
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
-static inline void ST_bf16(bf16_t *p, VF v) {
+static inline void ST8_bf16(bf16_t *p, VF8 v) {
     /* (u + 0x7fff + ((u >> 16) & 1)) >> 16: round to nearest even; NaN -> 0x7fc0 */
     const __m256i u = _mm256_castps_si256(v);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
@@ -194,56 +198,53 @@ static inline void ST_bf16(bf16_t *p, VF v) {
     r = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(r, hi), 0x08);
     _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(r));
 }
-static inline VF LD_f16(const _Float16 *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-static inline void ST_f16(_Float16 *p, VF v) {
+static inline VF8 LD8_f16(const _Float16 *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline void ST8_f16(_Float16 *p, VF8 v) {
     _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
-#define SHUF_A(v0, v1) _mm256_shuffle_ps(v0, v1, 0x88)
-#define SHUF_Z(v0, v1) _mm256_shuffle_ps(v0, v1, 0xDD)
-static inline VF PERM_CS(const float *p) {
+#define SHUF_A8(v0, v1) _mm256_shuffle_ps(v0, v1, 0x88)
+#define SHUF_Z8(v0, v1) _mm256_shuffle_ps(v0, v1, 0xDD)
+static inline VF8 PERM_CS8(const float *p) {
     /* lane l of the de-interleaved vectors holds pairs 2l, 2l+1, 4+2l, 4+2l+1 */
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_loadu_ps(p)), 0xD8));
 }
-#define UNPACK_LO _mm256_unpacklo_ps
-#define UNPACK_HI _mm256_unpackhi_ps
+#define UNPACK_LO8 _mm256_unpacklo_ps
+#define UNPACK_HI8 _mm256_unpackhi_ps
 #endif
 
-#ifdef VL
-/* One row, "half" layout: pairs (p, p + half), VL of them per step. NEG: the transpose
+/* One row, "half" layout: pairs (p, p + half), W of them per step. NEG: the transpose
  * (sign -1), whose products use -s (negation is exact: the same bits as s * -1). */
-#define DEFINE_VECTOR(SUFFIX, T)                                                                   \
+#define DEFINE_VECTOR(SUFFIX, T, W)                                                                \
     static inline __attribute__((always_inline)) void half_row_##SUFFIX(                           \
         const T *x, T *out, const float *c, const float *s, int64_t half, int neg) {               \
         int64_t p = 0;                                                                             \
-        for (; p + VL <= half; p += VL) {                                                          \
-            const VF x1 = LD_##SUFFIX(x + p), x2 = LD_##SUFFIX(x + p + half);                      \
-            const VF cc = VLOADF(c + p);                                                           \
-            const VF ss = neg ? VNEG(VLOADF(s + p)) : VLOADF(s + p);                               \
-            ST_##SUFFIX(out + p, VSUB(VMUL(x1, cc), VMUL(x2, ss)));                                \
-            ST_##SUFFIX(out + p + half, VADD(VMUL(x1, ss), VMUL(x2, cc)));                         \
+        for (; p + W <= half; p += W) {                                                            \
+            const VF##W x1 = LD##W##_##SUFFIX(x + p), x2 = LD##W##_##SUFFIX(x + p + half);         \
+            const VF##W cc = VLOADF##W(c + p);                                                     \
+            const VF##W ss = neg ? VNEG##W(VLOADF##W(s + p)) : VLOADF##W(s + p);                   \
+            ST##W##_##SUFFIX(out + p, VSUB##W(VMUL##W(x1, cc), VMUL##W(x2, ss)));                  \
+            ST##W##_##SUFFIX(out + p + half, VADD##W(VMUL##W(x1, ss), VMUL##W(x2, cc)));           \
         }                                                                                          \
         if (p < half) half_tail_##SUFFIX(x, out, c, s, p, half, neg ? -1.0f : 1.0f);               \
     }                                                                                              \
-    /* One row, "interleaved" layout: pairs (2p, 2p + 1), VL of them (2 VL elements) per step. */  \
+    /* One row, "interleaved" layout: pairs (2p, 2p + 1), W of them (2 W elements) per step. */    \
     static inline __attribute__((always_inline)) void inter_row_##SUFFIX(                          \
         const T *x, T *out, const float *c, const float *s, int64_t half, int neg) {               \
         int64_t p = 0;                                                                             \
-        for (; p + VL <= half; p += VL) {                                                          \
-            const VF v0 = LD_##SUFFIX(x + 2 * p), v1 = LD_##SUFFIX(x + 2 * p + VL);                \
-            const VF a = SHUF_A(v0, v1), z = SHUF_Z(v0, v1);                                       \
-            const VF cc = PERM_CS(c + p);                                                          \
-            const VF ss = neg ? VNEG(PERM_CS(s + p)) : PERM_CS(s + p);                             \
-            const VF y1 = VSUB(VMUL(a, cc), VMUL(z, ss)), y2 = VADD(VMUL(a, ss), VMUL(z, cc));     \
-            ST_##SUFFIX(out + 2 * p, UNPACK_LO(y1, y2));                                           \
-            ST_##SUFFIX(out + 2 * p + VL, UNPACK_HI(y1, y2));                                      \
+        for (; p + W <= half; p += W) {                                                            \
+            const VF##W v0 = LD##W##_##SUFFIX(x + 2 * p), v1 = LD##W##_##SUFFIX(x + 2 * p + W);    \
+            const VF##W a = SHUF_A##W(v0, v1), z = SHUF_Z##W(v0, v1);                              \
+            const VF##W cc = PERM_CS##W(c + p);                                                    \
+            const VF##W ss = neg ? VNEG##W(PERM_CS##W(s + p)) : PERM_CS##W(s + p);                 \
+            const VF##W y1 = VSUB##W(VMUL##W(a, cc), VMUL##W(z, ss));                              \
+            const VF##W y2 = VADD##W(VMUL##W(a, ss), VMUL##W(z, cc));                              \
+            ST##W##_##SUFFIX(out + 2 * p, UNPACK_LO##W(y1, y2));                                   \
+            ST##W##_##SUFFIX(out + 2 * p + W, UNPACK_HI##W(y1, y2));                               \
         }                                                                                          \
         if (p < half) inter_tail_##SUFFIX(x, out, c, s, p, half, neg ? -1.0f : 1.0f);              \
     }
-DEFINE_VECTOR(f32, float)
-DEFINE_VECTOR(bf16, bf16_t)
-DEFINE_VECTOR(f16, _Float16)
-#else /* no vector ISA: the scalar loops do every pair */
-#define DEFINE_VECTOR(SUFFIX, T)                                                                   \
+/* no vector ISA: the scalar loops do every pair */
+#define DEFINE_SCALAR_ROWS(SUFFIX, T)                                                              \
     static inline void half_row_##SUFFIX(const T *x, T *out, const float *c, const float *s,       \
                                          int64_t half, int neg) {                                  \
         half_tail_##SUFFIX(x, out, c, s, 0, half, neg ? -1.0f : 1.0f);                             \
@@ -252,9 +253,29 @@ DEFINE_VECTOR(f16, _Float16)
                                           int64_t half, int neg) {                                 \
         inter_tail_##SUFFIX(x, out, c, s, 0, half, neg ? -1.0f : 1.0f);                            \
     }
-DEFINE_VECTOR(f32, float)
-DEFINE_VECTOR(bf16, bf16_t)
-DEFINE_VECTOR(f16, _Float16)
+
+/* The width per dtype. An AVX-512 build rotates float32 with AVX2 vectors: float32 is bound by
+ * memory, and on a 2-core AMD EPYC (Zen 4) the 256-bit code ran the race's float32 shapes at
+ * 0.99-1.10x a copy against 1.09-1.17x for the 512-bit code (the two builds in one process,
+ * interleaved, kernel calls only: benchmarks/kernel_isa.py). Half precision keeps 512 bits: its
+ * conversions are the work, and the 512-bit bfloat16 code ran at 1.07x a copy against 1.18x.
+ * Measured on that CPU only. */
+#if defined(HAVE_W16) && defined(HAVE_W8)
+DEFINE_VECTOR(f32, float, 8)
+DEFINE_VECTOR(bf16, bf16_t, 16)
+DEFINE_VECTOR(f16, _Float16, 16)
+#elif defined(HAVE_W16)
+DEFINE_VECTOR(f32, float, 16)
+DEFINE_VECTOR(bf16, bf16_t, 16)
+DEFINE_VECTOR(f16, _Float16, 16)
+#elif defined(HAVE_W8)
+DEFINE_VECTOR(f32, float, 8)
+DEFINE_VECTOR(bf16, bf16_t, 8)
+DEFINE_VECTOR(f16, _Float16, 8)
+#else
+DEFINE_SCALAR_ROWS(f32, float)
+DEFINE_SCALAR_ROWS(bf16, bf16_t)
+DEFINE_SCALAR_ROWS(f16, _Float16)
 #endif
 
 /* float64: plain loops (not a speed goal; the compiler may vectorise them). */

@@ -181,6 +181,8 @@ def _launch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Te
         x4 = x4.contiguous()
     dtype = table_dtype(x.dtype)
     cos, sin = _as4d(cos.to(dtype)), _as4d(sin.to(dtype))
+    if cos.shape[-1] != rotary_dim // 2:  # one angle per position, broadcast over the pairs
+        cos, sin = (t.expand(*t.shape[:-1], rotary_dim // 2) for t in (cos, sin))
     if cos.stride(-1) != 1 or sin.stride() != cos.stride():
         cos, sin = cos.contiguous(), sin.contiguous()
     interleaved = layout == "interleaved"
@@ -348,8 +350,8 @@ def rotate_rows(
     x0 = xs[0]
     if (
         torch.compiler.is_compiling()
-        or x0.device.type != "cpu"
-        or (torch.is_grad_enabled() and any(x.requires_grad for x in xs))
+        or not x0.is_cpu
+        or (torch.is_grad_enabled() and _any_requires_grad(xs))
         or _FN.get(x0.dtype) is None
         and (x0.dtype not in _FUNCS or _function(x0.dtype) is None)
     ):
@@ -357,7 +359,7 @@ def rotate_rows(
         items = tuple((x, c4.narrow(2, start, x.shape[2]), s4.narrow(2, start, x.shape[2])) for x in xs)
         return rotate_trusted(items, layout=layout, rotary_dim=rotary_dim)
     interleaved = int(layout == "interleaved")
-    row = cos.stride(0)
+    row = cos.stride()[0]
     offset = start * row * cos.element_size()
     c_ptr, s_ptr = cos.data_ptr() + offset, sin.data_ptr() + offset
     outs, words = [], []
@@ -382,6 +384,13 @@ def rotate_rows(
     return outs
 
 
+def _any_requires_grad(xs: tuple[torch.Tensor, ...]) -> bool:
+    for x in xs:  # (a loop: a generator costs more than the check on a decode step)
+        if x.requires_grad:
+            return True
+    return False
+
+
 def _unsupported(x, cos, sin, layout, rotary_dim) -> str | None:
     """Why the fused kernel cannot take this call (None if it can)."""
     if torch.compiler.is_compiling():  # inside torch.compile the plain path is traced and fused
@@ -404,10 +413,10 @@ def _unsupported(x, cos, sin, layout, rotary_dim) -> str | None:
         return f"rotary_dim {rotary_dim!r}"
     if cos.ndim > x.ndim or sin.shape != cos.shape:
         return "cos/sin shapes"
-    try:
-        torch.broadcast_shapes(cos.shape, (*x.shape[:-1], rotary_dim // 2))
-    except RuntimeError:
-        return "cos/sin not broadcastable"
+    target = (*x.shape[:-1], rotary_dim // 2)
+    for have, want in zip(reversed(cos.shape), reversed(target)):  # (torch.broadcast_shapes: 10x the time)
+        if have != 1 and have != want:
+            return "cos/sin not broadcastable"
     if x.device.type == "cpu" and _function(x.dtype) is None:
         return "kernel not built"
     return None
@@ -452,6 +461,11 @@ def apply_rotary_fused(
             )
         elif out.stride(-1) != 1 or (out.data_ptr() == x.data_ptr() and out.stride() != x.stride()):
             reason = "out with a non-unit last stride or aliasing x with other strides"
+    if reason == "cos/sin not broadcastable":
+        raise PosencError(
+            f"cos and sin of shape {tuple(cos.shape)} do not broadcast against the {rotary_dim // 2} pairs of "
+            f"x of shape {tuple(x.shape)}: each axis must be 1 or x's, the last rotary_dim // 2"
+        )
     if reason is not None:
         if reason != "torch.compile tracing" and not reason.startswith("device "):  # a GPU's path by design
             warn_once(

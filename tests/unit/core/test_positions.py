@@ -212,6 +212,30 @@ def test_tensors_are_checked_and_positions_are_trusted():
     assert arange.tensor.tolist() == [[6, 7, 8, 9]] and (arange.low, arange.bound, arange.start) == (6, 10, 6)
 
 
+def test_eager_aranges_are_shared_and_the_oldest_make_way():
+    """A model step makes the same positions every call: eager ``Positions.arange`` hands out one
+    tensor per (start, n, device), keeping the last few; each is still exactly start + arange(n)."""
+    from posenc.core import positions as module
+
+    first = Positions.arange(7, start=2)
+    assert Positions.arange(7, start=2) is first and as_positions(None, 7).tensor.tolist() == [list(range(7))]
+    others = [Positions.arange(n, start=1000) for n in range(1, module._ARANGES_KEPT + 1)]
+    assert len(module._ARANGES) == module._ARANGES_KEPT  # bounded
+    again = Positions.arange(7, start=2)
+    assert again is not first and again.tensor.tolist() == first.tensor.tolist() == [list(range(2, 9))]
+    for n, made in enumerate(others, start=1):
+        assert made.tensor.tolist() == [list(range(1000, 1000 + n))] and made.bound == 1000 + n
+    with torch.inference_mode():  # never kept: an inference tensor cannot be saved for backward later
+        inside = Positions.arange(3, start=50)
+    assert (
+        Positions.arange(3, start=50) is not inside
+        and not Positions.arange(3, start=50).tensor.is_inference()
+    )
+    table = torch.nn.Parameter(torch.randn(64, 4))
+    table[Positions.arange(3, start=50).tensor].sum().backward()  # an index saved for backward
+    assert table.grad is not None and table.grad[50:53].abs().sum() > 0
+
+
 def test_contiguous_positions_read_the_table_as_a_view_others_gather_or_compute():
     cache = SinCosCache(inverse_frequencies(8, 10000.0))
     cos, sin = cache.lookup(Positions.arange(5, start=3), torch.float32)

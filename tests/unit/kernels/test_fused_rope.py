@@ -11,6 +11,7 @@ Shapes stay tiny: the kernels are built once per machine (about a second) and ca
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 import torch
@@ -99,6 +100,37 @@ def test_fused_rotary_strided_input_and_per_batch_tables(layout):
     (g_fast,) = torch.autograd.grad(fast, x, grad)  # a non-contiguous incoming gradient too
     (g_slow,) = torch.autograd.grad(slow, x, grad)
     torch.testing.assert_close(g_fast, g_slow, rtol=0, atol=0)
+
+
+@needs_kernel
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("table_shape", [(1, 1, 5, 1), (5, 1), (1, 1, 1, 3), (1, 3, 1, 1)])
+def test_fused_rotary_tables_broadcast_over_pairs_and_positions(layout, table_shape):
+    """Tables with a size-1 axis anywhere, the pairs' axis included (one angle per position), are
+    broadcast as the plain path broadcasts them: the kernel never reads past a size-1 axis."""
+    x = randn(2, 3, 5, 8, seed=19, dtype=torch.float32).requires_grad_()
+    cos, sin = tables(table_shape, torch.float32, scale=1.1, seed=20)
+    fast = apply_rotary_fused(x, cos, sin, layout=layout, rotary_dim=6)
+    slow = plain(x, cos, sin, layout, 6)
+    torch.testing.assert_close(fast, slow, rtol=0, atol=0)
+    g = randn(2, 3, 5, 8, seed=21, dtype=torch.float32)
+    torch.testing.assert_close(
+        torch.autograd.grad(fast, x, g)[0], torch.autograd.grad(slow, x, g)[0], rtol=0, atol=0
+    )
+    op = rope.rotary_op(x.detach(), cos, sin, layout == "interleaved", 6, 1)
+    torch.testing.assert_close(op, slow.detach(), rtol=0, atol=0)
+
+
+@needs_kernel
+@pytest.mark.parametrize("shape", [(2, 3, 5, 8), (3, 5, 8)])
+def test_fused_rotary_refuses_tables_that_do_not_broadcast(shape, caplog):
+    """A table whose axis is neither 1 nor x's is refused, naming both shapes."""
+    x = randn(*shape, seed=22, dtype=torch.float32)
+    for table_shape in [(4, 3), (5, 4)]:  # 4 positions for 5; 4 angles for 3 pairs
+        cos, sin = tables(table_shape, torch.float32)
+        wanted = f"cos and sin of shape {re.escape(str(table_shape))}.*{re.escape(str(tuple(shape)))}"
+        with pytest.raises(posenc.PosencError, match=wanted):
+            apply_rotary_fused(x, cos, sin, layout="half", rotary_dim=6)
 
 
 @needs_kernel

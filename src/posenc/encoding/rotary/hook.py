@@ -58,6 +58,11 @@ def check_qk(
                 f"head_dim={head_dim}"
             )
     axis = SEQ_AXIS[layout]
+    if q_positions is None and k_positions is None and axes is None:  # arange: the common call
+        same = Positions.arange(q.shape[axis], device=q.device)
+        if k.shape[axis] == q.shape[axis] and k.device == q.device:
+            return q, k, same, same
+        return q, k, same, Positions.arange(k.shape[axis], device=k.device)
 
     def positions_of(name: str, x: torch.Tensor, positions) -> Positions | AxisPositions:
         pos_name = f"{name}_positions"
