@@ -9,7 +9,8 @@ their difference, the same for the second half, a ``cat`` (or ``stack``) and a s
 rotates them in float32 (float64 for float64 inputs) and writes the result in the input
 dtype, with OpenMP over rows. Its vector code is AVX-512 or AVX2 as the CPU has them
 (:func:`isa` says which was built; ``POSENC_KERNEL_ISA=avx2`` forces the AVX2 build on an
-AVX-512 machine), plain C loops elsewhere; every build gives the same bits. Products and sums
+AVX-512 machine; an AVX-512 build rotates float32 with 256-bit vectors, measured faster for
+that memory-bound case), plain C loops elsewhere; every build gives the same bits. Products and sums
 are rounded exactly as in the plain path (no FMA contraction), so float32/float64 results are
 bitwise equal to ``apply_rotary(...).to(x.dtype)``; half-precision ones too (the same float32
 arithmetic, rounded once to nearest even). On a CUDA device the same entry points launch a Triton

@@ -49,7 +49,7 @@ from posenc.core.sincos import SinCosCache
 from posenc.encoding.base import PaperSetting, RotaryEncoding
 from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.encoding.rotary.hook import rotary_hook, rotate_by_table, same_positions
-from posenc.kernels.fused_rope import apply_rotary_fused
+from posenc.kernels.fused_rope import apply_rotary_fused, rotate_rows, table_dtype
 from posenc.kernels.rotation import LAYOUTS, apply_rotary, layout_permutation, permute_qk_weight
 from posenc.reference import rotary as reference
 
@@ -380,9 +380,36 @@ class RoPE(RotaryEncoding):
         layout. Tensor positions are checked (their length against the layout's sequence
         axis); a :class:`~posenc.core.positions.Positions` (what attention passes) is trusted.
         """
+        if q_positions is None and k_positions is None and layout == "bhsd":
+            rotated = self._rotate_from_zero(q, k)
+            if rotated is not None:
+                return rotated
         return rotary_hook(
             self._rotate_bhsd, q, k, q_positions, k_positions, head_dim=self._config.head_dim, layout=layout
         )
+
+    def _rotate_from_zero(self, q, k) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The call a training step makes: q and k of one length on the CPU, positions ``0 .. n - 1``,
+        static frequencies, no autograd. Their table's rows go straight to the kernel (nothing else
+        is made per call: a cache-resident rotation is the foreign call plus microseconds). None for
+        any other call, which :func:`rotary_hook` checks and rotates (the same bits)."""
+        if not (type(q) is torch.Tensor and type(k) is torch.Tensor and q.is_cpu and k.is_cpu):
+            return None
+        if self._dynamic or torch.compiler.is_compiling():
+            return None
+        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
+            return None
+        if q.ndim != 4 or k.ndim != 4 or q.dtype != k.dtype or not q.is_floating_point():
+            return None
+        n, head_dim = q.shape[2], self._config.head_dim
+        if not n or k.shape[2] != n or q.shape[3] != head_dim or k.shape[3] != head_dim:
+            return None
+        table = self._table(self._inv_freq, self.attention_scaling)
+        if n > table.max_cached:
+            return None
+        cos, sin = table.rows(n, q.device, table_dtype(q.dtype))
+        q, k = rotate_rows((q, k), cos, sin, 0, layout=self._config.layout, rotary_dim=self.rotary_dim)
+        return q, k
 
     def _rotate_bhsd(
         self, q: torch.Tensor, k: torch.Tensor, qp: Positions, kp: Positions

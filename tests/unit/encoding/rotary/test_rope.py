@@ -129,6 +129,45 @@ def test_module_to_bfloat16_keeps_float64_tables(name):
     torch.testing.assert_close(qo, expected, **tol(torch.float64))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"layout": "half"},
+        {"layout": "interleaved", "rotary_dim": 6},
+        {"scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}},
+    ],
+)
+def test_the_default_call_equals_the_checked_path_bit_for_bit(config, dtype, monkeypatch):
+    """rotate(q, k) with no positions (a training step) goes straight to the kernel; it gives the
+    bits of the checked path (positions given), strided inputs included, and every call it cannot
+    take (positions, "bshd", gradients, lengths that differ, dynamic frequencies) is checked."""
+    from posenc.core.positions import Positions
+    from posenc.encoding.rotary import rope as rope_module
+
+    enc = posenc.build("rope", head_dim=8, **config)
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 5, 3, 8, generator=g).to(dtype).transpose(1, 2)  # (2, 3, 5, 8), strided
+    k = torch.randn(2, 1, 5, 8, generator=g).to(dtype)  # one key head (grouped-query)
+    checked = enc.rotate(q, k, q_positions=Positions.arange(5), k_positions=Positions.arange(5))
+    calls = []
+    hook = rope_module.rotary_hook
+    monkeypatch.setattr(rope_module, "rotary_hook", lambda *a, **kw: calls.append(a) or hook(*a, **kw))
+    fast = enc.rotate(q, k)
+    assert not calls  # the default call did not take the hook
+    for a, b in zip(fast, checked):
+        assert a.dtype == dtype and a.shape == b.shape
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    enc.rotate(q, k[:, :, :4])  # lengths differ
+    enc.rotate(q.transpose(1, 2), k.transpose(1, 2), layout="bshd")
+    enc.rotate(q.detach().requires_grad_(), k)
+    assert len(calls) == 3
+    dynamic = posenc.build("rope", head_dim=8, scaling={"rope_type": "dynamic", "factor": 2.0},
+                           max_position_embeddings=4)  # fmt: skip
+    dynamic.rotate(q.detach(), k)
+    assert len(calls) == 4
+
+
 def test_sincos_cache_rebuilt_only_when_inv_freq_changes():
     enc = posenc.build("rope", head_dim=8)
     q, k, qp, kp = qk_case()
