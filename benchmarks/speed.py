@@ -545,7 +545,7 @@ def _race(
     (first-touch faults, zeroed by the kernel) or reused ones depending on what was freed just
     before, which moved single ratios by 1.5x between otherwise equal runs. The garbage collector
     is off while calls are timed (as :mod:`timeit` has it): in the rope section of a quick race the
-    collector ran 870 young, 81 middle (up to 2 ms) and 4 full collections (up to 0.26 s) on its
+    collector ran 870 young, 81 middle (up to 2 ms) and about 4 full collections (up to 0.26 s) on its
     own, the peers' garbage setting them off in anyone's call, and one middle collection is three
     rounds' worth of calls of the cache-resident case."""
     out: dict[str, Any] = {}

@@ -256,10 +256,10 @@ static inline VF8 PERM_CS8(const float *p) {
 
 /* The width per dtype. An AVX-512 build rotates float32 with AVX2 vectors: float32 is bound by
  * memory, and on a 2-core AMD EPYC (Zen 4) the 256-bit code ran the race's float32 shapes at
- * 0.99-1.10x a copy against 1.09-1.17x for the 512-bit code (the two builds in one process,
+ * 1.01-1.05x a copy against 1.12-1.14x for the 512-bit code (the builds in one process,
  * interleaved, kernel calls only: benchmarks/kernel_isa.py). Half precision keeps 512 bits: its
- * conversions are the work, and the 512-bit bfloat16 code ran at 1.07x a copy against 1.18x.
- * Measured on that CPU only. */
+ * conversions are the work, and the 512-bit bfloat16 code ran at 1.05x a copy against 1.17x for
+ * the AVX2 build. Measured on that CPU only. */
 #if defined(HAVE_W16) && defined(HAVE_W8)
 DEFINE_VECTOR(f32, float, 8)
 DEFINE_VECTOR(bf16, bf16_t, 16)
