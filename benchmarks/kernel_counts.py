@@ -66,6 +66,12 @@ int main(int argc, char **argv) { /* lib dtype b h n d interleaved sign */
 """
 
 
+def build_source(cc: str, source: Path, isa: str, library: Path) -> Path:
+    """Another version of ``_rope.c`` built as posenc builds its own for ``isa``: ``library``."""
+    subprocess.run([cc, *_build.isa_flags(isa), "-o", str(library), str(source)], check=True)
+    return library
+
+
 def count(driver: Path, library: Path, case: tuple, work: Path) -> int:
     """Instructions executed inside ``posenc_rope_*`` for one call on q and k."""
     out = work / "callgrind.out"
@@ -91,9 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         (work / "driver.c").write_text(DRIVER)
         subprocess.run([cc, "-O2", "-o", str(work / "driver"), str(work / "driver.c"), "-ldl"], check=True)
         if args.source is not None:
-            library = work / "rope.so"
-            flags = _build.isa_flags(args.isa)
-            subprocess.run([cc, *flags, "-o", str(library), str(args.source)], check=True)
+            library = build_source(cc, args.source, args.isa, work / "rope.so")
         else:
             if _build.load("_rope", args.isa) is None:
                 parser.error(f"the {args.isa} build of the kernel is unavailable on this machine")

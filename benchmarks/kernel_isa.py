@@ -18,7 +18,6 @@ import argparse
 import array
 import ctypes
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import speed  # benchmarks/, next to this file: the steady allocator
 import torch
+from kernel_counts import build_source  # benchmarks/, next to this file
 
 import posenc
 from posenc.kernels import _build
@@ -53,8 +53,7 @@ def builds(isas: list[str], source: Path | None, work: Path) -> dict[str, ctypes
         if source is not None:
             if cc is None:
                 raise SystemExit("kernel_isa.py: --source needs a C compiler")
-            path = work / f"rope-{isa}.so"
-            subprocess.run([cc, *_build.isa_flags(isa), "-o", str(path), str(source)], check=True)
+            path = build_source(cc, source, isa, work / f"rope-{isa}.so")
             out[f"{isa} build of {source.name}"] = ctypes.CDLL(str(path))
     return out
 

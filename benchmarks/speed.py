@@ -325,10 +325,17 @@ def isa_label(record: dict[str, Any]) -> str:
     if not isa:
         return "vector code not recorded"
     forced = " (forced)" if isa.get("forced") else ""
-    steady = record.get("plan", {}).get("allocator", {}).get("mode") == "steady"
-    return f"posenc kernel {isa.get('kernel')}{forced}, torch {isa.get('torch')}, CPU {isa.get('cpu')}" + (
-        ", malloc steady" if steady else ""
+    steady = ", malloc steady" if steady_record(record) else ""
+    return (
+        f"posenc kernel {isa.get('kernel')}{forced}, torch {isa.get('torch')}, CPU {isa.get('cpu')}{steady}"
     )
+
+
+def steady_record(record: dict[str, Any]) -> bool:
+    """Whether a record's race ran with :func:`steady_allocator` (older records did not say: no)."""
+    plan = record.get("plan")
+    allocator = plan.get("allocator") if isinstance(plan, dict) else None
+    return isinstance(allocator, dict) and allocator.get("mode") == "steady"
 
 
 def _where(record: dict[str, Any], path: str, others: Sequence[tuple[str, dict[str, Any]]]) -> str:
@@ -372,7 +379,7 @@ def readme_markdown(
             + (
                 " (glibc's malloc told to keep freed memory, `--allocator steady`: every contender's "
                 "outputs reuse touched pages)"
-                if first.get("plan", {}).get("allocator", {}).get("mode") == "steady"
+                if steady_record(first)
                 else ""
             )
             + ":",

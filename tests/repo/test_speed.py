@@ -133,6 +133,9 @@ def test_records_of_different_vector_code_get_a_table_each():
     assert text.count("From 2 runs") == 2 and "| 1.35x | 1.30x - 1.40x (2) |" in text
     assert "| 1.03x | 1.02x - 1.04x (2) |" in text
     assert speed.isa_label({"machine": {}}) == "vector code not recorded"
+    for plan in ([], {"allocator": "steady"}, {"allocator": {"mode": "as-is"}}, None):  # odd or older records
+        assert not speed.steady_record({"plan": plan})
+    assert speed.steady_record({"plan": {"allocator": {"mode": "steady"}}})
 
 
 def test_a_forced_isa_reaches_the_kernel_and_torch(monkeypatch):

@@ -91,21 +91,23 @@ class Positions(NamedTuple):
         making them anew costs more than rotating a short sequence. Treat ``tensor`` as
         read-only, as every hook does.
         """
-        if not (isinstance(n, int) and isinstance(start, int)):  # symbolic (torch.compile, dynamic
-            tensor = torch.arange(start, start + n, device=device, dtype=torch.long).unsqueeze(0)
-            return cls(tensor, None, start, 0)  # shapes): tables cannot be sized by it
-        if torch.compiler.is_compiling() or torch.is_inference_mode_enabled():
-            # traced: a constant would be baked into the graph; inference mode: its tensors cannot be
-            # saved for a backward pass later (a learned table's index)
-            tensor = torch.arange(start, start + n, device=device, dtype=torch.long).unsqueeze(0)
-            return cls(tensor, start + n, start, start)
+        static = isinstance(n, int) and isinstance(
+            start, int
+        )  # else symbolic (torch.compile, dynamic shapes)
+        # traced: a constant would be baked into the graph; inference mode: its tensors cannot be
+        # saved for a backward pass later (a learned table's index)
+        kept = static and not (torch.compiler.is_compiling() or torch.is_inference_mode_enabled())
         key = (start, n, device)
-        made = _ARANGES.get(key)
-        if made is None:
-            tensor = torch.arange(start, start + n, device=device, dtype=torch.long).unsqueeze(0)
+        if kept and (made := _ARANGES.get(key)) is not None:
+            return made
+        tensor = torch.arange(start, start + n, device=device, dtype=torch.long).unsqueeze(0)
+        if not static:
+            return cls(tensor, None, start, 0)  # tables cannot be sized by it
+        made = cls(tensor, start + n, start, start)
+        if kept:
             if len(_ARANGES) >= _ARANGES_KEPT:
                 _ARANGES.pop(next(iter(_ARANGES)), None)  # the oldest
-            made = _ARANGES[key] = cls(tensor, start + n, start, start)
+            _ARANGES[key] = made
         return made
 
 
