@@ -36,8 +36,8 @@ Three entry points:
 
 from __future__ import annotations
 
-import array
 import ctypes
+import struct
 
 import torch
 
@@ -166,10 +166,20 @@ def _job(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tenso
     ]  # fmt: skip
 
 
+_PACKERS: dict[int, struct.Struct] = {}  # int64 packers by word count (a dict hit per call)
+
+
+def _packed(words: list[int]) -> bytes:
+    """``words`` as native int64s, the kernel's job array (bytes: ctypes passes their address)."""
+    packer = _PACKERS.get(len(words))
+    if packer is None:
+        packer = _PACKERS[len(words)] = struct.Struct(f"={len(words)}q")
+    return packer.pack(*words)
+
+
 def _call(dtype: torch.dtype, words: list[int], count: int) -> None:
     """Run ``count`` jobs (``words`` from :func:`_job`, concatenated) in one foreign call."""
-    packed = array.array("q", words)
-    _function(dtype)(packed.buffer_info()[0], count)
+    _function(dtype)(_packed(words), count)
 
 
 def _launch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor, *,
@@ -348,21 +358,38 @@ def rotate_rows(
     ``x`` goes through one foreign call. Anything else the kernel cannot take (autograd,
     ``torch.compile``, other devices) gets views of the rows and :func:`rotate_trusted`.
     """
-    x0 = xs[0]
     if (
-        torch.compiler.is_compiling()
-        or not x0.is_cpu
-        or (torch.is_grad_enabled() and _any_requires_grad(xs))
-        or _FN.get(x0.dtype) is None
-        and (x0.dtype not in _FUNCS or _function(x0.dtype) is None)
+        xs[0].is_cpu
+        and not torch.compiler.is_compiling()
+        and not (torch.is_grad_enabled() and _any_requires_grad(xs))
     ):
-        c4, s4 = cos[None, None], sin[None, None]
-        items = tuple((x, c4.narrow(2, start, x.shape[2]), s4.narrow(2, start, x.shape[2])) for x in xs)
-        return rotate_trusted(items, layout=layout, rotary_dim=rotary_dim)
-    interleaved = int(layout == "interleaved")
+        outs = rows_eager(xs, cos, sin, start, interleaved=layout == "interleaved", rotary_dim=rotary_dim)
+        if outs is not None:
+            return outs
+    c4, s4 = cos[None, None], sin[None, None]
+    items = tuple((x, c4.narrow(2, start, x.shape[2]), s4.narrow(2, start, x.shape[2])) for x in xs)
+    return rotate_trusted(items, layout=layout, rotary_dim=rotary_dim)
+
+
+def rows_eager(
+    xs: tuple[torch.Tensor, ...],
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    start: int,
+    *,
+    interleaved: bool,
+    rotary_dim: int,
+) -> list[torch.Tensor] | None:
+    """:func:`rotate_rows`'s foreign call, for a caller that has checked what it checks: CPU
+    tensors, eager (not compiling), nothing that requires grad, ``(b, h, n, d)`` of one dtype.
+    None when the kernel does not load for that dtype (the caller then takes its checked path)."""
+    dtype = xs[0].dtype
+    if _FN.get(dtype) is None and (dtype not in _FUNCS or _function(dtype) is None):
+        return None
     row = cos.stride()[0]
     offset = start * row * cos.element_size()
     c_ptr, s_ptr = cos.data_ptr() + offset, sin.data_ptr() + offset
+    flag = int(interleaved)
     outs, words = [], []
     for x in xs:
         st = x.stride()
@@ -376,12 +403,12 @@ def rotate_rows(
             continue
         so = out.stride()
         words += [
-            x.data_ptr(), out.data_ptr(), c_ptr, s_ptr, b, h, n, d, rotary_dim, interleaved, 1,
+            x.data_ptr(), out.data_ptr(), c_ptr, s_ptr, b, h, n, d, rotary_dim, flag, 1,
             st[0], st[1], st[2], so[0], so[1], so[2], 0, 0, row, int(rotary_dim != d),
             torch.get_num_threads() if b * h * n * d >= _PARALLEL_MIN else 1,
         ]  # fmt: skip
     if words:
-        _call(x0.dtype, words, len(words) // _WORDS)
+        _call(dtype, words, len(words) // _WORDS)
     return outs
 
 

@@ -44,12 +44,12 @@ from posenc.core.checks import (
 )
 from posenc.core.errors import PosencError
 from posenc.core.fields import EncodingConfig, length_field, model_field
-from posenc.core.positions import Positions, as_positions, joint_bound
+from posenc.core.positions import MAX_POSITION, Positions, as_positions, joint_bound
 from posenc.core.sincos import SinCosCache
 from posenc.encoding.base import PaperSetting, RotaryEncoding
 from posenc.encoding.rotary import scaling as rope_scaling
 from posenc.encoding.rotary.hook import rotary_hook, rotate_by_table, same_positions
-from posenc.kernels.fused_rope import apply_rotary_fused, rotate_rows, table_dtype
+from posenc.kernels.fused_rope import apply_rotary_fused, rows_eager, table_dtype
 from posenc.kernels.rotation import LAYOUTS, apply_rotary, layout_permutation, permute_qk_weight
 from posenc.reference import rotary as reference
 
@@ -380,19 +380,22 @@ class RoPE(RotaryEncoding):
         layout. Tensor positions are checked (their length against the layout's sequence
         axis); a :class:`~posenc.core.positions.Positions` (what attention passes) is trusted.
         """
-        if q_positions is None and k_positions is None and layout == "bhsd":
-            rotated = self._rotate_from_zero(q, k)
+        if q_positions is k_positions and layout == "bhsd":  # None for both, or one object for both
+            rotated = self._rotate_run(q, k, q_positions)
             if rotated is not None:
                 return rotated
         return rotary_hook(
             self._rotate_bhsd, q, k, q_positions, k_positions, head_dim=self._config.head_dim, layout=layout
         )
 
-    def _rotate_from_zero(self, q, k) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The call a training step makes: q and k of one length on the CPU, positions ``0 .. n - 1``,
-        static frequencies, no autograd. Their table's rows go straight to the kernel (nothing else
-        is made per call: a cache-resident rotation is the foreign call plus microseconds). None for
-        any other call, which :func:`rotary_hook` checks and rotates (the same bits)."""
+    def _rotate_run(self, q, k, positions) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The calls a training step and a decode step make: q and k of one length on the CPU, one
+        run of positions ``start .. start + n - 1`` for both (None: from 0; a trusted
+        :class:`Positions` that knows its start; or a one-element integer tensor, a decode step's
+        position, read once), static frequencies, no autograd. Their table's rows go straight to
+        the kernel (a rotation is then the foreign call plus microseconds). None for any other
+        call, and for any position this does not accept: :func:`rotary_hook` checks and rotates
+        those (the same bits), and names what is wrong."""
         if not (type(q) is torch.Tensor and type(k) is torch.Tensor and q.is_cpu and k.is_cpu):
             return None
         if self._dynamic or torch.compiler.is_compiling():
@@ -401,15 +404,20 @@ class RoPE(RotaryEncoding):
             return None
         if q.ndim != 4 or k.ndim != 4 or q.dtype != k.dtype or not q.is_floating_point():
             return None
-        n, head_dim = q.shape[2], self._config.head_dim
-        if not n or k.shape[2] != n or q.shape[3] != head_dim or k.shape[3] != head_dim:
+        (q_batch, _, n, q_dim), (k_batch, _, k_n, k_dim) = q.shape, k.shape
+        head_dim = self._config.head_dim
+        if not n or k_n != n or q_dim != head_dim or k_dim != head_dim:
+            return None
+        start = _run_start(positions, n, q_batch, k_batch)
+        if start is None:
             return None
         table = self._table(self._inv_freq, self.attention_scaling)
-        if n > table.max_cached:
+        if start + n > table.max_cached:
             return None
-        cos, sin = table.rows(n, q.device, table_dtype(q.dtype))
-        q, k = rotate_rows((q, k), cos, sin, 0, layout=self._config.layout, rotary_dim=self.rotary_dim)
-        return q, k
+        cos, sin = table.rows(start + n, q.device, table_dtype(q.dtype))
+        outs = rows_eager((q, k), cos, sin, start, interleaved=self._config.layout == "interleaved",
+                          rotary_dim=self.rotary_dim)  # fmt: skip
+        return None if outs is None else (outs[0], outs[1])
 
     def _rotate_bhsd(
         self, q: torch.Tensor, k: torch.Tensor, qp: Positions, kp: Positions
@@ -421,6 +429,26 @@ class RoPE(RotaryEncoding):
             lookup=lambda pos, dtype: table.lookup(pos, dtype, head_axis=True),
             layout=self._config.layout, rotary_dim=self.rotary_dim,
         )  # fmt: skip
+
+
+def _run_start(positions, n: int, q_batch: int, k_batch: int) -> int | None:
+    """``start`` when ``positions`` (shared by q and k, ``n`` per row) is known to be one run
+    ``start .. start + n - 1`` in every row, read from at most one value; None when it is not
+    known (or not valid: the checked path then says why)."""
+    if positions is None:
+        return 0
+    if isinstance(positions, Positions):
+        tensor, start = positions.tensor, positions.start
+        rows = tensor.shape[0] if tensor.ndim == 2 else -1
+        if start is None or tensor.shape[-1] != n or rows not in (1, q_batch) or rows not in (1, k_batch):
+            return None
+        return start
+    if type(positions) is not torch.Tensor or positions.numel() != 1 or n != 1 or not positions.is_cpu:
+        return None
+    if positions.dtype not in (torch.int64, torch.int32) or positions.ndim not in (1, 2):
+        return None
+    value = int(positions.item())
+    return value if 0 <= value <= MAX_POSITION else None
 
 
 __all__ = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -138,10 +140,12 @@ def test_module_to_bfloat16_keeps_float64_tables(name):
         {"scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}},
     ],
 )
-def test_the_default_call_equals_the_checked_path_bit_for_bit(config, dtype, monkeypatch):
-    """rotate(q, k) with no positions (a training step) goes straight to the kernel; it gives the
-    bits of the checked path (positions given), strided inputs included, and every call it cannot
-    take (positions, "bshd", gradients, lengths that differ, dynamic frequencies) is checked."""
+def test_one_run_of_positions_goes_to_the_kernel_with_the_checked_paths_bits(config, dtype, monkeypatch):
+    """rotate(q, k) with one run of positions for both (none: a training step; a trusted Positions
+    that knows its start: attention's; a one-element tensor: a decode step) goes straight to the
+    kernel; it gives the bits of the checked path (positions per token), strided inputs included,
+    and every call it cannot take (other positions, "bshd", gradients, lengths that differ, dynamic
+    frequencies) goes through the checked hook."""
     from posenc.core.positions import Positions
     from posenc.encoding.rotary import rope as rope_module
 
@@ -149,23 +153,63 @@ def test_the_default_call_equals_the_checked_path_bit_for_bit(config, dtype, mon
     g = torch.Generator().manual_seed(3)
     q = torch.randn(2, 5, 3, 8, generator=g).to(dtype).transpose(1, 2)  # (2, 3, 5, 8), strided
     k = torch.randn(2, 1, 5, 8, generator=g).to(dtype)  # one key head (grouped-query)
-    checked = enc.rotate(q, k, q_positions=Positions.arange(5), k_positions=Positions.arange(5))
     calls = []
     hook = rope_module.rotary_hook
     monkeypatch.setattr(rope_module, "rotary_hook", lambda *a, **kw: calls.append(a) or hook(*a, **kw))
-    fast = enc.rotate(q, k)
-    assert not calls  # the default call did not take the hook
-    for a, b in zip(fast, checked):
-        assert a.dtype == dtype and a.shape == b.shape
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+    def checked(qq, kk, first):  # a position tensor per token, one for q and one for k: the hook
+        n = qq.shape[2]
+        return enc.rotate(qq, kk, q_positions=torch.arange(first, first + n)[None],
+                          k_positions=torch.arange(first, first + n)[None])  # fmt: skip
+
+    decode = torch.tensor([[7]])
+    for qq, kk, positions, first in [
+        (q, k, None, 0),
+        (q, k, Positions.arange(5), 0),
+        (q, k, Positions.arange(5, start=1000), 1000),
+        (q[:, :, :1], k[:, :, :1], decode, 7),
+        (q[:, :, :1], k[:, :, :1], decode[0].to(torch.int32), 7),
+    ]:
+        fast = enc.rotate(qq, kk, q_positions=positions, k_positions=positions)
+        assert not calls, positions  # the call did not take the hook
+        expected = checked(qq, kk, first)
+        assert len(calls) == 1
+        calls.clear()
+        for a, b in zip(fast, expected):
+            assert a.dtype == dtype and a.shape == b.shape
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
     enc.rotate(q, k[:, :, :4])  # lengths differ
     enc.rotate(q.transpose(1, 2), k.transpose(1, 2), layout="bshd")
     enc.rotate(q.detach().requires_grad_(), k)
-    assert len(calls) == 3
+    enc.rotate(q, k, q_positions=Positions.arange(5), k_positions=Positions.arange(5, start=1))
+    enc.rotate(q[:, :, :1], k[:, :, :1], q_positions=decode, k_positions=decode.clone())  # not one tensor
+    enc.rotate(q[:, :, :1], k[:, :, :1], q_positions=decode.expand(2, 1), k_positions=decode.expand(2, 1))
+    assert len(calls) == 6
     dynamic = posenc.build("rope", head_dim=8, scaling={"rope_type": "dynamic", "factor": 2.0},
                            max_position_embeddings=4)  # fmt: skip
     dynamic.rotate(q.detach(), k)
-    assert len(calls) == 4
+    assert len(calls) == 7
+
+
+@pytest.mark.parametrize(
+    ("positions", "message"),
+    [
+        (torch.tensor([[-1]]), "q_positions must be >= 0"),
+        (torch.tensor([[2**53 + 1]]), "q_positions must be <= 2**53"),
+        (torch.tensor([[1.0]]), "q_positions must have an integer dtype"),
+        (torch.tensor([[True]]), "q_positions must have an integer dtype"),
+        (torch.tensor([[3, 4]]), "q_positions has shape (1, 2)"),
+    ],
+)
+def test_a_decode_steps_bad_position_is_refused_by_name(positions, message):
+    """A one-token call's position is read on the fast path; what it does not accept the checked
+    path refuses, naming the parameter (never a wrong rotation)."""
+    from posenc.core.errors import PosencError, PosencTypeError
+
+    enc = posenc.build("rope", head_dim=8)
+    q = torch.randn(1, 2, 1, 8)
+    with pytest.raises((PosencError, PosencTypeError), match=re.escape(message)):
+        enc.rotate(q, q, q_positions=positions, k_positions=positions)
 
 
 def test_sincos_cache_rebuilt_only_when_inv_freq_changes():
