@@ -37,12 +37,22 @@
  * head at once, the order before, ran the (1, 32, 2048, 128) bfloat16 case at 2.4x a copy);
  * a call that fits in the caches takes more heads per group. With threads, the units of ALL
  * jobs are split evenly between them in one parallel region (one team start per call).
+ *
+ * Stores: a call larger than the caches (STREAM_BYTES) writes its outputs with non-temporal
+ * stores when every vector store is aligned (streamable below), so that writing a line does not
+ * first read it from memory; other calls, and the scalar tails, use plain stores.
  */
 #include <stdint.h>
 #include <string.h>
 #include <omp.h>
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
+/* Integer vector stores, non-temporal when nt (the address is then aligned to the vector). */
+static inline void STORE256(__m256i *p, __m256i v, int nt) { nt ? _mm256_stream_si256(p, v) : _mm256_storeu_si256(p, v); }
+static inline void STORE128(__m128i *p, __m128i v, int nt) { nt ? _mm_stream_si128(p, v) : _mm_storeu_si128(p, v); }
+#define STREAM_FENCE() _mm_sfence() /* non-temporal stores are weakly ordered: fence before returning */
+#else
+#define STREAM_FENCE() ((void)0)
 #endif
 
 typedef uint16_t bf16_t;
@@ -138,12 +148,12 @@ typedef __m512 VF16;
 #define VLOADF16 _mm512_loadu_ps
 #define VNEG16(v) _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)))
 static inline VF16 LD16_f32(const float *p) { return _mm512_loadu_ps(p); }
-static inline void ST16_f32(float *p, VF16 v) { _mm512_storeu_ps(p, v); }
+static inline void ST16_f32(float *p, VF16 v, int nt) { nt ? _mm512_stream_ps(p, v) : _mm512_storeu_ps(p, v); }
 static inline VF16 LD16_bf16(const bf16_t *p) {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
 }
-static inline void ST16_bf16(bf16_t *p, VF16 v) {
+static inline void ST16_bf16(bf16_t *p, VF16 v, int nt) {
     /* (u + 0x7fff + ((u >> 16) & 1)) >> 16: round to nearest even; NaN -> 0x7fc0. Not the
      * AVX-512 BF16 conversion: it flushes subnormal results to zero, which torch does not. */
     const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
@@ -151,11 +161,11 @@ static inline void ST16_bf16(bf16_t *p, VF16 v) {
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
     __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
     r = _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7fc0));
-    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
+    STORE256((__m256i *)p, _mm512_cvtepi32_epi16(r), nt);
 }
 static inline VF16 LD16_f16(const _Float16 *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
-static inline void ST16_f16(_Float16 *p, VF16 v) {
-    _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+static inline void ST16_f16(_Float16 *p, VF16 v, int nt) {
+    STORE256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), nt);
 }
 /* Interleaved pairs: (a, z) of 2*W consecutive elements, de-interleaved per 128-bit lane;
  * the cos/sin rows are permuted the same way and the results re-interleaved lane by lane. */
@@ -179,12 +189,12 @@ typedef __m256 VF8;
 #define VLOADF8 _mm256_loadu_ps
 #define VNEG8(v) _mm256_xor_ps(v, _mm256_set1_ps(-0.0f))
 static inline VF8 LD8_f32(const float *p) { return _mm256_loadu_ps(p); }
-static inline void ST8_f32(float *p, VF8 v) { _mm256_storeu_ps(p, v); }
+static inline void ST8_f32(float *p, VF8 v, int nt) { nt ? _mm256_stream_ps(p, v) : _mm256_storeu_ps(p, v); }
 static inline VF8 LD8_bf16(const bf16_t *p) {
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
-static inline void ST8_bf16(bf16_t *p, VF8 v) {
+static inline void ST8_bf16(bf16_t *p, VF8 v, int nt) {
     /* (u + 0x7fff + ((u >> 16) & 1)) >> 16: round to nearest even; NaN -> 0x7fc0 */
     const __m256i u = _mm256_castps_si256(v);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
@@ -196,11 +206,11 @@ static inline void ST8_bf16(bf16_t *p, VF8 v) {
     const __m256i hi = _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1,
                                         2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
     r = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(r, hi), 0x08);
-    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(r));
+    STORE128((__m128i *)p, _mm256_castsi256_si128(r), nt);
 }
 static inline VF8 LD8_f16(const _Float16 *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-static inline void ST8_f16(_Float16 *p, VF8 v) {
-    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+static inline void ST8_f16(_Float16 *p, VF8 v, int nt) {
+    STORE128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), nt);
 }
 #define SHUF_A8(v0, v1) _mm256_shuffle_ps(v0, v1, 0x88)
 #define SHUF_Z8(v0, v1) _mm256_shuffle_ps(v0, v1, 0xDD)
@@ -215,21 +225,23 @@ static inline VF8 PERM_CS8(const float *p) {
 /* One row, "half" layout: pairs (p, p + half), W of them per step. NEG: the transpose
  * (sign -1), whose products use -s (negation is exact: the same bits as s * -1). */
 #define DEFINE_VECTOR(SUFFIX, T, W)                                                                \
+    /* non-temporal stores of 16 bytes (AVX2 half precision) filled lines too slowly: measured */  \
+    enum { STREAMS_##SUFFIX = W * sizeof(T) >= 32 };                                               \
     static inline __attribute__((always_inline)) void half_row_##SUFFIX(                           \
-        const T *x, T *out, const float *c, const float *s, int64_t half, int neg) {               \
+        const T *x, T *out, const float *c, const float *s, int64_t half, int neg, int nt) {       \
         int64_t p = 0;                                                                             \
         for (; p + W <= half; p += W) {                                                            \
             const VF##W x1 = LD##W##_##SUFFIX(x + p), x2 = LD##W##_##SUFFIX(x + p + half);         \
             const VF##W cc = VLOADF##W(c + p);                                                     \
             const VF##W ss = neg ? VNEG##W(VLOADF##W(s + p)) : VLOADF##W(s + p);                   \
-            ST##W##_##SUFFIX(out + p, VSUB##W(VMUL##W(x1, cc), VMUL##W(x2, ss)));                  \
-            ST##W##_##SUFFIX(out + p + half, VADD##W(VMUL##W(x1, ss), VMUL##W(x2, cc)));           \
+            ST##W##_##SUFFIX(out + p, VSUB##W(VMUL##W(x1, cc), VMUL##W(x2, ss)), nt);              \
+            ST##W##_##SUFFIX(out + p + half, VADD##W(VMUL##W(x1, ss), VMUL##W(x2, cc)), nt);       \
         }                                                                                          \
         if (p < half) half_tail_##SUFFIX(x, out, c, s, p, half, neg ? -1.0f : 1.0f);               \
     }                                                                                              \
     /* One row, "interleaved" layout: pairs (2p, 2p + 1), W of them (2 W elements) per step. */    \
     static inline __attribute__((always_inline)) void inter_row_##SUFFIX(                          \
-        const T *x, T *out, const float *c, const float *s, int64_t half, int neg) {               \
+        const T *x, T *out, const float *c, const float *s, int64_t half, int neg, int nt) {       \
         int64_t p = 0;                                                                             \
         for (; p + W <= half; p += W) {                                                            \
             const VF##W v0 = LD##W##_##SUFFIX(x + 2 * p), v1 = LD##W##_##SUFFIX(x + 2 * p + W);    \
@@ -238,19 +250,22 @@ static inline VF8 PERM_CS8(const float *p) {
             const VF##W ss = neg ? VNEG##W(PERM_CS##W(s + p)) : PERM_CS##W(s + p);                 \
             const VF##W y1 = VSUB##W(VMUL##W(a, cc), VMUL##W(z, ss));                              \
             const VF##W y2 = VADD##W(VMUL##W(a, ss), VMUL##W(z, cc));                              \
-            ST##W##_##SUFFIX(out + 2 * p, UNPACK_LO##W(y1, y2));                                   \
-            ST##W##_##SUFFIX(out + 2 * p + W, UNPACK_HI##W(y1, y2));                               \
+            ST##W##_##SUFFIX(out + 2 * p, UNPACK_LO##W(y1, y2), nt);                               \
+            ST##W##_##SUFFIX(out + 2 * p + W, UNPACK_HI##W(y1, y2), nt);                           \
         }                                                                                          \
         if (p < half) inter_tail_##SUFFIX(x, out, c, s, p, half, neg ? -1.0f : 1.0f);              \
     }
 /* no vector ISA: the scalar loops do every pair */
 #define DEFINE_SCALAR_ROWS(SUFFIX, T)                                                              \
+    enum { STREAMS_##SUFFIX = 0 };                                                                 \
     static inline void half_row_##SUFFIX(const T *x, T *out, const float *c, const float *s,       \
-                                         int64_t half, int neg) {                                  \
+                                         int64_t half, int neg, int nt) {                          \
+        (void)nt;                                                                                  \
         half_tail_##SUFFIX(x, out, c, s, 0, half, neg ? -1.0f : 1.0f);                             \
     }                                                                                              \
     static inline void inter_row_##SUFFIX(const T *x, T *out, const float *c, const float *s,      \
-                                          int64_t half, int neg) {                                 \
+                                          int64_t half, int neg, int nt) {                         \
+        (void)nt;                                                                                  \
         inter_tail_##SUFFIX(x, out, c, s, 0, half, neg ? -1.0f : 1.0f);                            \
     }
 
@@ -279,12 +294,15 @@ DEFINE_SCALAR_ROWS(f16, _Float16)
 #endif
 
 /* float64: plain loops (not a speed goal; the compiler may vectorise them). */
+enum { STREAMS_f64 = 0 };
 static inline void half_row_f64(const double *x, double *out, const double *c, const double *s,
-                                int64_t half, int neg) {
+                                int64_t half, int neg, int nt) {
+    (void)nt;
     half_tail_f64(x, out, c, s, 0, half, neg ? -1.0 : 1.0);
 }
 static inline void inter_row_f64(const double *x, double *out, const double *c, const double *s,
-                                 int64_t half, int neg) {
+                                 int64_t half, int neg, int nt) {
+    (void)nt;
     inter_tail_f64(x, out, c, s, 0, half, neg ? -1.0 : 1.0);
 }
 
@@ -292,13 +310,17 @@ static inline void inter_row_f64(const double *x, double *out, const double *c, 
  * Jobs, tiles and threads.
  * ---------------------------------------------------------------------------------------- */
 
-/* One copy of the units loop per (layout, sign), with HALF pairs per row. */
+/* One copy of the units loop per (layout, sign, streaming stores), with HALF pairs per row. */
 #define SPECIALISE(SUFFIX, HALF)                                                                   \
     switch (key) {                                                                                 \
-    case 0: units_##SUFFIX(j, begin, end, G, HALF, 0, 0); break;                                   \
-    case 1: units_##SUFFIX(j, begin, end, G, HALF, 0, 1); break;                                   \
-    case 2: units_##SUFFIX(j, begin, end, G, HALF, 1, 0); break;                                   \
-    default: units_##SUFFIX(j, begin, end, G, HALF, 1, 1);                                         \
+    case 0: units_##SUFFIX(j, begin, end, G, HALF, 0, 0, 0); break;                                \
+    case 1: units_##SUFFIX(j, begin, end, G, HALF, 0, 1, 0); break;                                \
+    case 2: units_##SUFFIX(j, begin, end, G, HALF, 1, 0, 0); break;                                \
+    case 3: units_##SUFFIX(j, begin, end, G, HALF, 1, 1, 0); break;                                \
+    case 4: units_##SUFFIX(j, begin, end, G, HALF, 0, 0, 1); break;                                \
+    case 5: units_##SUFFIX(j, begin, end, G, HALF, 0, 1, 1); break;                                \
+    case 6: units_##SUFFIX(j, begin, end, G, HALF, 1, 0, 1); break;                                \
+    default: units_##SUFFIX(j, begin, end, G, HALF, 1, 1, 1);                                      \
     }
 
 /* Where unit u of a job lies: units run over (b, group, tile, h), h fastest, where a group is
@@ -338,7 +360,7 @@ static inline void next_unit(Pos *q, int64_t H, int64_t tiles, int64_t G) {
 #define DEFINE_UNITS(SUFFIX, T, CT)                                                                \
     static inline __attribute__((always_inline)) void units_##SUFFIX(                              \
         const int64_t *restrict j, int64_t begin, int64_t end, int64_t G, int64_t half,            \
-        int inter, int neg) {                                                                      \
+        int inter, int neg, int nt) {                                                              \
         const T *x = (const T *)(intptr_t)j[A_X];                                                  \
         T *out = (T *)(intptr_t)j[A_OUT];                                                          \
         const CT *cos = (const CT *)(intptr_t)j[A_COS], *sin = (const CT *)(intptr_t)j[A_SIN];     \
@@ -357,18 +379,18 @@ static inline void next_unit(Pos *q, int64_t H, int64_t tiles, int64_t G) {
             const CT *sr = sin + q.b * csb + q.h * csh + n0 * csn;                                 \
             for (int64_t n = n0; n < n1; ++n) {                                                    \
                 if (inter)                                                                         \
-                    inter_row_##SUFFIX(xr, orow, cr, sr, half, neg);                               \
+                    inter_row_##SUFFIX(xr, orow, cr, sr, half, neg, nt);                           \
                 else                                                                               \
-                    half_row_##SUFFIX(xr, orow, cr, sr, half, neg);                                \
+                    half_row_##SUFFIX(xr, orow, cr, sr, half, neg, nt);                            \
                 if (rest) memcpy(orow + R, xr + R, (size_t)rest * sizeof(T));                      \
                 xr += xsn, orow += osn, cr += csn, sr += csn;                                      \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
-    static void range_##SUFFIX(const int64_t *j, int64_t begin, int64_t end, int64_t G) {          \
+    static void range_##SUFFIX(const int64_t *j, int64_t begin, int64_t end, int64_t G, int nt) {  \
         const int64_t half = j[A_R] / 2;                                                           \
         const int inter = (int)j[A_INTERLEAVED], neg = j[A_SIGN] < 0;                              \
-        const int key = (inter << 1) | neg;                                                        \
+        const int key = (nt << 2) | (inter << 1) | neg;                                            \
         /* head_dim 64 and 128: constant loops (measured 1.8x faster); anything else: a loop */    \
         if (half == 32) {                                                                          \
             SPECIALISE(SUFFIX, 32);                                                                \
@@ -379,6 +401,17 @@ static inline void next_unit(Pos *q, int64_t H, int64_t tiles, int64_t G) {
         }                                                                                          \
     }
 
+/* Whether every vector store of a job is aligned to its width, so that it may be non-temporal:
+ * the output and each of its rows start on a 64-byte boundary, and (half layout) so does the
+ * second half of a row. (Interleaved rows store 2 W consecutive elements per step.) */
+static inline int streamable(const int64_t *j, int64_t size) {
+    const int64_t row_bytes[3] = {j[A_OSB] * size, j[A_OSH] * size, j[A_OSN] * size};
+    if (j[A_OUT] % 64) return 0;
+    for (int a = 0; a < 3; ++a)
+        if (row_bytes[a] % 64) return 0;
+    return j[A_INTERLEAVED] || (j[A_R] / 2 * size) % 64 == 0;
+}
+
 static inline int64_t job_units(const int64_t *j) {
     if (j[A_R] < 2) return 0; /* nothing to rotate */
     return j[A_B] * j[A_H] * ((j[A_N] + TILE - 1) / TILE);
@@ -387,16 +420,25 @@ static inline int64_t job_units(const int64_t *j) {
 /* Units [lo, hi) of the concatenation of jobs[0 .. count), each job's part by RANGE. */
 #define DEFINE_SPAN(SUFFIX)                                                                        \
     static void span_##SUFFIX(const int64_t *jobs, int count, const int64_t *first, int64_t lo,    \
-                              int64_t hi, int64_t G) {                                             \
+                              int64_t hi, int64_t G, int nt) {                                     \
         for (int i = 0; i < count; ++i) {                                                          \
             const int64_t *j = jobs + (int64_t)i * JOB_WORDS;                                      \
             const int64_t a = lo > first[i] ? lo : first[i];                                       \
             const int64_t e = hi < first[i + 1] ? hi : first[i + 1];                               \
-            if (a < e) range_##SUFFIX(j, a - first[i], e - first[i], G);                           \
+            if (a < e) range_##SUFFIX(j, a - first[i], e - first[i], G, nt);                       \
         }                                                                                          \
+        if (nt) STREAM_FENCE();                                                                    \
     }
 
-/* Run `count` jobs: one parallel region for all of them when any asks for threads, none otherwise. */
+/* Calls that wrote with non-temporal stores (what the tests read to know the path ran). */
+static int64_t streamed_calls = 0;
+int64_t posenc_rope_streamed_calls(void) { return __atomic_load_n(&streamed_calls, __ATOMIC_RELAXED); }
+
+/* Run `count` jobs: one parallel region for all of them when any asks for threads, none otherwise.
+ * Calls that read and write more than STREAM_BYTES write with non-temporal stores when every
+ * store is aligned (see streamable): their outputs would not stay in the caches anyway, and a
+ * plain store first reads its line from memory (on a 2-core AMD EPYC, Zen 4, the float32 race
+ * shapes went from 1.01-1.04x a copy to 0.71-0.81x, kernel calls only, benchmarks/kernel_isa.py). */
 #define DEFINE_ROPE(SUFFIX, T, CT)                                                                 \
     DEFINE_UNITS(SUFFIX, T, CT)                                                                    \
     DEFINE_SPAN(SUFFIX)                                                                            \
@@ -404,23 +446,27 @@ static inline int64_t job_units(const int64_t *j) {
         int64_t first[MAX_JOBS + 1];                                                               \
         int threads = 1;                                                                           \
         int64_t bytes = 0;                                                                         \
+        int aligned = 1;                                                                           \
         first[0] = 0;                                                                              \
         for (int i = 0; i < count; ++i) {                                                          \
             const int64_t *j = jobs + (int64_t)i * JOB_WORDS;                                      \
             first[i + 1] = first[i] + job_units(j);                                                \
             bytes += 2 * j[A_B] * j[A_H] * j[A_N] * j[A_D] * (int64_t)sizeof(T);                   \
             if (j[A_THREADS] > threads) threads = (int)j[A_THREADS];                               \
+            if (!streamable(j, sizeof(T))) aligned = 0;                                            \
         }                                                                                          \
         const int64_t G = bytes > STREAM_BYTES ? STREAM_GROUP : CACHED_GROUP;                      \
+        const int nt = STREAMS_##SUFFIX && aligned && bytes > STREAM_BYTES;                        \
         const int64_t total = first[count];                                                        \
         if (total <= 0) return;                                                                    \
+        if (nt) __atomic_fetch_add(&streamed_calls, 1, __ATOMIC_RELAXED);                          \
         if (threads <= 1 || total < 2) { /* no thread team for a small call (a decode step) */     \
-            span_##SUFFIX(jobs, count, first, 0, total, G);                                        \
+            span_##SUFFIX(jobs, count, first, 0, total, G, nt);                                    \
             return;                                                                                \
         }                                                                                          \
         _Pragma("omp parallel num_threads(threads)") {                                             \
-            const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();                    \
-            span_##SUFFIX(jobs, count, first, total * t / nt, total * (t + 1) / nt, G);            \
+            const int64_t n = omp_get_num_threads(), t = omp_get_thread_num();                     \
+            span_##SUFFIX(jobs, count, first, total * t / n, total * (t + 1) / n, G, nt);          \
         }                                                                                          \
     }                                                                                              \
     void posenc_rope_##SUFFIX(const int64_t *jobs, int count) {                                    \

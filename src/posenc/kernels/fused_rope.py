@@ -138,6 +138,18 @@ def isa() -> str | None:
     return fn().decode()
 
 
+def streamed_calls() -> int | None:
+    """How many calls of the loaded rotary kernel wrote their outputs with non-temporal stores
+    (calls past ``STREAM_BYTES`` whose every store is aligned, see ``_rope.c``); None when no
+    kernel loads. For tests and benchmarks: which path a call took."""
+    lib = load("_rope")
+    if lib is None:
+        return None
+    fn = lib.posenc_rope_streamed_calls
+    fn.restype, fn.argtypes = ctypes.c_int64, []
+    return int(fn())
+
+
 def table_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype the kernel reads cos/sin in for inputs of ``dtype`` (float32, float64 for float64)."""
     return compute_dtype(dtype)

@@ -301,3 +301,64 @@ def test_the_library_is_fsynced_before_it_is_renamed(monkeypatch, tmp_path):
     synced_before = [kind for kind, _ in events[: renamed[0]]]
     assert "fsync" in synced_before, events
     assert _build.verified(target)
+
+
+STREAM_BYTES = 24 << 20  # _rope.c: calls that read and write more than this may stream their stores
+
+
+def _past_streaming_size(dtype):
+    """(1, 8, n, 128) ``x`` that alone reads and writes more than STREAM_BYTES, and its tables."""
+    n = (STREAM_BYTES // (2 * 8 * 128 * dtype.itemsize)) + 16
+    cos, sin = tables((1, 1, n, 64), dtype, seed=8)
+    return randn(1, 8, n, 128, seed=7, dtype=dtype), cos, sin
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_calls_past_the_streaming_size_stream_and_give_the_same_bits(isa, dtype, layout):
+    """Past STREAM_BYTES the vector builds write with non-temporal stores (the AVX2 build's
+    16-byte half-precision stores do not: measured slower); forward and backward give the plain
+    path's bits."""
+    x, cos, sin = _past_streaming_size(dtype)
+    x.requires_grad_()
+    before = rope.streamed_calls()
+    fast = apply_rotary_fused(x, cos, sin, layout=layout, rotary_dim=128)
+    vector = rope.isa() == "avx512" or (rope.isa() == "avx2" and dtype == torch.float32)
+    assert rope.streamed_calls() - before == int(vector)
+    slow = plain(x, cos, sin, layout, 128)
+    same_bits(fast, slow)
+    g = randn(*x.shape, seed=9, dtype=dtype)
+    same_bits(torch.autograd.grad(fast, x, g)[0], torch.autograd.grad(slow, x, g)[0])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_calls_past_the_streaming_size_that_cannot_stream_take_plain_stores(isa, layout):
+    """Non-temporal stores need aligned addresses: an output that starts off a 64-byte boundary, rows
+    whose length is not a multiple of 64 bytes, or (half layout) half rows that are not (rotary_dim
+    72 in float32) take plain stores (a misaligned non-temporal store would kill the process), with
+    the plain path's bits; an output on a boundary streams, in place too."""
+    x, cos, sin = _past_streaming_size(torch.float32)
+    slow = plain(x, cos, sin, layout, 128)
+    storage = torch.empty(x.numel() + 64)
+    vector = rope.isa() != "scalar"
+    for offset, streams in ((1, False), (8, False), (48, True)):  # 4, 32 and 192 bytes off a boundary
+        out = storage[offset : offset + x.numel()].view(x.shape)
+        streams = streams and out.data_ptr() % 64 == 0 and vector
+        before = rope.streamed_calls()
+        apply_rotary_fused(x, cos, sin, layout=layout, rotary_dim=128, out=out)
+        assert rope.streamed_calls() - before == int(streams), offset
+        same_bits(out, slow)
+    y = x.clone()
+    before = rope.streamed_calls()
+    apply_rotary_fused(y, cos, sin, layout=layout, rotary_dim=128, out=y)
+    assert rope.streamed_calls() - before == int(vector)
+    same_bits(y, slow)
+    before = rope.streamed_calls()
+    wide = randn(1, 8, x.shape[2], 100, seed=10, dtype=torch.float32)  # rows of 400 bytes
+    c50, s50 = cos[..., :50].contiguous(), sin[..., :50].contiguous()
+    same_bits(
+        apply_rotary_fused(wide, c50, s50, layout=layout, rotary_dim=100), plain(wide, c50, s50, layout, 100)
+    )
+    c36, s36 = cos[..., :36].contiguous(), sin[..., :36].contiguous()
+    same_bits(apply_rotary_fused(x, c36, s36, layout=layout, rotary_dim=72), plain(x, c36, s36, layout, 72))
+    assert rope.streamed_calls() - before == (1 if layout == "interleaved" and vector else 0)
