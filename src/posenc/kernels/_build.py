@@ -1,7 +1,7 @@
 """Build and load the package's small C kernels (gcc + OpenMP, loaded with ctypes).
 
 Why not ``torch.utils.cpp_extension``: the kernels only need raw pointers and strides,
-so they are plain C with no torch headers. That compiles in about a second instead of
+so they are plain C with no torch headers. That compiles in a second or two instead of
 a minute, needs no ninja, and a failure costs nothing but the fast path.
 
 Which instruction set: ``-march=native`` by default, so each machine gets the vector code it

@@ -310,17 +310,14 @@ static inline void inter_row_f64(const double *x, double *out, const double *c, 
  * Jobs, tiles and threads.
  * ---------------------------------------------------------------------------------------- */
 
-/* One copy of the units loop per (layout, sign, streaming stores), with HALF pairs per row. */
+/* One copy of the units loop per (layout, sign), with HALF pairs per row; whether the stores are
+ * non-temporal is a loop-invariant flag (a copy per flag doubled the build time for no speed). */
 #define SPECIALISE(SUFFIX, HALF)                                                                   \
     switch (key) {                                                                                 \
-    case 0: units_##SUFFIX(j, begin, end, G, HALF, 0, 0, 0); break;                                \
-    case 1: units_##SUFFIX(j, begin, end, G, HALF, 0, 1, 0); break;                                \
-    case 2: units_##SUFFIX(j, begin, end, G, HALF, 1, 0, 0); break;                                \
-    case 3: units_##SUFFIX(j, begin, end, G, HALF, 1, 1, 0); break;                                \
-    case 4: units_##SUFFIX(j, begin, end, G, HALF, 0, 0, 1); break;                                \
-    case 5: units_##SUFFIX(j, begin, end, G, HALF, 0, 1, 1); break;                                \
-    case 6: units_##SUFFIX(j, begin, end, G, HALF, 1, 0, 1); break;                                \
-    default: units_##SUFFIX(j, begin, end, G, HALF, 1, 1, 1);                                      \
+    case 0: units_##SUFFIX(j, begin, end, G, HALF, 0, 0, nt); break;                               \
+    case 1: units_##SUFFIX(j, begin, end, G, HALF, 0, 1, nt); break;                               \
+    case 2: units_##SUFFIX(j, begin, end, G, HALF, 1, 0, nt); break;                               \
+    default: units_##SUFFIX(j, begin, end, G, HALF, 1, 1, nt);                                     \
     }
 
 /* Where unit u of a job lies: units run over (b, group, tile, h), h fastest, where a group is
@@ -390,7 +387,7 @@ static inline void next_unit(Pos *q, int64_t H, int64_t tiles, int64_t G) {
     static void range_##SUFFIX(const int64_t *j, int64_t begin, int64_t end, int64_t G, int nt) {  \
         const int64_t half = j[A_R] / 2;                                                           \
         const int inter = (int)j[A_INTERLEAVED], neg = j[A_SIGN] < 0;                              \
-        const int key = (nt << 2) | (inter << 1) | neg;                                            \
+        const int key = (inter << 1) | neg;                                                        \
         /* head_dim 64 and 128: constant loops (measured 1.8x faster); anything else: a loop */    \
         if (half == 32) {                                                                          \
             SPECIALISE(SUFFIX, 32);                                                                \
@@ -438,7 +435,7 @@ int64_t posenc_rope_streamed_calls(void) { return __atomic_load_n(&streamed_call
  * Calls that read and write more than STREAM_BYTES write with non-temporal stores when every
  * store is aligned (see streamable): their outputs would not stay in the caches anyway, and a
  * plain store first reads its line from memory (on a 2-core AMD EPYC, Zen 4, the float32 race
- * shapes went from 1.01-1.04x a copy to 0.71-0.81x, kernel calls only, benchmarks/kernel_isa.py). */
+ * shapes went from 1.03-1.07x a copy to 0.73-0.79x, kernel calls only, benchmarks/kernel_isa.py). */
 #define DEFINE_ROPE(SUFFIX, T, CT)                                                                 \
     DEFINE_UNITS(SUFFIX, T, CT)                                                                    \
     DEFINE_SPAN(SUFFIX)                                                                            \
