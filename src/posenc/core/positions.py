@@ -91,9 +91,8 @@ class Positions(NamedTuple):
         making them anew costs more than rotating a short sequence. Treat ``tensor`` as
         read-only, as every hook does.
         """
-        static = isinstance(n, int) and isinstance(
-            start, int
-        )  # else symbolic (torch.compile, dynamic shapes)
+        # else symbolic (torch.compile, dynamic shapes)
+        static = isinstance(n, int) and isinstance(start, int)
         # traced: a constant would be baked into the graph; inference mode: its tensors cannot be
         # saved for a backward pass later (a learned table's index)
         kept = static and not (torch.compiler.is_compiling() or torch.is_inference_mode_enabled())

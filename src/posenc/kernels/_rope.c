@@ -402,11 +402,8 @@ static inline void next_unit(Pos *q, int64_t H, int64_t tiles, int64_t G) {
  * the output and each of its rows start on a 64-byte boundary, and (half layout) so does the
  * second half of a row. (Interleaved rows store 2 W consecutive elements per step.) */
 static inline int streamable(const int64_t *j, int64_t size) {
-    const int64_t row_bytes[3] = {j[A_OSB] * size, j[A_OSH] * size, j[A_OSN] * size};
-    if (j[A_OUT] % 64) return 0;
-    for (int a = 0; a < 3; ++a)
-        if (row_bytes[a] % 64) return 0;
-    return j[A_INTERLEAVED] || (j[A_R] / 2 * size) % 64 == 0;
+    const int64_t half_row = j[A_INTERLEAVED] ? 0 : j[A_R] / 2 * size;
+    return ((j[A_OUT] | j[A_OSB] * size | j[A_OSH] * size | j[A_OSN] * size | half_row) & 63) == 0;
 }
 
 static inline int64_t job_units(const int64_t *j) {
@@ -452,8 +449,9 @@ int64_t posenc_rope_streamed_calls(void) { return __atomic_load_n(&streamed_call
             if (j[A_THREADS] > threads) threads = (int)j[A_THREADS];                               \
             if (!streamable(j, sizeof(T))) aligned = 0;                                            \
         }                                                                                          \
-        const int64_t G = bytes > STREAM_BYTES ? STREAM_GROUP : CACHED_GROUP;                      \
-        const int nt = STREAMS_##SUFFIX && aligned && bytes > STREAM_BYTES;                        \
+        const int big = bytes > STREAM_BYTES; /* larger than the caches */                        \
+        const int64_t G = big ? STREAM_GROUP : CACHED_GROUP;                                       \
+        const int nt = STREAMS_##SUFFIX && aligned && big;                                         \
         const int64_t total = first[count];                                                        \
         if (total <= 0) return;                                                                    \
         if (nt) __atomic_fetch_add(&streamed_calls, 1, __ATOMIC_RELAXED);                          \
