@@ -20,7 +20,10 @@ that does not grow with ``i * j``:
       Hankel matrix, i.e. an ``unfold`` VIEW of that table, which SDPA reads without a copy.
       Backward is :mod:`posenc.kernels.blocked`'s: the probabilities are recomputed per
       block and the score gradient is summed per distance into the table, from which
-      autograd reaches the parameters (T5's buckets, KERPLE's ``r1, r2``).
+      autograd reaches the parameters (T5's buckets, KERPLE's ``r1, r2``). Under a causal
+      mask on the CPU the forward regroups the blocks in spans (the keys a span's queries
+      all see in one call, the rest in small pieces, merged by their log-sum-exps:
+      :func:`posenc.kernels.blocked.causal_spans`).
     - FIRE in float32 on CPU (``factored_mlp``: a distance term times a per-query
       normaliser, fed to a small MLP): the C kernel ``_mlp_bias.c`` writes each block and
       reduces its gradient, the MLP in float32 per score.
@@ -245,7 +248,7 @@ def chunked_bias_attention(
         if not dropout:
             band = _toeplitz_band(encoding, plan, causal, i, j)
             return blocked_attention(
-                q, k, v, "toeplitz", (table,), blocks=plan.blocks, allowed=allowed, band=band
+                q, k, v, "toeplitz", (table,), blocks=plan.blocks, allowed=allowed, band=band, causal=causal
             )
     else:
         out = _mlp_fast_path(q, k, v, encoding, plan, allowed, dropout)

@@ -1,0 +1,120 @@
+"""Causal bias attention on the CPU: row blocks against spans, raced in one process.
+
+The chunked bias path (``posenc.kernels.blocked``) runs a causal Toeplitz bias (ALiBi, T5,
+KERPLE, Sandwich) on SDPA's CPU flash kernel. In row blocks, each block computes its whole square
+next to the diagonal (the kernel skips masked tiles only under ``is_causal``, which takes no
+bias); in spans (``causal_spans``), the keys all of a span's queries see go in one call and the
+rest in small pieces, merged by their log-sum-exps. This times, forward only, for each length:
+unbiased causal SDPA (the floor), the row blocks the path plans, and spans of each
+``--spans ROWS/PIECE`` setting, interleaved in rounds (each timed call after one untimed call of
+it), medians over rounds, with the speed race's steady allocator. It is how ``SPAN_ROWS`` and
+``PIECE_ROWS`` were chosen; run it on an idle machine.
+
+Usage: python benchmarks/bias_spans.py [--length N ...] [--encoding alibi|t5 ...]
+       [--spans ROWS/PIECE ...] [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import speed  # benchmarks/, next to this file: the steady allocator
+import torch
+import torch.nn.functional as F
+
+import posenc
+from posenc.kernels import blocked
+from posenc.kernels.bias_attention import _plan, _toeplitz_table
+
+HEADS, HEAD_DIM = 8, 64  # the speed race's bias shapes: (1, 8, L, 64) float32
+
+
+def contenders(q, k, v, encoding, spans: list[tuple[int, int]]) -> dict:
+    """``{label: call}``: the floor, the planned row blocks, and spans per ``(rows, piece)``."""
+    plan = _plan(q, k, encoding, None, None, None, True, None)
+    table = _toeplitz_table(encoding, plan, q, k.shape[2])
+
+    def attend(causal: bool, rows: int = blocked.SPAN_ROWS, piece: int = blocked.PIECE_ROWS):
+        def call():
+            saved = blocked.SPAN_ROWS, blocked.PIECE_ROWS
+            blocked.SPAN_ROWS, blocked.PIECE_ROWS = rows, piece
+            try:  # causal=False: the same causal blocks (the mask is in the table), without spans
+                return blocked.blocked_attention(
+                    q, k, v, "toeplitz", (table,), blocks=plan.blocks, causal=causal
+                )
+            finally:
+                blocked.SPAN_ROWS, blocked.PIECE_ROWS = saved
+
+        return call
+
+    rows = plan.blocks[0][1] - plan.blocks[0][0]
+    out = {
+        "unbiased causal SDPA": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        f"row blocks of {rows}": attend(False),
+    }
+    i, j = q.shape[2], k.shape[2]
+    for span_rows, piece in spans:
+        saved = blocked.SPAN_ROWS, blocked.PIECE_ROWS
+        blocked.SPAN_ROWS, blocked.PIECE_ROWS = span_rows, piece
+        try:  # the pieces as the path cuts them (at most the planned rows)
+            first = blocked.causal_spans(i, j, rows)[0].pieces[0]
+        finally:
+            blocked.SPAN_ROWS, blocked.PIECE_ROWS = saved
+        out[f"spans {span_rows}/{first[1] - first[0]}"] = attend(True, span_rows, piece)
+    return out
+
+
+def race(cases: dict, rounds: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    with torch.no_grad():
+        for _ in range(rounds):
+            for name, call in cases.items():
+                call()
+                t0 = time.perf_counter()
+                call()
+                times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--length", type=int, action="append", default=None, help="default: 1024 2048 4096")
+    parser.add_argument("--encoding", action="append", choices=["alibi", "t5"], default=None)
+    parser.add_argument("--spans", action="append", default=None, metavar="ROWS/PIECE",
+                        help=f"span and piece rows (repeatable; default {blocked.SPAN_ROWS}/{blocked.PIECE_ROWS})")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=9, help="rounds per length (default 9)")
+    args = parser.parse_args(argv)
+    if args.rounds < 2:
+        parser.error("--rounds must be at least 2")
+    try:
+        spans = [
+            tuple(int(x) for x in s.split("/"))
+            for s in args.spans or [f"{blocked.SPAN_ROWS}/{blocked.PIECE_ROWS}"]
+        ]
+    except ValueError:
+        parser.error("--spans takes ROWS/PIECE, two whole numbers, e.g. 1024/256")
+    if any(len(s) != 2 or min(s) < 1 for s in spans):
+        parser.error("--spans takes ROWS/PIECE, two whole numbers >= 1, e.g. 1024/256")
+    allocator = speed.steady_allocator()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU code "
+          f"{torch.backends.cpu.get_cpu_capability()}, allocator {allocator['mode']}; forward, "
+          f"(1, {HEADS}, L, {HEAD_DIM}) float32; medians (range), x = time / the floor's")  # fmt: skip
+    for length in args.length or [1024, 2048, 4096]:
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(1, HEADS, length, HEAD_DIM, generator=g) for _ in range(3))
+        for name in args.encoding or ["alibi", "t5"]:
+            encoding = posenc.build_for_model(name, d_model=HEADS * HEAD_DIM, num_heads=HEADS)
+            times = race(contenders(q, k, v, encoding, spans), args.rounds)
+            floor = statistics.median(times["unbiased causal SDPA"])
+            for label, ts in times.items():
+                m = statistics.median(ts)
+                print(f"L {length} {name:5s} {label:22s} {1e3 * m:8.2f} ms  {m / floor:.3f}x "
+                      f"({min(ts) / floor:.3f}-{max(ts) / floor:.3f})", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
