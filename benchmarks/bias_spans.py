@@ -5,7 +5,8 @@ KERPLE, Sandwich) on SDPA's CPU flash kernel. In row blocks, each block computes
 next to the diagonal (the kernel skips masked tiles only under ``is_causal``, which takes no
 bias); in spans (``causal_spans``), the keys all of a span's queries see go in one call and the
 rest in small pieces, merged by their log-sum-exps. This times, forward only, for each length:
-unbiased causal SDPA (the floor), the row blocks the path plans, and spans of each
+unbiased causal SDPA (the floor), the row blocks the path plans, the same blocks' SDPA calls
+without bias or mask (what the blocks cost by themselves; not attention), and spans of each
 ``--spans ROWS/PIECE`` setting, interleaved in rounds (each timed call after one untimed call of
 it), medians over rounds, with the speed race's steady allocator. It is how ``SPAN_ROWS`` and
 ``PIECE_ROWS`` were chosen; run it on an idle machine.
@@ -51,9 +52,15 @@ def contenders(q, k, v, encoding, spans: list[tuple[int, int]]) -> dict:
         return call
 
     rows = plan.blocks[0][1] - plan.blocks[0][0]
+
+    def bare_blocks():  # the blocks' calls alone: no bias, no mask (wrong attention, timing only)
+        for start, stop, keys in plan.blocks:
+            F.scaled_dot_product_attention(q[:, :, start:stop], k[:, :, :keys], v[:, :, :keys])
+
     out = {
         "unbiased causal SDPA": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
         f"row blocks of {rows}": attend(False),
+        "the blocks, no bias/mask": bare_blocks,
     }
     i, j = q.shape[2], k.shape[2]
     for span_rows, piece in spans:
@@ -65,6 +72,22 @@ def contenders(q, k, v, encoding, spans: list[tuple[int, int]]) -> dict:
             blocked.SPAN_ROWS, blocked.PIECE_ROWS = saved
         out[f"spans {span_rows}/{first[1] - first[0]}"] = attend(True, span_rows, piece)
     return out
+
+
+def check(cases: dict) -> None:
+    """Every spans contender gives the row blocks' attention (float32 rounding apart) before it is timed."""
+    with torch.no_grad():
+        blocks = next(call for label, call in cases.items() if label.startswith("row blocks"))()
+        for label, call in cases.items():
+            if not label.startswith("spans"):
+                continue
+            try:
+                torch.testing.assert_close(call(), blocks, rtol=1e-4, atol=1e-5)
+            except AssertionError as error:
+                lines = str(error).splitlines()
+                raise SystemExit(
+                    f"bias_spans.py: {label} differs from the row blocks ({lines[-2].strip()})"
+                ) from None
 
 
 def race(cases: dict, rounds: int) -> dict[str, list[float]]:
@@ -107,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         q, k, v = (torch.randn(1, HEADS, length, HEAD_DIM, generator=g) for _ in range(3))
         for name in args.encoding or ["alibi", "t5"]:
             encoding = posenc.build_for_model(name, d_model=HEADS * HEAD_DIM, num_heads=HEADS)
-            times = race(contenders(q, k, v, encoding, spans), args.rounds)
+            cases = contenders(q, k, v, encoding, spans)
+            check(cases)
+            times = race(cases, args.rounds)
             floor = statistics.median(times["unbiased causal SDPA"])
             for label, ts in times.items():
                 m = statistics.median(ts)

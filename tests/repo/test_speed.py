@@ -289,3 +289,24 @@ def test_kernel_builds_race_in_one_process():
     assert "allocator" in lines[0] and len(lines) == 5
     for line in lines[1:]:
         assert "copy" in line and "avx2 build " in line and "avx2 build of _rope.c" in line and "x)" in line
+
+
+def test_bias_spans_race_in_one_process():
+    """benchmarks/bias_spans.py: the floor, the row blocks, their bare calls and spans, checked equal, then timed."""
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bias_spans.py"), "--length", "300", "--encoding", "alibi",
+         "--spans", "128/32", "--spans", "64/16", "--rounds", "2"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert "allocator" in lines[0] and len(lines) == 6
+    labels = [
+        "unbiased causal SDPA",
+        "row blocks of 128",
+        "the blocks, no bias/mask",
+        "spans 128/32",
+        "spans 64/16",
+    ]
+    for line, label in zip(lines[1:], labels):
+        assert line.startswith(f"L 300 alibi {label}") and line.rstrip().endswith(")") and "x (" in line

@@ -10,8 +10,8 @@ Forward: per block, the bias block from its *source*, then SDPA's flash kernel o
 also returns each row's log-sum-exp), or the same in plain matrix products elsewhere. A causal
 Toeplitz bias on the CPU goes in *spans* instead (:func:`causal_spans`): the keys every query of a
 span sees in one call, the keys next to the diagonal in small pieces, the two merged by their
-log-sum-exps; a row block computes its whole square next to the diagonal, so one block size cannot
-both waste little and keep the kernel's large query tiles.
+log-sum-exps; a row block computes its whole square next to the diagonal, and blocks of few queries
+run slower per score than blocks of many, so one block size cannot both waste little and run fast.
 Backward (FlashAttention's recomputation, block by block): ``P = exp(q k^T s + B - lse)``,
 ``dv += P^T dO``, ``dS = P (dO v^T - rowsum(dO O))``, ``dq = dS k s``, ``dk += dS^T q s``, and
 the source reduces ``dS`` into the gradient of its tensors: no dense bias and no
@@ -75,7 +75,7 @@ def blocks_for(num_queries: int, num_keys: int, rows: int, causal: bool) -> list
 
 def causal_spans(num_queries: int, num_keys: int, rows: int) -> list[Span]:
     """Causal row blocks regrouped for the flash kernel: spans of :data:`SPAN_ROWS` queries, each
-    with the keys all its rows see (taken in one call, with the kernel's large query tiles) and
+    with the keys all its rows see (taken in one call over all of its queries) and
     the rest in pieces of ``min(rows, PIECE_ROWS)`` rows (each piece computes its whole square
     next to the diagonal: the smaller, the less of it is masked). The queries are the last
     ``num_queries`` of ``num_keys`` keys (``num_keys >= num_queries``)."""
