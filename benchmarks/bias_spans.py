@@ -8,11 +8,13 @@ rest in small pieces, merged by their log-sum-exps. This times, forward only, fo
 unbiased causal SDPA (the floor), the row blocks the path plans, the same blocks' SDPA calls
 without bias or mask (what the blocks cost by themselves; not attention), and spans of each
 ``--spans ROWS/PIECE`` setting, interleaved in rounds (each timed call after one untimed call of
-it), medians over rounds, with the speed race's steady allocator. It is how ``SPAN_ROWS`` and
+it), medians over rounds, with the speed race's steady allocator; ``--backward`` times forward and
+backward (into q, k, v and the encoding's parameters, as the speed race does; the bare calls are
+left out). It is how ``SPAN_ROWS`` and
 ``PIECE_ROWS`` were chosen; run it on an idle machine.
 
 Usage: python benchmarks/bias_spans.py [--length N ...] [--encoding alibi|t5 ...]
-       [--spans ROWS/PIECE ...] [--rounds N]
+       [--spans ROWS/PIECE ...] [--rounds N] [--backward]
 """
 
 from __future__ import annotations
@@ -28,24 +30,29 @@ import torch.nn.functional as F
 
 import posenc
 from posenc.kernels import blocked
-from posenc.kernels.bias_attention import _plan, _toeplitz_table
+from posenc.kernels.bias_attention import _plan, bias_attention
 
 HEADS, HEAD_DIM = 8, 64  # the speed race's bias shapes: (1, 8, L, 64) float32
 
 
-def contenders(q, k, v, encoding, spans: list[tuple[int, int]]) -> dict:
-    """``{label: call}``: the floor, the planned row blocks, and spans per ``(rows, piece)``."""
+def contenders(q, k, v, encoding, spans: list[tuple[int, int]], backward: bool = False) -> dict:
+    """``{label: call}``: the floor, the planned row blocks, and spans per ``(rows, piece)``, each
+    through ``bias_attention(..., causal=True, path="chunked")``; with ``backward``, a forward and a
+    backward into q, k, v and the encoding's parameters, as in the speed race."""
     plan = _plan(q, k, encoding, None, None, None, True, None)
-    table = _toeplitz_table(encoding, plan, q, k.shape[2])
+    grad = torch.randn(q.shape, generator=torch.Generator().manual_seed(4))
 
-    def attend(causal: bool, rows: int = blocked.SPAN_ROWS, piece: int = blocked.PIECE_ROWS):
+    def step(out: torch.Tensor) -> torch.Tensor:
+        if backward and torch.is_grad_enabled():
+            out.backward(grad)
+        return out.detach()
+
+    def attend(rows: int, piece: int = blocked.PIECE_ROWS):
         def call():
             saved = blocked.SPAN_ROWS, blocked.PIECE_ROWS
             blocked.SPAN_ROWS, blocked.PIECE_ROWS = rows, piece
-            try:  # causal=False: the same causal blocks (the mask is in the table), without spans
-                return blocked.blocked_attention(
-                    q, k, v, "toeplitz", (table,), blocks=plan.blocks, causal=causal
-                )
+            try:  # SPAN_ROWS 0: the row blocks as planned
+                return step(bias_attention(q, k, v, encoding, causal=True, path="chunked"))
             finally:
                 blocked.SPAN_ROWS, blocked.PIECE_ROWS = saved
 
@@ -58,10 +65,11 @@ def contenders(q, k, v, encoding, spans: list[tuple[int, int]]) -> dict:
             F.scaled_dot_product_attention(q[:, :, start:stop], k[:, :, :keys], v[:, :, :keys])
 
     out = {
-        "unbiased causal SDPA": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-        f"row blocks of {rows}": attend(False),
-        "the blocks, no bias/mask": bare_blocks,
+        "unbiased causal SDPA": lambda: step(F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+        f"row blocks of {rows}": attend(0),
     }
+    if not backward:
+        out["the blocks, no bias/mask"] = bare_blocks
     i, j = q.shape[2], k.shape[2]
     for span_rows, piece in spans:
         saved = blocked.SPAN_ROWS, blocked.PIECE_ROWS
@@ -70,7 +78,7 @@ def contenders(q, k, v, encoding, spans: list[tuple[int, int]]) -> dict:
             first = blocked.causal_spans(i, j, rows)[0].pieces[0]
         finally:
             blocked.SPAN_ROWS, blocked.PIECE_ROWS = saved
-        out[f"spans {span_rows}/{first[1] - first[0]}"] = attend(True, span_rows, piece)
+        out[f"spans {span_rows}/{first[1] - first[0]}"] = attend(span_rows, piece)
     return out
 
 
@@ -92,13 +100,12 @@ def check(cases: dict) -> None:
 
 def race(cases: dict, rounds: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in cases}
-    with torch.no_grad():
-        for _ in range(rounds):
-            for name, call in cases.items():
-                call()
-                t0 = time.perf_counter()
-                call()
-                times[name].append(time.perf_counter() - t0)
+    for _ in range(rounds):
+        for name, call in cases.items():
+            call()
+            t0 = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - t0)
     return times
 
 
@@ -109,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spans", action="append", default=None, metavar="ROWS/PIECE",
                         help=f"span and piece rows (repeatable; default {blocked.SPAN_ROWS}/{blocked.PIECE_ROWS})")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=9, help="rounds per length (default 9)")
+    parser.add_argument(
+        "--backward", action="store_true", help="time forward + backward (q, k, v, the table)"
+    )
     args = parser.parse_args(argv)
     if args.rounds < 2:
         parser.error("--rounds must be at least 2")
@@ -123,14 +133,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--spans takes ROWS/PIECE, two whole numbers >= 1, e.g. 1024/256")
     allocator = speed.steady_allocator()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU code "
-          f"{torch.backends.cpu.get_cpu_capability()}, allocator {allocator['mode']}; forward, "
+          f"{torch.backends.cpu.get_cpu_capability()}, allocator {allocator['mode']}; {'forward+backward' if args.backward else 'forward'}, "
           f"(1, {HEADS}, L, {HEAD_DIM}) float32; medians (range), x = time / the floor's")  # fmt: skip
     for length in args.length or [1024, 2048, 4096]:
         g = torch.Generator().manual_seed(0)
-        q, k, v = (torch.randn(1, HEADS, length, HEAD_DIM, generator=g) for _ in range(3))
+        q, k, v = (
+            torch.randn(1, HEADS, length, HEAD_DIM, generator=g).requires_grad_(args.backward)
+            for _ in range(3)
+        )
         for name in args.encoding or ["alibi", "t5"]:
             encoding = posenc.build_for_model(name, d_model=HEADS * HEAD_DIM, num_heads=HEADS)
-            cases = contenders(q, k, v, encoding, spans)
+            encoding.requires_grad_(args.backward)
+            cases = contenders(q, k, v, encoding, spans, args.backward)
             check(cases)
             times = race(cases, args.rounds)
             floor = statistics.median(times["unbiased causal SDPA"])

@@ -21,7 +21,7 @@ that does not grow with ``i * j``:
       Backward is :mod:`posenc.kernels.blocked`'s: the probabilities are recomputed per
       block and the score gradient is summed per distance into the table, from which
       autograd reaches the parameters (T5's buckets, KERPLE's ``r1, r2``). Under a causal
-      mask on the CPU the forward regroups the blocks in spans (the keys a span's queries
+      mask on the CPU forward and backward regroup the blocks in spans (the keys a span's queries
       all see in one call, the rest in small pieces, merged by their log-sum-exps:
       :func:`posenc.kernels.blocked.causal_spans`).
     - FIRE in float32 on CPU (``factored_mlp``: a distance term times a per-query

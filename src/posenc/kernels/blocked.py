@@ -12,7 +12,8 @@ Toeplitz bias on the CPU goes in *spans* instead (:func:`causal_spans`): the key
 span sees in one call, the keys next to the diagonal in small pieces, the two merged by their
 log-sum-exps; a row block computes its whole square next to the diagonal, and blocks of few queries
 run slower per score than blocks of many, so one block size cannot both waste little and run fast.
-Backward (FlashAttention's recomputation, block by block): ``P = exp(q k^T s + B - lse)``,
+Backward (FlashAttention's recomputation, block by block, or span by span as the forward went:
+it needs only each row's output and log-sum-exp, and a row's parts add up): ``P = exp(q k^T s + B - lse)``,
 ``dv += P^T dO``, ``dS = P (dO v^T - rowsum(dO O))``, ``dq = dS k s``, ``dk += dS^T q s``, and
 the source reduces ``dS`` into the gradient of its tensors: no dense bias and no
 checkpointed forward is ever kept.
@@ -45,10 +46,11 @@ Block = tuple[int, int, int]  # (start, stop, keys)
 
 #: Causal spans (:func:`causal_spans`): queries per span, and at most this many rows per piece next
 #: to the diagonal. Chosen with ``python benchmarks/bias_spans.py`` on an idle Zen 4 (torch 2.13, 2
-#: threads, ALiBi and T5 on (1, 8, L, 64) float32, forward): at L 4096 1.02-1.05x unbiased causal SDPA
-#: where the planned row blocks ran at 1.15x (1.08x against 1.24-1.26x with torch's AVX2 code), at
-#: L 8192 1.03-1.11x against 1.35-1.53x, at L 1024-2048 the same as the row blocks; spans of 768 or
-#: 2048 rows ran 2-6% slower than 1024, pieces of 128 or 512 rows within 1% of 256.
+#: threads, ALiBi and T5 on (1, 8, L, 64) float32): forward at L 4096 1.05-1.13x unbiased causal SDPA
+#: where the planned row blocks ran at 1.15-1.30x, at L 8192 1.09x against 1.60x, forward+backward
+#: at L 4096 1.06x / 1.22x (ALiBi / T5) against 1.25x / 1.37x; spans of 768 or 2048 rows and pieces
+#: of 128 ran slower (benchmarks/README.md). ``SPAN_ROWS = 0`` turns spans off (the row blocks run
+#: as planned).
 SPAN_ROWS = 1024
 PIECE_ROWS = 256
 
@@ -215,7 +217,7 @@ class _BlockedAttention(torch.autograd.Function):
         wide = torch.promote_types(q.dtype, torch.float32)
         out = q.new_empty(b, h, i, v_rev.shape[-1])
         lse = torch.empty(b, h, i, dtype=wide, device=q.device)
-        if spans is not None:  # backward needs only each row's output and log-sum-exp: any blocks do
+        if spans is not None:
             assert isinstance(source, ToeplitzSource)  # spans are planned for a Toeplitz bias only
             _span_forward(q, k_rev, v_rev, source, spans, scale, out, lse)
         for start, stop, keys in blocks if spans is None else ():
@@ -230,7 +232,7 @@ class _BlockedAttention(torch.autograd.Function):
             out[:, :, start:stop] = o
             lse[:, :, start:stop] = m
         ctx.save_for_backward(q, k_rev, v_rev, out, lse, allowed, *tensors)
-        ctx.kind, ctx.blocks, ctx.scale, ctx.band = kind, blocks, scale, band
+        ctx.kind, ctx.blocks, ctx.spans, ctx.scale, ctx.band = kind, blocks, spans, scale, band
         return out
 
     @staticmethod
@@ -241,24 +243,25 @@ class _BlockedAttention(torch.autograd.Function):
         source = SOURCES[ctx.kind](tuple(t.detach() for t in tensors), j, allowed, ctx.band)
         needs_table = source.begin_backward(ctx.needs_input_grad[9:])
         flash = q.device.type in FLASH_DEVICES
-        grad_q = torch.empty(q.shape, dtype=q.dtype if flash else wide, device=q.device)
+        grad_q = torch.zeros(q.shape, dtype=q.dtype if flash else wide, device=q.device)
         grad_k = torch.zeros(k_rev.shape, dtype=grad_q.dtype, device=q.device)
         grad_v = torch.zeros(v_rev.shape, dtype=grad_q.dtype, device=q.device)
-        for start, stop, keys in ctx.blocks:
-            bias = source.block(start, stop, keys)
-            qb, kb, vb = q[:, :, start:stop], k_rev[:, :, j - keys :], v_rev[:, :, j - keys :]
+        for start, stop, keys, width in _parts(ctx.blocks, ctx.spans if flash else None):
+            seen = slice(j - keys, j - keys + width)  # keys [keys - width, keys), reversed
+            bias = source.block(start, stop, keys)[..., :width]
+            qb, kb, vb = q[:, :, start:stop], k_rev[:, :, seen], v_rev[:, :, seen]
             gb, ob, mb = grad_out[:, :, start:stop], out[:, :, start:stop], lse[:, :, start:stop, None]
-            if flash:  # q, k, v gradients from the flash kernel's own backward
+            if flash:  # q, k, v gradients from the flash kernel's own backward (a row's parts add up)
                 dq, dk, dv = _FLASH_CPU_BACKWARD(
                     gb, qb, kb, vb, ob, mb[..., 0], 0.0, False, attn_mask=bias, scale=scale
                 )
-                grad_q[:, :, start:stop] = dq
-                grad_k[:, :, j - keys :] += dk
-                grad_v[:, :, j - keys :] += dv
+                grad_q[:, :, start:stop] += dq
+                grad_k[:, :, seen] += dk
+                grad_v[:, :, seen] += dv
                 if needs_table:  # the score gradient, only on the columns the source needs
                     for sub in range(start, stop, _BAND_ROWS if source.band is not None else stop - start):
                         end = min(stop, sub + _BAND_ROWS) if source.band is not None else stop
-                        cols = source.columns(sub, end, keys, i)
+                        cols = min(width, source.columns(sub, end, keys, i))
                         rows = slice(sub - start, end - start)
                         grad_s, _ = _score_gradient(
                             qb[:, :, rows], kb[:, :, :cols], vb[:, :, :cols], bias[..., rows, :cols],
@@ -275,6 +278,20 @@ class _BlockedAttention(torch.autograd.Function):
                 source.accumulate(start, stop, keys, grad_s)
         grads = (grad_q.to(q.dtype), grad_k.to(k_rev.dtype), grad_v.to(v_rev.dtype))
         return (*grads, None, None, None, None, None, None, *source.grads())
+
+
+def _parts(blocks: list[Block], spans: list[Span] | None) -> list[tuple[int, int, int, int]]:
+    """``(start, stop, keys, width)``: rows ``[start, stop)`` against the first ``width`` (reversed)
+    columns of block ``(start, stop, keys)``, i.e. keys ``[keys - width, keys)``: the blocks whole,
+    or the spans' pieces and shared keys."""
+    if spans is None:
+        return [(start, stop, keys, keys) for start, stop, keys in blocks]
+    parts = []
+    for span in spans:
+        parts += [(start, stop, keys, keys - span.seen) for start, stop, keys in span.pieces]
+        if span.seen:
+            parts.append((span.start, span.stop, span.seen, span.seen))
+    return parts
 
 
 def _span_forward(q, k_rev, v_rev, source: ToeplitzSource, spans: list[Span], scale, out, lse) -> None:
@@ -339,7 +356,8 @@ def blocked_attention(
     i, j = q.shape[2], k.shape[2]
     spans = None
     if (
-        causal
+        SPAN_ROWS > 0
+        and causal
         and kind == "toeplitz"
         and allowed is None
         and q.device.type in FLASH_DEVICES

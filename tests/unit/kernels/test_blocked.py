@@ -132,3 +132,15 @@ def test_causal_spans_merged_by_log_sum_exp_equal_dense_attention(dtype, offset,
     got = torch.autograd.grad(out, params, g)
     for a, c in zip(got, torch.autograd.grad(ref, params64, g.double())):
         torch.testing.assert_close(a.double(), c, rtol=1e-4, atol=1e-5)
+
+
+def test_span_rows_zero_runs_the_planned_row_blocks(monkeypatch):
+    """``SPAN_ROWS = 0`` turns spans off: the row blocks run, with the same attention."""
+    monkeypatch.setattr(blocked, "SPAN_ROWS", 0)
+    monkeypatch.setattr(blocked, "_span_forward", lambda *a: pytest.fail("spans ran with SPAN_ROWS = 0"))
+    enc = posenc.build_for_model("alibi", d_model=12, num_heads=3)
+    q, k, v = qkv(1, 3, 20, 26)
+    qp, kp = torch.arange(6, 26)[None], torch.arange(26)[None]
+    out = bias_attention(q, k, v, enc, causal=True, q_positions=qp, k_positions=kp, chunk=4)
+    ref = dense_reference(q, k, v, enc.double(), causal=True, qp=qp, kp=kp)
+    torch.testing.assert_close(out, ref, **tol(torch.float64))
