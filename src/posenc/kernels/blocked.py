@@ -247,17 +247,17 @@ class _BlockedAttention(torch.autograd.Function):
         grad_k = torch.zeros(k_rev.shape, dtype=grad_q.dtype, device=q.device)
         grad_v = torch.zeros(v_rev.shape, dtype=grad_q.dtype, device=q.device)
         for start, stop, keys, width in _parts(ctx.blocks, ctx.spans if flash else None):
-            seen = slice(j - keys, j - keys + width)  # keys [keys - width, keys), reversed
+            window = slice(j - keys, j - keys + width)  # keys [keys - width, keys), reversed
             bias = source.block(start, stop, keys)[..., :width]
-            qb, kb, vb = q[:, :, start:stop], k_rev[:, :, seen], v_rev[:, :, seen]
+            qb, kb, vb = q[:, :, start:stop], k_rev[:, :, window], v_rev[:, :, window]
             gb, ob, mb = grad_out[:, :, start:stop], out[:, :, start:stop], lse[:, :, start:stop, None]
             if flash:  # q, k, v gradients from the flash kernel's own backward (a row's parts add up)
                 dq, dk, dv = _FLASH_CPU_BACKWARD(
                     gb, qb, kb, vb, ob, mb[..., 0], 0.0, False, attn_mask=bias, scale=scale
                 )
                 grad_q[:, :, start:stop] += dq
-                grad_k[:, :, seen] += dk
-                grad_v[:, :, seen] += dv
+                grad_k[:, :, window] += dk
+                grad_v[:, :, window] += dv
                 if needs_table:  # the score gradient, only on the columns the source needs
                     for sub in range(start, stop, _BAND_ROWS if source.band is not None else stop - start):
                         end = min(stop, sub + _BAND_ROWS) if source.band is not None else stop
@@ -308,9 +308,11 @@ def _span_forward(q, k_rev, v_rev, source: ToeplitzSource, spans: list[Span], sc
             lse[:, :, start:stop] = m
         if not span.seen:
             continue
-        rows, seen = slice(span.start, span.stop), slice(j - span.seen, j)
+        rows, shared = slice(span.start, span.stop), slice(j - span.seen, j)
         bias = source.block(span.start, span.stop, span.seen)
-        o, m = _FLASH_CPU(q[:, :, rows], k_rev[:, :, seen], v_rev[:, :, seen], attn_mask=bias, scale=scale)
+        o, m = _FLASH_CPU(
+            q[:, :, rows], k_rev[:, :, shared], v_rev[:, :, shared], attn_mask=bias, scale=scale
+        )
         near_lse = lse[:, :, rows]
         total = torch.logaddexp(m, near_lse)
         far_weight, near_weight = (m - total).exp_()[..., None], (near_lse - total).exp_()[..., None]
