@@ -8,10 +8,10 @@ rest in small pieces, merged by their log-sum-exps. This times, forward only, fo
 unbiased causal SDPA (the floor), the row blocks the path plans, the same blocks' SDPA calls
 without bias or mask (what the blocks cost by themselves; not attention), and spans of each
 ``--spans ROWS/PIECE`` setting, interleaved in rounds (each timed call after one untimed call of
-it), medians over rounds, with the speed race's steady allocator; ``--backward`` times forward and
-backward (into q, k, v and the encoding's parameters, as the speed race does; the bare calls are
-left out). It is how ``SPAN_ROWS`` and
-``PIECE_ROWS`` were chosen; run it on an idle machine.
+it, the garbage collector off while timing), medians over rounds, with the speed race's steady
+allocator; ``--backward`` times forward and backward (into q, k, v and the encoding's parameters,
+as the speed race does; the bare calls are left out). It is how ``SPAN_ROWS`` and ``PIECE_ROWS``
+were chosen; run it on an idle machine.
 
 Usage: python benchmarks/bias_spans.py [--length N ...] [--encoding alibi|t5 ...]
        [--spans ROWS/PIECE ...] [--rounds N] [--backward]
@@ -20,9 +20,9 @@ Usage: python benchmarks/bias_spans.py [--length N ...] [--encoding alibi|t5 ...
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
-import time
 
 import speed  # benchmarks/, next to this file: the steady allocator
 import torch
@@ -33,6 +33,17 @@ from posenc.kernels import blocked
 from posenc.kernels.bias_attention import _plan, bias_attention
 
 HEADS, HEAD_DIM = 8, 64  # the speed race's bias shapes: (1, 8, L, 64) float32
+
+
+@contextlib.contextmanager
+def span_settings(rows: int, piece: int):
+    """``blocked.SPAN_ROWS`` and ``PIECE_ROWS`` set for the block, restored after (0 rows: no spans)."""
+    saved = blocked.SPAN_ROWS, blocked.PIECE_ROWS
+    blocked.SPAN_ROWS, blocked.PIECE_ROWS = rows, piece
+    try:
+        yield
+    finally:
+        blocked.SPAN_ROWS, blocked.PIECE_ROWS = saved
 
 
 def contenders(q, k, v, encoding, spans: list[tuple[int, int]], backward: bool = False) -> dict:
@@ -49,12 +60,8 @@ def contenders(q, k, v, encoding, spans: list[tuple[int, int]], backward: bool =
 
     def attend(rows: int, piece: int = blocked.PIECE_ROWS):
         def call():
-            saved = blocked.SPAN_ROWS, blocked.PIECE_ROWS
-            blocked.SPAN_ROWS, blocked.PIECE_ROWS = rows, piece
-            try:  # SPAN_ROWS 0: the row blocks as planned
+            with span_settings(rows, piece):  # rows 0: the row blocks as planned
                 return step(bias_attention(q, k, v, encoding, causal=True, path="chunked"))
-            finally:
-                blocked.SPAN_ROWS, blocked.PIECE_ROWS = saved
 
         return call
 
@@ -72,12 +79,8 @@ def contenders(q, k, v, encoding, spans: list[tuple[int, int]], backward: bool =
         out["the blocks, no bias/mask"] = bare_blocks
     i, j = q.shape[2], k.shape[2]
     for span_rows, piece in spans:
-        saved = blocked.SPAN_ROWS, blocked.PIECE_ROWS
-        blocked.SPAN_ROWS, blocked.PIECE_ROWS = span_rows, piece
-        try:  # the pieces as the path cuts them (at most the planned rows)
+        with span_settings(span_rows, piece):  # the pieces as the path cuts them (at most the planned rows)
             first = blocked.causal_spans(i, j, rows)[0].pieces[0]
-        finally:
-            blocked.SPAN_ROWS, blocked.PIECE_ROWS = saved
         out[f"spans {span_rows}/{first[1] - first[0]}"] = attend(span_rows, piece)
     return out
 
@@ -96,17 +99,6 @@ def check(cases: dict) -> None:
                 raise SystemExit(
                     f"bias_spans.py: {label} differs from the row blocks ({lines[-2].strip()})"
                 ) from None
-
-
-def race(cases: dict, rounds: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(rounds):
-        for name, call in cases.items():
-            call()
-            t0 = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - t0)
-    return times
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             encoding.requires_grad_(args.backward)
             cases = contenders(q, k, v, encoding, spans, args.backward)
             check(cases)
-            times = race(cases, args.rounds)
+            times = speed.interleaved_times(cases, args.rounds)
             floor = statistics.median(times["unbiased causal SDPA"])
             for label, ts in times.items():
                 m = statistics.median(ts)

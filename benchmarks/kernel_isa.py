@@ -5,8 +5,9 @@ compared across runs; this loads several builds of ``_rope.c`` at once (the AVX2
 this CPU can run, and with ``--source`` another version of the kernel built the same ways) and
 times only the kernel: one foreign call on q and k as ``RoPE.rotate`` makes it (tables broadcast
 over heads), into outputs made once, next to ``copy_`` of the same tensors into outputs made once.
-The contenders are interleaved in rounds (each timed call after one untimed call of it), medians
-over rounds, with the race's steady allocator. It is how the width of the vector code per dtype
+The contenders are interleaved in rounds (``speed.interleaved_times``: each timed call after one
+untimed call of it, the garbage collector off while timing), medians over rounds, with the race's
+steady allocator. It is how the width of the vector code per dtype
 in ``_rope.c`` was chosen; run it on an idle machine.
 
 Usage: python benchmarks/kernel_isa.py [--isa avx2|avx512 ...] [--source FILE.c] [--rounds N]
@@ -20,7 +21,6 @@ import ctypes
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import speed  # benchmarks/, next to this file: the steady allocator
@@ -76,13 +76,7 @@ def race(libs: dict[str, ctypes.CDLL], shape: tuple, rounds: int) -> dict[str, f
         fn = getattr(lib, SYMBOLS[dtype])
         fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_int], None
         cases[label] = lambda fn=fn: fn(pointer, 2)
-    times: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(rounds):
-        for name, call in cases.items():
-            call()
-            t0 = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - t0)
+    times = speed.interleaved_times(cases, rounds)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 

@@ -541,6 +541,26 @@ def steady_allocator() -> dict[str, Any]:
     return {"mode": "steady", "mallopt": {"M_MMAP_MAX": 0, "M_TRIM_THRESHOLD": 2**31 - 1}}
 
 
+def interleaved_times(cases: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Seconds per call of each contender over ``rounds``, for a script that races callables in one
+    process (``kernel_isa.py``, ``bias_spans.py``): the contenders interleaved in rounds, each timed
+    call after one untimed call of it, the garbage collector off while timing (as :func:`_race`)."""
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, call in cases.items():
+            call()
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                call()
+                times[name].append(time.perf_counter() - t0)
+            finally:
+                if collecting:
+                    gc.enable()
+    return times
+
+
 def _race(
     cases: dict[str, Any], repeats: int, progress: Callable[[str], None], label: str, *, inner: int = 1
 ) -> dict[str, Any]:
